@@ -1,0 +1,52 @@
+#include "algorithms/plan.h"
+
+#include <algorithm>
+
+#include "core/datatype.h"
+
+namespace coll {
+
+const char* collKindName(CollKind k) {
+  switch (k) {
+    case CollKind::kAllReduce: return "collAllReduce";
+    case CollKind::kBroadcast: return "collBroadcast";
+    case CollKind::kReduce: return "collReduce";
+    case CollKind::kAllGather: return "collAllGather";
+    case CollKind::kReduceScatter: return "collReduceScatter";
+    case CollKind::kSend: return "collSend";
+    case CollKind::kRecv: return "collRecv";
+  }
+  return "?";
+}
+
+std::string OpDesc::describe() const {
+  std::string s = std::string(collKindName(kind)) + " #" + std::to_string(seq) + " (count " +
+                  std::to_string(count) + ", " + dataTypeName(dtype);
+  if (kind == CollKind::kAllReduce || kind == CollKind::kReduce ||
+      kind == CollKind::kReduceScatter)
+    s += std::string(", ") + redOpName(op);
+  if (kind == CollKind::kBroadcast || kind == CollKind::kReduce)
+    s += ", root " + std::to_string(root);
+  if (kind == CollKind::kSend || kind == CollKind::kRecv) s += ", peer " + std::to_string(root);
+  return s + ")";
+}
+
+void Program::add(uint8_t flags, const OpDesc& od, uint16_t opIndex, const char* src, char* dst,
+                  size_t bytes, SendConnector* send, RecvConnector* recv) {
+  if (bytes == 0) return;
+  Step s{};
+  s.flags = flags;
+  s.elemSize = static_cast<uint8_t>(dataTypeSize(od.dtype));
+  s.op = opIndex;
+  s.kernels = &hostReduceKernels(od.dtype, od.op);
+  s.src = src;
+  s.dst = dst;
+  s.bytes = bytes;
+  s.send = (flags & kSend) ? send : nullptr;
+  s.recv = (flags & kRecv) ? recv : nullptr;
+  steps.push_back(s);
+  if (s.send && std::find(flushTargets.begin(), flushTargets.end(), s.send) == flushTargets.end())
+    flushTargets.push_back(s.send);
+}
+
+}  // namespace coll

@@ -1,0 +1,85 @@
+// Schedules are data: an algorithm turns one operation into, per channel, a list of
+// primitive Steps over that channel's connectors; an executor (host: core/executor.cc)
+// advances them slice by slice without blocking.
+//
+// A Step is a combination of flags:
+//   kRecv  input from the recv connector's slot
+//   kSrc   input from the local source (combined with the received data by the op)
+//   kDst   write the result to the local destination
+//   kSend  write the result to the send connector's slot
+//   kFinal apply the op's post-step (Avg: divide by nranks) to the result
+// so NCCL's primitives are: send = Src|Send, recv = Recv|Dst, recvReduceSend =
+// Recv|Src|Send, recvReduceCopy = Recv|Src|Dst, recvReduceCopySend = Recv|Src|Dst|Send,
+// recvCopySend = Recv|Dst|Send, copy = Src|Dst, copySend = Src|Dst|Send.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "collectives/collectives.h"
+#include "kernels/host_reduce.h"
+#include "transport/connector.h"
+
+namespace coll {
+
+enum StepFlags : uint8_t {
+  kRecv = 1,
+  kSrc = 2,
+  kDst = 4,
+  kSend = 8,
+  kFinal = 16,
+};
+
+struct Step {
+  uint8_t flags;
+  uint8_t elemSize;
+  uint16_t op;        // index of the operation in Program::ops (for error messages)
+  const ReduceKernels* kernels;
+  const char* src;
+  char* dst;
+  size_t bytes;
+  SendConnector* send;
+  RecvConnector* recv;
+};
+
+enum class CollKind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kSend, kRecv };
+const char* collKindName(CollKind k);
+
+// One operation as the user called it.
+struct OpDesc {
+  CollKind kind;
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;
+  collDataType_t dtype;
+  collRedOp_t op;
+  int root;   // broadcast/reduce root; send/recv peer
+  uint64_t seq;
+  std::string describe() const;  // "collAllReduce #3 (count 1024, float32, sum)"
+};
+
+// A sequence of steps run in order by one executor lane (one channel of one
+// communicator, or one p2p peer direction).
+struct Program {
+  std::vector<Step> steps;
+  const std::vector<OpDesc>* ops = nullptr;
+  struct collComm* comm = nullptr;
+  size_t sliceBytes = 0;     // agreed by all ranks
+  int nranks = 1;
+  int rank = 0;
+  // Executor state.
+  size_t cur = 0;
+  size_t off = 0;
+  std::vector<SendConnector*> flushTargets;  // senders that must drain before done
+  WaitTarget blockedOn;                      // set when the last advance stalled
+  const char* blockedWhat = "";              // "data from" / "room at"
+  int blockedPeer = -1;
+
+  // Appends a step (skipping empty ones) and remembers its send connector for flushing.
+  void add(uint8_t flags, const OpDesc& od, uint16_t opIndex, const char* src, char* dst,
+           size_t bytes, SendConnector* send, RecvConnector* recv);
+};
+
+}  // namespace coll

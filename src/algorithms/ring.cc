@@ -1,0 +1,132 @@
+// Ring algorithms: allreduce, reduce-scatter and allgather.
+//
+// Data flows around the ring rank -> ring next on every channel. The buffer is cut into
+// nranks blocks (the user's blocks for allgather and reduce-scatter), and every block
+// into one piece per channel; channel ch handles piece ch of every block, so channels
+// never share a connector and run concurrently.
+//
+// Reduce-scatter: in step j (0 <= j < n) rank r handles block r-1-j. Step 0 sends its own
+// contribution; steps 1..n-2 receive the partial sum of that block from the left, add
+// their own and pass it right; step n-1 receives block r, adds its own and keeps the
+// result (applying Avg's division). Because rank r+1's step j consumes what rank r
+// produces in its step j, all ranks work on the same step at once and the FIFO slices
+// pipeline the blocks through the ring.
+//
+// Allreduce is that reduce-scatter whose last step also sends the finished block on,
+// followed by an allgather: n-2 steps that receive a finished block, keep it and pass
+// it on, and a last step that only keeps it. Every block is reduced along one chain and
+// then copied, so all ranks end with identical bits.
+//
+// Allgather: step 0 copies the rank's own block into place and sends it; steps 1..n-2
+// receive block r-j, keep it and forward it; step n-1 only keeps it.
+#include <algorithm>
+
+#include "algorithms/algorithms.h"
+#include "core/datatype.h"
+
+namespace coll {
+
+int channelsFor(const collComm* c, size_t bytes) {
+  int64_t want = static_cast<int64_t>(bytes) / c->chunkMinBytes;
+  return static_cast<int>(std::clamp<int64_t>(want, 1, static_cast<int64_t>(c->channels.size())));
+}
+
+namespace {
+
+struct Piece {
+  size_t offset;  // bytes from the start of the buffer
+  size_t bytes;
+};
+
+// Piece `ch` of block k, blocks being given by (blockOffset, blockCount) in elements.
+Piece piece(size_t blockOffsetElems, size_t blockCount, size_t elemSize, int nch, int ch) {
+  size_t b = partBegin(blockCount, nch, ch), e = partBegin(blockCount, nch, ch + 1);
+  return {(blockOffsetElems + b) * elemSize, (e - b) * elemSize};
+}
+
+int mod(int a, int n) { return ((a % n) + n) % n; }
+
+}  // namespace
+
+void buildRingAllReduce(collComm* c, const OpDesc& od, uint16_t opIndex,
+                        std::vector<Program>& progs) {
+  const int n = c->nranks, r = c->rank;
+  const size_t es = dataTypeSize(od.dtype);
+  const char* src = static_cast<const char*>(od.sendbuff);
+  char* dst = static_cast<char*>(od.recvbuff);
+  const int nch = channelsFor(c, od.count * es);
+  if (n == 1) {
+    for (int ch = 0; ch < nch; ++ch) {
+      Piece p = piece(0, od.count, es, nch, ch);
+      progs[ch].add(kSrc | kDst | kFinal, od, opIndex, src + p.offset, dst + p.offset, p.bytes,
+                    nullptr, nullptr);
+    }
+    return;
+  }
+  auto block = [&](int k, int ch) {
+    size_t b = partBegin(od.count, n, k), e = partBegin(od.count, n, k + 1);
+    return piece(b, e - b, es, nch, ch);
+  };
+  for (int ch = 0; ch < nch; ++ch) {
+    Program& pg = progs[ch];
+    SendConnector* s = c->channels[ch].send.get();
+    RecvConnector* rv = c->channels[ch].recv.get();
+    auto step = [&](uint8_t flags, int k) {
+      Piece p = block(mod(k, n), ch);
+      pg.add(flags, od, opIndex, src + p.offset, dst + p.offset, p.bytes, s, rv);
+    };
+    step(kSrc | kSend, r - 1);
+    for (int j = 1; j < n - 1; ++j) step(kRecv | kSrc | kSend, r - 1 - j);
+    step(kRecv | kSrc | kDst | kSend | kFinal, r);
+    for (int j = 1; j < n - 1; ++j) step(kRecv | kDst | kSend, r - j);
+    step(kRecv | kDst, r - (n - 1));
+  }
+}
+
+void buildRingReduceScatter(collComm* c, const OpDesc& od, uint16_t opIndex,
+                            std::vector<Program>& progs) {
+  const int n = c->nranks, r = c->rank;
+  const size_t es = dataTypeSize(od.dtype);
+  const char* src = static_cast<const char*>(od.sendbuff);
+  char* dst = static_cast<char*>(od.recvbuff);
+  const int nch = channelsFor(c, od.count * es * n);
+  for (int ch = 0; ch < nch; ++ch) {
+    Program& pg = progs[ch];
+    SendConnector* s = n > 1 ? c->channels[ch].send.get() : nullptr;
+    RecvConnector* rv = n > 1 ? c->channels[ch].recv.get() : nullptr;
+    Piece mine = piece(0, od.count, es, nch, ch);  // offset within the output block
+    auto srcOf = [&](int k) { return src + static_cast<size_t>(mod(k, n)) * od.count * es + mine.offset; };
+    if (n == 1) {
+      pg.add(kSrc | kDst | kFinal, od, opIndex, srcOf(0), dst + mine.offset, mine.bytes, s, rv);
+      continue;
+    }
+    pg.add(kSrc | kSend, od, opIndex, srcOf(r - 1), nullptr, mine.bytes, s, rv);
+    for (int j = 1; j < n - 1; ++j)
+      pg.add(kRecv | kSrc | kSend, od, opIndex, srcOf(r - 1 - j), nullptr, mine.bytes, s, rv);
+    pg.add(kRecv | kSrc | kDst | kFinal, od, opIndex, srcOf(r), dst + mine.offset, mine.bytes, s,
+           rv);
+  }
+}
+
+void buildRingAllGather(collComm* c, const OpDesc& od, uint16_t opIndex,
+                        std::vector<Program>& progs) {
+  const int n = c->nranks, r = c->rank;
+  const size_t es = dataTypeSize(od.dtype);
+  const char* src = static_cast<const char*>(od.sendbuff);
+  char* dst = static_cast<char*>(od.recvbuff);
+  const int nch = channelsFor(c, od.count * es * n);
+  for (int ch = 0; ch < nch; ++ch) {
+    Program& pg = progs[ch];
+    SendConnector* s = n > 1 ? c->channels[ch].send.get() : nullptr;
+    RecvConnector* rv = n > 1 ? c->channels[ch].recv.get() : nullptr;
+    Piece mine = piece(0, od.count, es, nch, ch);
+    auto dstOf = [&](int k) { return dst + static_cast<size_t>(mod(k, n)) * od.count * es + mine.offset; };
+    uint8_t first = n > 1 ? (kSrc | kDst | kSend) : (kSrc | kDst);
+    pg.add(first, od, opIndex, src + mine.offset, dstOf(r), mine.bytes, s, rv);
+    for (int j = 1; j < n - 1; ++j)
+      pg.add(kRecv | kDst | kSend, od, opIndex, nullptr, dstOf(r - j), mine.bytes, s, rv);
+    if (n > 1) pg.add(kRecv | kDst, od, opIndex, nullptr, dstOf(r - (n - 1)), mine.bytes, s, rv);
+  }
+}
+
+}  // namespace coll

@@ -1,0 +1,443 @@
+// The C ABI: extern "C" entry points. Each validates its arguments, runs the call inside
+// a wrapper that catches everything (no exception ever reaches a C caller), turns the
+// internal Status into a collResult_t, and records the error text for collGetLastError.
+#include <arpa/inet.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "collectives/collectives.h"
+#include "core/comm.h"
+#include "core/datatype.h"
+#include "core/group.h"
+#include "core/log.h"
+
+using coll::Status;
+
+namespace {
+
+thread_local std::string tlsLastError;
+
+std::string ptrStr(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%p", p);
+  return buf;
+}
+
+void record(collComm* comm, const char* fn, const Status& st) {
+  std::string text = std::string(fn) + ": " + st.message();
+  if (st.code() == coll::Code::kInvalidArgument || st.code() == coll::Code::kInvalidUsage)
+    COLL_INFO(COLL, "%s", text.c_str());
+  else
+    COLL_WARN(COLL, "%s", text.c_str());
+  tlsLastError = text;
+  if (comm && coll::isLiveComm(comm)) comm->lastError = text;
+}
+
+// Runs body, mapping every outcome to a collResult_t. `comm` is where the error is
+// recorded (may be null).
+template <typename F>
+collResult_t guarded(const char* fn, collComm* comm, F&& body) {
+  Status st;
+  try {
+    st = body();
+  } catch (const std::bad_alloc&) {
+    st = Status(coll::Code::kSystem, "out of memory");
+  } catch (const std::exception& e) {
+    st = coll::internalError(std::string("unexpected exception: ") + e.what());
+  } catch (...) {
+    st = coll::internalError("unexpected exception");
+  }
+  if (!st.ok()) record(comm, fn, st);
+  return st.result();
+}
+
+// Holds comm "in use" for the duration of a call so collCommAbort waits for it.
+class CommUse {
+ public:
+  explicit CommUse(collComm* c) : c_(c), ok_(c && coll::acquireComm(c)) {}
+  ~CommUse() {
+    if (ok_) coll::releaseComm(c_);
+  }
+  Status check(const char* arg = "comm") const {
+    if (!c_) return coll::invalidArgument(std::string(arg) + " is NULL");
+    if (!ok_)
+      return coll::invalidArgument(std::string(arg) + " " + ptrStr(c_) +
+                                   " is not a live communicator (destroyed, aborted or never "
+                                   "initialized)");
+    return coll::okStatus();
+  }
+
+ private:
+  collComm* c_;
+  bool ok_;
+};
+
+Status checkType(collDataType_t t) {
+  if (!coll::validDataType(static_cast<int>(t)))
+    return coll::invalidArgument("datatype " + std::to_string(static_cast<int>(t)) +
+                                 " is not a collDataType_t (0.." +
+                                 std::to_string(collNumTypes - 1) + ")");
+  return coll::okStatus();
+}
+
+Status checkOp(collRedOp_t op) {
+  if (!coll::validRedOp(static_cast<int>(op)))
+    return coll::invalidArgument("op " + std::to_string(static_cast<int>(op)) +
+                                 " is not a collRedOp_t (0.." + std::to_string(collNumOps - 1) +
+                                 ")");
+  return coll::okStatus();
+}
+
+// count elements of t times `mult` must fit in size_t bytes.
+Status checkBytes(const char* arg, size_t count, size_t mult, collDataType_t t) {
+  size_t es = coll::dataTypeSize(t);
+  size_t bytes;
+  if (__builtin_mul_overflow(count, es, &bytes) || __builtin_mul_overflow(bytes, mult, &bytes))
+    return coll::invalidArgument(std::string(arg) + " " + std::to_string(count) + " of " +
+                                 coll::dataTypeName(t) + (mult > 1 ? " x nranks " + std::to_string(mult) : "") +
+                                 " overflows size_t bytes");
+  return coll::okStatus();
+}
+
+Status checkBuf(const char* arg, const void* p, size_t count) {
+  if (!p && count > 0)
+    return coll::invalidArgument(std::string(arg) + " is NULL with count " + std::to_string(count));
+  return coll::okStatus();
+}
+
+Status checkRank(const char* arg, int r, int nranks) {
+  if (r < 0 || r >= nranks)
+    return coll::invalidArgument(std::string(arg) + " " + std::to_string(r) +
+                                 " is out of range for a communicator of " +
+                                 std::to_string(nranks) + " ranks");
+  return coll::okStatus();
+}
+
+Status checkStream(collStream_t stream) {
+  (void)stream;  // host buffers: the stream is not used
+  return coll::okStatus();
+}
+
+collResult_t runOp(const char* fn, collComm* comm, coll::OpDesc od,
+                   std::function<Status(collComm*)> validate) {
+  CommUse use(comm);
+  return guarded(fn, comm, [&]() -> Status {
+    COLL_CHECK(use.check());
+    COLL_CHECK(checkType(od.dtype));
+    COLL_CHECK(validate(comm));
+    collComm* failed = nullptr;
+    Status st = coll::enqueue(comm, od, &failed);
+    if (!st.ok() && failed && failed != comm && coll::isLiveComm(failed))
+      failed->lastError = std::string(fn) + ": " + st.message();
+    return st;
+  });
+}
+
+}  // namespace
+
+// The library is built with hidden visibility; the C ABI is its only export.
+#pragma GCC visibility push(default)
+extern "C" {
+
+collResult_t collGetVersion(int* version) {
+  return guarded("collGetVersion", nullptr, [&]() -> Status {
+    if (!version) return coll::invalidArgument("version is NULL");
+    *version = COLL_VERSION_CODE;
+    return coll::okStatus();
+  });
+}
+
+collResult_t collGetUniqueId(collUniqueId* uniqueId) {
+  return guarded("collGetUniqueId", nullptr, [&]() -> Status {
+    if (!uniqueId) return coll::invalidArgument("uniqueId is NULL");
+    COLL_ASSIGN(coll::UniqueIdData id, coll::makeUniqueId());
+    std::memset(uniqueId, 0, sizeof(*uniqueId));
+    std::memcpy(uniqueId->internal, &id, sizeof(id));
+    return coll::okStatus();
+  });
+}
+
+collResult_t collCommInitRank(collComm_t* comm, int nranks, collUniqueId commId, int rank) {
+  return guarded("collCommInitRank", nullptr, [&]() -> Status {
+    if (!comm) return coll::invalidArgument("comm is NULL");
+    *comm = nullptr;
+    if (nranks < 1) return coll::invalidArgument("nranks " + std::to_string(nranks) + " is < 1");
+    COLL_CHECK(checkRank("rank", rank, nranks));
+    coll::UniqueIdData id;
+    std::memcpy(&id, commId.internal, sizeof(id));
+    if (id.magic != coll::kIdMagic)
+      return coll::invalidArgument("commId was not made by collGetUniqueId (bad magic)");
+    COLL_ASSIGN(*comm, coll::commInit(id, nranks, rank));
+    return coll::okStatus();
+  });
+}
+
+collResult_t collCommInitAll(collComm_t* comms, int ndev, const int* devlist) {
+  return guarded("collCommInitAll", nullptr, [&]() -> Status {
+    if (!comms) return coll::invalidArgument("comms is NULL");
+    if (ndev < 1) return coll::invalidArgument("ndev " + std::to_string(ndev) + " is < 1");
+    if (devlist)
+      return coll::invalidArgument("devlist[0]=" + std::to_string(devlist[0]) +
+                                   ": no CUDA device is usable by this build; pass devlist "
+                                   "NULL for host-memory ranks");
+    for (int i = 0; i < ndev; ++i) comms[i] = nullptr;
+    // An in-process root on loopback: these ranks never leave this host.
+    coll::SockAddr lo{};
+    lo.u.in4.sin_family = AF_INET;
+    lo.u.in4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    COLL_ASSIGN(coll::UniqueIdData id, coll::startRootAt(lo));
+    std::vector<Status> results(ndev);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < ndev; ++i)
+      threads.emplace_back([&, i] {
+        auto r = coll::commInit(id, ndev, i);
+        if (r.ok()) comms[i] = r.value();
+        else results[i] = r.takeStatus();
+      });
+    for (auto& t : threads) t.join();
+    for (int i = 0; i < ndev; ++i) {
+      if (results[i].ok()) continue;
+      for (int j = 0; j < ndev; ++j)
+        if (comms[j]) coll::commFree(comms[j], false);
+      for (int j = 0; j < ndev; ++j) comms[j] = nullptr;
+      return results[i];
+    }
+    return coll::okStatus();
+  });
+}
+
+collResult_t collCommFinalize(collComm_t comm) {
+  CommUse use(comm);
+  return guarded("collCommFinalize", comm, [&]() -> Status {
+    COLL_CHECK(use.check());
+    // Host operations complete before their call returns: nothing is outstanding.
+    return coll::okStatus();
+  });
+}
+
+collResult_t collCommDestroy(collComm_t comm) {
+  return guarded("collCommDestroy", nullptr, [&]() -> Status {
+    if (!comm) return coll::invalidArgument("comm is NULL");
+    if (!coll::isLiveComm(comm))
+      return coll::invalidArgument("comm " + ptrStr(comm) +
+                                   " is not a live communicator (already destroyed?)");
+    coll::commFree(comm, !comm->abort->raised());
+    return coll::okStatus();
+  });
+}
+
+collResult_t collCommAbort(collComm_t comm) {
+  return guarded("collCommAbort", nullptr, [&]() -> Status {
+    if (!comm) return coll::invalidArgument("comm is NULL");
+    if (!coll::isLiveComm(comm))
+      return coll::invalidArgument("comm " + ptrStr(comm) + " is not a live communicator");
+    comm->abort->set(coll::Code::kRemote, "communicator aborted by collCommAbort on rank " +
+                                              std::to_string(comm->rank));
+    coll::commFree(comm, false);  // waits for calls in flight to return
+    return coll::okStatus();
+  });
+}
+
+collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newcomm,
+                           void* config) {
+  CommUse use(comm);
+  return guarded("collCommSplit", comm, [&]() -> Status {
+    COLL_CHECK(use.check());
+    if (!newcomm) return coll::invalidArgument("newcomm is NULL");
+    *newcomm = nullptr;
+    if (config)
+      return coll::invalidArgument("config " + ptrStr(config) +
+                                   ": no communicator options exist yet; pass NULL");
+    if (color < COLL_SPLIT_NOCOLOR)
+      return coll::invalidArgument("color " + std::to_string(color) +
+                                   " is negative and not COLL_SPLIT_NOCOLOR");
+    if (coll::inGroup())
+      return coll::invalidUsage("collCommSplit inside a group is not supported");
+    COLL_ASSIGN(*newcomm, coll::commSplit(comm, color, key));
+    return coll::okStatus();
+  });
+}
+
+collResult_t collCommGetAsyncError(collComm_t comm, collResult_t* asyncError) {
+  CommUse use(comm);
+  return guarded("collCommGetAsyncError", comm, [&]() -> Status {
+    COLL_CHECK(use.check());
+    if (!asyncError) return coll::invalidArgument("asyncError is NULL");
+    *asyncError = comm->abort->raised() ? comm->abort->status().result() : collSuccess;
+    return coll::okStatus();
+  });
+}
+
+collResult_t collCommCount(const collComm_t comm, int* count) {
+  CommUse use(comm);
+  return guarded("collCommCount", comm, [&]() -> Status {
+    COLL_CHECK(use.check());
+    if (!count) return coll::invalidArgument("count is NULL");
+    *count = comm->nranks;
+    return coll::okStatus();
+  });
+}
+
+collResult_t collCommCuDevice(const collComm_t comm, int* device) {
+  CommUse use(comm);
+  return guarded("collCommCuDevice", comm, [&]() -> Status {
+    COLL_CHECK(use.check());
+    if (!device) return coll::invalidArgument("device is NULL");
+    *device = comm->cudaDev;
+    return coll::okStatus();
+  });
+}
+
+collResult_t collCommUserRank(const collComm_t comm, int* rank) {
+  CommUse use(comm);
+  return guarded("collCommUserRank", comm, [&]() -> Status {
+    COLL_CHECK(use.check());
+    if (!rank) return coll::invalidArgument("rank is NULL");
+    *rank = comm->rank;
+    return coll::okStatus();
+  });
+}
+
+const char* collGetErrorString(collResult_t result) {
+  switch (result) {
+    case collSuccess: return "no error";
+    case collUnhandledCudaError: return "unhandled cuda error";
+    case collSystemError: return "unhandled system error (run with COLL_DEBUG=INFO for details)";
+    case collInternalError: return "internal error - please report this issue";
+    case collInvalidArgument: return "invalid argument (see collGetLastError for details)";
+    case collInvalidUsage: return "invalid usage (see collGetLastError for details)";
+    case collRemoteError: return "remote process exited or there was a network error";
+    case collInProgress: return "operation in progress";
+    case collTimeout: return "operation timed out";
+    default: return "unknown result code";
+  }
+}
+
+const char* collGetLastError(collComm_t comm) {
+  try {
+    if (comm && coll::isLiveComm(comm)) return comm->lastError.c_str();
+    return tlsLastError.c_str();
+  } catch (...) {
+    return "";
+  }
+}
+
+collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                           collDataType_t datatype, collRedOp_t op, collComm_t comm,
+                           collStream_t stream) {
+  coll::OpDesc od{coll::CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, -1, 0};
+  return runOp("collAllReduce", comm, od, [&](collComm*) -> Status {
+    COLL_CHECK(checkOp(op));
+    COLL_CHECK(checkBytes("count", count, 1, datatype));
+    COLL_CHECK(checkBuf("sendbuff", sendbuff, count));
+    COLL_CHECK(checkBuf("recvbuff", recvbuff, count));
+    return checkStream(stream);
+  });
+}
+
+collResult_t collBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                           collDataType_t datatype, int root, collComm_t comm,
+                           collStream_t stream) {
+  coll::OpDesc od{coll::CollKind::kBroadcast, sendbuff, recvbuff, count, datatype, collSum, root, 0};
+  return runOp("collBroadcast", comm, od, [&](collComm* c) -> Status {
+    COLL_CHECK(checkRank("root", root, c->nranks));
+    COLL_CHECK(checkBytes("count", count, 1, datatype));
+    if (c->rank == root) COLL_CHECK(checkBuf("sendbuff", sendbuff, count));
+    COLL_CHECK(checkBuf("recvbuff", recvbuff, count));
+    return checkStream(stream);
+  });
+}
+
+collResult_t collReduce(const void* sendbuff, void* recvbuff, size_t count,
+                        collDataType_t datatype, collRedOp_t op, int root, collComm_t comm,
+                        collStream_t stream) {
+  coll::OpDesc od{coll::CollKind::kReduce, sendbuff, recvbuff, count, datatype, op, root, 0};
+  return runOp("collReduce", comm, od, [&](collComm* c) -> Status {
+    COLL_CHECK(checkOp(op));
+    COLL_CHECK(checkRank("root", root, c->nranks));
+    COLL_CHECK(checkBytes("count", count, 1, datatype));
+    COLL_CHECK(checkBuf("sendbuff", sendbuff, count));
+    if (c->rank == root) COLL_CHECK(checkBuf("recvbuff", recvbuff, count));
+    return checkStream(stream);
+  });
+}
+
+collResult_t collAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                           collDataType_t datatype, collComm_t comm, collStream_t stream) {
+  coll::OpDesc od{coll::CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, collSum, -1, 0};
+  return runOp("collAllGather", comm, od, [&](collComm* c) -> Status {
+    COLL_CHECK(checkBytes("sendcount", sendcount, static_cast<size_t>(c->nranks), datatype));
+    COLL_CHECK(checkBuf("sendbuff", sendbuff, sendcount));
+    COLL_CHECK(checkBuf("recvbuff", recvbuff, sendcount));
+    return checkStream(stream);
+  });
+}
+
+collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                               collDataType_t datatype, collRedOp_t op, collComm_t comm,
+                               collStream_t stream) {
+  coll::OpDesc od{coll::CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, -1, 0};
+  return runOp("collReduceScatter", comm, od, [&](collComm* c) -> Status {
+    COLL_CHECK(checkOp(op));
+    COLL_CHECK(checkBytes("recvcount", recvcount, static_cast<size_t>(c->nranks), datatype));
+    COLL_CHECK(checkBuf("sendbuff", sendbuff, recvcount));
+    COLL_CHECK(checkBuf("recvbuff", recvbuff, recvcount));
+    return checkStream(stream);
+  });
+}
+
+collResult_t collSend(const void* sendbuff, size_t count, collDataType_t datatype, int peer,
+                      collComm_t comm, collStream_t stream) {
+  coll::OpDesc od{coll::CollKind::kSend, sendbuff, nullptr, count, datatype, collSum, peer, 0};
+  return runOp("collSend", comm, od, [&](collComm* c) -> Status {
+    COLL_CHECK(checkRank("peer", peer, c->nranks));
+    COLL_CHECK(checkBytes("count", count, 1, datatype));
+    COLL_CHECK(checkBuf("sendbuff", sendbuff, count));
+    if (peer == c->rank && !coll::inGroup())
+      return coll::invalidUsage("collSend to oneself (peer " + std::to_string(peer) +
+                                ") outside a group would never complete; pair it with a "
+                                "collRecv inside collGroupStart/End");
+    return checkStream(stream);
+  });
+}
+
+collResult_t collRecv(void* recvbuff, size_t count, collDataType_t datatype, int peer,
+                      collComm_t comm, collStream_t stream) {
+  coll::OpDesc od{coll::CollKind::kRecv, nullptr, recvbuff, count, datatype, collSum, peer, 0};
+  return runOp("collRecv", comm, od, [&](collComm* c) -> Status {
+    COLL_CHECK(checkRank("peer", peer, c->nranks));
+    COLL_CHECK(checkBytes("count", count, 1, datatype));
+    COLL_CHECK(checkBuf("recvbuff", recvbuff, count));
+    if (peer == c->rank && !coll::inGroup())
+      return coll::invalidUsage("collRecv from oneself (peer " + std::to_string(peer) +
+                                ") outside a group would never complete; pair it with a "
+                                "collSend inside collGroupStart/End");
+    return checkStream(stream);
+  });
+}
+
+collResult_t collGroupStart(void) {
+  return guarded("collGroupStart", nullptr, [&]() -> Status { return coll::groupStart(); });
+}
+
+collResult_t collGroupEnd(void) {
+  collComm* failed = nullptr;
+  return guarded("collGroupEnd", nullptr, [&]() -> Status {
+    Status st = coll::groupEnd(&failed);
+    if (!st.ok() && failed && coll::isLiveComm(failed))
+      failed->lastError = "collGroupEnd: " + st.message();
+    return st;
+  });
+}
+
+}  // extern "C"
+#pragma GCC visibility pop

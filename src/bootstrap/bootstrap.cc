@@ -1,0 +1,268 @@
+#include "bootstrap/bootstrap.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+
+#include "bootstrap/host_id.h"
+#include "bootstrap/root.h"
+#include "core/log.h"
+#include "core/param.h"
+
+namespace coll {
+
+static uint64_t randomU64() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+Result<UniqueIdData> makeUniqueId() {
+  UniqueIdData id{};
+  id.magic = kIdMagic;
+  std::string env = paramString("COMM_ID");
+  if (!env.empty()) {
+    auto addr = parseSockAddr(env);
+    if (!addr.ok())
+      return invalidArgument("COLL_COMM_ID/NCCL_COMM_ID: " + addr.status().message());
+    id.root = addr.take();
+    id.flags = kIdFromEnv;
+    // Every process derives the same secret from the address: it guards against mixing
+    // up jobs, not against attackers, in this mode.
+    id.secret = std::hash<std::string>{}("coll-comm-id:" + env) | 1;
+    return id;
+  }
+  auto ifs = findInterfaces();
+  if (ifs.empty())
+    return Status(Code::kSystem, "no usable network interface (COLL_SOCKET_IFNAME=\"" +
+                                     paramString("SOCKET_IFNAME") + "\")");
+  return startRootAt(ifs[0].addr);
+}
+
+Result<UniqueIdData> startRootAt(SockAddr addr) {
+  UniqueIdData id{};
+  id.magic = kIdMagic;
+  id.root = addr;
+  id.root.setPort(0);
+  id.secret = randomU64();
+  COLL_CHECK(startRoot(&id.root, id.secret));
+  return id;
+}
+
+Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdData& id, int rank,
+                                                     int nranks, PeerInfo self,
+                                                     std::shared_ptr<AbortState> abort) {
+  std::unique_ptr<Bootstrap> b(new Bootstrap());
+  b->rank_ = rank;
+  b->nranks_ = nranks;
+  b->secret_ = id.secret;
+  b->abort_ = std::move(abort);
+  b->timeoutS_ = static_cast<double>(paramInt("BOOTSTRAP_TIMEOUT_S"));
+
+  if ((id.flags & kIdFromEnv) && rank == 0) {
+    SockAddr rootAddr = id.root;
+    COLL_CHECK(startRoot(&rootAddr, id.secret));
+  }
+
+  // Our listener on the interface that reaches the root (same family, same interface
+  // choice as the root for the usual single-interface case).
+  auto ifs = findInterfaces();
+  SockAddr mine{};
+  bool found = false;
+  for (auto& nif : ifs)
+    if (nif.addr.family() == id.root.family()) { mine = nif.addr; found = true; break; }
+  if (!found) {
+    if (ifs.empty())
+      return Status(Code::kSystem, "no usable network interface (COLL_SOCKET_IFNAME=\"" +
+                                       paramString("SOCKET_IFNAME") + "\")");
+    mine = ifs[0].addr;
+  }
+  mine.setPort(0);
+  COLL_ASSIGN(b->listener_, Socket::listen(&mine));
+  self.bootAddr = mine;
+
+  Deadline deadline = deadlineIn(b->timeoutS_ + 10);
+  auto conn = Socket::connect(id.root, deadlineIn(b->timeoutS_), &b->abort_->flag);
+  if (!conn.ok())
+    return Status(conn.status().code(), "rank " + std::to_string(rank) +
+                                            ": cannot reach the bootstrap root at " +
+                                            id.root.str() + ": " + conn.status().message());
+  b->root_ = conn.take();
+  JoinMsg j{};
+  j.magic = kWireMagic;
+  j.kind = RootMsg::kJoin;
+  j.secret = id.secret;
+  j.rank = rank;
+  j.nranks = nranks;
+  j.info = self;
+  COLL_CHECK(b->root_.sendAll(&j, sizeof(j), deadline, &b->abort_->flag));
+  RootReply reply{};
+  Status st = b->root_.recvAll(&reply, sizeof(reply), deadline, &b->abort_->flag);
+  if (!st.ok())
+    return Status(st.code(), "rank " + std::to_string(rank) + ": waiting for the other ranks at root " +
+                                 id.root.str() + ": " + st.message());
+  if (reply.kind == RootMsg::kError)
+    return remoteError(std::string("bootstrap root refused rank ") + std::to_string(rank) +
+                       ": " + reply.text);
+  if (reply.kind != RootMsg::kTable) return internalError("unexpected root reply");
+  b->peers_.resize(nranks);
+  COLL_CHECK(b->root_.recvAll(b->peers_.data(), sizeof(PeerInfo) * nranks, deadline,
+                              &b->abort_->flag));
+  for (int r = 0; r < nranks; ++r)
+    if (b->peers_[r].pid == reply.rootPid &&
+        std::strncmp(b->peers_[r].hostId, reply.rootHostId, sizeof(reply.rootHostId)) == 0)
+      b->rootRank_ = r;
+  b->service_ = std::thread([p = b.get()] { p->serviceLoop(); });
+  return b;
+}
+
+Bootstrap::~Bootstrap() {
+  stop_.store(true);
+  if (service_.joinable()) service_.join();
+}
+
+void Bootstrap::leave() {
+  if (left_) return;
+  left_ = true;
+  stop_.store(true);
+  if (service_.joinable()) service_.join();
+  RootReply bye{};
+  bye.magic = kWireMagic;
+  bye.kind = RootMsg::kBye;
+  if (root_.valid()) (void)root_.sendAll(&bye, sizeof(bye), deadlineIn(2));
+  root_.close();
+}
+
+Status Bootstrap::connectTo(int peer) {
+  COLL_ASSIGN(Socket s, Socket::connect(peers_[peer].bootAddr, deadlineIn(timeoutS_),
+                                        &abort_->flag));
+  HelloMsg h{kWireMagic, rank_, secret_};
+  COLL_CHECK(s.sendAll(&h, sizeof(h), deadlineIn(timeoutS_), &abort_->flag));
+  out_.emplace(peer, std::move(s));
+  return okStatus();
+}
+
+Status Bootstrap::send(int peer, uint64_t tag, const void* data, size_t len) {
+  std::lock_guard<std::mutex> lock(sendMu_);
+  if (!out_.count(peer)) COLL_CHECK(connectTo(peer));
+  Socket& s = out_.at(peer);
+  FrameHeader h{tag, len};
+  Status st = s.sendAll(&h, sizeof(h), deadlineIn(timeoutS_), &abort_->flag);
+  if (st.ok() && len) st = s.sendAll(data, len, deadlineIn(timeoutS_), &abort_->flag);
+  if (!st.ok())
+    return Status(st.code(), "bootstrap send to rank " + std::to_string(peer) + " (" +
+                                 peers_[peer].hostname + "): " + st.message());
+  return okStatus();
+}
+
+Status Bootstrap::recv(int peer, uint64_t tag, std::vector<char>* out) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto key = std::make_pair(peer, tag);
+  Deadline deadline = deadlineIn(timeoutS_);
+  for (;;) {
+    auto it = mailbox_.find(key);
+    if (it != mailbox_.end() && !it->second.empty()) {
+      *out = std::move(it->second.front());
+      it->second.pop_front();
+      if (it->second.empty()) mailbox_.erase(it);
+      return okStatus();
+    }
+    if (abort_->raised()) return abort_->status();
+    if (std::chrono::steady_clock::now() >= deadline)
+      return timeoutError("bootstrap: no message from rank " + std::to_string(peer) +
+                          " (tag " + std::to_string(tag) + ") within " +
+                          std::to_string(static_cast<int>(timeoutS_)) + " s");
+    cv_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+}
+
+Status Bootstrap::recv(int peer, uint64_t tag, void* data, size_t len) {
+  std::vector<char> buf;
+  COLL_CHECK(recv(peer, tag, &buf));
+  if (buf.size() != len)
+    return internalError("bootstrap message from rank " + std::to_string(peer) + " has " +
+                         std::to_string(buf.size()) + " bytes, expected " + std::to_string(len));
+  std::memcpy(data, buf.data(), len);
+  return okStatus();
+}
+
+Status Bootstrap::allGather(void* data, size_t blockLen, uint64_t tag) {
+  char* base = static_cast<char*>(data);
+  int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
+  for (int s = 0; s < nranks_ - 1; ++s) {
+    int sendBlock = (rank_ - s + nranks_) % nranks_;
+    int recvBlock = (rank_ - s - 1 + nranks_) % nranks_;
+    COLL_CHECK(send(next, tag, base + sendBlock * blockLen, blockLen));
+    COLL_CHECK(recv(prev, tag, base + recvBlock * blockLen, blockLen));
+  }
+  return okStatus();
+}
+
+Status Bootstrap::barrier(uint64_t tag) {
+  std::vector<char> dummy(nranks_);
+  return allGather(dummy.data(), 1, tag);
+}
+
+Status Bootstrap::readFrame(int idx) {
+  InConn& c = in_[idx];
+  FrameHeader h{};
+  COLL_CHECK(c.sock.recvAll(&h, sizeof(h), deadlineIn(timeoutS_)));
+  std::vector<char> buf(h.len);
+  if (h.len) COLL_CHECK(c.sock.recvAll(buf.data(), h.len, deadlineIn(timeoutS_)));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    mailbox_[{c.from, h.tag}].push_back(std::move(buf));
+  }
+  cv_.notify_all();
+  return okStatus();
+}
+
+void Bootstrap::serviceLoop() {
+  setLogRank(rank_);
+  while (!stop_.load()) {
+    std::vector<pollfd> fds;
+    fds.push_back({listener_.fd(), POLLIN, 0});
+    fds.push_back({root_.fd(), POLLIN, 0});  // -1 once closed: poll skips it
+    for (auto& c : in_) fds.push_back({c.sock.fd(), POLLIN, 0});
+    int rc = ::poll(fds.data(), fds.size(), 100);
+    if (rc <= 0) continue;
+    if (fds[0].revents) {
+      auto s = listener_.accept(deadlineIn(1));
+      if (s.ok()) {
+        Socket sock = s.take();
+        HelloMsg h{};
+        if (sock.recvAll(&h, sizeof(h), deadlineIn(5)).ok() && h.magic == kWireMagic &&
+            h.secret == secret_ && h.fromRank >= 0 && h.fromRank < nranks_) {
+          in_.push_back({std::move(sock), h.fromRank});
+        } else {
+          COLL_WARN(BOOTSTRAP, "dropped a bootstrap connection from %s: bad hello or secret",
+                    sock.peer().str().c_str());
+        }
+      }
+    }
+    if (root_.valid() && fds[1].revents) {
+      RootReply msg{};
+      Status st = root_.recvAll(&msg, sizeof(msg), deadlineIn(5));
+      if (st.ok() && msg.kind == RootMsg::kRankFailed) {
+        abort_->set(Code::kRemote, msg.text);
+      } else if (!st.ok() && !stop_.load()) {
+        std::string who = rootRank_ >= 0 ? "rank " + std::to_string(rootRank_) + " (pid " +
+                                               std::to_string(peers_[rootRank_].pid) + " on " +
+                                               peers_[rootRank_].hostname + ")"
+                                         : std::string("the process that created the unique id");
+        abort_->setRootLost("lost the bootstrap root hosted by " + who +
+                            ": it exited or was killed");
+      }
+      if (!st.ok()) root_.close();
+    }
+    for (size_t i = 2; i < fds.size(); ++i) {
+      if (!fds[i].revents) continue;
+      int idx = static_cast<int>(i - 2);
+      if (!readFrame(idx).ok()) in_[idx].sock.close();
+    }
+    std::erase_if(in_, [](const InConn& c) { return !c.sock.valid(); });
+  }
+}
+
+}  // namespace coll

@@ -1,0 +1,123 @@
+// Per-rank bootstrap: joins the root, learns every rank's PeerInfo, and then offers
+// tagged, ordered, out-of-band messages between ranks (used to exchange connection
+// handles and for small allgathers), plus failure notification.
+//
+// Concurrency: one service thread per Bootstrap owns the listener, every incoming
+// connection and the root connection; it files incoming frames into a mailbox. send()
+// and recv() may be called from the communicator's thread (one at a time). The failure
+// callback runs on the service thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/wire.h"
+#include "core/status.h"
+
+namespace coll {
+
+// Shared failure state of one communicator: set once (first reason wins) by the
+// bootstrap service thread, an executor, or collCommAbort; read by every wait.
+struct AbortState {
+  std::atomic<bool> flag{false};
+  std::atomic<int> code{0};
+  std::mutex mu;
+  std::string reason;
+
+  void set(Code c, const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (flag.load()) return;
+    reason = why;
+    code.store(static_cast<int>(c));
+    flag.store(true, std::memory_order_release);
+  }
+  bool raised() const { return flag.load(std::memory_order_relaxed); }
+
+  // The bootstrap root vanished. Not fatal by itself (the process hosting it may just
+  // have finished); executors treat it as fatal once they are stuck.
+  std::atomic<bool> rootLost{false};
+  std::string rootLostWhy;  // written before rootLost is set
+  void setRootLost(const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      rootLostWhy = why;
+    }
+    rootLost.store(true, std::memory_order_release);
+  }
+  std::string rootLostReason() {
+    std::lock_guard<std::mutex> lock(mu);
+    return rootLostWhy;
+  }
+  Status status() {
+    std::lock_guard<std::mutex> lock(mu);
+    return Status(static_cast<Code>(code.load()), reason);
+  }
+};
+
+Result<UniqueIdData> makeUniqueId();  // honours COLL_COMM_ID
+// A new id whose root listens on addr's IP (ephemeral port), hosted by this process.
+Result<UniqueIdData> startRootAt(SockAddr addr);
+
+class Bootstrap {
+ public:
+  // Joins the communicator described by id as `rank` of `nranks`.
+  static Result<std::unique_ptr<Bootstrap>> create(const UniqueIdData& id, int rank,
+                                                   int nranks, PeerInfo self,
+                                                   std::shared_ptr<AbortState> abort);
+  ~Bootstrap();
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  const std::vector<PeerInfo>& peers() const { return peers_; }
+
+  Status send(int peer, uint64_t tag, const void* data, size_t len);
+  Status recv(int peer, uint64_t tag, std::vector<char>* out);
+  Status recv(int peer, uint64_t tag, void* data, size_t len);  // exact length expected
+  // Ring allgather: data holds nranks blocks of blockLen; block `rank` is ours.
+  Status allGather(void* data, size_t blockLen, uint64_t tag);
+  Status barrier(uint64_t tag);
+
+  // Leaving cleanly tells the root this rank is not failing.
+  void leave();
+
+ private:
+  Bootstrap() = default;
+  void serviceLoop();
+  Status readFrame(int connIdx);
+  Status connectTo(int peer);
+
+  int rank_ = -1, nranks_ = 0;
+  uint64_t secret_ = 0;
+  std::vector<PeerInfo> peers_;
+  Socket listener_;
+  Socket root_;
+  int rootRank_ = -1;  // the rank whose process hosts the root, if any
+  std::shared_ptr<AbortState> abort_;
+  double timeoutS_ = 60;
+
+  std::mutex sendMu_;
+  std::map<int, Socket> out_;
+
+  struct InConn {
+    Socket sock;
+    int from;
+  };
+  std::vector<InConn> in_;  // service thread only
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::pair<int, uint64_t>, std::deque<std::vector<char>>> mailbox_;
+  std::atomic<bool> stop_{false};
+  bool left_ = false;
+  std::thread service_;
+};
+
+}  // namespace coll

@@ -1,0 +1,166 @@
+#include "bootstrap/root.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/host_id.h"
+#include "core/log.h"
+#include "core/param.h"
+
+namespace coll {
+
+namespace {
+
+class Root {
+ public:
+  Root(Socket listener, uint64_t secret) : listener_(std::move(listener)), secret_(secret) {}
+  void run();
+
+ private:
+  void sendReply(Socket& s, RootMsg kind, int rank, const std::string& text);
+  void refuse(Socket& s, const std::string& text) {
+    COLL_WARN(BOOTSTRAP, "root: %s", text.c_str());
+    sendReply(s, RootMsg::kError, -1, text);
+  }
+  void handleJoin(Socket s);
+  bool gather();
+  void monitor();
+
+  Socket listener_;
+  uint64_t secret_;
+  int nranks_ = -1;
+  std::vector<Socket> ranks_;
+  std::vector<PeerInfo> infos_;
+  int joined_ = 0;
+};
+
+void Root::sendReply(Socket& s, RootMsg kind, int rank, const std::string& text) {
+  RootReply r{};
+  r.magic = kWireMagic;
+  r.kind = kind;
+  r.rank = rank;
+  r.rootPid = getpid();
+  std::snprintf(r.rootHostId, sizeof(r.rootHostId), "%s", localHostId().c_str());
+  std::snprintf(r.text, sizeof(r.text), "%s", text.c_str());
+  (void)s.sendAll(&r, sizeof(r), deadlineIn(5));
+}
+
+void Root::handleJoin(Socket s) {
+  JoinMsg j{};
+  if (!s.recvAll(&j, sizeof(j), deadlineIn(10)).ok() || j.magic != kWireMagic ||
+      j.kind != RootMsg::kJoin) {
+    COLL_WARN(BOOTSTRAP, "root: dropped a connection from %s that is not a rank joining",
+              s.peer().str().c_str());
+    return;
+  }
+  if (j.secret != secret_)
+    return refuse(s, "rank " + std::to_string(j.rank) + " from " + s.peer().str() +
+                         " presented a wrong secret: its unique id is not this root's");
+  if (j.nranks <= 0 || j.rank < 0 || j.rank >= j.nranks)
+    return refuse(s, "rank " + std::to_string(j.rank) + " out of range for nranks " +
+                         std::to_string(j.nranks));
+  if (nranks_ < 0) {
+    nranks_ = j.nranks;
+    ranks_.resize(nranks_);
+    infos_.resize(nranks_);
+  } else if (j.nranks != nranks_) {
+    return refuse(s, "rank " + std::to_string(j.rank) + " says nranks=" +
+                         std::to_string(j.nranks) + " but ranks before it said nranks=" +
+                         std::to_string(nranks_));
+  }
+  if (ranks_[j.rank].valid())
+    return refuse(s, "rank " + std::to_string(j.rank) + " joined twice (first from pid " +
+                         std::to_string(infos_[j.rank].pid) + " on " +
+                         infos_[j.rank].hostname + ", again from pid " +
+                         std::to_string(j.info.pid) + " on " + j.info.hostname + ")");
+  infos_[j.rank] = j.info;
+  ranks_[j.rank] = std::move(s);
+  ++joined_;
+}
+
+bool Root::gather() {
+  double timeout = static_cast<double>(paramInt("BOOTSTRAP_TIMEOUT_S"));
+  Deadline deadline{};
+  bool started = false;
+  while (nranks_ < 0 || joined_ < nranks_) {
+    if (started && std::chrono::steady_clock::now() >= deadline) {
+      std::string missing;
+      for (int r = 0; r < nranks_; ++r)
+        if (!ranks_[r].valid()) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+      std::string text = "rank(s) " + missing + " of " + std::to_string(nranks_) +
+                         " never joined within COLL_BOOTSTRAP_TIMEOUT_S=" +
+                         std::to_string(static_cast<int>(timeout)) + " s";
+      COLL_WARN(BOOTSTRAP, "root: %s", text.c_str());
+      for (auto& s : ranks_)
+        if (s.valid()) sendReply(s, RootMsg::kError, -1, text);
+      return false;
+    }
+    auto r = listener_.accept(started ? deadline : deadlineIn(3600));
+    if (!r.ok()) continue;
+    if (!started) {
+      started = true;
+      deadline = deadlineIn(timeout);
+    }
+    handleJoin(r.take());
+  }
+  for (int r = 0; r < nranks_; ++r) {
+    sendReply(ranks_[r], RootMsg::kTable, r, "");
+    (void)ranks_[r].sendAll(infos_.data(), sizeof(PeerInfo) * nranks_, deadlineIn(10));
+  }
+  COLL_INFO(BOOTSTRAP, "root: all %d ranks joined", nranks_);
+  return true;
+}
+
+void Root::monitor() {
+  listener_.close();
+  int open = nranks_;
+  std::vector<bool> alive(nranks_, true);
+  while (open > 0) {
+    std::vector<pollfd> fds;
+    std::vector<int> who;
+    for (int r = 0; r < nranks_; ++r)
+      if (alive[r]) {
+        fds.push_back({ranks_[r].fd(), POLLIN, 0});
+        who.push_back(r);
+      }
+    if (::poll(fds.data(), fds.size(), -1) < 0) continue;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (!fds[i].revents) continue;
+      int r = who[i];
+      RootReply msg{};
+      Status st = ranks_[r].recvAll(&msg, sizeof(msg), deadlineIn(5));
+      alive[r] = false;
+      --open;
+      bool clean = st.ok() && msg.kind == RootMsg::kBye;
+      ranks_[r].close();
+      if (clean) continue;
+      std::string text = "rank " + std::to_string(r) + " (pid " + std::to_string(infos_[r].pid) +
+                         " on " + infos_[r].hostname + ") exited or was killed";
+      COLL_WARN(BOOTSTRAP, "root: %s; telling the other ranks", text.c_str());
+      for (int o = 0; o < nranks_; ++o)
+        if (alive[o]) sendReply(ranks_[o], RootMsg::kRankFailed, r, text);
+    }
+  }
+}
+
+void Root::run() {
+  if (gather()) monitor();
+}
+
+}  // namespace
+
+Status startRoot(SockAddr* addr, uint64_t secret) {
+  COLL_ASSIGN(Socket listener, Socket::listen(addr));
+  COLL_INFO(BOOTSTRAP, "root listening on %s", addr->str().c_str());
+  auto root = std::make_shared<Root>(std::move(listener), secret);
+  std::thread([root] { root->run(); }).detach();
+  return okStatus();
+}
+
+}  // namespace coll

@@ -1,0 +1,67 @@
+// Wire formats of the bootstrap: the unique id's contents, what a rank tells the root
+// when it joins, and the frames exchanged afterwards. All fixed-size PODs; every process
+// of a job runs the same library build, so host byte order is used.
+#pragma once
+
+#include <cstdint>
+
+#include "bootstrap/socket.h"
+#include "collectives/collectives.h"
+
+namespace coll {
+
+constexpr uint32_t kIdMagic = 0xC011EC71u;
+constexpr uint32_t kWireMagic = 0xC011B007u;
+
+struct UniqueIdData {
+  uint32_t magic;
+  uint32_t flags;  // kIdFromEnv: rank 0 hosts the root at `root`
+  uint64_t secret;
+  SockAddr root;
+};
+constexpr uint32_t kIdFromEnv = 1;
+static_assert(sizeof(UniqueIdData) <= COLL_UNIQUE_ID_BYTES, "unique id too small");
+
+// What every rank publishes about itself at init.
+struct PeerInfo {
+  SockAddr bootAddr;   // bootstrap listener
+  char hostId[96];     // hostname + boot id, or COLL_HOSTID
+  char hostname[64];
+  int32_t pid;
+  int32_t cudaDev;     // -1 for host ranks
+};
+
+enum class RootMsg : uint32_t { kJoin = 1, kTable = 2, kError = 3, kRankFailed = 4, kBye = 5 };
+
+struct JoinMsg {
+  uint32_t magic;
+  RootMsg kind;
+  uint64_t secret;
+  int32_t rank;
+  int32_t nranks;
+  PeerInfo info;
+};
+
+// Root -> rank. kTable is followed by nranks PeerInfo.
+struct RootReply {
+  uint32_t magic;
+  RootMsg kind;
+  int32_t rank;        // kRankFailed: who
+  int32_t rootPid;     // the process hosting the root
+  char rootHostId[96];
+  char text[256];      // kError / kRankFailed: explanation
+};
+
+// First bytes on a rank-to-rank bootstrap connection.
+struct HelloMsg {
+  uint32_t magic;
+  int32_t fromRank;
+  uint64_t secret;
+};
+// Then frames: header + len bytes.
+struct FrameHeader {
+  uint64_t tag;
+  uint64_t len;
+};
+
+}  // namespace coll

@@ -1,0 +1,167 @@
+#include "core/comm.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <set>
+
+#include "bootstrap/host_id.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "transport/transport.h"
+
+namespace coll {
+
+namespace {
+
+std::mutex gLiveMu;
+std::set<const collComm*> gLive;
+
+constexpr uint64_t kTagConfig = 3ull << 56;
+constexpr uint64_t kTagSplit = 4ull << 56;
+
+// Settings every rank must agree on, checked at init.
+struct SharedConfig {
+  int64_t buffSize;
+  int32_t nChannels;
+  int32_t pad;
+};
+
+}  // namespace
+
+void registerComm(collComm* comm) {
+  std::lock_guard<std::mutex> lock(gLiveMu);
+  gLive.insert(comm);
+}
+void unregisterComm(collComm* comm) {
+  std::lock_guard<std::mutex> lock(gLiveMu);
+  gLive.erase(comm);
+}
+bool isLiveComm(const collComm* comm) {
+  std::lock_guard<std::mutex> lock(gLiveMu);
+  return gLive.count(comm) != 0;
+}
+bool acquireComm(collComm* comm) {
+  std::lock_guard<std::mutex> lock(gLiveMu);
+  if (!gLive.count(comm)) return false;
+  comm->busy.fetch_add(1);
+  return true;
+}
+void releaseComm(collComm* comm) { comm->busy.fetch_sub(1); }
+void retireComm(collComm* comm) {
+  {
+    std::lock_guard<std::mutex> lock(gLiveMu);
+    gLive.erase(comm);
+  }
+  while (comm->busy.load() > 0) usleep(1000);
+}
+
+static Status initConnections(collComm* c) {
+  const size_t minBuff = 1024;
+  int64_t buff = paramInt("BUFFSIZE");
+  if (buff < static_cast<int64_t>(minBuff)) {
+    COLL_WARN(ENV, "COLL_BUFFSIZE=%lld is below the minimum %zu; using %zu",
+              static_cast<long long>(buff), minBuff, minBuff);
+    buff = minBuff;
+  }
+  int64_t minCh = std::clamp<int64_t>(paramInt("MIN_NCHANNELS"), 1, 32);
+  int64_t maxCh = std::clamp<int64_t>(paramInt("MAX_NCHANNELS"), 1, 32);
+  SharedConfig mine{buff, static_cast<int32_t>(std::max(minCh, maxCh)), 0};
+  std::vector<SharedConfig> all(c->nranks);
+  all[c->rank] = mine;
+  COLL_CHECK(c->bootstrap->allGather(all.data(), sizeof(SharedConfig), kTagConfig));
+  for (int r = 0; r < c->nranks; ++r) {
+    if (all[r].buffSize != all[0].buffSize || all[r].nChannels != all[0].nChannels)
+      return invalidUsage("ranks disagree on settings: rank 0 has COLL_BUFFSIZE=" +
+                          std::to_string(all[0].buffSize) + " and " +
+                          std::to_string(all[0].nChannels) + " channels, rank " +
+                          std::to_string(r) + " has " + std::to_string(all[r].buffSize) +
+                          " and " + std::to_string(all[r].nChannels));
+  }
+  // Slots are 64-byte multiples so every element type divides them.
+  c->slotBytes = (static_cast<size_t>(buff) / kSteps) & ~size_t{63};
+  c->sliceBytes = c->slotBytes;
+  c->chunkMinBytes = std::max<int64_t>(1, paramInt("CHUNK_MIN_BYTES"));
+
+  c->ring.resize(c->nranks);
+  for (int r = 0; r < c->nranks; ++r) c->ring[r] = r;
+  c->ringNext = (c->rank + 1) % c->nranks;
+  c->ringPrev = (c->rank + c->nranks - 1) % c->nranks;
+  int nch = c->nranks > 1 ? mine.nChannels : 1;
+  c->channels.resize(nch);
+  if (c->nranks == 1) return okStatus();
+  ConnectJob job(c->bootstrap.get(), c->slotBytes);
+  for (int ch = 0; ch < nch; ++ch) {
+    job.addRecv(c->ringPrev, kTagRing | static_cast<uint64_t>(ch), &c->channels[ch].recv);
+    job.addSend(c->ringNext, kTagRing | static_cast<uint64_t>(ch), &c->channels[ch].send);
+  }
+  COLL_CHECK(job.run());
+  COLL_INFO(INIT, "rank %d/%d: ring %d -> %d -> %d over %s/%s, %d channel(s), %zu-byte slices",
+            c->rank, c->nranks, c->ringPrev, c->rank, c->ringNext, c->channels[0].recv->kind(),
+            c->channels[0].send->kind(), nch, c->sliceBytes);
+  return okStatus();
+}
+
+Result<collComm*> commInit(const UniqueIdData& id, int nranks, int rank) {
+  auto comm = std::make_unique<collComm>();
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->abort = std::make_shared<AbortState>();
+  setLogRank(rank);
+
+  PeerInfo self{};
+  std::snprintf(self.hostId, sizeof(self.hostId), "%s", localHostId().c_str());
+  std::snprintf(self.hostname, sizeof(self.hostname), "%s", localHostName().c_str());
+  self.pid = getpid();
+  self.cudaDev = -1;
+  COLL_ASSIGN(comm->bootstrap, Bootstrap::create(id, rank, nranks, self, comm->abort));
+  Status st = initConnections(comm.get());
+  if (!st.ok()) {
+    comm->bootstrap->leave();
+    return st.prefix("rank " + std::to_string(rank) + " init: ");
+  }
+  collComm* c = comm.release();
+  registerComm(c);
+  return c;
+}
+
+void commFree(collComm* comm, bool clean) {
+  retireComm(comm);
+  if (comm->bootstrap && clean) comm->bootstrap->leave();
+  comm->magic = 0;
+  delete comm;
+}
+
+Result<collComm*> commSplit(collComm* comm, int color, int key) {
+  struct Entry {
+    int32_t color, key;
+  };
+  std::vector<Entry> all(comm->nranks);
+  all[comm->rank] = {color, key};
+  uint64_t tag = kTagSplit | (comm->seq++ << 8);
+  COLL_CHECK(comm->bootstrap->allGather(all.data(), sizeof(Entry), tag));
+  if (color < 0) return static_cast<collComm*>(nullptr);
+  std::vector<int> members;
+  for (int r = 0; r < comm->nranks; ++r)
+    if (all[r].color == color) members.push_back(r);
+  std::stable_sort(members.begin(), members.end(),
+                   [&](int a, int b) { return all[a].key < all[b].key; });
+  int newRank = static_cast<int>(std::find(members.begin(), members.end(), comm->rank) -
+                                 members.begin());
+  int n = static_cast<int>(members.size());
+  UniqueIdData id{};
+  if (newRank == 0) {
+    // A fresh root in the leader's process; COLL_COMM_ID is for the top-level comm only.
+    SockAddr at = comm->bootstrap->peers()[comm->rank].bootAddr;
+    COLL_ASSIGN(id, startRootAt(at));
+    for (int i = 1; i < n; ++i)
+      COLL_CHECK(comm->bootstrap->send(members[i], tag | 1, &id, sizeof(id)));
+  } else {
+    COLL_CHECK(comm->bootstrap->recv(members[0], tag | 1, &id, sizeof(id)));
+  }
+  return commInit(id, n, newRank);
+}
+
+}  // namespace coll

@@ -1,0 +1,67 @@
+// The communicator: one rank's view of a communicator and everything it owns.
+//
+// Concurrency: one thread at a time calls operations on a communicator (NCCL's rule).
+// `abort` is shared with the bootstrap service thread and may be raised from any thread;
+// `busy` counts API calls in flight so collCommAbort can wait for them to leave before
+// freeing. lastError is written only by the thread using the communicator.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "transport/connector.h"
+
+struct collComm {
+  static constexpr uint32_t kMagic = 0xC011C0A1u;
+  uint32_t magic = kMagic;
+  int rank = 0;
+  int nranks = 0;
+  int cudaDev = -1;
+  std::unique_ptr<coll::Bootstrap> bootstrap;
+  std::shared_ptr<coll::AbortState> abort;
+  size_t slotBytes = 0;
+  size_t sliceBytes = 0;
+  int64_t chunkMinBytes = 0;
+
+  // Ring channels: data flows rank -> ring next.
+  struct Channel {
+    std::unique_ptr<coll::SendConnector> send;
+    std::unique_ptr<coll::RecvConnector> recv;
+  };
+  std::vector<Channel> channels;
+  std::vector<int> ring;  // ring order of ranks
+  int ringNext = 0, ringPrev = 0;
+
+  // Lazily connected point-to-point connectors, one per peer and direction.
+  std::map<int, std::unique_ptr<coll::SendConnector>> p2pSend;
+  std::map<int, std::unique_ptr<coll::RecvConnector>> p2pRecv;
+
+  uint64_t seq = 0;  // operations issued
+  std::string lastError;
+  std::atomic<int> busy{0};
+  std::atomic<bool> destroying{false};
+};
+
+namespace coll {
+
+// Creates rank `rank` of the communicator named by id.
+Result<collComm*> commInit(const UniqueIdData& id, int nranks, int rank);
+// Frees the communicator; `clean` tells the root this rank is leaving normally.
+void commFree(collComm* comm, bool clean);
+Result<collComm*> commSplit(collComm* comm, int color, int key);
+
+// Registry of live communicators, so the API can refuse destroyed or bogus handles.
+void registerComm(collComm* comm);
+void unregisterComm(collComm* comm);
+bool isLiveComm(const collComm* comm);
+// Marks an API call in flight on comm; false if comm is not live (or being destroyed).
+bool acquireComm(collComm* comm);
+void releaseComm(collComm* comm);
+// Takes comm out of the registry and waits until no call is in flight on it.
+void retireComm(collComm* comm);
+
+}  // namespace coll

@@ -1,0 +1,145 @@
+#include "core/executor.h"
+
+#include <cstring>
+
+#include "core/comm.h"
+#include "core/log.h"
+#include "core/wait.h"
+
+namespace coll {
+
+namespace {
+
+// How long a lane may sit stalled after the bootstrap root vanished before the loss is
+// treated as fatal (ranks that finished and exited take their root with them; survivors
+// still draining their last operation must not be failed for it).
+constexpr double kRootLossGraceS = 2.0;
+
+// Does one slice of step s at byte offset off, of length len.
+void doSlice(const Step& s, size_t off, size_t len, int nranks) {
+  const size_t n = len / s.elemSize;
+  const char* in = s.recv ? s.recv->slot() : nullptr;
+  const char* src = (s.flags & kSrc) ? s.src + off : nullptr;
+  char* dst = (s.flags & kDst) ? s.dst + off : nullptr;
+  char* out = s.send ? s.send->slot() : nullptr;
+  const bool final = s.flags & kFinal;
+
+  if (in && src) {
+    char* target = dst ? dst : out;
+    if (final) s.kernels->final(target, in, src, n, nranks);
+    else s.kernels->reduce(target, in, src, n);
+    if (dst && out) std::memcpy(out, dst, len);
+  } else if (in) {
+    if (dst) std::memcpy(dst, in, len);
+    if (out) std::memcpy(out, in, len);
+  } else if (src) {
+    if (dst) {
+      if (final) s.kernels->scale(dst, src, n, nranks);
+      else if (dst != src) std::memcpy(dst, src, len);
+    }
+    if (out) std::memcpy(out, src, len);
+  }
+}
+
+// Advances p as far as it can. Sets *moved when something happened; *done when finished.
+Status advance(Program& p, bool* moved, bool* done) {
+  while (p.cur < p.steps.size()) {
+    const Step& s = p.steps[p.cur];
+    if (s.recv) COLL_CHECK(s.recv->progress());
+    if (s.send) COLL_CHECK(s.send->progress());
+    size_t len = std::min(p.sliceBytes, s.bytes - p.off);
+    if (s.recv && !s.recv->ready()) {
+      p.blockedOn = s.recv->waitTarget();
+      p.blockedWhat = "data from";
+      p.blockedPeer = s.recv->peer();
+      return okStatus();
+    }
+    if (s.send && !s.send->ready()) {
+      p.blockedOn = s.send->waitTarget();
+      p.blockedWhat = "room at";
+      p.blockedPeer = s.send->peer();
+      return okStatus();
+    }
+    if (s.recv && s.recv->size() != len)
+      return remoteError("rank " + std::to_string(s.recv->peer()) + " sent " +
+                         std::to_string(s.recv->size()) + " bytes where " +
+                         std::to_string(len) +
+                         " were expected: the ranks called different operations or counts");
+    doSlice(s, p.off, len, p.nranks);
+    if (s.send) s.send->post(len);
+    if (s.recv) s.recv->release();
+    *moved = true;
+    p.off += len;
+    if (p.off == s.bytes) {
+      ++p.cur;
+      p.off = 0;
+    }
+  }
+  for (SendConnector* sc : p.flushTargets) {
+    COLL_CHECK(sc->progress());
+    if (!sc->flushed()) {
+      p.blockedOn = sc->waitTarget();
+      p.blockedWhat = "delivery to";
+      p.blockedPeer = sc->peer();
+      return okStatus();
+    }
+  }
+  *done = true;
+  return okStatus();
+}
+
+Status laneError(const Program& p, Status st) {
+  std::string what = "rank " + std::to_string(p.rank);
+  if (p.ops && p.cur < p.steps.size()) what += ", " + (*p.ops)[p.steps[p.cur].op].describe();
+  else if (p.ops && !p.ops->empty()) what += ", " + p.ops->back().describe();
+  if (p.blockedPeer >= 0)
+    what += ", waiting for " + std::string(p.blockedWhat) + " rank " + std::to_string(p.blockedPeer);
+  return st.prefix(what + ": ");
+}
+
+}  // namespace
+
+Status runPrograms(std::vector<Program*>& programs, collComm** failedComm) {
+  std::vector<Program*> live = programs;
+  Waiter waiter;
+  while (!live.empty()) {
+    bool moved = false;
+    for (size_t i = 0; i < live.size();) {
+      Program& p = *live[i];
+      bool done = false;
+      Status st = advance(p, &moved, &done);
+      if (!st.ok()) {
+        if (failedComm) *failedComm = p.comm;
+        p.comm->abort->set(st.code(), st.message());
+        return laneError(p, st);
+      }
+      if (done) {
+        live[i] = live.back();
+        live.pop_back();
+        moved = true;
+      } else {
+        ++i;
+      }
+    }
+    if (moved) {
+      waiter.reset();
+      continue;
+    }
+    // Nothing could move: check why before sleeping.
+    for (Program* p : live) {
+      AbortState& a = *p->comm->abort;
+      bool fatal = a.raised() ||
+                   (a.rootLost.load(std::memory_order_relaxed) &&
+                    waiter.idleSeconds() > kRootLossGraceS);
+      if (fatal) {
+        if (failedComm) *failedComm = p->comm;
+        Status st = a.raised() ? a.status() : remoteError(a.rootLostReason());
+        return laneError(*p, st);
+      }
+    }
+    waiter.idle(live.front()->blockedOn);
+  }
+  return okStatus();
+}
+
+}  // namespace coll

@@ -1,0 +1,193 @@
+#include "core/group.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "algorithms/algorithms.h"
+#include "core/datatype.h"
+#include "core/executor.h"
+#include "core/log.h"
+#include "transport/transport.h"
+
+namespace coll {
+
+namespace {
+
+struct Queued {
+  collComm* comm;
+  OpDesc op;
+};
+
+thread_local int tlsDepth = 0;
+thread_local std::vector<Queued> tlsQueue;
+
+// Everything one communicator runs in one launch.
+struct CommLaunch {
+  collComm* comm;
+  std::vector<OpDesc> ops;
+  std::vector<Program> channels;
+  std::map<int, Program> sends, recvs;  // per peer
+  Program self;                         // send/recv to oneself
+};
+
+void initProgram(Program& p, CommLaunch& l) {
+  p.ops = &l.ops;
+  p.comm = l.comm;
+  p.sliceBytes = l.comm->sliceBytes;
+  p.nranks = l.comm->nranks;
+  p.rank = l.comm->rank;
+}
+
+Status buildSelfCopies(CommLaunch& l) {
+  std::vector<size_t> sends, recvs;
+  for (size_t i = 0; i < l.ops.size(); ++i) {
+    const OpDesc& od = l.ops[i];
+    if (od.root != l.comm->rank) continue;
+    if (od.kind == CollKind::kSend) sends.push_back(i);
+    if (od.kind == CollKind::kRecv) recvs.push_back(i);
+  }
+  if (sends.size() != recvs.size())
+    return invalidUsage("rank " + std::to_string(l.comm->rank) + " posted " +
+                        std::to_string(sends.size()) + " send(s) to itself but " +
+                        std::to_string(recvs.size()) +
+                        " receive(s) from itself in one group; they must pair up");
+  for (size_t k = 0; k < sends.size(); ++k) {
+    const OpDesc& s = l.ops[sends[k]];
+    const OpDesc& r = l.ops[recvs[k]];
+    size_t sb = s.count * dataTypeSize(s.dtype), rb = r.count * dataTypeSize(r.dtype);
+    if (sb != rb)
+      return invalidUsage("rank " + std::to_string(l.comm->rank) + ": " + s.describe() +
+                          " to itself pairs with " + r.describe() + " of a different size");
+    l.self.add(kSrc | kDst, s, static_cast<uint16_t>(sends[k]), static_cast<const char*>(s.sendbuff),
+               static_cast<char*>(r.recvbuff), sb, nullptr, nullptr);
+  }
+  return okStatus();
+}
+
+Status buildPrograms(CommLaunch& l) {
+  collComm* c = l.comm;
+  l.channels.resize(c->channels.size());
+  for (auto& p : l.channels) initProgram(p, l);
+  initProgram(l.self, l);
+  for (size_t i = 0; i < l.ops.size(); ++i) {
+    const OpDesc& od = l.ops[i];
+    auto idx = static_cast<uint16_t>(i);
+    switch (od.kind) {
+      case CollKind::kAllReduce: buildRingAllReduce(c, od, idx, l.channels); break;
+      case CollKind::kReduceScatter: buildRingReduceScatter(c, od, idx, l.channels); break;
+      case CollKind::kAllGather: buildRingAllGather(c, od, idx, l.channels); break;
+      case CollKind::kBroadcast: buildChainBroadcast(c, od, idx, l.channels); break;
+      case CollKind::kReduce: buildChainReduce(c, od, idx, l.channels); break;
+      case CollKind::kSend: {
+        if (od.root == c->rank || od.count == 0) break;
+        Program& p = l.sends[od.root];
+        if (!p.comm) initProgram(p, l);
+        p.add(kSrc | kSend, od, idx, static_cast<const char*>(od.sendbuff), nullptr,
+              od.count * dataTypeSize(od.dtype), c->p2pSend.at(od.root).get(), nullptr);
+        break;
+      }
+      case CollKind::kRecv: {
+        if (od.root == c->rank || od.count == 0) break;
+        Program& p = l.recvs[od.root];
+        if (!p.comm) initProgram(p, l);
+        p.add(kRecv | kDst, od, idx, nullptr, static_cast<char*>(od.recvbuff),
+              od.count * dataTypeSize(od.dtype), nullptr, c->p2pRecv.at(od.root).get());
+        break;
+      }
+    }
+  }
+  return buildSelfCopies(l);
+}
+
+Status launch(std::vector<Queued>& queue, collComm** failedComm) {
+  // One launch per communicator, operations in call order.
+  std::vector<std::unique_ptr<CommLaunch>> launches;
+  std::map<collComm*, CommLaunch*> byComm;
+  for (auto& q : queue) {
+    auto it = byComm.find(q.comm);
+    if (it == byComm.end()) {
+      launches.push_back(std::make_unique<CommLaunch>());
+      launches.back()->comm = q.comm;
+      it = byComm.emplace(q.comm, launches.back().get()).first;
+    }
+    if (it->second->ops.size() >= 65535)
+      return invalidUsage("more than 65535 operations in one group on one communicator");
+    it->second->ops.push_back(q.op);
+  }
+  for (auto& l : launches) {
+    if (l->comm->abort->raised()) {
+      *failedComm = l->comm;
+      return l->comm->abort->status().prefix("communicator is unusable after an earlier error: ");
+    }
+  }
+
+  // Wire missing send/recv connectors, phase by phase across communicators.
+  std::vector<std::unique_ptr<ConnectJob>> jobs;
+  for (auto& l : launches) {
+    collComm* c = l->comm;
+    auto job = std::make_unique<ConnectJob>(c->bootstrap.get(), c->slotBytes);
+    std::set<int> wantSend, wantRecv;
+    for (auto& od : l->ops) {
+      if (od.root == c->rank || od.count == 0) continue;
+      if (od.kind == CollKind::kSend && !c->p2pSend.count(od.root)) wantSend.insert(od.root);
+      if (od.kind == CollKind::kRecv && !c->p2pRecv.count(od.root)) wantRecv.insert(od.root);
+    }
+    for (int p : wantRecv) job->addRecv(p, kTagP2p, &c->p2pRecv[p]);
+    for (int p : wantSend) job->addSend(p, kTagP2p, &c->p2pSend[p]);
+    jobs.push_back(std::move(job));
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Status st = jobs[i]->phase1();
+    if (!st.ok()) { *failedComm = launches[i]->comm; return st; }
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Status st = jobs[i]->phase2();
+    if (!st.ok()) { *failedComm = launches[i]->comm; return st; }
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Status st = jobs[i]->phase3();
+    if (!st.ok()) { *failedComm = launches[i]->comm; return st; }
+  }
+
+  std::vector<Program*> programs;
+  for (auto& l : launches) {
+    Status st = buildPrograms(*l);
+    if (!st.ok()) { *failedComm = l->comm; return st; }
+    for (auto& p : l->channels) if (!p.steps.empty()) programs.push_back(&p);
+    for (auto& [peer, p] : l->sends) if (!p.steps.empty()) programs.push_back(&p);
+    for (auto& [peer, p] : l->recvs) if (!p.steps.empty()) programs.push_back(&p);
+    if (!l->self.steps.empty()) programs.push_back(&l->self);
+  }
+  return runPrograms(programs, failedComm);
+}
+
+}  // namespace
+
+bool inGroup() { return tlsDepth > 0; }
+
+Status groupStart() {
+  ++tlsDepth;
+  return okStatus();
+}
+
+Status groupEnd(collComm** failedComm) {
+  if (tlsDepth == 0) return invalidUsage("collGroupEnd called without a matching collGroupStart");
+  if (--tlsDepth > 0) return okStatus();
+  std::vector<Queued> queue;
+  queue.swap(tlsQueue);
+  if (queue.empty()) return okStatus();
+  return launch(queue, failedComm);
+}
+
+Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {
+  op.seq = comm->seq++;
+  if (tlsDepth > 0) {
+    tlsQueue.push_back({comm, op});
+    return okStatus();
+  }
+  std::vector<Queued> one{{comm, op}};
+  return launch(one, failedComm);
+}
+
+}  // namespace coll

@@ -1,0 +1,130 @@
+#include "core/log.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "core/param.h"
+
+namespace coll {
+
+namespace {
+
+thread_local int tlsRank = -1;
+
+struct LogState {
+  LogConfig cfg{LogLevel::kWarn, kSubALL};
+  FILE* out = stderr;
+  char host[64] = "?";
+  std::mutex mu;
+};
+
+unsigned subsysBit(const std::string& name) {
+  static const struct {
+    const char* n;
+    unsigned b;
+  } kNames[] = {{"INIT", kSubINIT},   {"COLL", kSubCOLL},   {"P2P", kSubP2P},
+                {"SHM", kSubSHM},     {"NET", kSubNET},     {"GRAPH", kSubGRAPH},
+                {"TUNING", kSubTUNING}, {"ENV", kSubENV},   {"BOOTSTRAP", kSubBOOTSTRAP},
+                {"PROXY", kSubPROXY}, {"ALL", kSubALL}};
+  for (auto& e : kNames)
+    if (strcasecmp(e.n, name.c_str()) == 0) return e.b;
+  return 0;
+}
+
+LogState& state() {
+  static LogState* s = [] {
+    auto* st = new LogState();  // never freed: logging must work during exit
+    gethostname(st->host, sizeof(st->host) - 1);
+    if (char* dot = std::strchr(st->host, '.')) *dot = 0;
+    std::string lvl = paramString("DEBUG");
+    if (strcasecmp(lvl.c_str(), "VERSION") == 0) st->cfg.level = LogLevel::kVersion;
+    else if (strcasecmp(lvl.c_str(), "WARN") == 0) st->cfg.level = LogLevel::kWarn;
+    else if (strcasecmp(lvl.c_str(), "INFO") == 0) st->cfg.level = LogLevel::kInfo;
+    else if (strcasecmp(lvl.c_str(), "TRACE") == 0) st->cfg.level = LogLevel::kTrace;
+    else if (strcasecmp(lvl.c_str(), "NONE") == 0) st->cfg.level = LogLevel::kNone;
+    std::string subs = paramString("DEBUG_SUBSYS");
+    bool invert = !subs.empty() && subs[0] == '^';
+    if (invert) subs.erase(0, 1);
+    unsigned mask = 0;
+    size_t pos = 0;
+    while (pos <= subs.size()) {
+      size_t comma = subs.find(',', pos);
+      if (comma == std::string::npos) comma = subs.size();
+      mask |= subsysBit(subs.substr(pos, comma - pos));
+      pos = comma + 1;
+    }
+    st->cfg.mask = invert ? ~mask : mask;
+    std::string file = paramString("DEBUG_FILE");
+    if (!file.empty()) {
+      std::string path;
+      for (size_t i = 0; i < file.size(); ++i) {
+        if (file[i] == '%' && i + 1 < file.size()) {
+          if (file[i + 1] == 'h') { path += st->host; ++i; continue; }
+          if (file[i + 1] == 'p') { path += std::to_string(getpid()); ++i; continue; }
+        }
+        path += file[i];
+      }
+      if (FILE* f = std::fopen(path.c_str(), "w")) st->out = f;
+    }
+    return st;
+  }();
+  return *s;
+}
+
+const char* levelName(LogLevel l) {
+  switch (l) {
+    case LogLevel::kVersion: return "VERSION";
+    case LogLevel::kWarn: return "WARN";
+    case LogLevel::kInfo: return "INFO";
+    case LogLevel::kTrace: return "TRACE";
+    default: return "";
+  }
+}
+
+const char* subsysName(unsigned sub) {
+  static const char* kNames[] = {"INIT", "COLL", "P2P",    "SHM",       "NET",
+                                 "GRAPH", "TUNING", "ENV", "BOOTSTRAP", "PROXY"};
+  for (int i = 0; i < 10; ++i)
+    if (sub == (1u << i)) return kNames[i];
+  return "ALL";
+}
+
+}  // namespace
+
+const LogConfig& logConfig() { return state().cfg; }
+
+void setLogRank(int rank) { tlsRank = rank; }
+
+void logWrite(LogLevel lvl, unsigned sub, const char* file, int line, const char* fmt, ...) {
+  int savedErrno = errno;
+  LogState& st = state();
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  char rank[16] = "";
+  if (tlsRank >= 0) snprintf(rank, sizeof(rank), " [%d]", tlsRank);
+  const char* base = std::strrchr(file, '/');
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    if (lvl == LogLevel::kTrace)
+      fprintf(st.out, "%s:%d:%ld%s COLL %s %s %s:%d %s\n", st.host, getpid(),
+              static_cast<long>(syscall(SYS_gettid)), rank, levelName(lvl), subsysName(sub),
+              base ? base + 1 : file, line, msg);
+    else
+      fprintf(st.out, "%s:%d:%ld%s COLL %s %s %s\n", st.host, getpid(),
+              static_cast<long>(syscall(SYS_gettid)), rank, levelName(lvl), subsysName(sub),
+              msg);
+    fflush(st.out);
+  }
+  errno = savedErrno;
+}
+
+}  // namespace coll

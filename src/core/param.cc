@@ -1,0 +1,105 @@
+#include "core/param.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <set>
+
+#include "core/log.h"
+
+namespace coll {
+
+const std::vector<ParamInfo>& allParams() {
+  static const std::vector<ParamInfo> kParams = {
+      {"DEBUG", ParamType::kString, "WARN", "", "log level: VERSION, WARN, INFO, TRACE"},
+      {"DEBUG_SUBSYS", ParamType::kString, "INIT,BOOTSTRAP,NET,SHM,ENV",
+       "", "subsystems logged, comma list; ^ excludes; ALL"},
+      {"DEBUG_FILE", ParamType::kString, "", "",
+       "log to this file instead of stderr; %h host, %p pid"},
+      {"COMM_ID", ParamType::kString, "", "",
+       "host:port of the rendezvous root; every process then derives the same unique id"},
+      {"SOCKET_IFNAME", ParamType::kString, "", "",
+       "interfaces to use: prefix list (eth,ib), =exact, ^exclude; default first non-lo up"},
+      {"SOCKET_FAMILY", ParamType::kString, "", "", "AF_INET or AF_INET6 to force a family"},
+      {"HOSTID", ParamType::kString, "", "",
+       "overrides the host identity (hostname + boot id); ranks with different ids use net"},
+      {"BOOTSTRAP_TIMEOUT_S", ParamType::kInt, "60", "s",
+       "how long init waits for every rank to join before naming the missing ones"},
+      {"SHM_DISABLE", ParamType::kInt, "0", "", "1: never use shared memory between ranks"},
+      {"NET", ParamType::kString, "Socket", "", "net backend for inter-host connections"},
+      {"NSOCKS_PERTHREAD", ParamType::kInt, "1", "",
+       "sockets per helper thread of a socket connection"},
+      {"SOCKET_NTHREADS", ParamType::kInt, "1", "",
+       "socket helper threads per connection (large messages are striped over them)"},
+      {"MIN_NCHANNELS", ParamType::kInt, "1", "", "minimum number of channels"},
+      {"MAX_NCHANNELS", ParamType::kInt, "2", "", "maximum number of channels"},
+      {"BUFFSIZE", ParamType::kInt, "1048576", "bytes",
+       "bytes of one connector FIFO (8 slots); the pipelining slice is BUFFSIZE/8"},
+      {"CHUNK_MIN_BYTES", ParamType::kInt, "65536", "bytes",
+       "an op uses one more channel per this many bytes, up to MAX_NCHANNELS"},
+      {"SPIN_US", ParamType::kInt, "50", "us", "busy-wait this long before yielding"},
+      {"STALL_WARN_S", ParamType::kInt, "0", "s",
+       "0 off; otherwise warn what a blocked op waits for after this long"},
+  };
+  return kParams;
+}
+
+static const ParamInfo* findParam(const char* name) {
+  for (const auto& p : allParams())
+    if (std::strcmp(p.name, name) == 0) return &p;
+  return nullptr;
+}
+
+const char* paramRaw(const char* name) {
+  std::string coll = std::string("COLL_") + name;
+  if (const char* v = std::getenv(coll.c_str())) return v;
+  std::string nccl = std::string("NCCL_") + name;
+  return std::getenv(nccl.c_str());
+}
+
+bool parseSize(const std::string& text, int64_t* out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 0);
+  if (errno != 0 || end == text.c_str()) return false;
+  int64_t mult = 1;
+  if (*end) {
+    switch (*end) {
+      case 'k': case 'K': mult = 1LL << 10; break;
+      case 'm': case 'M': mult = 1LL << 20; break;
+      case 'g': case 'G': mult = 1LL << 30; break;
+      default: return false;
+    }
+    if (end[1] != '\0') return false;
+  }
+  *out = v * mult;
+  return true;
+}
+
+int64_t paramInt(const char* name) {
+  const ParamInfo* info = findParam(name);
+  int64_t def = info ? std::strtoll(info->defaultValue, nullptr, 0) : 0;
+  const char* raw = paramRaw(name);
+  if (!raw || !*raw) return def;
+  int64_t v;
+  if (!parseSize(raw, &v)) {
+    static std::mutex mu;
+    static std::set<std::string> warned;
+    std::lock_guard<std::mutex> lock(mu);
+    if (warned.insert(name).second)
+      COLL_WARN(ENV, "COLL_%s=\"%s\" is not an integer; using the default %lld", name, raw,
+                static_cast<long long>(def));
+    return def;
+  }
+  return v;
+}
+
+std::string paramString(const char* name) {
+  const char* raw = paramRaw(name);
+  if (raw) return raw;
+  const ParamInfo* info = findParam(name);
+  return info ? info->defaultValue : "";
+}
+
+}  // namespace coll

@@ -1,0 +1,129 @@
+// Conversions between float32 and the narrow floating types: fp16 (IEEE binary16),
+// bf16, fp8 e4m3 (OCP "FN": no infinity, one NaN per sign, max 448) and fp8 e5m2.
+// Narrowing rounds to nearest, ties to even, for every input: subnormals, infinities
+// and NaN included. fp16 and bf16 overflow to infinity; fp8 saturates to the largest
+// finite value (CUDA's __NV_SATFINITE, which device reductions use), so host and device
+// agree. NaN stays NaN (quiet, sign kept).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace coll {
+
+inline uint32_t floatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float bitsFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// ---- fp16 ----
+inline float halfToFloat(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1f;
+  uint32_t mant = h & 0x3ffu;
+  if (exp == 0x1f) return bitsFloat(sign | 0x7f800000u | (mant << 13));  // inf / nan
+  if (exp == 0) {
+    if (mant == 0) return bitsFloat(sign);
+    // Subnormal: value = mant * 2^-24, exact in float.
+    float v = static_cast<float>(mant) * 0x1p-24f;
+    return sign ? -v : v;
+  }
+  return bitsFloat(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+inline uint16_t floatToHalf(float f) {
+  uint32_t x = floatBits(f);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t absx = x & 0x7fffffffu;
+  if (absx > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((absx >> 13) & 0x3ffu));
+  if (absx >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
+  if (absx < 0x38800000u) {
+    // Result is subnormal (or zero): quantum 2^-24. Add and subtract a magic value so the
+    // FPU does the round-to-nearest-even in float.
+    float a = bitsFloat(absx);
+    float r = a + 0.5f;  // 0.5 = 2^-1; ulp(0.5) = 2^-24: aligns the rounding point
+    uint32_t m = floatBits(r) - floatBits(0.5f);
+    return static_cast<uint16_t>(sign | m);
+  }
+  // Normal: round the 13 dropped bits to nearest even.
+  uint32_t mantOdd = (absx >> 13) & 1u;
+  absx += 0xfffu + mantOdd;
+  absx -= 0x38000000u;  // rebias 127 -> 15 (112 << 23)
+  return static_cast<uint16_t>(sign | (absx >> 13));
+}
+
+// ---- bf16 ----
+inline float bf16ToFloat(uint16_t b) { return bitsFloat(static_cast<uint32_t>(b) << 16); }
+inline uint16_t floatToBf16(float f) {
+  uint32_t x = floatBits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+// ---- fp8 ----
+// Generic narrow format with E exponent bits and M mantissa bits.
+template <int E, int M, bool kHasInf>
+struct Fp8Format {
+  static constexpr int kBias = (1 << (E - 1)) - 1;
+  static constexpr int kMaxExpField = kHasInf ? (1 << E) - 2 : (1 << E) - 1;
+  static constexpr int kMaxMantAtMaxExp = kHasInf ? (1 << M) - 1 : (1 << M) - 2;
+  static constexpr uint8_t kNaN = kHasInf ? static_cast<uint8_t>(((1 << E) - 1) << M | 2)
+                                          : static_cast<uint8_t>((1 << (E + M)) - 1);
+  static constexpr uint8_t kMaxFinite = static_cast<uint8_t>(kMaxExpField << M | kMaxMantAtMaxExp);
+
+  static float toFloat(uint8_t v) {
+    int sign = v >> (E + M);
+    int exp = (v >> M) & ((1 << E) - 1);
+    int mant = v & ((1 << M) - 1);
+    float r;
+    if (kHasInf && exp == (1 << E) - 1) {
+      r = mant ? NAN : INFINITY;
+    } else if (!kHasInf && exp == (1 << E) - 1 && mant == (1 << M) - 1) {
+      r = NAN;
+    } else if (exp == 0) {
+      r = std::ldexp(static_cast<float>(mant), 1 - kBias - M);
+    } else {
+      r = std::ldexp(static_cast<float>(mant + (1 << M)), exp - kBias - M);
+    }
+    return sign ? -r : r;
+  }
+
+  static uint8_t fromFloat(float f) {
+    uint8_t sign = std::signbit(f) ? static_cast<uint8_t>(1u << (E + M)) : 0;
+    if (std::isnan(f)) return sign | kNaN;
+    float a = std::fabs(f);
+    if (std::isinf(a)) return sign | kMaxFinite;
+    if (a == 0.0f) return sign;
+    int e;
+    std::frexp(a, &e);
+    int ue = e - 1;  // a in [2^ue, 2^(ue+1))
+    const int minNormal = 1 - kBias;
+    if (ue < minNormal) ue = minNormal;
+    // a in units of this binade's quantum; exact in double, nearbyint rounds to even.
+    double q = std::nearbyint(std::ldexp(static_cast<double>(a), M - ue));
+    long mant = static_cast<long>(q);
+    if (mant == (2L << M)) {  // rounded up into the next binade
+      mant >>= 1;
+      ++ue;
+    }
+    if (mant < (1L << M)) return sign | static_cast<uint8_t>(mant);  // subnormal (ue==min)
+    int expField = ue + kBias;
+    int mantField = static_cast<int>(mant - (1L << M));
+    if (expField > kMaxExpField || (expField == kMaxExpField && mantField > kMaxMantAtMaxExp))
+      return sign | kMaxFinite;
+    return sign | static_cast<uint8_t>(expField << M | mantField);
+  }
+};
+
+using Fp8E4M3 = Fp8Format<4, 3, false>;
+using Fp8E5M2 = Fp8Format<5, 2, true>;
+
+}  // namespace coll

@@ -1,0 +1,33 @@
+// Host reduce and copy primitives used by the host executor.
+//
+// A ReduceFn computes dst[i] = op(a[i], b[i]) for i < n elements; dst may alias a or b.
+// A FinalFn does the same and then applies the op's post-step: for Avg, the sum divided
+// by nranks (integers, truncating toward zero) or scaled by 1/nranks (floating types,
+// in fp32 for the narrow types, one rounding). For every other op FinalFn == ReduceFn.
+// Narrow floats (fp16, bf16, fp8) are widened to fp32, combined, and rounded to nearest
+// even; integers wrap.
+#pragma once
+
+#include <cstddef>
+
+#include "collectives/collectives.h"
+
+namespace coll {
+
+using ReduceFn = void (*)(void* dst, const void* a, const void* b, size_t n);
+using FinalFn = void (*)(void* dst, const void* a, const void* b, size_t n, int nranks);
+using ScaleFn = void (*)(void* dst, const void* src, size_t n, int nranks);
+
+struct ReduceKernels {
+  ReduceFn reduce;
+  FinalFn final;
+  ScaleFn scale;  // dst = postop(src): Avg of one contribution (single rank); else copy
+};
+
+// Kernels for (datatype, op); both must be valid.
+const ReduceKernels& hostReduceKernels(collDataType_t type, collRedOp_t op);
+
+// Copy that may pick a streaming path for large sizes.
+void hostCopy(void* dst, const void* src, size_t bytes);
+
+}  // namespace coll

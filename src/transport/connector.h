@@ -1,0 +1,95 @@
+// Connectors: the one shape every transport presents to executors.
+//
+// Between a sender and a receiver on a channel sits a FIFO of kSteps slots. The producer
+// fills slot (tail % kSteps), records its byte count and advances `tail`; the consumer
+// reads slot (head % kSteps) and advances `head`. Counters are 32-bit and wrap; only
+// differences are compared. Each counter has its own cache line and a waiter count so a
+// producer issues a futex wake only when somebody sleeps.
+//
+// shm: the FIFO lives in memory both sides map and the sender writes the receiver's slots
+// directly. net: each side has a local FIFO and progress() moves slots through a net
+// backend. Executors never see the difference: they ask ready(), use the slot, post or
+// release, and call progress() while they wait.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+
+namespace coll {
+
+constexpr int kSteps = 8;
+
+struct alignas(64) FifoCtrl {
+  alignas(64) std::atomic<uint32_t> tail{0};
+  std::atomic<uint32_t> tailWaiters{0};
+  alignas(64) std::atomic<uint32_t> head{0};
+  std::atomic<uint32_t> headWaiters{0};
+  alignas(64) uint32_t sizes[kSteps] = {};
+};
+
+// Bytes of a FIFO with data slots of slotBytes each, control block first.
+inline size_t fifoBytes(size_t slotBytes) { return sizeof(FifoCtrl) + kSteps * slotBytes; }
+
+// What an idle executor may block on: a counter (futex) or a socket.
+struct WaitTarget {
+  std::atomic<uint32_t>* word = nullptr;
+  std::atomic<uint32_t>* waiters = nullptr;
+  uint32_t seen = 0;  // sleep while *word == seen
+  int fd = -1;
+  short events = 0;
+  bool shared = false;  // word lives in memory shared between processes
+};
+
+class SendConnector {
+ public:
+  virtual ~SendConnector() = default;
+  virtual bool ready() = 0;              // a slot is free
+  virtual char* slot() = 0;              // the free slot
+  virtual void post(size_t bytes) = 0;   // hands the slot to the receiver
+  virtual Status progress() { return okStatus(); }
+  virtual bool flushed() { return true; }  // everything posted has left this rank
+  virtual WaitTarget waitTarget() = 0;   // what to sleep on when !ready() or !flushed()
+  size_t slotBytes() const { return slotBytes_; }
+  int peer() const { return peer_; }
+  const char* kind() const { return kind_; }
+
+ protected:
+  size_t slotBytes_ = 0;
+  int peer_ = -1;
+  const char* kind_ = "";
+};
+
+class RecvConnector {
+ public:
+  virtual ~RecvConnector() = default;
+  virtual bool ready() = 0;          // a filled slot is available
+  virtual const char* slot() = 0;    // the filled slot
+  virtual size_t size() = 0;         // its byte count
+  virtual void release() = 0;        // gives the slot back
+  virtual Status progress() { return okStatus(); }
+  virtual WaitTarget waitTarget() = 0;
+  size_t slotBytes() const { return slotBytes_; }
+  int peer() const { return peer_; }
+  const char* kind() const { return kind_; }
+
+ protected:
+  size_t slotBytes_ = 0;
+  int peer_ = -1;
+  const char* kind_ = "";
+};
+
+// Producer/consumer halves over a FifoCtrl + slots in memory this process can touch.
+// Used directly by shm and as the local staging FIFO of net.
+struct FifoView {
+  FifoCtrl* ctrl = nullptr;
+  char* data = nullptr;
+  size_t slotBytes = 0;
+
+  char* slotAt(uint32_t i) const { return data + (i % kSteps) * slotBytes; }
+};
+
+}  // namespace coll

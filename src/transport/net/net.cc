@@ -1,0 +1,174 @@
+#include "transport/net/net.h"
+
+#include <poll.h>
+#include <strings.h>
+
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "core/log.h"
+#include "core/param.h"
+#include "transport/net/socket/socket_net.h"
+
+namespace coll {
+
+Result<NetBackend*> netBackend() {
+  static std::mutex mu;
+  static std::unique_ptr<NetBackend> backend;
+  std::lock_guard<std::mutex> lock(mu);
+  std::string want = paramString("NET");
+  if (backend && strcasecmp(backend->name(), want.c_str()) == 0) return backend.get();
+  if (strcasecmp(want.c_str(), "Socket") == 0) {
+    backend = makeSocketBackend();
+    return backend.get();
+  }
+  return invalidArgument("COLL_NET=\"" + want + "\": no such net backend (available: Socket)");
+}
+
+namespace {
+
+// A heap FIFO local to one side of a net connection.
+struct LocalFifo {
+  explicit LocalFifo(size_t slotBytes)
+      : mem(static_cast<char*>(::operator new(fifoBytes(slotBytes), std::align_val_t(4096)))) {
+    view.ctrl = new (mem) FifoCtrl();
+    view.data = mem + sizeof(FifoCtrl);
+    view.slotBytes = slotBytes;
+  }
+  ~LocalFifo() { ::operator delete(mem, std::align_val_t(4096)); }
+  char* mem;
+  FifoView view;
+};
+
+class NetSend : public SendConnector {
+ public:
+  NetSend(int peer, NetBackend* b, std::unique_ptr<NetSendComm> comm, size_t slotBytes)
+      : backend_(b), comm_(std::move(comm)), fifo_(slotBytes) {
+    slotBytes_ = slotBytes;
+    peer_ = peer;
+    kind_ = "net";
+    (void)backend_->regMr(fifo_.view.data, kSteps * slotBytes);
+  }
+  bool ready() override { return filled_ - done_ < static_cast<uint32_t>(kSteps); }
+  char* slot() override { return fifo_.view.slotAt(filled_); }
+  void post(size_t bytes) override {
+    fifo_.view.ctrl->sizes[filled_ % kSteps] = static_cast<uint32_t>(bytes);
+    ++filled_;
+  }
+  bool flushed() override { return done_ == filled_; }
+  Status progress() override {
+    while (posted_ != filled_) {
+      COLL_ASSIGN(NetRequest * r, backend_->isend(comm_.get(), fifo_.view.slotAt(posted_),
+                                                  fifo_.view.ctrl->sizes[posted_ % kSteps]));
+      reqs_[posted_ % kSteps] = r;
+      ++posted_;
+    }
+    while (done_ != posted_) {
+      bool done = false;
+      size_t size = 0;
+      Status st = backend_->test(reqs_[done_ % kSteps], &done, &size);
+      if (!st.ok()) return st.prefix("send to rank " + std::to_string(peer_) + ": ");
+      if (!done) break;
+      ++done_;
+    }
+    return okStatus();
+  }
+  WaitTarget waitTarget() override {
+    WaitTarget t;
+    t.fd = backend_->pollFd(comm_.get());
+    t.events = POLLOUT;
+    return t;
+  }
+
+ private:
+  NetBackend* backend_;
+  std::unique_ptr<NetSendComm> comm_;
+  LocalFifo fifo_;
+  NetRequest* reqs_[kSteps] = {};
+  uint32_t filled_ = 0, posted_ = 0, done_ = 0;
+};
+
+class NetRecv : public RecvConnector {
+ public:
+  NetRecv(int peer, NetBackend* b, std::unique_ptr<NetRecvComm> comm, size_t slotBytes)
+      : backend_(b), comm_(std::move(comm)), fifo_(slotBytes) {
+    slotBytes_ = slotBytes;
+    peer_ = peer;
+    kind_ = "net";
+    (void)backend_->regMr(fifo_.view.data, kSteps * slotBytes);
+  }
+  bool ready() override { return arrived_ != consumed_; }
+  const char* slot() override { return fifo_.view.slotAt(consumed_); }
+  size_t size() override { return fifo_.view.ctrl->sizes[consumed_ % kSteps]; }
+  void release() override { ++consumed_; }
+  Status progress() override {
+    while (posted_ - consumed_ < static_cast<uint32_t>(kSteps)) {
+      COLL_ASSIGN(NetRequest * r,
+                  backend_->irecv(comm_.get(), fifo_.view.slotAt(posted_), slotBytes_));
+      reqs_[posted_ % kSteps] = r;
+      ++posted_;
+    }
+    while (arrived_ != posted_) {
+      bool done = false;
+      size_t size = 0;
+      Status st = backend_->test(reqs_[arrived_ % kSteps], &done, &size);
+      if (!st.ok()) return st.prefix("receive from rank " + std::to_string(peer_) + ": ");
+      if (!done) break;
+      fifo_.view.ctrl->sizes[arrived_ % kSteps] = static_cast<uint32_t>(size);
+      ++arrived_;
+    }
+    return okStatus();
+  }
+  WaitTarget waitTarget() override {
+    WaitTarget t;
+    t.fd = backend_->pollFd(comm_.get());
+    t.events = POLLIN;
+    return t;
+  }
+
+ private:
+  NetBackend* backend_;
+  std::unique_ptr<NetRecvComm> comm_;
+  LocalFifo fifo_;
+  NetRequest* reqs_[kSteps] = {};
+  uint32_t posted_ = 0, arrived_ = 0, consumed_ = 0;
+};
+
+class PendingRecv : public NetPendingRecv {
+ public:
+  PendingRecv(int peer, NetBackend* b, std::unique_ptr<NetListenComm> l, NetConnectInfo info)
+      : peer_(peer), backend_(b), listen_(std::move(l)), info_(info) {}
+  const NetConnectInfo& info() const override { return info_; }
+  Result<std::unique_ptr<RecvConnector>> finish() override {
+    COLL_ASSIGN(auto comm, backend_->accept(listen_.get()));
+    listen_.reset();
+    return std::unique_ptr<RecvConnector>(
+        new NetRecv(peer_, backend_, std::move(comm), info_.slotBytes));
+  }
+
+ private:
+  int peer_;
+  NetBackend* backend_;
+  std::unique_ptr<NetListenComm> listen_;
+  NetConnectInfo info_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<NetPendingRecv>> netSetupRecv(int peer, size_t slotBytes) {
+  COLL_ASSIGN(NetBackend * b, netBackend());
+  NetConnectInfo info{};
+  info.slotBytes = slotBytes;
+  COLL_ASSIGN(auto listen, b->listen(0, &info.handle));
+  return std::unique_ptr<NetPendingRecv>(new PendingRecv(peer, b, std::move(listen), info));
+}
+
+Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, const NetConnectInfo& info) {
+  COLL_ASSIGN(NetBackend * b, netBackend());
+  COLL_ASSIGN(auto comm, b->connect(0, info.handle));
+  return std::unique_ptr<SendConnector>(new NetSend(peer, b, std::move(comm), info.slotBytes));
+}
+
+}  // namespace coll

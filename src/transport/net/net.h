@@ -1,0 +1,79 @@
+// Net transport: connectors that move FIFO slots between hosts through a net backend.
+//
+// A backend is the small interface of NCCL's net plugins: devices, properties,
+// listen/connect/accept, memory registration, isend/irecv/test and close. The socket
+// backend (socket/) implements it over TCP; an InfiniBand backend or an external plugin
+// can take its place (COLL_NET names the backend).
+//
+// Each side keeps a local FIFO. The sender's progress() posts isend for every filled
+// slot and frees the slot when the send completes; the receiver's progress() keeps an
+// irecv posted on every free slot and publishes a slot when its receive completes.
+// Requests of one connection complete in the order they were posted.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "transport/connector.h"
+
+namespace coll {
+
+constexpr size_t kNetHandleBytes = 64;
+struct NetHandle {
+  char bytes[kNetHandleBytes];
+};
+
+struct NetProperties {
+  std::string name;      // device name (interface)
+  int speedMbps = 0;
+  int maxComms = 0;
+  bool hostMemOnly = true;
+};
+
+class NetListenComm { public: virtual ~NetListenComm() = default; };
+class NetSendComm { public: virtual ~NetSendComm() = default; };
+class NetRecvComm { public: virtual ~NetRecvComm() = default; };
+class NetRequest { public: virtual ~NetRequest() = default; };
+
+class NetBackend {
+ public:
+  virtual ~NetBackend() = default;
+  virtual const char* name() const = 0;
+  virtual int devices() = 0;
+  virtual Status properties(int dev, NetProperties* props) = 0;
+  virtual Result<std::unique_ptr<NetListenComm>> listen(int dev, NetHandle* handle) = 0;
+  // Starts a connection; the receiver completes it with accept().
+  virtual Result<std::unique_ptr<NetSendComm>> connect(int dev, const NetHandle& handle) = 0;
+  virtual Result<std::unique_ptr<NetRecvComm>> accept(NetListenComm* listen) = 0;
+  // Memory registration (no-op for sockets; pins/registers for RDMA backends).
+  virtual Status regMr(void* /*data*/, size_t /*size*/) { return okStatus(); }
+  virtual Result<NetRequest*> isend(NetSendComm* comm, const void* data, size_t size) = 0;
+  virtual Result<NetRequest*> irecv(NetRecvComm* comm, void* data, size_t maxSize) = 0;
+  // Progresses and checks a request; a completed request is freed by test().
+  virtual Status test(NetRequest* req, bool* done, size_t* size) = 0;
+  // A file descriptor an idle caller may poll for progress on this comm (or -1).
+  virtual int pollFd(NetSendComm*) { return -1; }
+  virtual int pollFd(NetRecvComm*) { return -1; }
+};
+
+// The backend named by COLL_NET (default "Socket"), created on first use.
+Result<NetBackend*> netBackend();
+
+struct NetConnectInfo {
+  NetHandle handle;
+  uint64_t slotBytes;
+};
+
+class NetPendingRecv {
+ public:
+  virtual ~NetPendingRecv() = default;
+  virtual const NetConnectInfo& info() const = 0;
+  // Accepts the sender's connection (it connected after receiving info()).
+  virtual Result<std::unique_ptr<RecvConnector>> finish() = 0;
+};
+
+Result<std::unique_ptr<NetPendingRecv>> netSetupRecv(int peer, size_t slotBytes);
+Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, const NetConnectInfo& info);
+
+}  // namespace coll

@@ -1,0 +1,23 @@
+// The socket net backend: TCP over the interface chosen by COLL_SOCKET_IFNAME.
+//
+// A connection is COLL_NSOCKS_PERTHREAD x COLL_SOCKET_NTHREADS sockets (at least one),
+// all TCP_NODELAY and non-blocking. A message travels as an 8-byte length on socket 0,
+// then its bytes striped over the sockets in order (messages under 64 KiB use socket 0
+// only). Every socket carries its parts of successive messages in message order, so the
+// receiver reassembles without extra headers. The caller's thread progresses all sockets
+// from test(); nothing blocks.
+#pragma once
+
+#include <memory>
+
+#include "transport/net/net.h"
+
+namespace coll {
+
+std::unique_ptr<NetBackend> makeSocketBackend();
+
+// How a message of `size` bytes is split over `nsocks` sockets: part i is
+// [i*partLen, min(size, (i+1)*partLen)); returns the number of parts.
+int socketStripe(size_t size, int nsocks, size_t* partLen);
+
+}  // namespace coll

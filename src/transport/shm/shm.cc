@@ -1,0 +1,208 @@
+#include "transport/shm/shm.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+#include <random>
+
+#include "core/log.h"
+#include "core/wait.h"
+
+namespace coll {
+
+// Owns the memory of one FIFO: an mmap of a shm segment or an aligned heap block.
+class ShmRegion {
+ public:
+  ShmRegion(void* base, size_t bytes, bool mapped) : base_(base), bytes_(bytes), mapped_(mapped) {}
+  ~ShmRegion() {
+    if (mapped_) munmap(base_, bytes_);
+    else ::operator delete(base_, std::align_val_t(4096));
+  }
+  FifoView view(size_t slotBytes) const {
+    return {static_cast<FifoCtrl*>(base_), static_cast<char*>(base_) + sizeof(FifoCtrl),
+            slotBytes};
+  }
+
+ private:
+  void* base_;
+  size_t bytes_;
+  bool mapped_;
+};
+
+namespace {
+
+// In-process FIFOs waiting for their sender to pick them up.
+std::mutex gRegistryMu;
+std::map<uint64_t, std::shared_ptr<ShmRegion>> gRegistry;
+
+uint64_t randomId() {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::lock_guard<std::mutex> lock(mu);
+  return rng();
+}
+
+class ShmSend : public SendConnector {
+ public:
+  ShmSend(int peer, std::shared_ptr<ShmRegion> r, size_t slotBytes, bool shared)
+      : region_(std::move(r)), f_(region_->view(slotBytes)), shared_(shared) {
+    slotBytes_ = slotBytes;
+    peer_ = peer;
+    kind_ = "shm";
+    tail_ = f_.ctrl->tail.load(std::memory_order_relaxed);
+  }
+  bool ready() override {
+    return tail_ - f_.ctrl->head.load(std::memory_order_acquire) < static_cast<uint32_t>(kSteps);
+  }
+  char* slot() override { return f_.slotAt(tail_); }
+  void post(size_t bytes) override {
+    f_.ctrl->sizes[tail_ % kSteps] = static_cast<uint32_t>(bytes);
+    ++tail_;
+    f_.ctrl->tail.store(tail_, std::memory_order_release);
+    futexWakeIfWaiting(&f_.ctrl->tail, &f_.ctrl->tailWaiters, shared_);
+  }
+  WaitTarget waitTarget() override {
+    WaitTarget t;
+    t.word = &f_.ctrl->head;
+    t.waiters = &f_.ctrl->headWaiters;
+    t.seen = f_.ctrl->head.load(std::memory_order_relaxed);
+    t.shared = shared_;
+    return t;
+  }
+
+ private:
+  std::shared_ptr<ShmRegion> region_;
+  FifoView f_;
+  uint32_t tail_;
+  bool shared_;
+};
+
+class ShmRecv : public RecvConnector {
+ public:
+  ShmRecv(int peer, std::shared_ptr<ShmRegion> r, size_t slotBytes, bool shared)
+      : region_(std::move(r)), f_(region_->view(slotBytes)), shared_(shared) {
+    slotBytes_ = slotBytes;
+    peer_ = peer;
+    kind_ = "shm";
+  }
+  bool ready() override {
+    return f_.ctrl->tail.load(std::memory_order_acquire) != head_;
+  }
+  const char* slot() override { return f_.slotAt(head_); }
+  size_t size() override { return f_.ctrl->sizes[head_ % kSteps]; }
+  void release() override {
+    ++head_;
+    f_.ctrl->head.store(head_, std::memory_order_release);
+    futexWakeIfWaiting(&f_.ctrl->head, &f_.ctrl->headWaiters, shared_);
+  }
+  WaitTarget waitTarget() override {
+    WaitTarget t;
+    t.word = &f_.ctrl->tail;
+    t.waiters = &f_.ctrl->tailWaiters;
+    t.seen = head_;
+    t.shared = shared_;
+    return t;
+  }
+
+ private:
+  std::shared_ptr<ShmRegion> region_;
+  FifoView f_;
+  uint32_t head_ = 0;
+  bool shared_;
+};
+
+class PendingRecv : public ShmPendingRecv {
+ public:
+  PendingRecv(int peer, std::shared_ptr<ShmRegion> r, ShmHandle h)
+      : peer_(peer), region_(std::move(r)), h_(h) {}
+  ~PendingRecv() override { cleanup(); }
+  const ShmHandle& handle() const override { return h_; }
+  std::unique_ptr<RecvConnector> finish() override {
+    cleanup();
+    return std::make_unique<ShmRecv>(peer_, region_, h_.slotBytes, h_.name[0] != 0);
+  }
+
+ private:
+  void cleanup() {
+    if (h_.name[0]) shm_unlink(h_.name);
+    else {
+      std::lock_guard<std::mutex> lock(gRegistryMu);
+      gRegistry.erase(h_.localId);
+    }
+  }
+  int peer_;
+  std::shared_ptr<ShmRegion> region_;
+  ShmHandle h_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ShmPendingRecv>> shmSetupRecv(int peer, size_t slotBytes,
+                                                     bool sameProcess) {
+  ShmHandle h{};
+  h.pid = getpid();
+  h.slotBytes = slotBytes;
+  size_t bytes = fifoBytes(slotBytes);
+  std::shared_ptr<ShmRegion> region;
+  if (sameProcess) {
+    void* p = ::operator new(bytes, std::align_val_t(4096));
+    new (p) FifoCtrl();
+    region = std::make_shared<ShmRegion>(p, bytes, false);
+    h.localId = randomId();
+    std::lock_guard<std::mutex> lock(gRegistryMu);
+    gRegistry[h.localId] = region;
+  } else {
+    std::snprintf(h.name, sizeof(h.name), "/coll-%d-%016llx", getpid(),
+                  static_cast<unsigned long long>(randomId()));
+    int fd = shm_open(h.name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) return systemError(std::string("shm_open(") + h.name + ")", errno);
+    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+      int err = errno;
+      close(fd);
+      shm_unlink(h.name);
+      return systemError(std::string("ftruncate(") + h.name + ", " + std::to_string(bytes) +
+                             ") — is /dev/shm large enough?", err);
+    }
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+      shm_unlink(h.name);
+      return systemError(std::string("mmap(") + h.name + ")", errno);
+    }
+    new (p) FifoCtrl();
+    region = std::make_shared<ShmRegion>(p, bytes, true);
+  }
+  COLL_TRACE(SHM, "recv FIFO from rank %d: %s, %zu-byte slots", peer,
+             sameProcess ? "in-process" : h.name, slotBytes);
+  return std::unique_ptr<ShmPendingRecv>(new PendingRecv(peer, std::move(region), h));
+}
+
+Result<std::unique_ptr<SendConnector>> shmConnectSend(int peer, const ShmHandle& h) {
+  size_t bytes = fifoBytes(h.slotBytes);
+  if (!h.name[0]) {
+    if (h.pid != getpid())
+      return internalError("in-process shm handle from another process (pid " +
+                           std::to_string(h.pid) + ")");
+    std::lock_guard<std::mutex> lock(gRegistryMu);
+    auto it = gRegistry.find(h.localId);
+    if (it == gRegistry.end()) return internalError("in-process FIFO vanished before connect");
+    return std::unique_ptr<SendConnector>(new ShmSend(peer, it->second, h.slotBytes, false));
+  }
+  int fd = shm_open(h.name, O_RDWR, 0600);
+  if (fd < 0)
+    return systemError(std::string("shm_open(") + h.name + ") of rank " +
+                           std::to_string(peer) + "'s FIFO", errno);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return systemError(std::string("mmap(") + h.name + ")", errno);
+  auto region = std::make_shared<ShmRegion>(p, bytes, true);
+  return std::unique_ptr<SendConnector>(new ShmSend(peer, std::move(region), h.slotBytes, true));
+}
+
+}  // namespace coll

@@ -1,0 +1,40 @@
+// Shared-memory transport between ranks of one host.
+//
+// The receiver owns the FIFO. Between processes it lives in a POSIX shm segment with an
+// unguessable name and mode 0600, which the receiver unlinks as soon as the sender has
+// mapped it, so a crash leaves nothing in /dev/shm. Between threads of one process it is
+// plain memory, handed over through an in-process registry.
+//
+// Setup (driven by transport.cc): the receiver calls shmSetupRecv() and ships the
+// returned handle to the sender through the bootstrap; the sender calls shmConnectSend()
+// and acknowledges; the receiver then calls finish() on its pending half.
+#pragma once
+
+#include <memory>
+
+#include "transport/connector.h"
+
+namespace coll {
+
+struct ShmHandle {
+  char name[48];      // shm segment name, or "" for in-process
+  uint64_t localId;   // in-process registry key
+  int32_t pid;        // creator, to check "same process"
+  uint64_t slotBytes;
+};
+
+class ShmRegion;  // a mapping (or allocation) holding one FIFO
+
+class ShmPendingRecv {
+ public:
+  virtual ~ShmPendingRecv() = default;
+  virtual const ShmHandle& handle() const = 0;
+  // After the sender acknowledged: unlinks the segment, yields the connector.
+  virtual std::unique_ptr<RecvConnector> finish() = 0;
+};
+
+Result<std::unique_ptr<ShmPendingRecv>> shmSetupRecv(int peer, size_t slotBytes,
+                                                     bool sameProcess);
+Result<std::unique_ptr<SendConnector>> shmConnectSend(int peer, const ShmHandle& handle);
+
+}  // namespace coll

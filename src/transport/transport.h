@@ -1,0 +1,65 @@
+// Choosing a transport per peer and wiring connectors.
+//
+// Same host (equal host ids) -> shm, unless COLL_SHM_DISABLE=1; otherwise net. The
+// receiver decides and tells the sender in the handle it ships, so both sides always
+// agree. Wiring runs in three phases so that one thread can wire several communicators
+// of one process at once (collCommInitAll, grouped send/recv) without deadlock:
+//   1. every receiver creates its FIFO or listener and sends the handle (never blocks);
+//   2. every sender waits for its handle, maps or connects, and acknowledges;
+//   3. every receiver waits for the acknowledgement / accepts the connection.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "transport/net/net.h"
+#include "transport/shm/shm.h"
+
+namespace coll {
+
+enum class TransportKind : uint32_t { kShm = 1, kNet = 2 };
+const char* transportName(TransportKind k);
+
+// Which transport this rank would use to receive from / send to `peer`.
+TransportKind chooseTransport(const PeerInfo& self, const PeerInfo& peer);
+
+class ConnectJob {
+ public:
+  ConnectJob(Bootstrap* bootstrap, size_t slotBytes) : bs_(bootstrap), slotBytes_(slotBytes) {}
+  void addRecv(int peer, uint64_t tag, std::unique_ptr<RecvConnector>* out);
+  void addSend(int peer, uint64_t tag, std::unique_ptr<SendConnector>* out);
+  bool empty() const { return recvs_.empty() && sends_.empty(); }
+
+  Status phase1();
+  Status phase2();
+  Status phase3();
+  // All three phases in order (one communicator driven by its own thread).
+  Status run();
+
+ private:
+  struct RecvItem {
+    int peer;
+    uint64_t tag;
+    std::unique_ptr<RecvConnector>* out;
+    TransportKind kind;
+    std::unique_ptr<ShmPendingRecv> shm;
+    std::unique_ptr<NetPendingRecv> net;
+  };
+  struct SendItem {
+    int peer;
+    uint64_t tag;
+    std::unique_ptr<SendConnector>* out;
+  };
+  Bootstrap* bs_;
+  size_t slotBytes_;
+  std::vector<RecvItem> recvs_;
+  std::vector<SendItem> sends_;
+};
+
+// Bootstrap tags used by connection setup: kind in the top byte.
+constexpr uint64_t kTagRing = 1ull << 56;
+constexpr uint64_t kTagP2p = 2ull << 56;
+constexpr uint64_t kTagAck = 1ull << 55;
+
+}  // namespace coll

@@ -1,0 +1,277 @@
+// Host kernels: conversions of the narrow float types checked exhaustively against a
+// brute-force nearest-value search, and every type x op reduction against a float64 /
+// integer reference.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "core/datatype.h"
+#include "kernels/float_conv.h"
+#include "kernels/host_reduce.h"
+
+using namespace coll;
+
+namespace {
+
+// All finite values of a format, sorted, with their encodings (positive only).
+template <typename Decode>
+std::vector<std::pair<double, uint32_t>> finiteTable(uint32_t codes, Decode decode) {
+  std::vector<std::pair<double, uint32_t>> t;
+  for (uint32_t c = 0; c < codes; ++c) {
+    double v = decode(c);
+    if (std::isfinite(v) && !std::signbit(v)) t.push_back({v, c});
+  }
+  std::sort(t.begin(), t.end());
+  return t;
+}
+
+// Round-to-nearest-even by search: the code of the nearest finite value to x >= 0, or
+// `overflow` when x is at least halfway past the largest value (ties past the max go up).
+template <typename Table>
+uint32_t nearestEven(const Table& t, double x, uint32_t overflow, double nextAfterMax) {
+  if (x >= (t.back().first + nextAfterMax) / 2) {
+    if (x == (t.back().first + nextAfterMax) / 2 && (t.back().second & 1) == 0) return t.back().second;
+    return overflow;
+  }
+  auto it = std::lower_bound(t.begin(), t.end(), std::make_pair(x, 0u));
+  if (it == t.end()) return t.back().second;
+  if (it->first == x || it == t.begin()) return it->second;
+  auto lo = it - 1;
+  double dl = x - lo->first, dh = it->first - x;
+  if (dl < dh) return lo->second;
+  if (dh < dl) return it->second;
+  return (lo->second & 1) == 0 ? lo->second : it->second;  // tie: even mantissa
+}
+
+// Probe points around every representable value: the value, midpoints and a nudge either
+// side of each midpoint (in float).
+template <typename Table>
+std::vector<float> probes(const Table& t) {
+  std::vector<float> p;
+  for (size_t i = 0; i < t.size(); ++i) {
+    p.push_back(static_cast<float>(t[i].first));
+    if (i + 1 < t.size()) {
+      float mid = static_cast<float>((t[i].first + t[i + 1].first) / 2);
+      p.push_back(mid);
+      p.push_back(std::nextafter(mid, 0.0f));
+      p.push_back(std::nextafter(mid, INFINITY));
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("fp16 decode/encode round-trips every code", "[kernels][fp16]") {
+  for (uint32_t c = 0; c < 65536; ++c) {
+    float f = halfToFloat(static_cast<uint16_t>(c));
+    uint16_t back = floatToHalf(f);
+    if (std::isnan(f)) {
+      REQUIRE(std::isnan(halfToFloat(back)));
+      REQUIRE((back & 0x8000) == (c & 0x8000));
+    } else {
+      REQUIRE(back == c);
+    }
+  }
+}
+
+TEST_CASE("fp16 encode rounds to nearest even everywhere", "[kernels][fp16]") {
+  auto t = finiteTable(0x8000, [](uint32_t c) { return static_cast<double>(halfToFloat(static_cast<uint16_t>(c))); });
+  const double nextAfterMax = 65536.0;  // 65504 + one ulp (32)
+  for (float x : probes(t)) {
+    uint32_t want = nearestEven(t, x, 0x7c00, nextAfterMax);
+    REQUIRE(floatToHalf(x) == want);
+    REQUIRE(floatToHalf(-x) == (want | 0x8000));
+  }
+  REQUIRE(floatToHalf(1e6f) == 0x7c00);
+  REQUIRE(floatToHalf(INFINITY) == 0x7c00);
+  REQUIRE(floatToHalf(-INFINITY) == 0xfc00);
+  REQUIRE(std::isnan(halfToFloat(floatToHalf(NAN))));
+  REQUIRE(floatToHalf(1e-10f) == 0);  // below half the smallest subnormal
+  REQUIRE(floatToHalf(-0.0f) == 0x8000);
+}
+
+TEST_CASE("bf16 round-trips and rounds to nearest even", "[kernels][bf16]") {
+  for (uint32_t c = 0; c < 65536; ++c) {
+    float f = bf16ToFloat(static_cast<uint16_t>(c));
+    uint16_t back = floatToBf16(f);
+    if (std::isnan(f)) REQUIRE(std::isnan(bf16ToFloat(back)));
+    else REQUIRE(back == c);
+  }
+  auto t = finiteTable(0x8000, [](uint32_t c) { return static_cast<double>(bf16ToFloat(static_cast<uint16_t>(c))); });
+  const double maxv = t.back().first;
+  const double nextAfterMax = maxv + std::ldexp(1.0, 127 - 7);
+  for (float x : probes(t)) {
+    if (!std::isfinite(x)) continue;
+    REQUIRE(floatToBf16(x) == nearestEven(t, x, 0x7f80, nextAfterMax));
+  }
+}
+
+template <typename F>
+static void checkFp8(uint32_t maxCode, double nextAfterMax) {
+  for (uint32_t c = 0; c < 256; ++c) {
+    float f = F::toFloat(static_cast<uint8_t>(c));
+    uint8_t back = F::fromFloat(f);
+    if (std::isnan(f)) {
+      REQUIRE(std::isnan(F::toFloat(back)));
+    } else if (std::isinf(f)) {
+      REQUIRE(back == ((c & 0x80) | maxCode));  // saturating
+    } else {
+      REQUIRE(back == c);
+    }
+  }
+  auto t = finiteTable(0x80, [](uint32_t c) { return static_cast<double>(F::toFloat(static_cast<uint8_t>(c))); });
+  REQUIRE(t.back().second == maxCode);
+  for (float x : probes(t)) {
+    REQUIRE(F::fromFloat(x) == nearestEven(t, x, maxCode, nextAfterMax));
+    REQUIRE(F::fromFloat(-x) == (nearestEven(t, x, maxCode, nextAfterMax) | 0x80));
+  }
+  REQUIRE(F::fromFloat(1e30f) == maxCode);
+  REQUIRE(F::fromFloat(-1e30f) == (maxCode | 0x80));
+  REQUIRE(std::isnan(F::toFloat(F::fromFloat(NAN))));
+}
+
+TEST_CASE("fp8 e4m3: every code, rounding ties, saturation", "[kernels][fp8]") {
+  REQUIRE(Fp8E4M3::toFloat(0x7e) == 448.0f);
+  REQUIRE(std::isnan(Fp8E4M3::toFloat(0x7f)));
+  REQUIRE(Fp8E4M3::toFloat(0x01) == std::ldexp(1.0f, -9));
+  checkFp8<Fp8E4M3>(0x7e, 480.0);
+}
+
+TEST_CASE("fp8 e5m2: every code, rounding ties, saturation", "[kernels][fp8]") {
+  REQUIRE(Fp8E5M2::toFloat(0x7b) == 57344.0f);
+  REQUIRE(std::isinf(Fp8E5M2::toFloat(0x7c)));
+  REQUIRE(Fp8E5M2::toFloat(0x01) == std::ldexp(1.0f, -16));
+  checkFp8<Fp8E5M2>(0x7b, 65536.0);
+}
+
+namespace {
+
+// Reference: decode to double (or exact integer), combine, encode back.
+double decodeRef(collDataType_t t, const void* p) {
+  switch (t) {
+    case collInt8: return *static_cast<const int8_t*>(p);
+    case collUint8: return *static_cast<const uint8_t*>(p);
+    case collInt32: return *static_cast<const int32_t*>(p);
+    case collUint32: return *static_cast<const uint32_t*>(p);
+    case collFloat16: return halfToFloat(*static_cast<const uint16_t*>(p));
+    case collFloat32: return *static_cast<const float*>(p);
+    case collFloat64: return *static_cast<const double*>(p);
+    case collBfloat16: return bf16ToFloat(*static_cast<const uint16_t*>(p));
+    case collFloat8e4m3: return Fp8E4M3::toFloat(*static_cast<const uint8_t*>(p));
+    case collFloat8e5m2: return Fp8E5M2::toFloat(*static_cast<const uint8_t*>(p));
+    default: return 0;
+  }
+}
+
+template <typename I>
+I intRef(I a, I b, collRedOp_t op, int nranks, bool final) {
+  using U = std::make_unsigned_t<I>;
+  switch (op) {
+    case collSum: return static_cast<I>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+    case collProd: return static_cast<I>(static_cast<U>(static_cast<uint64_t>(static_cast<U>(a)) * static_cast<uint64_t>(static_cast<U>(b))));
+    case collMax: return std::max(a, b);
+    case collMin: return std::min(a, b);
+    default: {
+      I s = static_cast<I>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+      return final ? static_cast<I>(s / static_cast<I>(nranks)) : s;
+    }
+  }
+}
+
+template <typename I>
+void checkIntType(collDataType_t t, std::mt19937_64& rng) {
+  const int n = 1000;
+  std::vector<I> a(n), b(n), out(n);
+  for (int i = 0; i < n; ++i) {
+    a[i] = static_cast<I>(rng());
+    b[i] = static_cast<I>(rng());
+  }
+  a[0] = std::numeric_limits<I>::max();
+  b[0] = std::numeric_limits<I>::max();
+  a[1] = std::numeric_limits<I>::min();
+  b[1] = static_cast<I>(-1);
+  for (int op = 0; op < collNumOps; ++op) {
+    const auto& k = hostReduceKernels(t, static_cast<collRedOp_t>(op));
+    for (bool final : {false, true}) {
+      if (final) k.final(out.data(), a.data(), b.data(), n, 3);
+      else k.reduce(out.data(), a.data(), b.data(), n);
+      for (int i = 0; i < n; ++i) {
+        INFO(dataTypeName(t) << " " << redOpName(static_cast<collRedOp_t>(op)) << " i=" << i);
+        REQUIRE(out[i] == intRef<I>(a[i], b[i], static_cast<collRedOp_t>(op), 3, final));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("integer reductions wrap and truncate like the reference", "[kernels]") {
+  std::mt19937_64 rng(42);
+  checkIntType<int8_t>(collInt8, rng);
+  checkIntType<uint8_t>(collUint8, rng);
+  checkIntType<int32_t>(collInt32, rng);
+  checkIntType<uint32_t>(collUint32, rng);
+  checkIntType<int64_t>(collInt64, rng);
+  checkIntType<uint64_t>(collUint64, rng);
+}
+
+TEST_CASE("floating reductions match fp32/fp64 arithmetic then one rounding", "[kernels]") {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-8.0f, 8.0f);
+  const collDataType_t types[] = {collFloat16, collFloat32, collFloat64, collBfloat16,
+                                  collFloat8e4m3, collFloat8e5m2};
+  for (collDataType_t t : types) {
+    const size_t es = dataTypeSize(t), n = 777;
+    std::vector<unsigned char> a(n * es), b(n * es), out(n * es), enc(es);
+    // Fill through the type's own encoding so inputs are representable.
+    auto encode = [&](double v, void* dst) {
+      switch (t) {
+        case collFloat16: *static_cast<uint16_t*>(dst) = floatToHalf(static_cast<float>(v)); break;
+        case collFloat32: *static_cast<float*>(dst) = static_cast<float>(v); break;
+        case collFloat64: *static_cast<double*>(dst) = v; break;
+        case collBfloat16: *static_cast<uint16_t*>(dst) = floatToBf16(static_cast<float>(v)); break;
+        case collFloat8e4m3: *static_cast<uint8_t*>(dst) = Fp8E4M3::fromFloat(static_cast<float>(v)); break;
+        case collFloat8e5m2: *static_cast<uint8_t*>(dst) = Fp8E5M2::fromFloat(static_cast<float>(v)); break;
+        default: break;
+      }
+    };
+    for (size_t i = 0; i < n; ++i) {
+      encode(dist(rng), &a[i * es]);
+      encode(dist(rng), &b[i * es]);
+    }
+    for (int op = 0; op < collNumOps; ++op) {
+      const auto& k = hostReduceKernels(t, static_cast<collRedOp_t>(op));
+      k.final(out.data(), a.data(), b.data(), n, 3);
+      for (size_t i = 0; i < n; ++i) {
+        double x = decodeRef(t, &a[i * es]), y = decodeRef(t, &b[i * es]), r = 0;
+        if (t == collFloat64) {
+          switch (op) {
+            case collSum: r = x + y; break;
+            case collProd: r = x * y; break;
+            case collMax: r = std::max(x, y); break;
+            case collMin: r = std::min(x, y); break;
+            default: r = (x + y) * (1.0 / 3);
+          }
+        } else {
+          float fx = static_cast<float>(x), fy = static_cast<float>(y);
+          switch (op) {
+            case collSum: r = fx + fy; break;
+            case collProd: r = fx * fy; break;
+            case collMax: r = std::max(fx, fy); break;
+            case collMin: r = std::min(fx, fy); break;
+            default: r = (fx + fy) * (1.0f / 3);
+          }
+        }
+        encode(r, enc.data());
+        INFO(dataTypeName(t) << " " << redOpName(static_cast<collRedOp_t>(op)) << " i=" << i);
+        REQUIRE(std::memcmp(enc.data(), &out[i * es], es) == 0);
+      }
+    }
+  }
+}
