@@ -19,6 +19,12 @@
 //
 // Allgather: step 0 copies the rank's own block into place and sends it; steps 1..n-2
 // receive block r-j, keep it and forward it; step n-1 only keeps it.
+//
+// Loops: a step that only sends (step 0) must leave room in the FIFO, or every rank
+// fills its successor's FIFO and then waits for room while holding the slot its
+// predecessor waits for: a cycle. So each channel's piece of a block is cut into loops
+// of at most kSteps/2 slices, and the whole step sequence runs once per loop, as NCCL
+// does with its chunk steps.
 #include <algorithm>
 
 #include "algorithms/algorithms.h"
@@ -46,6 +52,19 @@ Piece piece(size_t blockOffsetElems, size_t blockCount, size_t elemSize, int nch
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
+// Number of loops so that no block's piece per loop exceeds half a FIFO.
+size_t loopsFor(size_t maxPieceBytes, size_t sliceBytes) {
+  size_t loopBytes = sliceBytes * (kSteps / 2);
+  return std::max<size_t>(1, (maxPieceBytes + loopBytes - 1) / loopBytes);
+}
+
+// Sub-piece `loop` of `nloops` of a piece of `p.bytes` bytes, cut on element bounds.
+Piece subPiece(Piece p, size_t elemSize, size_t nloops, size_t loop) {
+  size_t elems = p.bytes / elemSize;
+  size_t b = partBegin(elems, nloops, loop), e = partBegin(elems, nloops, loop + 1);
+  return {p.offset + b * elemSize, (e - b) * elemSize};
+}
+
 }  // namespace
 
 void buildRingAllReduce(collComm* c, const OpDesc& od, uint16_t opIndex,
@@ -67,19 +86,22 @@ void buildRingAllReduce(collComm* c, const OpDesc& od, uint16_t opIndex,
     size_t b = partBegin(od.count, n, k), e = partBegin(od.count, n, k + 1);
     return piece(b, e - b, es, nch, ch);
   };
+  const size_t nloops = loopsFor(block(0, 0).bytes, c->sliceBytes);  // block 0 is largest
   for (int ch = 0; ch < nch; ++ch) {
     Program& pg = progs[ch];
     SendConnector* s = c->channels[ch].send.get();
     RecvConnector* rv = c->channels[ch].recv.get();
-    auto step = [&](uint8_t flags, int k) {
-      Piece p = block(mod(k, n), ch);
-      pg.add(flags, od, opIndex, src + p.offset, dst + p.offset, p.bytes, s, rv);
-    };
-    step(kSrc | kSend, r - 1);
-    for (int j = 1; j < n - 1; ++j) step(kRecv | kSrc | kSend, r - 1 - j);
-    step(kRecv | kSrc | kDst | kSend | kFinal, r);
-    for (int j = 1; j < n - 1; ++j) step(kRecv | kDst | kSend, r - j);
-    step(kRecv | kDst, r - (n - 1));
+    for (size_t loop = 0; loop < nloops; ++loop) {
+      auto step = [&](uint8_t flags, int k) {
+        Piece p = subPiece(block(mod(k, n), ch), es, nloops, loop);
+        pg.add(flags, od, opIndex, src + p.offset, dst + p.offset, p.bytes, s, rv);
+      };
+      step(kSrc | kSend, r - 1);
+      for (int j = 1; j < n - 1; ++j) step(kRecv | kSrc | kSend, r - 1 - j);
+      step(kRecv | kSrc | kDst | kSend | kFinal, r);
+      for (int j = 1; j < n - 1; ++j) step(kRecv | kDst | kSend, r - j);
+      step(kRecv | kDst, r - (n - 1));
+    }
   }
 }
 
@@ -94,17 +116,21 @@ void buildRingReduceScatter(collComm* c, const OpDesc& od, uint16_t opIndex,
     Program& pg = progs[ch];
     SendConnector* s = n > 1 ? c->channels[ch].send.get() : nullptr;
     RecvConnector* rv = n > 1 ? c->channels[ch].recv.get() : nullptr;
-    Piece mine = piece(0, od.count, es, nch, ch);  // offset within the output block
-    auto srcOf = [&](int k) { return src + static_cast<size_t>(mod(k, n)) * od.count * es + mine.offset; };
-    if (n == 1) {
-      pg.add(kSrc | kDst | kFinal, od, opIndex, srcOf(0), dst + mine.offset, mine.bytes, s, rv);
-      continue;
+    const Piece whole = piece(0, od.count, es, nch, ch);  // offset within a block
+    const size_t nloops = n > 1 ? loopsFor(piece(0, od.count, es, nch, 0).bytes, c->sliceBytes) : 1;
+    for (size_t loop = 0; loop < nloops; ++loop) {
+      Piece mine = subPiece(whole, es, nloops, loop);
+      auto srcOf = [&](int k) { return src + static_cast<size_t>(mod(k, n)) * od.count * es + mine.offset; };
+      if (n == 1) {
+        pg.add(kSrc | kDst | kFinal, od, opIndex, srcOf(0), dst + mine.offset, mine.bytes, s, rv);
+        continue;
+      }
+      pg.add(kSrc | kSend, od, opIndex, srcOf(r - 1), nullptr, mine.bytes, s, rv);
+      for (int j = 1; j < n - 1; ++j)
+        pg.add(kRecv | kSrc | kSend, od, opIndex, srcOf(r - 1 - j), nullptr, mine.bytes, s, rv);
+      pg.add(kRecv | kSrc | kDst | kFinal, od, opIndex, srcOf(r), dst + mine.offset, mine.bytes,
+             s, rv);
     }
-    pg.add(kSrc | kSend, od, opIndex, srcOf(r - 1), nullptr, mine.bytes, s, rv);
-    for (int j = 1; j < n - 1; ++j)
-      pg.add(kRecv | kSrc | kSend, od, opIndex, srcOf(r - 1 - j), nullptr, mine.bytes, s, rv);
-    pg.add(kRecv | kSrc | kDst | kFinal, od, opIndex, srcOf(r), dst + mine.offset, mine.bytes, s,
-           rv);
   }
 }
 
@@ -119,13 +145,17 @@ void buildRingAllGather(collComm* c, const OpDesc& od, uint16_t opIndex,
     Program& pg = progs[ch];
     SendConnector* s = n > 1 ? c->channels[ch].send.get() : nullptr;
     RecvConnector* rv = n > 1 ? c->channels[ch].recv.get() : nullptr;
-    Piece mine = piece(0, od.count, es, nch, ch);
-    auto dstOf = [&](int k) { return dst + static_cast<size_t>(mod(k, n)) * od.count * es + mine.offset; };
-    uint8_t first = n > 1 ? (kSrc | kDst | kSend) : (kSrc | kDst);
-    pg.add(first, od, opIndex, src + mine.offset, dstOf(r), mine.bytes, s, rv);
-    for (int j = 1; j < n - 1; ++j)
-      pg.add(kRecv | kDst | kSend, od, opIndex, nullptr, dstOf(r - j), mine.bytes, s, rv);
-    if (n > 1) pg.add(kRecv | kDst, od, opIndex, nullptr, dstOf(r - (n - 1)), mine.bytes, s, rv);
+    const Piece whole = piece(0, od.count, es, nch, ch);
+    const size_t nloops = n > 1 ? loopsFor(piece(0, od.count, es, nch, 0).bytes, c->sliceBytes) : 1;
+    for (size_t loop = 0; loop < nloops; ++loop) {
+      Piece mine = subPiece(whole, es, nloops, loop);
+      auto dstOf = [&](int k) { return dst + static_cast<size_t>(mod(k, n)) * od.count * es + mine.offset; };
+      uint8_t first = n > 1 ? (kSrc | kDst | kSend) : (kSrc | kDst);
+      pg.add(first, od, opIndex, src + mine.offset, dstOf(r), mine.bytes, s, rv);
+      for (int j = 1; j < n - 1; ++j)
+        pg.add(kRecv | kDst | kSend, od, opIndex, nullptr, dstOf(r - j), mine.bytes, s, rv);
+      if (n > 1) pg.add(kRecv | kDst, od, opIndex, nullptr, dstOf(r - (n - 1)), mine.bytes, s, rv);
+    }
   }
 }
 

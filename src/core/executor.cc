@@ -66,8 +66,12 @@ Status advance(Program& p, bool* moved, bool* done) {
                          std::to_string(len) +
                          " were expected: the ranks called different operations or counts");
     doSlice(s, p.off, len, p.nranks);
-    if (s.send) s.send->post(len);
     if (s.recv) s.recv->release();
+    if (s.send) {
+      s.send->post(len);
+      // Push it out now: the next step may not use this connector (net only; shm no-op).
+      COLL_CHECK(s.send->progress());
+    }
     *moved = true;
     p.off += len;
     if (p.off == s.bytes) {
