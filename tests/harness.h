@@ -1,0 +1,53 @@
+// Test harness: threads as ranks, reference data and reference reductions.
+//
+// Catch2 assertions are not thread-safe, so rank threads never assert: they return an
+// error string (empty when fine) and the main thread REQUIREs on the collected results.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectives/collectives.h"
+
+namespace testing {
+
+// Sets an environment variable for the lifetime of the object, restoring it afterwards.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  bool had_;
+  std::string old_;
+};
+
+// Runs body(rank, comm) on nranks threads, each owning rank `rank` of a fresh
+// communicator (made with collGetUniqueId + collCommInitRank). Returns one message per
+// failed rank ("rank r: ..."), empty when all succeeded. Comms are destroyed afterwards.
+std::vector<std::string> runRanks(int nranks,
+                                  const std::function<std::string(int, collComm_t)>& body);
+
+// The input element i of `rank` for one test case (seed), encoded in dtype, non-zero,
+// small enough that sums and products stay meaningful in every type.
+void fillInput(void* buf, size_t count, collDataType_t t, collRedOp_t op, int rank,
+               uint64_t seed);
+
+// Expected result of reducing element i over ranks, combining contributions in `order`
+// (the chain the algorithm uses), rounding in the type after each step as the library
+// does (narrow floats in fp32). Writes one element to out.
+void referenceReduce(void* out, collDataType_t t, collRedOp_t op, const std::vector<int>& order,
+                     size_t i, uint64_t seed, int nranks);
+
+// Reads element i of an array of type t as bytes, for exact comparison.
+bool sameElement(const void* a, const void* b, size_t i, collDataType_t t);
+std::string elementString(const void* buf, size_t i, collDataType_t t);
+
+}  // namespace testing

@@ -1,0 +1,272 @@
+// Threads-as-ranks: every collective x dtype x op x count x in/out-of-place, for 1..8
+// ranks, over shared memory only and over the network only, on fresh non-zero data,
+// checked element by element (bitwise) against a reference that combines contributions
+// in the chain order the algorithm uses. COLL_BUFFSIZE is shrunk so that small counts
+// walk the multi-slice, multi-loop and multi-channel paths.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <sstream>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "core/datatype.h"
+#include "harness.h"
+
+using testing::ScopedEnv;
+
+namespace {
+
+enum class Coll { kAllReduce, kReduceScatter, kReduce, kBroadcast, kAllGather, kSendRecv, kAllToAll };
+const char* collName(Coll c) {
+  static const char* k[] = {"allreduce", "reducescatter", "reduce", "broadcast", "allgather", "sendrecv", "alltoall"};
+  return k[static_cast<int>(c)];
+}
+
+size_t partBegin(size_t total, size_t n, size_t i) { return i * (total / n) + std::min(i, total % n); }
+
+// Chain of ranks that reduces block k (allreduce / reduce-scatter): k+1, k+2, ..., k.
+std::vector<int> chainEndingAt(int last, int n) {
+  std::vector<int> o(n);
+  for (int j = 0; j < n; ++j) o[j] = (last + 1 + j) % n;
+  return o;
+}
+
+struct Case {
+  Coll coll;
+  collDataType_t dt;
+  collRedOp_t op;
+  size_t count;
+  bool inPlace;
+  int root;
+  uint64_t seed;
+  std::string str() const {
+    std::ostringstream s;
+    s << collName(coll) << " " << coll::dataTypeName(dt) << " " << coll::redOpName(op)
+      << " count " << count << (inPlace ? " in-place" : " out-of-place") << " root " << root;
+    return s.str();
+  }
+};
+
+#define RCHECK(call)                                                                   \
+  do {                                                                                 \
+    collResult_t r_ = (call);                                                          \
+    if (r_ != collSuccess)                                                             \
+      return c.str() + ": " #call " -> " + collGetErrorString(r_) + ": " + collGetLastError(comm); \
+  } while (0)
+
+std::string mismatch(const Case& c, const char* what, size_t i, const void* got, const void* want) {
+  return c.str() + ": " + what + " element " + std::to_string(i) + " is " +
+         testing::elementString(got, 0, c.dt) + ", expected " + testing::elementString(want, 0, c.dt);
+}
+
+// Runs one case on this rank and checks its result; "" when correct.
+std::string runCase(const Case& c, int rank, int n, collComm_t comm) {
+  const size_t es = coll::dataTypeSize(c.dt);
+  const size_t cnt = c.count;
+  std::vector<unsigned char> want(es);
+  auto at = [&](std::vector<unsigned char>& v, size_t i) { return v.data() + i * es; };
+  const unsigned char kSentinel = 0xA5;
+
+  switch (c.coll) {
+    case Coll::kAllReduce:
+    case Coll::kReduce: {
+      std::vector<unsigned char> in(cnt * es), out(cnt * es, kSentinel);
+      testing::fillInput(in.data(), cnt, c.dt, c.op, rank, c.seed);
+      std::vector<unsigned char> keep = in;
+      void* send = in.data();
+      void* recv = c.inPlace ? in.data() : out.data();
+      if (c.coll == Coll::kAllReduce)
+        RCHECK(collAllReduce(send, recv, cnt, c.dt, c.op, comm, nullptr));
+      else
+        RCHECK(collReduce(send, recv, cnt, c.dt, c.op, c.root, comm, nullptr));
+      const unsigned char* res = static_cast<unsigned char*>(recv);
+      bool hasResult = c.coll == Coll::kAllReduce || rank == c.root;
+      for (size_t i = 0; i < cnt; ++i) {
+        if (hasResult) {
+          int last = c.root;
+          if (c.coll == Coll::kAllReduce) {
+            last = 0;
+            while (partBegin(cnt, n, last + 1) <= i) ++last;
+          }
+          testing::referenceReduce(want.data(), c.dt, c.op, chainEndingAt(last, n), i, c.seed, n);
+          if (std::memcmp(res + i * es, want.data(), es) != 0)
+            return mismatch(c, "result", i, res + i * es, want.data());
+        } else if (!c.inPlace && out[i * es] != kSentinel) {
+          return c.str() + ": non-root recvbuff was written at element " + std::to_string(i);
+        }
+        if (!c.inPlace && std::memcmp(at(in, i), at(keep, i), es) != 0)
+          return c.str() + ": sendbuff was modified at element " + std::to_string(i);
+      }
+      return "";
+    }
+    case Coll::kReduceScatter: {
+      std::vector<unsigned char> in(cnt * n * es), out(cnt * es, kSentinel);
+      testing::fillInput(in.data(), cnt * n, c.dt, c.op, rank, c.seed);
+      std::vector<unsigned char> keep = in;
+      void* recv = c.inPlace ? in.data() + rank * cnt * es : out.data();
+      RCHECK(collReduceScatter(in.data(), recv, cnt, c.dt, c.op, comm, nullptr));
+      const unsigned char* res = static_cast<unsigned char*>(recv);
+      for (size_t i = 0; i < cnt; ++i) {
+        testing::referenceReduce(want.data(), c.dt, c.op, chainEndingAt(rank, n), rank * cnt + i,
+                                 c.seed, n);
+        if (std::memcmp(res + i * es, want.data(), es) != 0)
+          return mismatch(c, "result", i, res + i * es, want.data());
+      }
+      if (!c.inPlace && in != keep) return c.str() + ": sendbuff was modified";
+      return "";
+    }
+    case Coll::kBroadcast: {
+      std::vector<unsigned char> in(cnt * es), out(cnt * es, kSentinel), expect(cnt * es);
+      testing::fillInput(expect.data(), cnt, c.dt, c.op, c.root, c.seed);
+      if (rank == c.root) in = expect;
+      void* recv = c.inPlace ? in.data() : out.data();
+      RCHECK(collBroadcast(in.data(), recv, cnt, c.dt, c.root, comm, nullptr));
+      if (std::memcmp(recv, expect.data(), cnt * es) != 0) {
+        for (size_t i = 0; i < cnt; ++i)
+          if (!testing::sameElement(recv, expect.data(), i, c.dt))
+            return mismatch(c, "result", i, static_cast<char*>(recv) + i * es, at(expect, i));
+      }
+      return "";
+    }
+    case Coll::kAllGather: {
+      std::vector<unsigned char> out(cnt * n * es, kSentinel), mine(cnt * es);
+      testing::fillInput(mine.data(), cnt, c.dt, c.op, rank, c.seed);
+      void* send = mine.data();
+      if (c.inPlace) {
+        std::memcpy(out.data() + rank * cnt * es, mine.data(), cnt * es);
+        send = out.data() + rank * cnt * es;
+      }
+      RCHECK(collAllGather(send, out.data(), cnt, c.dt, comm, nullptr));
+      std::vector<unsigned char> expect(cnt * es);
+      for (int r = 0; r < n; ++r) {
+        testing::fillInput(expect.data(), cnt, c.dt, c.op, r, c.seed);
+        if (std::memcmp(out.data() + r * cnt * es, expect.data(), cnt * es) != 0)
+          return c.str() + ": block of rank " + std::to_string(r) + " is wrong";
+      }
+      return "";
+    }
+    case Coll::kSendRecv: {
+      // Ring shift inside a group: receive posted before send on odd ranks.
+      std::vector<unsigned char> in(cnt * es), out(cnt * es, kSentinel), expect(cnt * es);
+      int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+      testing::fillInput(in.data(), cnt, c.dt, c.op, rank, c.seed);
+      RCHECK(collGroupStart());
+      if (rank % 2) RCHECK(collRecv(out.data(), cnt, c.dt, prev, comm, nullptr));
+      RCHECK(collSend(in.data(), cnt, c.dt, next, comm, nullptr));
+      if (rank % 2 == 0) RCHECK(collRecv(out.data(), cnt, c.dt, prev, comm, nullptr));
+      RCHECK(collGroupEnd());
+      testing::fillInput(expect.data(), cnt, c.dt, c.op, prev, c.seed);
+      if (out != expect) return c.str() + ": received data is wrong";
+      return "";
+    }
+    case Coll::kAllToAll: {
+      // Every pair in one group, peers in a rank-dependent order.
+      std::vector<unsigned char> in(cnt * n * es), out(cnt * n * es, kSentinel);
+      testing::fillInput(in.data(), cnt * n, c.dt, c.op, rank, c.seed);
+      RCHECK(collGroupStart());
+      for (int k = 0; k < n; ++k) {
+        int p = (rank * 3 + k) % n;
+        RCHECK(collRecv(out.data() + p * cnt * es, cnt, c.dt, p, comm, nullptr));
+        int q = (n - 1 - k + rank) % n;
+        RCHECK(collSend(in.data() + q * cnt * es, cnt, c.dt, q, comm, nullptr));
+      }
+      RCHECK(collGroupEnd());
+      std::vector<unsigned char> theirs(cnt * n * es);
+      for (int p = 0; p < n; ++p) {
+        testing::fillInput(theirs.data(), cnt * n, c.dt, c.op, p, c.seed);
+        if (std::memcmp(out.data() + p * cnt * es, theirs.data() + rank * cnt * es, cnt * es) != 0)
+          return c.str() + ": block from rank " + std::to_string(p) + " is wrong";
+      }
+      return "";
+    }
+  }
+  return "unknown collective";
+}
+
+std::vector<Case> sweepCases(int n) {
+  std::vector<Case> cases;
+  const size_t counts[] = {0, 1, 7, 13, 1000, 4099};
+  uint64_t seed = 1;
+  for (Coll coll : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kReduce, Coll::kBroadcast,
+                    Coll::kAllGather, Coll::kSendRecv, Coll::kAllToAll}) {
+    bool reduces = coll == Coll::kAllReduce || coll == Coll::kReduceScatter || coll == Coll::kReduce;
+    bool p2p = coll == Coll::kSendRecv || coll == Coll::kAllToAll;
+    for (int dt = 0; dt < collNumTypes; ++dt) {
+      for (int op = 0; op < (reduces ? collNumOps : 1); ++op) {
+        for (size_t count : counts) {
+          for (bool inPlace : {false, true}) {
+            if (p2p && inPlace) continue;
+            Case c{coll, static_cast<collDataType_t>(dt), static_cast<collRedOp_t>(op), count,
+                   inPlace, static_cast<int>((seed * 7) % n), seed};
+            ++seed;
+            cases.push_back(c);
+          }
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+void sweep(int nranks, bool net) {
+  ScopedEnv shm("COLL_SHM_DISABLE", net ? "1" : "0");
+  ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  ScopedEnv buff("COLL_BUFFSIZE", "4096");        // 512-byte slices
+  ScopedEnv chunk("COLL_CHUNK_MIN_BYTES", "1024");  // several channels from 2 KiB up
+  ScopedEnv maxch("COLL_MAX_NCHANNELS", "2");
+  const auto cases = sweepCases(nranks);
+  auto errors = testing::runRanks(nranks, [&](int rank, collComm_t comm) -> std::string {
+    for (const Case& c : cases) {
+      std::string e = runCase(c, rank, nranks, comm);
+      if (!e.empty()) return e;
+    }
+    return "";
+  });
+  INFO("nranks " << nranks << (net ? " net" : " shm") << ", " << cases.size() << " cases");
+  for (auto& e : errors) FAIL_CHECK(e);
+  REQUIRE(errors.empty());
+}
+
+}  // namespace
+
+TEST_CASE("collective sweep over shm", "[collectives][shm]") {
+  for (int n = 1; n <= 8; ++n) {
+    SECTION("nranks " + std::to_string(n)) { sweep(n, false); }
+  }
+}
+
+TEST_CASE("collective sweep over net", "[collectives][net]") {
+  for (int n = 1; n <= 8; ++n) {
+    SECTION("nranks " + std::to_string(n)) { sweep(n, true); }
+  }
+}
+
+TEST_CASE("large messages over 16 MiB with default slices", "[collectives][large]") {
+  for (bool net : {false, true}) {
+    for (int n : {2, 3, 4}) {
+      ScopedEnv shm("COLL_SHM_DISABLE", net ? "1" : "0");
+      ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+      std::vector<Case> cases;
+      const size_t big = (16u << 20) / 4 + 5;  // float32: a little over 16 MiB, odd
+      uint64_t seed = 1000;
+      for (Coll c : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kReduce, Coll::kBroadcast, Coll::kAllGather, Coll::kSendRecv})
+        for (bool inPlace : {false, true}) {
+          size_t count = (c == Coll::kReduceScatter || c == Coll::kAllGather) ? big / n : big;
+          cases.push_back({c, collFloat32, collSum, count, inPlace && c != Coll::kSendRecv, 1 % n, seed++});
+        }
+      cases.push_back({Coll::kAllReduce, collBfloat16, collAvg, big, false, 0, seed++});
+      auto errors = testing::runRanks(n, [&](int rank, collComm_t comm) -> std::string {
+        for (const Case& c : cases) {
+          std::string e = runCase(c, rank, n, comm);
+          if (!e.empty()) return e;
+        }
+        return "";
+      });
+      INFO("nranks " << n << (net ? " net" : " shm"));
+      for (auto& e : errors) FAIL_CHECK(e);
+      REQUIRE(errors.empty());
+    }
+  }
+}
