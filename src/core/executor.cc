@@ -1,6 +1,8 @@
 #include "core/executor.h"
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "core/comm.h"
 #include "core/log.h"
@@ -92,6 +94,20 @@ Status advance(Program& p, bool* moved, bool* done) {
   return okStatus();
 }
 
+// A connection closing under us is often the echo of another rank's failure: that rank's
+// neighbours give up and close their sockets. The root names the rank that actually
+// died, so give its notice (or the loss of the root itself) a moment to arrive and
+// report that as the cause.
+Status rootCause(AbortState& a, Status st) {
+  if (st.code() != Code::kRemote && st.code() != Code::kSystem) return st;
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1000);
+  while (!a.raised() && !a.rootLost.load() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (a.raised()) return Status(a.status().code(), a.status().message() + " (seen here as: " + st.message() + ")");
+  if (a.rootLost.load()) return Status(st.code(), a.rootLostReason() + " (seen here as: " + st.message() + ")");
+  return st;
+}
+
 Status laneError(const Program& p, Status st) {
   std::string what = "rank " + std::to_string(p.rank);
   if (p.ops && p.cur < p.steps.size()) what += ", " + (*p.ops)[p.steps[p.cur].op].describe();
@@ -114,6 +130,7 @@ Status runPrograms(std::vector<Program*>& programs, collComm** failedComm) {
       Status st = advance(p, &moved, &done);
       if (!st.ok()) {
         if (failedComm) *failedComm = p.comm;
+        st = rootCause(*p.comm->abort, std::move(st));
         p.comm->abort->set(st.code(), st.message());
         return laneError(p, st);
       }

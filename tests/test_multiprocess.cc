@@ -1,0 +1,168 @@
+// Multi-process tests: real processes through the real bootstrap; a peer killed with
+// SIGKILL in the middle of operations, over shared memory and over TCP; hosts simulated
+// with COLL_HOSTID so shm and net mix in one communicator.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "collectives/collectives.h"
+#include "proc_harness.h"
+
+using testing::ProcOptions;
+using testing::runProcs;
+
+namespace {
+
+#define PCHECK(call)                                                               \
+  do {                                                                             \
+    collResult_t r_ = (call);                                                      \
+    if (r_ != collSuccess) {                                                       \
+      report += std::string(#call) + ": " + collGetLastError(comm) + "\n";         \
+      return 1;                                                                    \
+    }                                                                              \
+  } while (0)
+
+// Allreduce, broadcast, allgather and a ring shift with checks; 0 when all correct.
+int basicOps(int rank, std::string& report) {
+  collComm_t comm = nullptr;
+  collUniqueId id;
+  int n = std::atoi(std::getenv("TEST_NRANKS"));
+  PCHECK(collGetUniqueId(&id));
+  PCHECK(collCommInitRank(&comm, n, id, rank));
+  for (size_t count : {size_t{1}, size_t{1000}, size_t{300000}}) {
+    std::vector<int32_t> in(count), out(count);
+    for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(rank * 1000 + i % 97);
+    PCHECK(collAllReduce(in.data(), out.data(), count, collInt32, collSum, comm, nullptr));
+    for (size_t i = 0; i < count; ++i)
+      if (out[i] != static_cast<int32_t>(1000 * n * (n - 1) / 2 + n * (i % 97))) {
+        report += "allreduce wrong at " + std::to_string(i);
+        return 1;
+      }
+    PCHECK(collBroadcast(in.data(), out.data(), count, collInt32, n - 1, comm, nullptr));
+    for (size_t i = 0; i < count; ++i)
+      if (out[i] != static_cast<int32_t>((n - 1) * 1000 + i % 97)) {
+        report += "broadcast wrong at " + std::to_string(i);
+        return 1;
+      }
+    std::vector<int32_t> all(count * n);
+    PCHECK(collAllGather(in.data(), all.data(), count, collInt32, comm, nullptr));
+    for (int r = 0; r < n; ++r)
+      if (all[r * count] != r * 1000) {
+        report += "allgather wrong";
+        return 1;
+      }
+  }
+  PCHECK(collCommDestroy(comm));
+  return 0;
+}
+
+std::string describe(const std::vector<testing::ProcResult>& res) {
+  std::string s;
+  for (size_t r = 0; r < res.size(); ++r)
+    s += "rank " + std::to_string(r) + " exit " + std::to_string(res[r].exitCode) + " signal " +
+         std::to_string(res[r].signal) + ": " + res[r].output + "\n";
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("processes form a communicator through COLL_COMM_ID", "[multiprocess]") {
+  for (const char* shmDisable : {"0", "1"}) {
+    ProcOptions o;
+    o.env = {{"TEST_NRANKS", "4"}, {"COLL_SHM_DISABLE", shmDisable}};
+    auto res = runProcs(4, basicOps, o);
+    INFO("COLL_SHM_DISABLE=" << shmDisable << "\n" << describe(res));
+    for (auto& r : res) REQUIRE(r.exitCode == 0);
+  }
+}
+
+TEST_CASE("simulated hosts mix shm and net in one ring", "[multiprocess]") {
+  ProcOptions o;
+  o.env = {{"TEST_NRANKS", "4"}, {"COLL_DEBUG", "INFO"}, {"COLL_DEBUG_SUBSYS", "INIT"}};
+  o.perRankEnv = [](int rank) { setenv("COLL_HOSTID", rank < 2 ? "hostA" : "hostB", 1); };
+  auto res = runProcs(4, basicOps, o);
+  INFO(describe(res));
+  for (auto& r : res) REQUIRE(r.exitCode == 0);
+}
+
+TEST_CASE("NCCL_COMM_ID is honoured like COLL_COMM_ID", "[multiprocess]") {
+  ProcOptions o;
+  o.env = {{"TEST_NRANKS", "2"}};
+  auto res = runProcs(2, [](int rank, std::string& report) {
+    std::string id = std::getenv("COLL_COMM_ID");
+    unsetenv("COLL_COMM_ID");
+    setenv("NCCL_COMM_ID", id.c_str(), 1);
+    return basicOps(rank, report);
+  }, o);
+  INFO(describe(res));
+  for (auto& r : res) REQUIRE(r.exitCode == 0);
+}
+
+namespace {
+
+// Every rank loops on allreduce until an error; the victim is killed by the parent.
+// A survivor exits 0 when its error names the victim, 3 when it names someone else.
+int loopUntilError(int rank, std::string& report) {
+  collComm_t comm = nullptr;
+  collUniqueId id;
+  int n = std::atoi(std::getenv("TEST_NRANKS"));
+  int victim = std::atoi(std::getenv("TEST_VICTIM"));
+  PCHECK(collGetUniqueId(&id));
+  PCHECK(collCommInitRank(&comm, n, id, rank));
+  std::vector<float> buf(1 << 18, 1.0f);
+  if (rank == 0) {
+    // Tell the parent we are up (it kills the victim a little later).
+    report += "ready ";
+  }
+  for (;;) {
+    collResult_t r = collAllReduce(buf.data(), buf.data(), buf.size(), collFloat, collSum, comm, nullptr);
+    if (r == collSuccess) continue;
+    std::string err = collGetLastError(comm);
+    report += std::string(collGetErrorString(r)) + ": " + err;
+    collCommAbort(comm);
+    bool named = err.find("rank " + std::to_string(victim)) != std::string::npos;
+    bool code = r == collRemoteError || r == collSystemError;
+    return named && code ? 0 : 3;
+  }
+}
+
+void killTest(const char* shmDisable, int victim) {
+  const int n = 3;
+  ProcOptions o;
+  o.timeoutS = 40;
+  o.env = {{"TEST_NRANKS", "3"}, {"TEST_VICTIM", std::to_string(victim)},
+           {"COLL_SHM_DISABLE", shmDisable}};
+  std::chrono::steady_clock::time_point killedAt;
+  o.parent = [&](const std::vector<pid_t>& pids) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // init + some iterations
+    kill(pids[victim], SIGKILL);
+    killedAt = std::chrono::steady_clock::now();
+  };
+  auto res = runProcs(n, loopUntilError, o);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killedAt).count();
+  INFO("victim " << victim << " COLL_SHM_DISABLE=" << shmDisable << " survivors done after "
+                 << took << " s\n" << describe(res));
+  REQUIRE(res[victim].signal == SIGKILL);
+  for (int r = 0; r < n; ++r)
+    if (r != victim) REQUIRE(res[r].exitCode == 0);
+  REQUIRE(took < 10.0);
+}
+
+}  // namespace
+
+TEST_CASE("a killed peer fails every survivor naming it over shm", "[multiprocess][failure]") {
+  killTest("0", 2);
+  killTest("0", 0);  // the rank hosting the bootstrap root
+}
+
+TEST_CASE("a killed peer fails every survivor naming it over TCP", "[multiprocess][failure]") {
+  killTest("1", 1);
+  killTest("1", 0);
+}
