@@ -230,7 +230,7 @@ collResult_t collCommDestroy(collComm_t comm) {
     if (!coll::isLiveComm(comm))
       return coll::invalidArgument("comm " + ptrStr(comm) +
                                    " is not a live communicator (already destroyed?)");
-    coll::commFree(comm, !comm->abort->raised());
+    coll::commFree(comm, true);  // a normal leave, even after an error
     return coll::okStatus();
   });
 }

@@ -90,6 +90,7 @@ bool Root::gather() {
   bool started = false;
   while (nranks_ < 0 || joined_ < nranks_) {
     if (started && std::chrono::steady_clock::now() >= deadline) {
+      if (nranks_ < 0) return false;  // only refused connections came: nobody to tell
       std::string missing;
       for (int r = 0; r < nranks_; ++r)
         if (!ranks_[r].valid()) missing += (missing.empty() ? "" : ",") + std::to_string(r);

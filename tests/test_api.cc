@@ -1,0 +1,293 @@
+// The C ABI's contract: argument checking with messages that name the argument and its
+// value, bootstrap refusals, abort from another thread, collCommInitAll driven by one
+// thread in a group, collCommSplit, and mismatched calls reported instead of hanging.
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "collectives/collectives.h"
+#include "harness.h"
+
+using testing::ScopedEnv;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("enum values and version match the NCCL ABI", "[api]") {
+  STATIC_REQUIRE(collSuccess == 0);
+  STATIC_REQUIRE(collRemoteError == 6);
+  STATIC_REQUIRE(collNumResults == 9);
+  STATIC_REQUIRE(collBfloat16 == 9);
+  STATIC_REQUIRE(collFloat8e5m2 == 11);
+  STATIC_REQUIRE(collAvg == 4);
+  STATIC_REQUIRE(sizeof(collUniqueId) == 128);
+  STATIC_REQUIRE(COLL_VERSION(1, 2, 3) == 10203);
+  int v = 0;
+  REQUIRE(collGetVersion(&v) == collSuccess);
+  REQUIRE(v == COLL_VERSION_CODE);
+  REQUIRE(collGetVersion(nullptr) == collInvalidArgument);
+  REQUIRE(std::string(collGetErrorString(collInvalidArgument)).size() > 0);
+  REQUIRE(std::string(collGetErrorString(static_cast<collResult_t>(99))) == "unknown result code");
+}
+
+TEST_CASE("invalid arguments are refused with the argument and value named", "[api]") {
+  ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  collComm_t comms[2];
+  REQUIRE(collCommInitAll(comms, 2, nullptr) == collSuccess);
+  collComm_t c = comms[0];
+  float buf[4] = {};
+
+  REQUIRE(collAllReduce(buf, buf, 4, collFloat, collSum, nullptr, nullptr) == collInvalidArgument);
+  REQUIRE(contains(collGetLastError(nullptr), "comm is NULL"));
+
+  REQUIRE(collAllReduce(buf, buf, 4, static_cast<collDataType_t>(12), collSum, c, nullptr) == collInvalidArgument);
+  REQUIRE(contains(collGetLastError(c), "datatype 12"));
+
+  REQUIRE(collAllReduce(buf, buf, 4, collFloat, static_cast<collRedOp_t>(-1), c, nullptr) == collInvalidArgument);
+  REQUIRE(contains(collGetLastError(c), "op -1"));
+
+  REQUIRE(collAllReduce(nullptr, buf, 4, collFloat, collSum, c, nullptr) == collInvalidArgument);
+  REQUIRE(contains(collGetLastError(c), "sendbuff is NULL with count 4"));
+
+  REQUIRE(collBroadcast(buf, buf, 4, collFloat, 2, c, nullptr) == collInvalidArgument);
+  REQUIRE(contains(collGetLastError(c), "root 2 is out of range"));
+
+  REQUIRE(collReduce(buf, buf, 4, collFloat, collSum, -1, c, nullptr) == collInvalidArgument);
+  REQUIRE(contains(collGetLastError(c), "root -1"));
+
+  REQUIRE(collSend(buf, 4, collFloat, 5, c, nullptr) == collInvalidArgument);
+  REQUIRE(contains(collGetLastError(c), "peer 5"));
+
+  REQUIRE(collAllReduce(buf, buf, SIZE_MAX / 2, collFloat, collSum, c, nullptr) == collInvalidArgument);
+  REQUIRE(contains(collGetLastError(c), "overflows size_t"));
+
+  REQUIRE(collAllGather(buf, buf, SIZE_MAX / 2 + 1, collInt8, c, nullptr) == collInvalidArgument);
+  REQUIRE(contains(collGetLastError(c), "sendcount"));
+
+  REQUIRE(collSend(buf, 1, collFloat, 0, c, nullptr) == collInvalidUsage);
+  REQUIRE(contains(collGetLastError(c), "oneself"));
+
+  // count 0 with NULL buffers is fine (nothing to do), on every rank.
+  REQUIRE(collAllReduce(nullptr, nullptr, 0, collFloat, collSum, c, nullptr) == collSuccess);
+
+  int n = 0, rank = -1, dev = 0;
+  REQUIRE(collCommCount(c, &n) == collSuccess);
+  REQUIRE(n == 2);
+  REQUIRE(collCommUserRank(comms[1], &rank) == collSuccess);
+  REQUIRE(rank == 1);
+  REQUIRE(collCommCuDevice(c, &dev) == collSuccess);
+  REQUIRE(dev == -1);
+  REQUIRE(collCommCount(c, nullptr) == collInvalidArgument);
+  collResult_t async = collInternalError;
+  REQUIRE(collCommGetAsyncError(c, &async) == collSuccess);
+  REQUIRE(async == collSuccess);
+  REQUIRE(collCommFinalize(c) == collSuccess);
+
+  REQUIRE(collCommDestroy(comms[0]) == collSuccess);
+  REQUIRE(collCommDestroy(comms[1]) == collSuccess);
+  // A destroyed communicator is refused, not dereferenced.
+  REQUIRE(collAllReduce(buf, buf, 4, collFloat, collSum, c, nullptr) == collInvalidArgument);
+  REQUIRE(contains(collGetLastError(c), "not a live communicator"));
+  REQUIRE(collCommDestroy(c) == collInvalidArgument);
+
+  REQUIRE(collCommInitAll(comms, 0, nullptr) == collInvalidArgument);
+  REQUIRE(contains(collGetLastError(nullptr), "ndev 0"));
+  int dl[1] = {0};
+  REQUIRE(collCommInitAll(comms, 1, dl) == collInvalidArgument);
+  REQUIRE(contains(collGetLastError(nullptr), "devlist[0]=0"));
+}
+
+TEST_CASE("group nesting is checked", "[api]") {
+  REQUIRE(collGroupEnd() == collInvalidUsage);
+  REQUIRE(contains(collGetLastError(nullptr), "without a matching collGroupStart"));
+  REQUIRE(collGroupStart() == collSuccess);
+  REQUIRE(collGroupStart() == collSuccess);
+  REQUIRE(collGroupEnd() == collSuccess);
+  REQUIRE(collGroupEnd() == collSuccess);
+  REQUIRE(collGroupEnd() == collInvalidUsage);
+}
+
+TEST_CASE("bootstrap refuses bad ids and duplicate or missing ranks", "[api][bootstrap]") {
+  ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  ScopedEnv to("COLL_BOOTSTRAP_TIMEOUT_S", "2");
+  collComm_t comm = nullptr;
+
+  SECTION("not an id") {
+    collUniqueId junk;
+    std::memset(&junk, 7, sizeof(junk));
+    REQUIRE(collCommInitRank(&comm, 1, junk, 0) == collInvalidArgument);
+    REQUIRE(contains(collGetLastError(nullptr), "bad magic"));
+    REQUIRE(collCommInitRank(&comm, 0, junk, 0) == collInvalidArgument);
+    REQUIRE(contains(collGetLastError(nullptr), "nranks 0"));
+    REQUIRE(collCommInitRank(&comm, 2, junk, 2) == collInvalidArgument);
+    REQUIRE(contains(collGetLastError(nullptr), "rank 2 is out of range"));
+  }
+  SECTION("wrong secret") {
+    collUniqueId id;
+    REQUIRE(collGetUniqueId(&id) == collSuccess);
+    id.internal[8] ^= 0x5a;  // the secret follows magic and flags
+    REQUIRE(collCommInitRank(&comm, 1, id, 0) == collRemoteError);
+    REQUIRE(contains(collGetLastError(nullptr), "wrong secret"));
+  }
+  SECTION("duplicate rank, then the missing rank is named") {
+    collUniqueId id;
+    REQUIRE(collGetUniqueId(&id) == collSuccess);
+    std::string e[2];
+    collResult_t res[2];
+    std::thread t[2];
+    for (int i = 0; i < 2; ++i)
+      t[i] = std::thread([&, i] {
+        collComm_t c = nullptr;
+        res[i] = collCommInitRank(&c, 2, id, 0);
+        e[i] = collGetLastError(nullptr);
+      });
+    for (auto& th : t) th.join();
+    REQUIRE(res[0] != collSuccess);
+    REQUIRE(res[1] != collSuccess);
+    std::string both = e[0] + "\n" + e[1];
+    INFO(both);
+    REQUIRE(contains(both, "rank 0 joined twice"));
+    REQUIRE(contains(both, "rank(s) 1 of 2 never joined"));
+  }
+  SECTION("mismatched nranks") {
+    collUniqueId id;
+    REQUIRE(collGetUniqueId(&id) == collSuccess);
+    std::string e[2];
+    std::thread a([&] {
+      collComm_t c = nullptr;
+      collCommInitRank(&c, 2, id, 0);
+      e[0] = collGetLastError(nullptr);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::thread b([&] {
+      collComm_t c = nullptr;
+      collCommInitRank(&c, 3, id, 1);
+      e[1] = collGetLastError(nullptr);
+    });
+    a.join();
+    b.join();
+    INFO(e[0] << "\n" << e[1]);
+    REQUIRE(contains(e[1], "says nranks=3 but ranks before it said nranks=2"));
+    REQUIRE(contains(e[0], "never joined"));
+  }
+}
+
+TEST_CASE("collCommAbort from another thread unblocks a waiting call within 1 s", "[api][failure]") {
+  ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  for (const char* shmDisable : {"0", "1"}) {
+    ScopedEnv shm("COLL_SHM_DISABLE", shmDisable);
+    collComm_t comms[2];
+    REQUIRE(collCommInitAll(comms, 2, nullptr) == collSuccess);
+    std::vector<float> buf(1000, 1.0f);
+    std::atomic<bool> returned{false};
+    collResult_t res = collSuccess;
+    std::chrono::steady_clock::time_point abortedAt, returnedAt;
+    // Rank 0 calls allreduce alone: it can never complete.
+    std::thread blocked([&] {
+      res = collAllReduce(buf.data(), buf.data(), buf.size(), collFloat, collSum, comms[0], nullptr);
+      returnedAt = std::chrono::steady_clock::now();
+      returned = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    REQUIRE_FALSE(returned.load());
+    abortedAt = std::chrono::steady_clock::now();
+    REQUIRE(collCommAbort(comms[0]) == collSuccess);
+    blocked.join();
+    double took = std::chrono::duration<double>(returnedAt - abortedAt).count();
+    INFO("COLL_SHM_DISABLE=" << shmDisable << " returned after " << took << " s");
+    REQUIRE(res != collSuccess);
+    REQUIRE(took < 1.0);
+    // The peer learns that rank 0 left: its next operation fails instead of hanging.
+    collResult_t r1 = collAllReduce(buf.data(), buf.data(), buf.size(), collFloat, collSum, comms[1], nullptr);
+    REQUIRE(r1 == collRemoteError);
+    REQUIRE(contains(collGetLastError(comms[1]), "rank 0"));
+    REQUIRE(collCommDestroy(comms[1]) == collSuccess);
+  }
+}
+
+TEST_CASE("one thread drives all ranks of collCommInitAll inside a group", "[api][group]") {
+  ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  for (const char* shmDisable : {"0", "1"}) {
+    ScopedEnv shm("COLL_SHM_DISABLE", shmDisable);
+    const int n = 4;
+    collComm_t comms[n];
+    REQUIRE(collCommInitAll(comms, n, nullptr) == collSuccess);
+    const size_t count = 100000;
+    std::vector<std::vector<double>> in(n, std::vector<double>(count)), out = in;
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i) in[r][i] = r + 1 + static_cast<double>(i % 5);
+    REQUIRE(collGroupStart() == collSuccess);
+    for (int r = 0; r < n; ++r)
+      REQUIRE(collAllReduce(in[r].data(), out[r].data(), count, collDouble, collSum, comms[r], nullptr) == collSuccess);
+    REQUIRE(collGroupEnd() == collSuccess);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; i += 997) REQUIRE(out[r][i] == 10 + 4.0 * (i % 5));
+    // Send/recv in reverse order in one group: each rank sends to every other rank.
+    std::vector<std::vector<int>> recv(n, std::vector<int>(n * 10, -1));
+    REQUIRE(collGroupStart() == collSuccess);
+    for (int r = n - 1; r >= 0; --r)
+      for (int p = 0; p < n; ++p) {
+        REQUIRE(collRecv(recv[r].data() + p * 10, 10, collInt32, p, comms[r], nullptr) == collSuccess);
+      }
+    std::vector<std::vector<int>> sendBufs(n * n, std::vector<int>(10));
+    for (int r = 0; r < n; ++r)
+      for (int p = 0; p < n; ++p) {
+        sendBufs[r * n + p].assign(10, r * 100 + p);
+        REQUIRE(collSend(sendBufs[r * n + p].data(), 10, collInt32, p, comms[r], nullptr) == collSuccess);
+      }
+    REQUIRE(collGroupEnd() == collSuccess);
+    for (int r = 0; r < n; ++r)
+      for (int p = 0; p < n; ++p) REQUIRE(recv[r][p * 10 + 3] == p * 100 + r);
+    for (int r = 0; r < n; ++r) REQUIRE(collCommDestroy(comms[r]) == collSuccess);
+  }
+}
+
+TEST_CASE("collCommSplit orders by key and honours COLL_SPLIT_NOCOLOR", "[api][split]") {
+  ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  const int n = 5;
+  auto errors = testing::runRanks(n, [&](int rank, collComm_t comm) -> std::string {
+    int color = rank == 4 ? COLL_SPLIT_NOCOLOR : rank % 2;
+    collComm_t sub = nullptr;
+    if (collCommSplit(comm, color, -rank, &sub, nullptr) != collSuccess)
+      return std::string("split: ") + collGetLastError(comm);
+    if (rank == 4) return sub == nullptr ? "" : "NOCOLOR gave a communicator";
+    int subRank = -1, subN = 0;
+    collCommUserRank(sub, &subRank);
+    collCommCount(sub, &subN);
+    int wantN = 2;  // evens {0,2}, odds {1,3}
+    int wantRank = rank < 2 ? 1 : 0;  // key -rank: higher old rank first
+    if (subN != wantN || subRank != wantRank)
+      return "split gave rank " + std::to_string(subRank) + "/" + std::to_string(subN);
+    int v = rank, sum = 0;
+    if (collAllReduce(&v, &sum, 1, collInt32, collSum, sub, nullptr) != collSuccess)
+      return std::string("allreduce on split comm: ") + collGetLastError(sub);
+    int want = rank % 2 ? 1 + 3 : 0 + 2;
+    collCommDestroy(sub);
+    return sum == want ? "" : "sum " + std::to_string(sum);
+  });
+  for (auto& e : errors) FAIL_CHECK(e);
+  REQUIRE(errors.empty());
+}
+
+TEST_CASE("ranks calling different counts get an error, not a hang", "[api][failure]") {
+  ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  auto errors = testing::runRanks(2, [&](int rank, collComm_t comm) -> std::string {
+    std::vector<float> buf(400, 1.0f);
+    size_t count = rank == 0 ? 100 : 200;
+    collResult_t r = collAllReduce(buf.data(), buf.data(), count, collFloat, collSum, comm, nullptr);
+    if (r == collSuccess) return "mismatched allreduce succeeded";
+    if (!contains(collGetLastError(comm), "different operations or counts"))
+      return std::string("unexpected error: ") + collGetLastError(comm);
+    return "";
+  });
+  for (auto& e : errors) FAIL_CHECK(e);
+  REQUIRE(errors.empty());
+}
