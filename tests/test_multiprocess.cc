@@ -166,3 +166,14 @@ TEST_CASE("a killed peer fails every survivor naming it over TCP", "[multiproces
   killTest("1", 1);
   killTest("1", 0);
 }
+
+TEST_CASE("bootstrap and TCP over IPv6 loopback", "[multiprocess][net]") {
+  ProcOptions o;
+  o.env = {{"TEST_NRANKS", "3"},
+           {"COLL_COMM_ID", "[::1]:" + std::to_string(testing::freePort())},
+           {"COLL_SOCKET_FAMILY", "AF_INET6"},
+           {"COLL_SHM_DISABLE", "1"}};
+  auto res = runProcs(3, basicOps, o);
+  INFO(describe(res));
+  for (auto& r : res) REQUIRE(r.exitCode == 0);
+}

@@ -69,6 +69,7 @@ struct Program {
   size_t sliceBytes = 0;     // agreed by all ranks
   int nranks = 1;
   int rank = 0;
+  std::string lane;  // "channel 1", "send to rank 3": for stall reports
   // Executor state.
   size_t cur = 0;
   size_t off = 0;

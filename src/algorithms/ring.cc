@@ -34,7 +34,8 @@ namespace coll {
 
 int channelsFor(const collComm* c, size_t bytes) {
   int64_t want = static_cast<int64_t>(bytes) / c->chunkMinBytes;
-  return static_cast<int>(std::clamp<int64_t>(want, 1, static_cast<int64_t>(c->channels.size())));
+  return static_cast<int>(std::clamp<int64_t>(want, c->minChannels,
+                                              static_cast<int64_t>(c->channels.size())));
 }
 
 namespace {

@@ -84,12 +84,14 @@ static Status initConnections(collComm* c) {
   c->slotBytes = (static_cast<size_t>(buff) / kSteps) & ~size_t{63};
   c->sliceBytes = c->slotBytes;
   c->chunkMinBytes = std::max<int64_t>(1, paramInt("CHUNK_MIN_BYTES"));
+  c->stallWarnS = static_cast<double>(std::max<int64_t>(0, paramInt("STALL_WARN_S")));
 
   c->ring.resize(c->nranks);
   for (int r = 0; r < c->nranks; ++r) c->ring[r] = r;
   c->ringNext = (c->rank + 1) % c->nranks;
   c->ringPrev = (c->rank + c->nranks - 1) % c->nranks;
   int nch = c->nranks > 1 ? mine.nChannels : 1;
+  c->minChannels = static_cast<int>(std::min<int64_t>(minCh, nch));
   c->channels.resize(nch);
   if (c->nranks == 1) return okStatus();
   ConnectJob job(c->bootstrap.get(), c->slotBytes);

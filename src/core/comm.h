@@ -26,6 +26,8 @@ struct collComm {
   size_t slotBytes = 0;
   size_t sliceBytes = 0;
   int64_t chunkMinBytes = 0;
+  int minChannels = 1;
+  double stallWarnS = 0;  // 0: no stall reports
 
   // Ring channels: data flows rank -> ring next.
   struct Channel {

@@ -63,7 +63,7 @@ Status advance(Program& p, bool* moved, bool* done) {
       return okStatus();
     }
     if (s.recv && s.recv->size() != len)
-      return remoteError("rank " + std::to_string(s.recv->peer()) + " sent " +
+      return invalidUsage("rank " + std::to_string(s.recv->peer()) + " sent " +
                          std::to_string(s.recv->size()) + " bytes where " +
                          std::to_string(len) +
                          " were expected: the ranks called different operations or counts");
@@ -108,20 +108,28 @@ Status rootCause(AbortState& a, Status st) {
   return st;
 }
 
-Status laneError(const Program& p, Status st) {
-  std::string what = "rank " + std::to_string(p.rank);
-  if (p.ops && p.cur < p.steps.size()) what += ", " + (*p.ops)[p.steps[p.cur].op].describe();
-  else if (p.ops && !p.ops->empty()) what += ", " + p.ops->back().describe();
+// What a lane is doing: for stall reports and as the context of its errors.
+std::string laneState(const Program& p) {
+  std::string s = "rank " + std::to_string(p.rank) + " " + p.lane;
+  if (p.ops && p.cur < p.steps.size())
+    s += ", " + (*p.ops)[p.steps[p.cur].op].describe() + " step " + std::to_string(p.cur + 1) +
+         "/" + std::to_string(p.steps.size()) + " at byte " + std::to_string(p.off);
+  else if (p.ops && !p.ops->empty())
+    s += ", " + p.ops->back().describe() + " draining";
   if (p.blockedPeer >= 0)
-    what += ", waiting for " + std::string(p.blockedWhat) + " rank " + std::to_string(p.blockedPeer);
-  return st.prefix(what + ": ");
+    s += ", waiting for " + std::string(p.blockedWhat) + " rank " + std::to_string(p.blockedPeer);
+  return s;
 }
+
+Status laneError(const Program& p, Status st) { return st.prefix(laneState(p) + ": "); }
 
 }  // namespace
 
 Status runPrograms(std::vector<Program*>& programs, collComm** failedComm) {
   std::vector<Program*> live = programs;
   Waiter waiter;
+  const double stallWarnS = programs.empty() ? 0 : programs.front()->comm->stallWarnS;
+  bool stallReported = false;
   while (!live.empty()) {
     bool moved = false;
     for (size_t i = 0; i < live.size();) {
@@ -144,7 +152,13 @@ Status runPrograms(std::vector<Program*>& programs, collComm** failedComm) {
     }
     if (moved) {
       waiter.reset();
+      stallReported = false;
       continue;
+    }
+    if (stallWarnS > 0 && !stallReported && waiter.idleSeconds() > stallWarnS) {
+      stallReported = true;
+      for (Program* p : live)
+        COLL_WARN(COLL, "stalled for %.0f s: %s", waiter.idleSeconds(), laneState(*p).c_str());
     }
     // Nothing could move: check why before sleeping.
     for (Program* p : live) {

@@ -31,7 +31,8 @@ struct CommLaunch {
   Program self;                         // send/recv to oneself
 };
 
-void initProgram(Program& p, CommLaunch& l) {
+void initProgram(Program& p, CommLaunch& l, std::string lane) {
+  p.lane = std::move(lane);
   p.ops = &l.ops;
   p.comm = l.comm;
   p.sliceBytes = l.comm->sliceBytes;
@@ -68,8 +69,9 @@ Status buildSelfCopies(CommLaunch& l) {
 Status buildPrograms(CommLaunch& l) {
   collComm* c = l.comm;
   l.channels.resize(c->channels.size());
-  for (auto& p : l.channels) initProgram(p, l);
-  initProgram(l.self, l);
+  for (size_t ch = 0; ch < l.channels.size(); ++ch)
+    initProgram(l.channels[ch], l, "channel " + std::to_string(ch));
+  initProgram(l.self, l, "copy to self");
   for (size_t i = 0; i < l.ops.size(); ++i) {
     const OpDesc& od = l.ops[i];
     auto idx = static_cast<uint16_t>(i);
@@ -82,7 +84,7 @@ Status buildPrograms(CommLaunch& l) {
       case CollKind::kSend: {
         if (od.root == c->rank || od.count == 0) break;
         Program& p = l.sends[od.root];
-        if (!p.comm) initProgram(p, l);
+        if (!p.comm) initProgram(p, l, "send to rank " + std::to_string(od.root));
         p.add(kSrc | kSend, od, idx, static_cast<const char*>(od.sendbuff), nullptr,
               od.count * dataTypeSize(od.dtype), c->p2pSend.at(od.root).get(), nullptr);
         break;
@@ -90,7 +92,7 @@ Status buildPrograms(CommLaunch& l) {
       case CollKind::kRecv: {
         if (od.root == c->rank || od.count == 0) break;
         Program& p = l.recvs[od.root];
-        if (!p.comm) initProgram(p, l);
+        if (!p.comm) initProgram(p, l, "receive from rank " + std::to_string(od.root));
         p.add(kRecv | kDst, od, idx, nullptr, static_cast<char*>(od.recvbuff),
               od.count * dataTypeSize(od.dtype), nullptr, c->p2pRecv.at(od.root).get());
         break;

@@ -28,9 +28,10 @@ const std::vector<ParamInfo>& allParams() {
       {"SHM_DISABLE", ParamType::kInt, "0", "", "1: never use shared memory between ranks"},
       {"NET", ParamType::kString, "Socket", "", "net backend for inter-host connections"},
       {"NSOCKS_PERTHREAD", ParamType::kInt, "1", "",
-       "sockets per helper thread of a socket connection"},
-      {"SOCKET_NTHREADS", ParamType::kInt, "1", "",
-       "socket helper threads per connection (large messages are striped over them)"},
+       "sockets per helper thread of a TCP connection (1..16)"},
+      {"SOCKET_NTHREADS", ParamType::kInt, "0", "",
+       "helper threads per TCP connection (0..16); 0: the calling thread moves the bytes; "
+       "messages over 64 KiB are striped over all max(1,N)*NSOCKS_PERTHREAD sockets"},
       {"MIN_NCHANNELS", ParamType::kInt, "1", "", "minimum number of channels"},
       {"MAX_NCHANNELS", ParamType::kInt, "2", "", "maximum number of channels"},
       {"BUFFSIZE", ParamType::kInt, "1048576", "bytes",

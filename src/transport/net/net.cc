@@ -1,6 +1,5 @@
 #include "transport/net/net.h"
 
-#include <poll.h>
 #include <strings.h>
 
 #include <cstring>
@@ -75,12 +74,7 @@ class NetSend : public SendConnector {
     }
     return okStatus();
   }
-  WaitTarget waitTarget() override {
-    WaitTarget t;
-    t.fd = backend_->pollFd(comm_.get());
-    t.events = POLLOUT;
-    return t;
-  }
+  WaitTarget waitTarget() override { return backend_->waitTarget(comm_.get()); }
 
  private:
   NetBackend* backend_;
@@ -121,12 +115,7 @@ class NetRecv : public RecvConnector {
     }
     return okStatus();
   }
-  WaitTarget waitTarget() override {
-    WaitTarget t;
-    t.fd = backend_->pollFd(comm_.get());
-    t.events = POLLIN;
-    return t;
-  }
+  WaitTarget waitTarget() override { return backend_->waitTarget(comm_.get()); }
 
  private:
   NetBackend* backend_;

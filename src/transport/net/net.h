@@ -52,9 +52,9 @@ class NetBackend {
   virtual Result<NetRequest*> irecv(NetRecvComm* comm, void* data, size_t maxSize) = 0;
   // Progresses and checks a request; a completed request is freed by test().
   virtual Status test(NetRequest* req, bool* done, size_t* size) = 0;
-  // A file descriptor an idle caller may poll for progress on this comm (or -1).
-  virtual int pollFd(NetSendComm*) { return -1; }
-  virtual int pollFd(NetRecvComm*) { return -1; }
+  // What an idle caller may sleep on until this comm can make progress.
+  virtual WaitTarget waitTarget(NetSendComm*) { return {}; }
+  virtual WaitTarget waitTarget(NetRecvComm*) { return {}; }
 };
 
 // The backend named by COLL_NET (default "Socket"), created on first use.

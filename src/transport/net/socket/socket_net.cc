@@ -5,15 +5,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "bootstrap/socket.h"
 #include "core/log.h"
 #include "core/param.h"
+#include "core/wait.h"
 
 namespace coll {
 
@@ -53,29 +58,206 @@ struct SockTask {
   size_t off;
 };
 
-struct SockConn {
-  ~SockConn();
-  std::vector<Socket> socks;
-  std::vector<std::deque<SockTask>> queues;
-  std::deque<SockRequest*> reqs;  // in posting order
-  std::string peerName;
-  bool failed = false;
-  Status error;
-};
-
+class SockConn;
 struct SockRequest : NetRequest {
-  SockConn* conn;
-  bool send;
-  char* data;
-  size_t size;   // send: bytes; recv: capacity, then bytes
-  uint64_t hdr;  // length on the wire
-  enum State { kHeaderUnqueued, kHeaderQueued, kData } state;
-  int pending;   // tasks not finished
+  SockConn* conn = nullptr;
+  bool send = false;
+  char* data = nullptr;
+  size_t size = 0;   // send: bytes; recv: capacity, then bytes
+  uint64_t hdr = 0;  // length on the wire
+  enum State { kHeaderUnqueued, kHeaderQueued, kData } state = kHeaderUnqueued;
+  std::atomic<int> pending{0};  // tasks not finished (helpers decrement)
 };
 
-SockConn::~SockConn() {
-  for (SockRequest* r : reqs) delete r;
-}
+// One direction of a connection: its sockets, their task queues, and optionally helper
+// threads. Threads: the caller (executor) posts requests and queues tasks; sockets are
+// pumped by the caller (no helpers) or by helper h for sockets i with i % nhelpers == h.
+// `mu` guards the queues and `error`.
+class SockConn {
+ public:
+  ~SockConn() {
+    stop_.store(true);
+    cv_.notify_all();
+    for (auto& t : helpers_) t.join();
+    for (SockRequest* r : reqs) delete r;
+  }
+
+  void init(std::vector<Socket> socks, bool send, std::string peer, int nhelpers) {
+    socks_ = std::move(socks);
+    queues_.resize(socks_.size());
+    send_ = send;
+    peerName_ = std::move(peer);
+    for (int h = 0; h < nhelpers; ++h)
+      helpers_.emplace_back([this, h, nhelpers] { helperLoop(h, nhelpers); });
+  }
+
+  size_t nsocks() const { return socks_.size(); }
+  bool hasHelpers() const { return !helpers_.empty(); }
+
+  void queue(size_t sock, SockTask t) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++t.req->pending;
+      queues_[sock].push_back(t);
+    }
+    if (hasHelpers()) cv_.notify_all();
+  }
+
+  void queueData(SockRequest* r) {
+    size_t partLen;
+    int parts = socketStripe(r->size, static_cast<int>(nsocks()), &partLen);
+    for (int i = 0; i < parts; ++i) {
+      size_t off = static_cast<size_t>(i) * partLen;
+      if (off >= r->size) break;
+      queue(static_cast<size_t>(i), {r, r->data + off, std::min(partLen, r->size - off), 0});
+    }
+    r->state = SockRequest::kData;
+  }
+
+  Status error() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+  }
+
+  // Called by the caller's test(): moves headers along and, without helpers, pumps.
+  Status progress() {
+    if (failed_.load(std::memory_order_acquire)) return error();
+    bool progressed = true;
+    while (progressed) {
+      progressed = false;
+      if (!send_) {
+        // Headers are read in order: the next request's header may be queued only after
+        // the previous request's data parts are queued behind socket 0.
+        for (SockRequest* r : reqs) {
+          if (r->state == SockRequest::kData) continue;
+          if (r->state == SockRequest::kHeaderUnqueued) {
+            r->state = SockRequest::kHeaderQueued;
+            queue(0, {r, reinterpret_cast<char*>(&r->hdr), sizeof(r->hdr), 0});
+          }
+          if (r->pending.load(std::memory_order_acquire) > 0) break;  // header on its way
+          if (r->hdr > r->size)
+            return fail(remoteError("message of " + std::to_string(r->hdr) + " bytes from " +
+                                    peerName_ + " exceeds the posted " + std::to_string(r->size) +
+                                    " bytes (do the ranks use the same COLL_BUFFSIZE?)"));
+          r->size = r->hdr;
+          queueData(r);
+          progressed = true;
+        }
+      }
+      if (!hasHelpers()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (size_t i = 0; i < socks_.size(); ++i) {
+          Status st = pump(i, &progressed);
+          if (!st.ok()) return failLocked(st);
+        }
+      }
+    }
+    return okStatus();
+  }
+
+  WaitTarget waitTarget() {
+    WaitTarget t;
+    if (hasHelpers()) {
+      t.word = &completions_;
+      t.waiters = &waiters_;
+      t.seen = completions_.load();
+    } else {
+      t.fd = socks_[0].fd();
+      t.events = send_ ? POLLOUT : POLLIN;
+    }
+    return t;
+  }
+
+  std::deque<SockRequest*> reqs;  // caller only, in posting order
+
+ private:
+  Status fail(Status st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failLocked(std::move(st));
+  }
+  Status failLocked(Status st) {
+    if (!failed_.load()) {
+      error_ = st;
+      failed_.store(true, std::memory_order_release);
+    }
+    return error_;
+  }
+
+  // Moves bytes on socket i until it would block. Requires mu_.
+  Status pump(size_t i, bool* progressed) {
+    auto& q = queues_[i];
+    int fd = socks_[i].fd();
+    while (!q.empty()) {
+      SockTask& t = q.front();
+      ssize_t n = send_ ? ::send(fd, t.ptr + t.off, t.len - t.off, MSG_NOSIGNAL | MSG_DONTWAIT)
+                        : ::recv(fd, t.ptr + t.off, t.len - t.off, MSG_DONTWAIT);
+      if (n > 0) {
+        *progressed = true;
+        t.off += static_cast<size_t>(n);
+        if (t.off == t.len) {
+          t.req->pending.fetch_sub(1, std::memory_order_release);
+          q.pop_front();
+          if (hasHelpers()) {
+            completions_.fetch_add(1, std::memory_order_release);
+            futexWakeIfWaiting(&completions_, &waiters_, false);
+          }
+        }
+        continue;
+      }
+      if (n == 0 && !send_)
+        return remoteError("connection closed by " + peerName_ + " (peer exited or was killed)");
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+      return systemError(std::string(send_ ? "send to " : "recv from ") + peerName_, errno);
+    }
+    return okStatus();
+  }
+
+  void helperLoop(int h, int nhelpers) {
+    std::vector<size_t> mine;
+    for (size_t i = static_cast<size_t>(h); i < socks_.size(); i += static_cast<size_t>(nhelpers))
+      mine.push_back(i);
+    while (!stop_.load()) {
+      bool busy = false, progressed = false;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        for (size_t i : mine) {
+          if (queues_[i].empty()) continue;
+          busy = true;
+          Status st = pump(i, &progressed);
+          if (!st.ok()) {
+            (void)failLocked(st);
+            completions_.fetch_add(1);
+            futexWakeIfWaiting(&completions_, &waiters_, false);
+            return;
+          }
+        }
+        if (!busy) {
+          cv_.wait_for(lock, std::chrono::milliseconds(10));
+          continue;
+        }
+      }
+      if (!progressed) {
+        // Work queued but the sockets are full/empty: sleep until one is ready.
+        std::vector<pollfd> fds;
+        for (size_t i : mine) fds.push_back({socks_[i].fd(), static_cast<short>(send_ ? POLLOUT : POLLIN), 0});
+        ::poll(fds.data(), fds.size(), 10);
+      }
+    }
+  }
+
+  std::vector<Socket> socks_;
+  std::vector<std::deque<SockTask>> queues_;
+  bool send_ = false;
+  std::string peerName_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::thread> helpers_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> failed_{false};
+  Status error_;
+  std::atomic<uint32_t> completions_{0};
+  std::atomic<uint32_t> waiters_{0};
+};
 
 class SockListen : public NetListenComm {
  public:
@@ -91,83 +273,11 @@ class SockRecv : public NetRecvComm {
   SockConn conn;
 };
 
-// Moves bytes on one socket until it would block. Returns progress made.
-Status pumpSocket(SockConn& c, size_t i, bool send, bool* progressed) {
-  auto& q = c.queues[i];
-  int fd = c.socks[i].fd();
-  while (!q.empty()) {
-    SockTask& t = q.front();
-    ssize_t n = send ? ::send(fd, t.ptr + t.off, t.len - t.off, MSG_NOSIGNAL | MSG_DONTWAIT)
-                     : ::recv(fd, t.ptr + t.off, t.len - t.off, MSG_DONTWAIT);
-    if (n > 0) {
-      *progressed = true;
-      t.off += static_cast<size_t>(n);
-      if (t.off == t.len) {
-        --t.req->pending;
-        q.pop_front();
-      }
-      continue;
-    }
-    if (n == 0 && !send)
-      return remoteError("connection closed by " + c.peerName + " (peer exited or was killed)");
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
-    return systemError(std::string(send ? "send to " : "recv from ") + c.peerName, errno);
-  }
-  return okStatus();
-}
-
-void queueData(SockRequest* r) {
-  SockConn& c = *r->conn;
-  size_t partLen;
-  int parts = socketStripe(r->size, static_cast<int>(c.socks.size()), &partLen);
-  for (int i = 0; i < parts && r->size > 0; ++i) {
-    size_t off = static_cast<size_t>(i) * partLen;
-    if (off >= r->size) break;
-    size_t len = std::min(partLen, r->size - off);
-    c.queues[i].push_back({r, r->data + off, len, 0});
-    ++r->pending;
-  }
-  r->state = SockRequest::kData;
-}
-
-Status progressConn(SockConn& c, bool send) {
-  if (c.failed) return c.error;
-  bool progressed = true;
-  while (progressed) {
-    progressed = false;
-    if (!send) {
-      // Receive headers in order: the next request's header may be queued only after the
-      // previous request's data parts are queued behind socket 0.
-      for (SockRequest* r : c.reqs) {
-        if (r->state == SockRequest::kData) continue;
-        if (r->state == SockRequest::kHeaderUnqueued) {
-          c.queues[0].push_back({r, reinterpret_cast<char*>(&r->hdr), sizeof(r->hdr), 0});
-          ++r->pending;
-          r->state = SockRequest::kHeaderQueued;
-        }
-        if (r->pending > 0) break;  // header still on its way
-        if (r->hdr > r->size) {
-          c.failed = true;
-          c.error = remoteError("message of " + std::to_string(r->hdr) + " bytes from " +
-                                c.peerName + " exceeds the posted " + std::to_string(r->size) +
-                                " bytes (do the ranks use the same COLL_BUFFSIZE?)");
-          return c.error;
-        }
-        r->size = r->hdr;
-        queueData(r);
-        progressed = true;
-      }
-    }
-    for (size_t i = 0; i < c.socks.size(); ++i) {
-      Status st = pumpSocket(c, i, send, &progressed);
-      if (!st.ok()) {
-        c.failed = true;
-        c.error = st;
-        return st;
-      }
-    }
-  }
-  return okStatus();
+// Helper threads per connection (0: the caller pumps) and sockets per connection.
+int helperThreads() { return static_cast<int>(std::clamp<int64_t>(paramInt("SOCKET_NTHREADS"), 0, 16)); }
+uint32_t socketsPerConn() {
+  int64_t per = std::clamp<int64_t>(paramInt("NSOCKS_PERTHREAD"), 1, 16);
+  return static_cast<uint32_t>(std::max(1, helperThreads()) * per);
 }
 
 class SocketBackend : public NetBackend {
@@ -175,8 +285,7 @@ class SocketBackend : public NetBackend {
   SocketBackend() {
     ifs_ = findInterfaces();
     if (!ifs_.empty())
-      COLL_INFO(NET, "socket backend: %s (%s)", ifs_[0].name.c_str(),
-                ifs_[0].addr.str().c_str());
+      COLL_INFO(NET, "socket backend: %s (%s)", ifs_[0].name.c_str(), ifs_[0].addr.str().c_str());
   }
   const char* name() const override { return "Socket"; }
   int devices() override { return ifs_.empty() ? 0 : 1; }
@@ -197,9 +306,7 @@ class SocketBackend : public NetBackend {
     SockAddr a = ifs_[0].addr;
     a.setPort(0);
     COLL_ASSIGN(l->listener, Socket::listen(&a));
-    // Read per connection so that a process may change it between communicators.
-    l->nsocks = static_cast<uint32_t>(std::clamp<int64_t>(
-        paramInt("NSOCKS_PERTHREAD") * paramInt("SOCKET_NTHREADS"), 1, 64));
+    l->nsocks = socketsPerConn();  // read per connection: may change between comms
     SockHandle h{kSockMagic, l->nsocks, a};
     std::memset(handle->bytes, 0, sizeof(handle->bytes));
     std::memcpy(handle->bytes, &h, sizeof(h));
@@ -209,69 +316,66 @@ class SocketBackend : public NetBackend {
   Result<std::unique_ptr<NetSendComm>> connect(int, const NetHandle& handle) override {
     SockHandle h;
     std::memcpy(&h, handle.bytes, sizeof(h));
-    if (h.magic != kSockMagic || h.nsocks == 0 || h.nsocks > 64)
+    if (h.magic != kSockMagic || h.nsocks == 0 || h.nsocks > 256)
       return internalError("corrupt socket handle");
     auto s = std::make_unique<SockSend>();
     uint64_t connId = std::random_device{}();
+    std::vector<Socket> socks;
     for (uint32_t i = 0; i < h.nsocks; ++i) {
       COLL_ASSIGN(Socket sock, Socket::connect(h.addr, deadlineIn(30)));
       SockHello hello{kSockMagic, i, connId};
       COLL_CHECK(sock.sendAll(&hello, sizeof(hello), deadlineIn(30)));
       COLL_CHECK(sock.setNonBlocking(true));
-      s->conn.socks.push_back(std::move(sock));
+      socks.push_back(std::move(sock));
     }
-    s->conn.queues.resize(h.nsocks);
-    s->conn.peerName = h.addr.str();
+    s->conn.init(std::move(socks), true, h.addr.str(), std::min<int>(helperThreads(), h.nsocks));
     return std::unique_ptr<NetSendComm>(std::move(s));
   }
 
   Result<std::unique_ptr<NetRecvComm>> accept(NetListenComm* lc) override {
     auto* l = static_cast<SockListen*>(lc);
     auto r = std::make_unique<SockRecv>();
-    r->conn.socks.resize(l->nsocks);
+    std::vector<Socket> socks(l->nsocks);
     uint64_t connId = 0;
+    std::string peer;
     for (uint32_t n = 0; n < l->nsocks; ++n) {
       COLL_ASSIGN(Socket sock, l->listener.accept(deadlineIn(60)));
       SockHello hello{};
       COLL_CHECK(sock.recvAll(&hello, sizeof(hello), deadlineIn(30)));
-      if (hello.magic != kSockMagic || hello.idx >= l->nsocks ||
-          r->conn.socks[hello.idx].valid() || (n > 0 && hello.connId != connId))
-        return internalError("unexpected connection on a socket listener from " +
-                             sock.peer().str());
+      if (hello.magic != kSockMagic || hello.idx >= l->nsocks || socks[hello.idx].valid() ||
+          (n > 0 && hello.connId != connId))
+        return internalError("unexpected connection on a socket listener from " + sock.peer().str());
       connId = hello.connId;
       COLL_CHECK(sock.setNonBlocking(true));
-      r->conn.peerName = sock.peer().str();
-      r->conn.socks[hello.idx] = std::move(sock);
+      peer = sock.peer().str();
+      socks[hello.idx] = std::move(sock);
     }
-    r->conn.queues.resize(l->nsocks);
+    r->conn.init(std::move(socks), false, peer, std::min<int>(helperThreads(), l->nsocks));
     return std::unique_ptr<NetRecvComm>(std::move(r));
   }
 
   Result<NetRequest*> isend(NetSendComm* sc, const void* data, size_t size) override {
     SockConn& c = static_cast<SockSend*>(sc)->conn;
-    if (c.failed) return c.error;
-    auto* r = new SockRequest{};
+    COLL_CHECK(c.error());
+    auto* r = new SockRequest();
     r->conn = &c;
     r->send = true;
     r->data = const_cast<char*>(static_cast<const char*>(data));
     r->size = size;
     r->hdr = size;
-    c.queues[0].push_back({r, reinterpret_cast<char*>(&r->hdr), sizeof(r->hdr), 0});
-    r->pending = 1;
-    queueData(r);
     c.reqs.push_back(r);
+    c.queue(0, {r, reinterpret_cast<char*>(&r->hdr), sizeof(r->hdr), 0});
+    c.queueData(r);
     return static_cast<NetRequest*>(r);
   }
 
   Result<NetRequest*> irecv(NetRecvComm* rc, void* data, size_t maxSize) override {
     SockConn& c = static_cast<SockRecv*>(rc)->conn;
-    if (c.failed) return c.error;
-    auto* r = new SockRequest{};
+    COLL_CHECK(c.error());
+    auto* r = new SockRequest();
     r->conn = &c;
-    r->send = false;
     r->data = static_cast<char*>(data);
     r->size = maxSize;
-    r->state = SockRequest::kHeaderUnqueued;
     c.reqs.push_back(r);
     return static_cast<NetRequest*>(r);
   }
@@ -279,8 +383,8 @@ class SocketBackend : public NetBackend {
   Status test(NetRequest* req, bool* done, size_t* size) override {
     auto* r = static_cast<SockRequest*>(req);
     SockConn& c = *r->conn;
-    COLL_CHECK(progressConn(c, r->send));
-    *done = r->state == SockRequest::kData && r->pending == 0;
+    COLL_CHECK(c.progress());
+    *done = r->state == SockRequest::kData && r->pending.load(std::memory_order_acquire) == 0;
     if (*done) {
       *size = r->size;
       if (c.reqs.empty() || c.reqs.front() != r)
@@ -291,8 +395,8 @@ class SocketBackend : public NetBackend {
     return okStatus();
   }
 
-  int pollFd(NetSendComm* sc) override { return static_cast<SockSend*>(sc)->conn.socks[0].fd(); }
-  int pollFd(NetRecvComm* rc) override { return static_cast<SockRecv*>(rc)->conn.socks[0].fd(); }
+  WaitTarget waitTarget(NetSendComm* sc) override { return static_cast<SockSend*>(sc)->conn.waitTarget(); }
+  WaitTarget waitTarget(NetRecvComm* rc) override { return static_cast<SockRecv*>(rc)->conn.waitTarget(); }
 
  private:
   std::vector<NetIf> ifs_;

@@ -1,0 +1,99 @@
+// Connector FIFOs: ordering, sizes and back-pressure through the shm transport, both as
+// plain in-process memory and as a real POSIX shm segment (mapped twice here), and the
+// segment's removal from /dev/shm once both sides hold it.
+#include <dirent.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "transport/net/socket/socket_net.h"
+#include "transport/shm/shm.h"
+
+using namespace coll;
+
+namespace {
+
+int shmEntries() {
+  int n = 0;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d))
+      if (std::strncmp(e->d_name, "coll-", 5) == 0) ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+void pingPong(bool sameProcess) {
+  const size_t slot = 256;
+  int before = shmEntries();
+  auto pending = shmSetupRecv(1, slot, sameProcess);
+  REQUIRE(pending.ok());
+  if (!sameProcess) REQUIRE(shmEntries() == before + 1);
+  auto send = shmConnectSend(0, pending.value()->handle());
+  REQUIRE(send.ok());
+  std::unique_ptr<RecvConnector> recv = pending.value()->finish();
+  REQUIRE(shmEntries() == before);  // unlinked once both sides mapped it
+  std::unique_ptr<SendConnector> sender = send.take();
+
+  const int kMessages = 20000;
+  std::atomic<int> maxAhead{0};
+  std::atomic<int> consumed{0};
+  std::thread producer([&] {
+    for (int i = 0; i < kMessages; ++i) {
+      while (!sender->ready()) std::this_thread::yield();
+      int ahead = i - consumed.load();
+      if (ahead > maxAhead.load()) maxAhead.store(ahead);
+      size_t len = 1 + static_cast<size_t>(i) % slot;
+      std::memset(sender->slot(), i & 0xff, len);
+      std::memcpy(sender->slot(), &i, std::min(len, sizeof(i)));
+      sender->post(len);
+    }
+  });
+  std::string error;
+  for (int i = 0; i < kMessages && error.empty(); ++i) {
+    while (!recv->ready()) std::this_thread::yield();
+    size_t len = 1 + static_cast<size_t>(i) % slot;
+    if (recv->size() != len) error = "size of message " + std::to_string(i);
+    const unsigned char* p = reinterpret_cast<const unsigned char*>(recv->slot());
+    if (len >= sizeof(int)) {
+      int got;
+      std::memcpy(&got, p, sizeof(got));
+      if (got != i) error = "message " + std::to_string(i) + " arrived as " + std::to_string(got);
+    }
+    if (len > sizeof(int) && p[len - 1] != (i & 0xff)) error = "payload of " + std::to_string(i);
+    recv->release();
+    consumed.store(i + 1);
+  }
+  producer.join();
+  REQUIRE(error.empty());
+  REQUIRE(maxAhead.load() <= kSteps);  // never more than the FIFO holds
+}
+
+}  // namespace
+
+TEST_CASE("shm FIFO in process memory keeps order, sizes and back-pressure", "[fifo]") {
+  pingPong(true);
+}
+
+TEST_CASE("shm FIFO in a POSIX segment keeps order and leaves nothing in /dev/shm", "[fifo]") {
+  pingPong(false);
+}
+
+TEST_CASE("socket striping covers every byte exactly once", "[fifo][net]") {
+  for (size_t size : {size_t{0}, size_t{1}, size_t{65535}, size_t{65536}, size_t{65537},
+                      size_t{1} << 20, (size_t{1} << 20) + 3}) {
+    for (int nsocks : {1, 2, 3, 8}) {
+      size_t partLen;
+      int parts = socketStripe(size, nsocks, &partLen);
+      REQUIRE(parts >= 1);
+      REQUIRE(parts <= nsocks);
+      REQUIRE(static_cast<size_t>(parts) * partLen >= size);
+      REQUIRE((parts == 1 || static_cast<size_t>(parts - 1) * partLen < size));
+      if (size < 65536) REQUIRE(parts == 1);
+    }
+  }
+}
