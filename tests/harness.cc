@@ -4,7 +4,7 @@
 #include <mutex>
 
 #include "core/datatype.h"
-#include "kernels/float_conv.h"
+#include "kernels/element_io.h"
 
 namespace testing {
 
@@ -62,7 +62,7 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-bool isInt(collDataType_t t) { return t <= collUint64; }
+bool isInt(collDataType_t t) { return coll::isIntegerType(t); }
 
 uint64_t rawInt(int rank, size_t i, uint64_t seed) {
   uint64_t v = mix(seed * 1000003u + static_cast<uint64_t>(rank) * 7919u + i);
@@ -85,35 +85,9 @@ double rawFloat(collRedOp_t op, int rank, size_t i, uint64_t seed) {
   }
 }
 
-void encode(void* dst, size_t i, collDataType_t t, double v) {
-  using namespace coll;
-  switch (t) {
-    case collFloat16: static_cast<uint16_t*>(dst)[i] = floatToHalf(static_cast<float>(v)); break;
-    case collFloat32: static_cast<float*>(dst)[i] = static_cast<float>(v); break;
-    case collFloat64: static_cast<double*>(dst)[i] = v; break;
-    case collBfloat16: static_cast<uint16_t*>(dst)[i] = floatToBf16(static_cast<float>(v)); break;
-    case collFloat8e4m3: static_cast<uint8_t*>(dst)[i] = Fp8E4M3::fromFloat(static_cast<float>(v)); break;
-    case collFloat8e5m2: static_cast<uint8_t*>(dst)[i] = Fp8E5M2::fromFloat(static_cast<float>(v)); break;
-    default: break;
-  }
-}
-
-double decode(const void* src, size_t i, collDataType_t t) {
-  using namespace coll;
-  switch (t) {
-    case collFloat16: return halfToFloat(static_cast<const uint16_t*>(src)[i]);
-    case collFloat32: return static_cast<const float*>(src)[i];
-    case collFloat64: return static_cast<const double*>(src)[i];
-    case collBfloat16: return bf16ToFloat(static_cast<const uint16_t*>(src)[i]);
-    case collFloat8e4m3: return Fp8E4M3::toFloat(static_cast<const uint8_t*>(src)[i]);
-    case collFloat8e5m2: return Fp8E5M2::toFloat(static_cast<const uint8_t*>(src)[i]);
-    default: return 0;
-  }
-}
-
-void storeInt(void* dst, size_t i, collDataType_t t, uint64_t v) {
-  std::memcpy(static_cast<char*>(dst) + i * coll::dataTypeSize(t), &v, coll::dataTypeSize(t));
-}
+void encode(void* dst, size_t i, collDataType_t t, double v) { coll::storeFloatElement(dst, i, t, v); }
+double decode(const void* src, size_t i, collDataType_t t) { return coll::loadFloatElement(src, i, t); }
+void storeInt(void* dst, size_t i, collDataType_t t, uint64_t v) { coll::storeIntElement(dst, i, t, v); }
 
 template <typename I>
 I combineInt(I a, I b, collRedOp_t op) {

@@ -102,7 +102,25 @@ Status buildPrograms(CommLaunch& l) {
   return buildSelfCopies(l);
 }
 
+// Keeps every communicator of a launch "in use" so collCommAbort from another thread
+// waits for the launch to return before freeing it.
+class LaunchGuard {
+ public:
+  ~LaunchGuard() {
+    for (collComm* c : held_) releaseComm(c);
+  }
+  bool hold(collComm* c) {
+    if (!acquireComm(c)) return false;
+    held_.push_back(c);
+    return true;
+  }
+
+ private:
+  std::vector<collComm*> held_;
+};
+
 Status launch(std::vector<Queued>& queue, collComm** failedComm) {
+  LaunchGuard guard;
   // One launch per communicator, operations in call order.
   std::vector<std::unique_ptr<CommLaunch>> launches;
   std::map<collComm*, CommLaunch*> byComm;
@@ -118,6 +136,8 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
     it->second->ops.push_back(q.op);
   }
   for (auto& l : launches) {
+    if (!guard.hold(l->comm))
+      return invalidUsage("a communicator queued in this group was destroyed before collGroupEnd");
     if (l->comm->abort->raised()) {
       *failedComm = l->comm;
       return l->comm->abort->status().prefix("communicator is unusable after an earlier error: ");
