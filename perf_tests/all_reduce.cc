@@ -1,0 +1,3 @@
+// all_reduce_perf: nccl-tests compatible benchmark (see perf.h).
+#include "perf.h"
+int main(int argc, char** argv) { return perf::runPerf(perf::Coll::kAllReduce, argc, argv); }

@@ -1,0 +1,592 @@
+#include "perf.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "core/datatype.h"
+#include "core/param.h"
+#include "kernels/element_io.h"
+#include "launch.h"
+#include "transport_info.h"
+
+namespace perf {
+
+// ---------------------------------------------------------------- names and options
+
+static const char* kTypeNames[] = {"int8",  "uint8",  "int32",    "uint32",   "int64",    "uint64",
+                                   "half",  "float",  "double",   "bfloat16", "fp8_e4m3", "fp8_e5m2"};
+static const char* kOpNames[] = {"sum", "prod", "max", "min", "avg"};
+
+const char* typeName(collDataType_t t) { return coll::validDataType(t) ? kTypeNames[t] : "?"; }
+const char* opName(collRedOp_t op) { return coll::validRedOp(op) ? kOpNames[op] : "?"; }
+
+bool parseType(const std::string& s, collDataType_t* t) {
+  static const struct { const char* n; collDataType_t t; } kAliases[] = {
+      {"char", collInt8}, {"int", collInt32}, {"float16", collFloat16}, {"fp16", collFloat16},
+      {"float32", collFloat32}, {"fp32", collFloat32}, {"float64", collFloat64},
+      {"bf16", collBfloat16}, {"f8e4m3", collFloat8e4m3}, {"f8e5m2", collFloat8e5m2},
+      {"e4m3", collFloat8e4m3}, {"e5m2", collFloat8e5m2}};
+  for (int i = 0; i < collNumTypes; ++i)
+    if (s == kTypeNames[i]) { *t = static_cast<collDataType_t>(i); return true; }
+  for (auto& a : kAliases)
+    if (s == a.n) { *t = a.t; return true; }
+  return false;
+}
+
+bool parseOp(const std::string& s, collRedOp_t* op) {
+  for (int i = 0; i < collNumOps; ++i)
+    if (s == kOpNames[i]) { *op = static_cast<collRedOp_t>(i); return true; }
+  return false;
+}
+
+static bool parseBytes(const std::string& s, size_t* out) {
+  int64_t v;
+  if (!coll::parseSize(s, &v) || v < 0) return false;
+  *out = static_cast<size_t>(v);
+  return true;
+}
+
+static const char* collProgram(Coll c) {
+  static const char* k[] = {"all_reduce_perf", "all_gather_perf", "broadcast_perf", "reduce_perf",
+                            "reduce_scatter_perf", "sendrecv_perf", "alltoall_perf"};
+  return k[static_cast<int>(c)];
+}
+static bool hasOp(Coll c) { return c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter; }
+static bool hasRoot(Coll c) { return c == Coll::kBroadcast || c == Coll::kReduce; }
+static bool hasInPlace(Coll c) { return c != Coll::kSendRecv && c != Coll::kAllToAll; }
+
+int parseOptions(Coll coll, int argc, char** argv, Options* o, bool* stop) {
+  *stop = false;
+  CLI::App app{std::string(collProgram(coll)) +
+               ": nccl-tests compatible benchmark of libcollectives (host buffers)"};
+  std::string b = "32M", e = "32M", i = "1M", op = "sum", dt = "float", root = "0";
+  app.add_option("-b,--minbytes", b, "minimum size in bytes (K/M/G suffixes)")->capture_default_str();
+  app.add_option("-e,--maxbytes", e, "maximum size in bytes")->capture_default_str();
+  app.add_option("-i,--stepbytes", i, "size increment when no step factor is given")->capture_default_str();
+  app.add_option("-f,--stepfactor", o->stepFactor, "size multiplication factor (> 1 enables it)")->capture_default_str();
+  app.add_option("-n,--iters", o->iters, "timed iterations")->capture_default_str()->check(CLI::Range(1, 1 << 30));
+  app.add_option("-w,--warmup_iters", o->warmupIters, "warmup iterations")->capture_default_str()->check(CLI::Range(0, 1 << 30));
+  app.add_option("-m,--agg_iters", o->aggIters, "operations grouped per iteration")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  app.add_option("-c,--check", o->check, "verify results on fresh data (0/1)")->capture_default_str()->check(CLI::Range(0, 1));
+  app.add_option("-o,--op", op, "sum, prod, min, max, avg or all")->capture_default_str();
+  app.add_option("-d,--datatype", dt, "int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 fp8_e4m3 fp8_e5m2, or all")->capture_default_str();
+  app.add_option("-r,--root", root, "root rank, or all")->capture_default_str();
+  app.add_option("-z,--blocking", o->blocking, "blocking collectives (host buffers always block)")->capture_default_str()->check(CLI::Range(0, 1));
+  app.add_option("-a,--average", o->average, "time reported: 0 rank 0, 1 average, 2 min, 3 max over ranks")->capture_default_str()->check(CLI::Range(0, 3));
+  app.add_option("-t,--nthreads", o->nthreads, "ranks as threads of this process")->capture_default_str()->check(CLI::Range(1, 1024));
+  app.add_option("-g,--ngpus", o->ngpus, "GPUs per thread (host buffers: 1)")->capture_default_str();
+  app.add_option("-J,--output_file", o->outputFile, "also write every row and the environment as JSON");
+  app.add_option("--mem", o->mem, "buffer memory: host (device needs CUDA support)")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& ex) {
+    *stop = true;
+    return app.exit(ex);
+  } catch (const CLI::ParseError& ex) {
+    *stop = true;
+    return app.exit(ex) == 0 ? 2 : app.exit(ex);
+  }
+  auto bad = [&](const std::string& what) {
+    std::fprintf(stderr, "%s: %s\n", collProgram(coll), what.c_str());
+    *stop = true;
+    return 2;
+  };
+  if (!parseBytes(b, &o->minBytes)) return bad("-b/--minbytes \"" + b + "\" is not a size");
+  if (!parseBytes(e, &o->maxBytes)) return bad("-e/--maxbytes \"" + e + "\" is not a size");
+  if (!parseBytes(i, &o->stepBytes)) return bad("-i/--stepbytes \"" + i + "\" is not a size");
+  if (o->maxBytes < o->minBytes) return bad("-e/--maxbytes " + e + " is smaller than -b/--minbytes " + b);
+  if (o->stepFactor <= 1 && o->stepBytes == 0) return bad("-i/--stepbytes 0 with no -f factor would never end");
+  o->ops.clear();
+  if (op == "all") for (int k = 0; k < collNumOps; ++k) o->ops.push_back(static_cast<collRedOp_t>(k));
+  else {
+    collRedOp_t x;
+    if (!parseOp(op, &x)) return bad("-o/--op \"" + op + "\": expected sum, prod, min, max, avg or all");
+    o->ops.push_back(x);
+  }
+  if (!hasOp(coll)) o->ops = {collSum};
+  o->types.clear();
+  if (dt == "all") for (int k = 0; k < collNumTypes; ++k) o->types.push_back(static_cast<collDataType_t>(k));
+  else {
+    collDataType_t x;
+    if (!parseType(dt, &x)) return bad("-d/--datatype \"" + dt + "\" is not a data type (try -d all)");
+    o->types.push_back(x);
+  }
+  if (root == "all") o->root = -1;
+  else {
+    char* end;
+    long r = std::strtol(root.c_str(), &end, 10);
+    if (root.empty() || *end || r < 0) return bad("-r/--root \"" + root + "\": expected a rank or all");
+    o->root = static_cast<int>(r);
+  }
+  if (o->ngpus != 1) return bad("-g/--ngpus " + std::to_string(o->ngpus) + ": host buffers use one rank per thread; use -t for more ranks");
+  if (o->mem != "host") return bad("--mem " + o->mem + ": only host buffers are supported by this build");
+  return 0;
+}
+
+double busBwFactor(Coll coll, int n) {
+  switch (coll) {
+    case Coll::kAllReduce: return 2.0 * (n - 1) / n;
+    case Coll::kAllGather: case Coll::kReduceScatter: case Coll::kAllToAll: return static_cast<double>(n - 1) / n;
+    default: return 1.0;
+  }
+}
+
+std::vector<size_t> sizeList(const Options& o) {
+  std::vector<size_t> v;
+  for (size_t s = o.minBytes; s <= o.maxBytes;) {
+    v.push_back(s);
+    size_t next = o.stepFactor > 1 ? static_cast<size_t>(static_cast<double>(s) * o.stepFactor) : s + o.stepBytes;
+    if (next <= s) next = s + 1;
+    s = next;
+  }
+  return v;
+}
+
+Shape shapeFor(Coll coll, size_t bytes, size_t es, int n) {
+  size_t count = bytes / es;
+  switch (coll) {
+    case Coll::kAllGather: case Coll::kReduceScatter: case Coll::kAllToAll: {
+      size_t per = count / static_cast<size_t>(n);
+      return {per, per * n, per * n * es};
+    }
+    default: return {count, count, count * es};
+  }
+}
+
+// ---------------------------------------------------------------- data and checks
+
+namespace {
+
+uint64_t hashOf(int rank, size_t i, uint64_t seed) {
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(rank) * 0xbf58476d1ce4e5b9ull + i;
+  x ^= x >> 29;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 32);
+}
+
+// Float inputs chosen so every partial result is exact in the type, whatever the order
+// the library combines ranks in: the check is exact, with no tolerance.
+double floatInput(collDataType_t t, collRedOp_t op, int nranks, int rank, size_t i, uint64_t seed) {
+  uint64_t h = hashOf(rank, i, seed);
+  if (op == collProd) return (h & 1) ? 1.0 : -1.0;
+  if (op == collMax || op == collMin) return static_cast<double>(h % 17) - 8.0;
+  double limit = t == collFloat16 ? 2048 : t == collBfloat16 ? 256 : t == collFloat8e4m3 ? 16
+               : t == collFloat8e5m2 ? 8 : 1 << 20;
+  uint64_t k = std::max<uint64_t>(1, static_cast<uint64_t>(limit / nranks));
+  return static_cast<double>(1 + h % k);
+}
+
+void fill(void* buf, size_t count, collDataType_t t, collRedOp_t op, int nranks, int rank, size_t offset, uint64_t seed) {
+  for (size_t i = 0; i < count; ++i) {
+    if (coll::isIntegerType(t)) coll::storeIntElement(buf, i, t, hashOf(rank, offset + i, seed) | 1);
+    else coll::storeFloatElement(buf, i, t, floatInput(t, op, nranks, rank, offset + i, seed));
+  }
+}
+
+template <typename I>
+I intReduce(collRedOp_t op, int n, size_t i, uint64_t seed) {
+  using U = std::make_unsigned_t<I>;
+  U acc = static_cast<U>(hashOf(0, i, seed) | 1);
+  for (int r = 1; r < n; ++r) {
+    U x = static_cast<U>(hashOf(r, i, seed) | 1);
+    switch (op) {
+      case collProd: acc = static_cast<U>(static_cast<uint64_t>(acc) * x); break;
+      case collMax: acc = static_cast<U>(std::max(static_cast<I>(acc), static_cast<I>(x))); break;
+      case collMin: acc = static_cast<U>(std::min(static_cast<I>(acc), static_cast<I>(x))); break;
+      default: acc = static_cast<U>(acc + x);
+    }
+  }
+  I v = static_cast<I>(acc);
+  if (op == collAvg) v = static_cast<I>(v / static_cast<I>(n));
+  return v;
+}
+
+// Expected reduction over all ranks of input element i, stored as element j of out.
+void expectReduce(void* out, size_t j, collDataType_t t, collRedOp_t op, int n, size_t i, uint64_t seed) {
+  switch (t) {
+    case collInt8: static_cast<int8_t*>(out)[j] = intReduce<int8_t>(op, n, i, seed); return;
+    case collUint8: static_cast<uint8_t*>(out)[j] = intReduce<uint8_t>(op, n, i, seed); return;
+    case collInt32: static_cast<int32_t*>(out)[j] = intReduce<int32_t>(op, n, i, seed); return;
+    case collUint32: static_cast<uint32_t*>(out)[j] = intReduce<uint32_t>(op, n, i, seed); return;
+    case collInt64: static_cast<int64_t*>(out)[j] = intReduce<int64_t>(op, n, i, seed); return;
+    case collUint64: static_cast<uint64_t*>(out)[j] = intReduce<uint64_t>(op, n, i, seed); return;
+    default: break;
+  }
+  double acc = 0;
+  for (int r = 0; r < n; ++r) {
+    double x = floatInput(t, op, n, r, i, seed);
+    if (r == 0) acc = x;
+    else if (op == collProd) acc *= x;
+    else if (op == collMax) acc = std::max(acc, x);
+    else if (op == collMin) acc = std::min(acc, x);
+    else acc += x;
+  }
+  if (op == collAvg)
+    acc = t == collFloat64 ? acc * (1.0 / n) : static_cast<double>(static_cast<float>(acc) * (1.0f / static_cast<float>(n)));
+  coll::storeFloatElement(out, j, t, acc);
+}
+
+// Elements of `got` that differ (bitwise) from `want`.
+int64_t countWrong(const void* got, const void* want, size_t count, size_t es) {
+  if (std::memcmp(got, want, count * es) == 0) return 0;
+  int64_t w = 0;
+  for (size_t i = 0; i < count; ++i)
+    if (std::memcmp(static_cast<const char*>(got) + i * es, static_cast<const char*>(want) + i * es, es) != 0) ++w;
+  return w;
+}
+
+struct Buffers {
+  std::vector<char> send, recv, want;
+};
+
+class Rank {
+ public:
+  Rank(Coll coll, int rank, int n, collComm_t comm) : coll_(coll), rank_(rank), n_(n), comm_(comm) {}
+
+  // One operation with the given buffers. inPlace picks NCCL's in-place layout.
+  collResult_t run(const Shape& s, collDataType_t t, collRedOp_t op, int root, bool inPlace) {
+    size_t es = coll::dataTypeSize(t), c = s.callCount;
+    char* sb = b_.send.data();
+    char* rb = b_.recv.data();
+    switch (coll_) {
+      case Coll::kAllReduce: return collAllReduce(inPlace ? rb : sb, rb, c, t, op, comm_, nullptr);
+      case Coll::kBroadcast: return collBroadcast(inPlace ? rb : sb, rb, c, t, root, comm_, nullptr);
+      case Coll::kReduce: return collReduce(inPlace ? rb : sb, rb, c, t, op, root, comm_, nullptr);
+      case Coll::kAllGather: return collAllGather(inPlace ? rb + rank_ * c * es : sb, rb, c, t, comm_, nullptr);
+      case Coll::kReduceScatter: return collReduceScatter(sb, inPlace ? sb + rank_ * c * es : rb, c, t, op, comm_, nullptr);
+      case Coll::kSendRecv: {
+        collGroupStart();
+        collSend(sb, c, t, (rank_ + 1) % n_, comm_, nullptr);
+        collRecv(rb, c, t, (rank_ + n_ - 1) % n_, comm_, nullptr);
+        return collGroupEnd();
+      }
+      case Coll::kAllToAll: {
+        collGroupStart();
+        for (int p = 0; p < n_; ++p) {
+          collSend(sb + p * c * es, c, t, p, comm_, nullptr);
+          collRecv(rb + p * c * es, c, t, p, comm_, nullptr);
+        }
+        return collGroupEnd();
+      }
+    }
+    return collInternalError;
+  }
+
+  void allocate(const Shape& s, size_t es) {
+    size_t c = s.callCount * es, all = c * n_;
+    bool multi = coll_ == Coll::kReduceScatter || coll_ == Coll::kAllToAll;
+    bool gathers = coll_ == Coll::kAllGather || coll_ == Coll::kAllToAll;
+    b_.send.assign(multi ? all : c, 0);
+    b_.recv.assign(gathers ? all : c, 0);
+  }
+
+  // Fresh inputs, one checked call; returns the wrong elements on this rank.
+  int64_t check(const Shape& s, collDataType_t t, collRedOp_t op, int root, bool inPlace, uint64_t seed, std::string* err) {
+    size_t es = coll::dataTypeSize(t), c = s.callCount;
+    allocate(s, es);
+    std::memset(b_.recv.data(), 0x5c, b_.recv.size());
+    // Inputs where the call reads them.
+    char* in = b_.send.data();
+    size_t inCount = b_.send.size() / es;
+    if (inPlace && (coll_ == Coll::kAllReduce || coll_ == Coll::kBroadcast || coll_ == Coll::kReduce)) in = b_.recv.data();
+    if (inPlace && coll_ == Coll::kAllGather) { in = b_.recv.data() + rank_ * c * es; inCount = c; }
+    if (coll_ != Coll::kBroadcast || rank_ == root) fill(in, inCount, t, op, n_, rank_, 0, seed);
+    collResult_t r = run(s, t, op, root, inPlace);
+    if (r != collSuccess) {
+      *err = std::string(collGetErrorString(r)) + ": " + collGetLastError(comm_);
+      return static_cast<int64_t>(c);
+    }
+    // Expected output on this rank.
+    const char* got = b_.recv.data();
+    size_t gotCount = b_.recv.size() / es;
+    b_.want.assign(b_.recv.size(), 0);
+    switch (coll_) {
+      case Coll::kAllReduce:
+        for (size_t i = 0; i < c; ++i) expectReduce(b_.want.data(), i, t, op, n_, i, seed);
+        break;
+      case Coll::kReduce:
+        if (rank_ != root) return 0;
+        for (size_t i = 0; i < c; ++i) expectReduce(b_.want.data(), i, t, op, n_, i, seed);
+        break;
+      case Coll::kReduceScatter:
+        if (inPlace) got = b_.send.data() + rank_ * c * es;
+        gotCount = c;
+        for (size_t i = 0; i < c; ++i) expectReduce(b_.want.data(), i, t, op, n_, rank_ * c + i, seed);
+        break;
+      case Coll::kBroadcast: fill(b_.want.data(), c, t, op, n_, root, 0, seed); break;
+      case Coll::kAllGather:
+        for (int p = 0; p < n_; ++p) fill(b_.want.data() + p * c * es, c, t, op, n_, p, 0, seed);
+        break;
+      case Coll::kSendRecv: fill(b_.want.data(), c, t, op, n_, (rank_ + n_ - 1) % n_, 0, seed); break;
+      case Coll::kAllToAll:
+        for (int p = 0; p < n_; ++p) fill(b_.want.data() + p * c * es, c, t, op, n_, p, rank_ * c, seed);
+        break;
+    }
+    return countWrong(got, b_.want.data(), gotCount, es);
+  }
+
+  // Mean microseconds per operation over iters x agg timed operations.
+  double time(const Options& o, const Shape& s, collDataType_t t, collRedOp_t op, int root, bool inPlace, std::string* err) {
+    allocate(s, coll::dataTypeSize(t));
+    auto once = [&]() {
+      if (o.aggIters > 1) collGroupStart();
+      collResult_t r = collSuccess;
+      for (int a = 0; a < o.aggIters && r == collSuccess; ++a) r = run(s, t, op, root, inPlace);
+      if (o.aggIters > 1) {
+        collResult_t g = collGroupEnd();
+        if (r == collSuccess) r = g;
+      }
+      if (r != collSuccess && err->empty()) *err = std::string(collGetErrorString(r)) + ": " + collGetLastError(comm_);
+      return r == collSuccess;
+    };
+    for (int w = 0; w < o.warmupIters; ++w)
+      if (!once()) return -1;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int it = 0; it < o.iters; ++it)
+      if (!once()) return -1;
+    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    return us / (static_cast<double>(o.iters) * o.aggIters);
+  }
+
+  collComm_t comm() const { return comm_; }
+
+ private:
+  Coll coll_;
+  int rank_, n_;
+  collComm_t comm_;
+  Buffers b_;
+};
+
+std::string fmtTime(double us) {
+  char buf[32];
+  if (us < 0) return "    N/A";
+  std::snprintf(buf, sizeof(buf), us < 1e4 ? "%7.2f" : us < 1e5 ? "%7.1f" : "%7.0f", us);
+  return buf;
+}
+
+std::string jsonEscape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') { o += '\\'; o += c; }
+    else if (static_cast<unsigned char>(c) < 0x20) { char b[8]; std::snprintf(b, sizeof(b), "\\u%04x", c); o += b; }
+    else o += c;
+  }
+  return o;
+}
+
+struct Half {
+  double timeUs = -1, algbw = 0, busbw = 0;
+  int64_t wrong = -1;  // -1: not checked
+};
+struct Row {
+  size_t bytes, count;
+  collDataType_t type;
+  collRedOp_t op;
+  int root;
+  Half oop, ip;
+};
+
+// Combines a per-rank value over all ranks (through the benchmarked communicator).
+double combine(collComm_t comm, double v, int how, int n) {
+  double out = v;
+  switch (how) {
+    case 0: collBroadcast(&v, &out, 1, collFloat64, 0, comm, nullptr); return out;
+    case 2: collAllReduce(&v, &out, 1, collFloat64, collMin, comm, nullptr); return out;
+    case 3: collAllReduce(&v, &out, 1, collFloat64, collMax, comm, nullptr); return out;
+    default: collAllReduce(&v, &out, 1, collFloat64, collSum, comm, nullptr); return out / n;
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- the run
+
+int runPerf(Coll coll, int argc, char** argv) {
+  Options o;
+  bool stop = false;
+  int rc = parseOptions(coll, argc, argv, &o, &stop);
+  if (stop) return rc;
+  LaunchInfo L;
+  std::string err;
+  if (!detectLaunch(&L, &err)) {
+    std::fprintf(stderr, "%s: %s\n", collProgram(coll), err.c_str());
+    return 2;
+  }
+  if (L.size > 1) setenv("COLL_COMM_ID", L.rootAddr.c_str(), 1);  // every process, same id
+  const int nranks = L.size * o.nthreads;
+  if (hasRoot(coll) && o.root >= nranks) {
+    std::fprintf(stderr, "%s: -r/--root %d is not a rank of %d\n", collProgram(coll), o.root, nranks);
+    return 2;
+  }
+  collUniqueId id;
+  if (collGetUniqueId(&id) != collSuccess) {
+    std::fprintf(stderr, "%s: collGetUniqueId: %s\n", collProgram(coll), collGetLastError(nullptr));
+    return 1;
+  }
+  const bool printer = L.rank == 0;
+  const auto sizes = sizeList(o);
+  std::vector<Row> rows;
+  std::mutex mu;
+  std::atomic<int> failures{0};
+  std::string firstError;
+  std::vector<std::string> transports(nranks);
+  std::vector<std::string> rankLines(nranks);
+
+  auto body = [&](int t) {
+    int rank = L.rank * o.nthreads + t;
+    collComm_t comm = nullptr;
+    if (collCommInitRank(&comm, nranks, id, rank) != collSuccess) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (firstError.empty()) firstError = "rank " + std::to_string(rank) + " init: " + collGetLastError(nullptr);
+      ++failures;
+      return;
+    }
+    Rank R(coll, rank, nranks, comm);
+    // Who is where, and over what: every rank's line reaches rank 0.
+    struct Info { char text[200]; } mine{}, *all = new Info[nranks];
+    char host[64] = {};
+    gethostname(host, sizeof(host) - 1);
+    std::snprintf(mine.text, sizeof(mine.text), "%d|%s|%s", static_cast<int>(getpid()), host,
+                  transportSummary(comm).c_str());
+    collAllGather(&mine, all, sizeof(Info), collUint8, comm, nullptr);
+    if (rank == 0)
+      for (int r = 0; r < nranks; ++r) {
+        std::string s = all[r].text;
+        size_t a = s.find('|'), b = s.find('|', a + 1);
+        transports[r] = s.substr(b + 1);
+        char line[320];
+        std::snprintf(line, sizeof(line), "#  Rank %2d Group  0 Pid %6s on %10s host memory, %s", r,
+                      s.substr(0, a).c_str(), s.substr(a + 1, b - a - 1).c_str(), transports[r].c_str());
+        rankLines[r] = line;
+      }
+    delete[] all;
+    if (rank == 0 && printer) {
+      std::printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d agg iters: %d validation: %d graph: 0\n",
+                  o.nthreads, o.ngpus, o.minBytes, o.maxBytes, o.stepFactor > 1 ? o.stepFactor : static_cast<double>(o.stepBytes),
+                  o.stepFactor > 1 ? "factor" : "bytes", o.warmupIters, o.iters, o.aggIters, o.check);
+      std::printf("#\n# Using devices\n");
+      for (auto& l : rankLines) std::printf("%s\n", l.c_str());
+      std::printf("#\n#%*s%s\n", 56, "", "          out-of-place                       in-place          ");
+      std::printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type",
+                  "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+      std::printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "",
+                  "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+      std::fflush(stdout);
+    }
+    uint64_t seed = 1;
+    for (size_t bytes : sizes)
+      for (collDataType_t type : o.types)
+        for (collRedOp_t op : o.ops) {
+          std::vector<int> roots;
+          if (hasRoot(coll) && o.root < 0) for (int r = 0; r < nranks; ++r) roots.push_back(r);
+          else roots.push_back(hasRoot(coll) ? o.root : -1);
+          for (int root : roots) {
+            Shape s = shapeFor(coll, bytes, coll::dataTypeSize(type), nranks);
+            Row row{s.printBytes, s.printCount, type, op, root, {}, {}};
+            for (bool inPlace : {false, true}) {
+              Half& h = inPlace ? row.ip : row.oop;
+              if (inPlace && !hasInPlace(coll)) continue;
+              std::string e;
+              if (o.check) {
+                int64_t w = R.check(s, type, op, std::max(root, 0), inPlace, seed++, &e);
+                int64_t total = 0;
+                collAllReduce(&w, &total, 1, collInt64, collSum, comm, nullptr);
+                h.wrong = total;
+              }
+              double us = R.time(o, s, type, op, std::max(root, 0), inPlace, &e);
+              if (!e.empty()) {
+                std::lock_guard<std::mutex> lock(mu);
+                if (firstError.empty()) firstError = "rank " + std::to_string(rank) + ": " + e;
+                ++failures;
+                collCommAbort(comm);
+                return;
+              }
+              h.timeUs = combine(comm, us, o.average, nranks);
+              h.algbw = h.timeUs > 0 ? static_cast<double>(s.printBytes) / h.timeUs / 1e3 : 0;
+              h.busbw = h.algbw * busBwFactor(coll, nranks);
+            }
+            if (rank == 0) {
+              rows.push_back(row);
+              if (printer) {
+                auto half = [](const Half& h) {
+                  char b[80];
+                  if (h.timeUs < 0) return std::string("      N/A     N/A     N/A     N/A");
+                  std::snprintf(b, sizeof(b), "  %s  %6.2f  %6.2f  %6s", fmtTime(h.timeUs).c_str(), h.algbw, h.busbw,
+                                h.wrong < 0 ? "N/A" : std::to_string(h.wrong).c_str());
+                  return std::string(b);
+                };
+                std::printf("%12zu  %12zu  %8s  %6s  %6d%s%s\n", row.bytes, row.count, typeName(type),
+                            hasOp(coll) ? opName(op) : "none", root, half(row.oop).c_str(), half(row.ip).c_str());
+                std::fflush(stdout);
+              }
+            }
+          }
+        }
+    collCommDestroy(comm);
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < o.nthreads; ++t) threads.emplace_back(body, t);
+  for (auto& th : threads) th.join();
+
+  int64_t wrong = 0;
+  double sumBus = 0;
+  int nBus = 0;
+  for (auto& r : rows)
+    for (const Half* h : {&r.oop, &r.ip}) {
+      if (h->wrong > 0) wrong += h->wrong;
+      if (h->timeUs >= 0) { sumBus += h->busbw; ++nBus; }
+    }
+  if (printer && failures == 0) {
+    std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(wrong), wrong ? "FAILED" : "OK");
+    std::printf("# Avg bus bandwidth    : %g \n#\n", nBus ? sumBus / nBus : 0.0);
+  }
+  if (failures) std::fprintf(stderr, "%s: %s\n", collProgram(coll), firstError.c_str());
+  if (printer && !o.outputFile.empty()) {
+    std::ofstream f(o.outputFile);
+    int version = 0;
+    collGetVersion(&version);
+    char host[64] = {}, date[64];
+    gethostname(host, sizeof(host) - 1);
+    std::time_t now = std::time(nullptr);
+    std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    f << "{\n  \"program\": \"" << collProgram(coll) << "\",\n  \"library_version\": " << version
+      << ",\n  \"date\": \"" << date << "\",\n  \"host\": \"" << jsonEscape(host) << "\",\n  \"nranks\": " << nranks
+      << ",\n  \"nprocs\": " << L.size << ",\n  \"nthreads\": " << o.nthreads << ",\n  \"launcher\": \""
+      << jsonEscape(L.launcher) << "\",\n  \"mem\": \"host\",\n  \"transports\": [";
+    for (int r = 0; r < nranks; ++r) f << (r ? ", " : "") << "\"" << jsonEscape(transports[r]) << "\"";
+    f << "],\n  \"options\": {\"minbytes\": " << o.minBytes << ", \"maxbytes\": " << o.maxBytes << ", \"stepfactor\": "
+      << o.stepFactor << ", \"stepbytes\": " << o.stepBytes << ", \"iters\": " << o.iters << ", \"warmup_iters\": "
+      << o.warmupIters << ", \"agg_iters\": " << o.aggIters << ", \"check\": " << o.check << ", \"average\": "
+      << o.average << "},\n  \"busbw_factor\": " << busBwFactor(coll, nranks) << ",\n  \"rows\": [";
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const Row& r = rows[k];
+      auto half = [](const Half& h) {
+        std::ostringstream s;
+        if (h.timeUs < 0) return std::string("null");
+        s << "{\"time_us\": " << h.timeUs << ", \"algbw_gbs\": " << h.algbw << ", \"busbw_gbs\": " << h.busbw
+          << ", \"wrong\": " << (h.wrong < 0 ? std::string("null") : std::to_string(h.wrong)) << "}";
+        return s.str();
+      };
+      f << (k ? "," : "") << "\n    {\"size\": " << r.bytes << ", \"count\": " << r.count << ", \"type\": \""
+        << typeName(r.type) << "\", \"redop\": \"" << (hasOp(coll) ? opName(r.op) : "none") << "\", \"root\": " << r.root
+        << ", \"out_of_place\": " << half(r.oop) << ", \"in_place\": " << half(r.ip) << "}";
+    }
+    f << "\n  ],\n  \"out_of_bounds\": " << wrong << ",\n  \"avg_busbw_gbs\": " << (nBus ? sumBus / nBus : 0.0)
+      << ",\n  \"ok\": " << (failures == 0 && wrong == 0 ? "true" : "false") << "\n}\n";
+  }
+  return failures ? 1 : wrong ? 1 : 0;
+}
+
+}  // namespace perf

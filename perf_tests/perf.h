@@ -1,0 +1,62 @@
+// The shared harness of all_reduce_perf and friends: nccl-tests' options, sizes, table,
+// verification and timing, for host buffers, with ranks as threads (-t) and/or processes
+// (one per launcher rank).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "collectives/collectives.h"
+
+namespace perf {
+
+enum class Coll { kAllReduce, kAllGather, kBroadcast, kReduce, kReduceScatter, kSendRecv, kAllToAll };
+
+struct Options {
+  size_t minBytes = 32 << 20;
+  size_t maxBytes = 32 << 20;
+  double stepFactor = 1;     // > 1: multiply; otherwise add stepBytes
+  size_t stepBytes = 1 << 20;
+  int iters = 20;
+  int warmupIters = 1;
+  int aggIters = 1;
+  int check = 1;
+  std::vector<collRedOp_t> ops{collSum};
+  std::vector<collDataType_t> types{collFloat32};
+  int root = 0;              // -1: all roots
+  int blocking = 0;
+  int average = 1;           // 0 rank 0, 1 avg, 2 min, 3 max
+  int nthreads = 1;
+  int ngpus = 1;
+  std::string outputFile;    // -J
+  std::string mem = "host";
+};
+
+// Parses argv. Returns 0 to go on, otherwise the exit code (help printed: 0 via *stop).
+int parseOptions(Coll coll, int argc, char** argv, Options* opt, bool* stop);
+
+// nccl-tests' bus bandwidth factor for the collective on n ranks.
+double busBwFactor(Coll coll, int nranks);
+
+// Sizes from min to max by factor or step (nccl-tests' rule).
+std::vector<size_t> sizeList(const Options& o);
+
+// Elements per rank (the count passed to the call) and the count/size printed for a
+// nominal size in bytes: allgather/reduce-scatter/alltoall print totals.
+struct Shape {
+  size_t callCount;    // count argument of the call
+  size_t printCount;   // "count" column
+  size_t printBytes;   // "size" column
+};
+Shape shapeFor(Coll coll, size_t bytes, size_t typeSize, int nranks);
+
+const char* typeName(collDataType_t t);
+const char* opName(collRedOp_t op);
+bool parseType(const std::string& s, collDataType_t* t);
+bool parseOp(const std::string& s, collRedOp_t* op);
+
+// Runs the whole benchmark; returns the process exit code.
+int runPerf(Coll coll, int argc, char** argv);
+
+}  // namespace perf
