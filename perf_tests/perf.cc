@@ -96,7 +96,8 @@ int parseOptions(Coll coll, int argc, char** argv, Options* o, bool* stop) {
     return app.exit(ex);
   } catch (const CLI::ParseError& ex) {
     *stop = true;
-    return app.exit(ex) == 0 ? 2 : app.exit(ex);
+    int code = app.exit(ex);
+    return code == 0 ? 2 : code;
   }
   auto bad = [&](const std::string& what) {
     std::fprintf(stderr, "%s: %s\n", collProgram(coll), what.c_str());
@@ -555,6 +556,7 @@ int runPerf(Coll coll, int argc, char** argv) {
   if (failures) std::fprintf(stderr, "%s: %s\n", collProgram(coll), firstError.c_str());
   if (printer && !o.outputFile.empty()) {
     std::ofstream f(o.outputFile);
+    f.precision(12);
     int version = 0;
     collGetVersion(&version);
     char host[64] = {}, date[64];
@@ -574,6 +576,7 @@ int runPerf(Coll coll, int argc, char** argv) {
       const Row& r = rows[k];
       auto half = [](const Half& h) {
         std::ostringstream s;
+        s.precision(12);
         if (h.timeUs < 0) return std::string("null");
         s << "{\"time_us\": " << h.timeUs << ", \"algbw_gbs\": " << h.algbw << ", \"busbw_gbs\": " << h.busbw
           << ", \"wrong\": " << (h.wrong < 0 ? std::string("null") : std::to_string(h.wrong)) << "}";

@@ -1,0 +1,147 @@
+// perf_tests' pieces: option parsing, size lists, shapes, bus-bandwidth factors and the
+// launcher environment detection.
+#include <map>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "launch.h"
+#include "perf.h"
+
+using namespace perf;
+
+namespace {
+
+int parse(Coll c, std::vector<std::string> args, Options* o, bool* stop) {
+  *o = Options();
+  args.insert(args.begin(), "x_perf");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  return parseOptions(c, static_cast<int>(argv.size()), argv.data(), o, stop);
+}
+
+}  // namespace
+
+TEST_CASE("perf options: nccl-tests letters and defaults", "[perf]") {
+  Options o;
+  bool stop = false;
+  REQUIRE(parse(Coll::kAllReduce, {}, &o, &stop) == 0);
+  REQUIRE_FALSE(stop);
+  REQUIRE(o.minBytes == 32u << 20);
+  REQUIRE(o.iters == 20);
+  REQUIRE(o.check == 1);
+  REQUIRE(o.types == std::vector<collDataType_t>{collFloat32});
+
+  Options p;
+  REQUIRE(parse(Coll::kAllReduce, {"-b", "8", "-e", "128M", "-f", "2", "-n", "5", "-w", "2", "-m", "3", "-c", "0",
+                                   "-o", "all", "-d", "all", "-z", "1", "-a", "3", "-t", "4", "-J", "out.json"},
+                &p, &stop) == 0);
+  REQUIRE(p.minBytes == 8);
+  REQUIRE(p.maxBytes == 128u << 20);
+  REQUIRE(p.stepFactor == 2);
+  REQUIRE(p.iters == 5);
+  REQUIRE(p.warmupIters == 2);
+  REQUIRE(p.aggIters == 3);
+  REQUIRE(p.check == 0);
+  REQUIRE(p.ops.size() == 5);
+  REQUIRE(p.types.size() == 12);
+  REQUIRE(p.average == 3);
+  REQUIRE(p.nthreads == 4);
+  REQUIRE(p.outputFile == "out.json");
+
+  Options q;
+  REQUIRE(parse(Coll::kBroadcast, {"--minbytes", "1K", "--maxbytes", "1K", "--root", "all", "--datatype", "fp8_e5m2", "--op", "max"}, &q, &stop) == 0);
+  REQUIRE(q.root == -1);
+  REQUIRE(q.types == std::vector<collDataType_t>{collFloat8e5m2});
+  REQUIRE(q.ops == std::vector<collRedOp_t>{collSum});  // broadcast has no op
+}
+
+TEST_CASE("perf options: bad values are refused by name", "[perf]") {
+  Options o;
+  bool stop = false;
+  REQUIRE(parse(Coll::kAllReduce, {"-d", "float128"}, &o, &stop) == 2);
+  REQUIRE(stop);
+  REQUIRE(parse(Coll::kAllReduce, {"-o", "xor"}, &o, &stop) == 2);
+  REQUIRE(parse(Coll::kAllReduce, {"-b", "lots"}, &o, &stop) == 2);
+  REQUIRE(parse(Coll::kAllReduce, {"-b", "2M", "-e", "1M"}, &o, &stop) == 2);
+  REQUIRE(parse(Coll::kAllReduce, {"-g", "2"}, &o, &stop) == 2);
+  REQUIRE(parse(Coll::kAllReduce, {"--mem", "device"}, &o, &stop) == 2);
+  REQUIRE(parse(Coll::kAllReduce, {"-r", "-3"}, &o, &stop) != 0);
+  REQUIRE(parse(Coll::kAllReduce, {"-n", "0"}, &o, &stop) != 0);
+  REQUIRE(parse(Coll::kAllReduce, {"--bogus"}, &o, &stop) != 0);
+}
+
+TEST_CASE("perf sizes, shapes and bus bandwidth follow nccl-tests", "[perf]") {
+  Options o;
+  o.minBytes = 8;
+  o.maxBytes = 64;
+  o.stepFactor = 2;
+  REQUIRE(sizeList(o) == std::vector<size_t>{8, 16, 32, 64});
+  o.stepFactor = 1;
+  o.stepBytes = 20;
+  REQUIRE(sizeList(o) == std::vector<size_t>{8, 28, 48});
+
+  REQUIRE(busBwFactor(Coll::kAllReduce, 4) == Approx(1.5));
+  REQUIRE(busBwFactor(Coll::kAllReduce, 2) == Approx(1.0));
+  REQUIRE(busBwFactor(Coll::kAllGather, 4) == Approx(0.75));
+  REQUIRE(busBwFactor(Coll::kReduceScatter, 8) == Approx(0.875));
+  REQUIRE(busBwFactor(Coll::kAllToAll, 2) == Approx(0.5));
+  REQUIRE(busBwFactor(Coll::kBroadcast, 8) == 1.0);
+  REQUIRE(busBwFactor(Coll::kReduce, 8) == 1.0);
+  REQUIRE(busBwFactor(Coll::kSendRecv, 8) == 1.0);
+
+  Shape s = shapeFor(Coll::kAllReduce, 1000, 4, 3);
+  REQUIRE(s.callCount == 250);
+  REQUIRE(s.printBytes == 1000);
+  Shape g = shapeFor(Coll::kAllGather, 1000, 4, 3);  // 250 elements total: 83 per rank
+  REQUIRE(g.callCount == 83);
+  REQUIRE(g.printCount == 249);
+  REQUIRE(g.printBytes == 996);
+  Shape a = shapeFor(Coll::kAllToAll, 64, 8, 2);
+  REQUIRE(a.callCount == 4);
+  REQUIRE(a.printBytes == 64);
+}
+
+TEST_CASE("launch environments of collrun, Open MPI, MPICH, Slurm and torchrun", "[perf][launch]") {
+  auto with = [](std::map<std::string, std::string> m) {
+    return [m](const char* n) -> const char* {
+      auto it = m.find(n);
+      return it == m.end() ? nullptr : it->second.c_str();
+    };
+  };
+  LaunchInfo L;
+  std::string err;
+  REQUIRE(detectLaunch(&L, &err, with({})));
+  REQUIRE(L.size == 1);
+  REQUIRE(L.launcher == "none");
+
+  struct Case {
+    std::map<std::string, std::string> env;
+    const char* launcher;
+    int rank, size, local;
+    const char* addr;
+  };
+  const Case cases[] = {
+      {{{"COLL_RANK", "2"}, {"COLL_NRANKS", "4"}, {"COLL_LOCAL_RANK", "0"}, {"COLL_COMM_ID", "h:1"}}, "collrun", 2, 4, 0, "h:1"},
+      {{{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"NCCL_COMM_ID", "h:2"}}, "Open MPI", 1, 2, 1, "h:2"},
+      {{{"PMI_RANK", "3"}, {"PMI_SIZE", "8"}, {"COLL_COMM_ID", "h:3"}}, "MPICH/Hydra", 3, 8, 3, "h:3"},
+      {{{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "1"}, {"COLL_COMM_ID", "h:4"}}, "Slurm", 5, 6, 1, "h:4"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}}, "torchrun", 0, 2, 0, "10.0.0.1:29500"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.launcher);
+    LaunchInfo x;
+    REQUIRE(detectLaunch(&x, &err, with(c.env)));
+    REQUIRE(x.launcher == c.launcher);
+    REQUIRE(x.rank == c.rank);
+    REQUIRE(x.size == c.size);
+    REQUIRE(x.localRank == c.local);
+    REQUIRE(x.rootAddr == c.addr);
+  }
+  // A multi-process launch without a rendezvous address is an error, not N rank-0 runs.
+  REQUIRE_FALSE(detectLaunch(&L, &err, with({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}})));
+  REQUIRE(err.find("COLL_COMM_ID") != std::string::npos);
+  REQUIRE_FALSE(detectLaunch(&L, &err, with({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}, {"COLL_COMM_ID", "h:1"}})));
+  REQUIRE_FALSE(detectLaunch(&L, &err, with({{"RANK", "x"}, {"WORLD_SIZE", "4"}})));
+}
