@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages the build and tests need, only those missing.
 set -euo pipefail
-pkgs=(cmake g++ make pkg-config libhwloc-dev catch2 libcli11-dev libibverbs-dev)
+# openmpi-bin: the mpirun launch test; python3: JSON checks (and perf_tests/plot with python3-matplotlib).
+pkgs=(cmake g++ make pkg-config libhwloc-dev catch2 libcli11-dev libibverbs-dev openmpi-bin python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

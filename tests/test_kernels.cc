@@ -275,3 +275,31 @@ TEST_CASE("floating reductions match fp32/fp64 arithmetic then one rounding", "[
     }
   }
 }
+
+TEST_CASE("fp16 kernels agree with scalar conversions on every code", "[kernels][fp16]") {
+  INFO("fp16 kernel variant: " << hostReduceVariant(collFloat16));
+  const size_t n = 65536;
+  std::vector<uint16_t> a(n), b(n), out(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = static_cast<uint16_t>(i);
+    b[i] = static_cast<uint16_t>((i * 40503u + 12345u) & 0xffff);  // a permutation of all codes
+  }
+  for (int op = 0; op < collNumOps; ++op) {
+    const auto& k = hostReduceKernels(collFloat16, static_cast<collRedOp_t>(op));
+    k.final(out.data(), a.data(), b.data(), n, 3);
+    for (size_t i = 0; i < n; ++i) {
+      float x = halfToFloat(a[i]), y = halfToFloat(b[i]), r;
+      switch (op) {
+        case collSum: r = x + y; break;
+        case collProd: r = x * y; break;
+        case collMax: r = y > x ? y : x; break;
+        case collMin: r = y < x ? y : x; break;
+        default: r = (x + y) * (1.0f / 3);
+      }
+      uint16_t want = floatToHalf(r);
+      INFO("op " << op << " a=" << a[i] << " b=" << b[i]);
+      if (std::isnan(r)) REQUIRE(std::isnan(halfToFloat(out[i])));
+      else REQUIRE(out[i] == want);
+    }
+  }
+}

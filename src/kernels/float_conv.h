@@ -79,7 +79,8 @@ struct Fp8Format {
                                           : static_cast<uint8_t>((1 << (E + M)) - 1);
   static constexpr uint8_t kMaxFinite = static_cast<uint8_t>(kMaxExpField << M | kMaxMantAtMaxExp);
 
-  static float toFloat(uint8_t v) {
+  // Exact decode of every code (used to build the table and by tests).
+  static float decodeSlow(uint8_t v) {
     int sign = v >> (E + M);
     int exp = (v >> M) & ((1 << E) - 1);
     int mant = v & ((1 << M) - 1);
@@ -96,30 +97,40 @@ struct Fp8Format {
     return sign ? -r : r;
   }
 
+  static float toFloat(uint8_t v) {
+    static const struct Table {
+      float v[256];
+      Table() {
+        for (int i = 0; i < 256; ++i) v[i] = decodeSlow(static_cast<uint8_t>(i));
+      }
+    } table;
+    return table.v[v];
+  }
+
+  // Round to nearest even on the float's bits, as floatToHalf does: the dropped mantissa
+  // bits are rounded in integer arithmetic in the normal range, and by the FPU (adding a
+  // constant whose ulp is the format's quantum) in the subnormal range.
   static uint8_t fromFloat(float f) {
-    uint8_t sign = std::signbit(f) ? static_cast<uint8_t>(1u << (E + M)) : 0;
-    if (std::isnan(f)) return sign | kNaN;
-    float a = std::fabs(f);
-    if (std::isinf(a)) return sign | kMaxFinite;
-    if (a == 0.0f) return sign;
-    int e;
-    std::frexp(a, &e);
-    int ue = e - 1;  // a in [2^ue, 2^(ue+1))
-    const int minNormal = 1 - kBias;
-    if (ue < minNormal) ue = minNormal;
-    // a in units of this binade's quantum; exact in double, nearbyint rounds to even.
-    double q = std::nearbyint(std::ldexp(static_cast<double>(a), M - ue));
-    long mant = static_cast<long>(q);
-    if (mant == (2L << M)) {  // rounded up into the next binade
-      mant >>= 1;
-      ++ue;
+    constexpr int kShift = 23 - M;
+    constexpr uint32_t kMinNormalBits = static_cast<uint32_t>(127 + 1 - kBias) << 23;
+    constexpr uint32_t kRebias = static_cast<uint32_t>(127 - kBias) << M;
+    uint32_t x = floatBits(f);
+    uint8_t sign = static_cast<uint8_t>((x >> 24) & 0x80);
+    uint32_t absx = x & 0x7fffffffu;
+    if (absx > 0x7f800000u) return sign | kNaN;
+    // At or beyond twice the largest finite value (infinity included): saturate.
+    constexpr uint32_t kHuge = static_cast<uint32_t>(127 + kMaxExpField - kBias + 1) << 23;
+    if (absx >= kHuge) return sign | kMaxFinite;
+    uint32_t code;
+    if (absx < kMinNormalBits) {
+      const float magic = bitsFloat(static_cast<uint32_t>(127 + 1 - kBias - M + 23) << 23);
+      code = floatBits(bitsFloat(absx) + magic) - floatBits(magic);
+    } else {
+      absx += (1u << (kShift - 1)) - 1 + ((absx >> kShift) & 1u);
+      code = (absx >> kShift) - kRebias;
     }
-    if (mant < (1L << M)) return sign | static_cast<uint8_t>(mant);  // subnormal (ue==min)
-    int expField = ue + kBias;
-    int mantField = static_cast<int>(mant - (1L << M));
-    if (expField > kMaxExpField || (expField == kMaxExpField && mantField > kMaxMantAtMaxExp))
-      return sign | kMaxFinite;
-    return sign | static_cast<uint8_t>(expField << M | mantField);
+    if (code > kMaxFinite) code = kMaxFinite;
+    return sign | static_cast<uint8_t>(code);
   }
 };
 

@@ -5,6 +5,10 @@
 #include <cstring>
 #include <type_traits>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "kernels/float_conv.h"
 
 namespace coll {
@@ -119,6 +123,65 @@ void copyScale(void* dst, const void* src, size_t n, int) {
   if (dst != src) std::memmove(dst, src, n * sizeof(T));
 }
 
+#if defined(__x86_64__)
+// fp16 with F16C: 8 elements per conversion instruction, rounding to nearest even like
+// floatToHalf (NaN, overflow and subnormals included); chosen at run time when the CPU
+// has it. The scalar tail and machines without F16C use the portable code.
+// (AVX types only cross always-inlined AVX functions: no ABI change for other callers.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+#define COLL_AVX_INLINE __attribute__((target("avx,f16c"), always_inline)) static inline
+struct VSum { COLL_AVX_INLINE __m256 apply(__m256 a, __m256 b) { return _mm256_add_ps(a, b); } };
+struct VProd { COLL_AVX_INLINE __m256 apply(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); } };
+// Same NaN behaviour as the scalar ops: max(a, b) = b > a ? b : a.
+struct VMax { COLL_AVX_INLINE __m256 apply(__m256 a, __m256 b) { return _mm256_max_ps(b, a); } };
+struct VMin { COLL_AVX_INLINE __m256 apply(__m256 a, __m256 b) { return _mm256_min_ps(b, a); } };
+#pragma GCC diagnostic pop
+
+template <typename V, typename Op, bool kAvg>
+__attribute__((target("avx,f16c"))) void halfF16c(void* dst, const void* a, const void* b, size_t n,
+                                                    int nranks) {
+  auto* d = static_cast<uint16_t*>(dst);
+  auto* x = static_cast<const uint16_t*>(a);
+  auto* y = static_cast<const uint16_t*>(b);
+  const __m256 scale = _mm256_set1_ps(1.0f / static_cast<float>(nranks));
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 fx = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+    __m256 fy = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i)));
+    __m256 r = V::apply(fx, fy);
+    if (kAvg) r = _mm256_mul_ps(r, scale);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));
+  }
+  if (i < n) {
+    if (kAvg) avgFinalImpl<Half>(d + i, x + i, y + i, n - i, nranks);
+    else reduceImpl<Half, Op>(d + i, x + i, y + i, n - i);
+  }
+}
+
+template <typename V, typename Op>
+void halfF16cReduce(void* dst, const void* a, const void* b, size_t n) {
+  halfF16c<V, Op, false>(dst, a, b, n, 1);
+}
+template <typename V, typename Op>
+void halfF16cFinal(void* dst, const void* a, const void* b, size_t n, int) {
+  halfF16c<V, Op, false>(dst, a, b, n, 1);
+}
+void halfF16cAvg(void* dst, const void* a, const void* b, size_t n, int nranks) {
+  halfF16c<VSum, OpSum, true>(dst, a, b, n, nranks);
+}
+
+ReduceKernels halfKernelsF16c(collRedOp_t op) {
+  switch (op) {
+    case collSum: return {halfF16cReduce<VSum, OpSum>, halfF16cFinal<VSum, OpSum>, copyScale<Half>};
+    case collProd: return {halfF16cReduce<VProd, OpProd>, halfF16cFinal<VProd, OpProd>, copyScale<Half>};
+    case collMax: return {halfF16cReduce<VMax, OpMax>, halfF16cFinal<VMax, OpMax>, copyScale<Half>};
+    case collMin: return {halfF16cReduce<VMin, OpMin>, halfF16cFinal<VMin, OpMin>, copyScale<Half>};
+    default: return {halfF16cReduce<VSum, OpSum>, halfF16cAvg, avgScaleImpl<Half>};
+  }
+}
+#endif
+
 template <typename T>
 constexpr ReduceKernels kernelsFor(collRedOp_t op) {
   switch (op) {
@@ -140,11 +203,26 @@ constexpr auto row() {
 }  // namespace
 
 const ReduceKernels& hostReduceKernels(collDataType_t type, collRedOp_t op) {
-  static const std::array<std::array<ReduceKernels, collNumOps>, collNumTypes> kTable = {
-      row<int8_t>(), row<uint8_t>(), row<int32_t>(), row<uint32_t>(),
-      row<int64_t>(), row<uint64_t>(), row<Half>(), row<float>(),
-      row<double>(), row<Bf16>(), row<E4M3>(), row<E5M2>()};
+  static const std::array<std::array<ReduceKernels, collNumOps>, collNumTypes> kTable = [] {
+    std::array<std::array<ReduceKernels, collNumOps>, collNumTypes> t = {
+        row<int8_t>(), row<uint8_t>(), row<int32_t>(), row<uint32_t>(),
+        row<int64_t>(), row<uint64_t>(), row<Half>(), row<float>(),
+        row<double>(), row<Bf16>(), row<E4M3>(), row<E5M2>()};
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx"))
+      for (int o = 0; o < collNumOps; ++o) t[collFloat16][o] = halfKernelsF16c(static_cast<collRedOp_t>(o));
+#endif
+    return t;
+  }();
   return kTable[type][op];
+}
+
+const char* hostReduceVariant(collDataType_t type) {
+#if defined(__x86_64__)
+  if (type == collFloat16 && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")) return "f16c";
+#endif
+  (void)type;
+  return "portable";
 }
 
 void hostCopy(void* dst, const void* src, size_t bytes) {
