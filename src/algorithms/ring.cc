@@ -106,58 +106,56 @@ void buildRingAllReduce(collComm* c, const OpDesc& od, uint16_t opIndex,
   }
 }
 
+// Calls f(program, send, recv, piece) for every channel and loop of an operation whose
+// buffer is nranks user blocks of od.count elements (reduce-scatter, allgather); the
+// piece is a byte range within a block, the same in every block.
+template <typename F>
+void forEachBlockPiece(collComm* c, const OpDesc& od, std::vector<Program>& progs, F f) {
+  const int n = c->nranks;
+  const size_t es = dataTypeSize(od.dtype);
+  const int nch = channelsFor(c, od.count * es * n);
+  const size_t nloops = n > 1 ? loopsFor(piece(0, od.count, es, nch, 0).bytes, c->sliceBytes) : 1;
+  for (int ch = 0; ch < nch; ++ch) {
+    SendConnector* s = n > 1 ? c->channels[ch].send.get() : nullptr;
+    RecvConnector* rv = n > 1 ? c->channels[ch].recv.get() : nullptr;
+    const Piece whole = piece(0, od.count, es, nch, ch);
+    for (size_t loop = 0; loop < nloops; ++loop) f(progs[ch], s, rv, subPiece(whole, es, nloops, loop));
+  }
+}
+
 void buildRingReduceScatter(collComm* c, const OpDesc& od, uint16_t opIndex,
                             std::vector<Program>& progs) {
   const int n = c->nranks, r = c->rank;
-  const size_t es = dataTypeSize(od.dtype);
+  const size_t blockBytes = od.count * dataTypeSize(od.dtype);
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
-  const int nch = channelsFor(c, od.count * es * n);
-  for (int ch = 0; ch < nch; ++ch) {
-    Program& pg = progs[ch];
-    SendConnector* s = n > 1 ? c->channels[ch].send.get() : nullptr;
-    RecvConnector* rv = n > 1 ? c->channels[ch].recv.get() : nullptr;
-    const Piece whole = piece(0, od.count, es, nch, ch);  // offset within a block
-    const size_t nloops = n > 1 ? loopsFor(piece(0, od.count, es, nch, 0).bytes, c->sliceBytes) : 1;
-    for (size_t loop = 0; loop < nloops; ++loop) {
-      Piece mine = subPiece(whole, es, nloops, loop);
-      auto srcOf = [&](int k) { return src + static_cast<size_t>(mod(k, n)) * od.count * es + mine.offset; };
-      if (n == 1) {
-        pg.add(kSrc | kDst | kFinal, od, opIndex, srcOf(0), dst + mine.offset, mine.bytes, s, rv);
-        continue;
-      }
-      pg.add(kSrc | kSend, od, opIndex, srcOf(r - 1), nullptr, mine.bytes, s, rv);
-      for (int j = 1; j < n - 1; ++j)
-        pg.add(kRecv | kSrc | kSend, od, opIndex, srcOf(r - 1 - j), nullptr, mine.bytes, s, rv);
-      pg.add(kRecv | kSrc | kDst | kFinal, od, opIndex, srcOf(r), dst + mine.offset, mine.bytes,
-             s, rv);
+  forEachBlockPiece(c, od, progs, [&](Program& pg, SendConnector* s, RecvConnector* rv, Piece mine) {
+    auto srcOf = [&](int k) { return src + static_cast<size_t>(mod(k, n)) * blockBytes + mine.offset; };
+    if (n == 1) {
+      pg.add(kSrc | kDst | kFinal, od, opIndex, srcOf(0), dst + mine.offset, mine.bytes, s, rv);
+      return;
     }
-  }
+    pg.add(kSrc | kSend, od, opIndex, srcOf(r - 1), nullptr, mine.bytes, s, rv);
+    for (int j = 1; j < n - 1; ++j)
+      pg.add(kRecv | kSrc | kSend, od, opIndex, srcOf(r - 1 - j), nullptr, mine.bytes, s, rv);
+    pg.add(kRecv | kSrc | kDst | kFinal, od, opIndex, srcOf(r), dst + mine.offset, mine.bytes, s, rv);
+  });
 }
 
 void buildRingAllGather(collComm* c, const OpDesc& od, uint16_t opIndex,
                         std::vector<Program>& progs) {
   const int n = c->nranks, r = c->rank;
-  const size_t es = dataTypeSize(od.dtype);
+  const size_t blockBytes = od.count * dataTypeSize(od.dtype);
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
-  const int nch = channelsFor(c, od.count * es * n);
-  for (int ch = 0; ch < nch; ++ch) {
-    Program& pg = progs[ch];
-    SendConnector* s = n > 1 ? c->channels[ch].send.get() : nullptr;
-    RecvConnector* rv = n > 1 ? c->channels[ch].recv.get() : nullptr;
-    const Piece whole = piece(0, od.count, es, nch, ch);
-    const size_t nloops = n > 1 ? loopsFor(piece(0, od.count, es, nch, 0).bytes, c->sliceBytes) : 1;
-    for (size_t loop = 0; loop < nloops; ++loop) {
-      Piece mine = subPiece(whole, es, nloops, loop);
-      auto dstOf = [&](int k) { return dst + static_cast<size_t>(mod(k, n)) * od.count * es + mine.offset; };
-      uint8_t first = n > 1 ? (kSrc | kDst | kSend) : (kSrc | kDst);
-      pg.add(first, od, opIndex, src + mine.offset, dstOf(r), mine.bytes, s, rv);
-      for (int j = 1; j < n - 1; ++j)
-        pg.add(kRecv | kDst | kSend, od, opIndex, nullptr, dstOf(r - j), mine.bytes, s, rv);
-      if (n > 1) pg.add(kRecv | kDst, od, opIndex, nullptr, dstOf(r - (n - 1)), mine.bytes, s, rv);
-    }
-  }
+  forEachBlockPiece(c, od, progs, [&](Program& pg, SendConnector* s, RecvConnector* rv, Piece mine) {
+    auto dstOf = [&](int k) { return dst + static_cast<size_t>(mod(k, n)) * blockBytes + mine.offset; };
+    uint8_t first = n > 1 ? (kSrc | kDst | kSend) : (kSrc | kDst);
+    pg.add(first, od, opIndex, src + mine.offset, dstOf(r), mine.bytes, s, rv);
+    for (int j = 1; j < n - 1; ++j)
+      pg.add(kRecv | kDst | kSend, od, opIndex, nullptr, dstOf(r - j), mine.bytes, s, rv);
+    if (n > 1) pg.add(kRecv | kDst, od, opIndex, nullptr, dstOf(r - (n - 1)), mine.bytes, s, rv);
+  });
 }
 
 }  // namespace coll

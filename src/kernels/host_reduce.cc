@@ -123,6 +123,41 @@ void copyScale(void* dst, const void* src, size_t n, int) {
   if (dst != src) std::memmove(dst, src, n * sizeof(T));
 }
 
+// fp8: a result depends only on the two 8-bit inputs, so sum/prod/max/min are one
+// lookup in a 256x256 table built once from the scalar path (bit-identical to it).
+template <typename T, typename Op>
+void fp8TableReduce(void* dst, const void* a, const void* b, size_t n) {
+  static const std::array<uint8_t, 65536> kTable = [] {
+    std::array<uint8_t, 65536> t{};
+    for (int x = 0; x < 256; ++x)
+      for (int y = 0; y < 256; ++y) {
+        T tx{static_cast<uint8_t>(x)}, ty{static_cast<uint8_t>(y)}, r;
+        reduceImpl<T, Op>(&r, &tx, &ty, 1);
+        t[x << 8 | y] = r.v;
+      }
+    return t;
+  }();
+  auto* d = static_cast<uint8_t*>(dst);
+  auto* x = static_cast<const uint8_t*>(a);
+  auto* y = static_cast<const uint8_t*>(b);
+  for (size_t i = 0; i < n; ++i) d[i] = kTable[static_cast<size_t>(x[i]) << 8 | y[i]];
+}
+template <typename T, typename Op>
+void fp8TableFinal(void* dst, const void* a, const void* b, size_t n, int) {
+  fp8TableReduce<T, Op>(dst, a, b, n);
+}
+
+template <typename T>
+ReduceKernels fp8Kernels(collRedOp_t op) {
+  switch (op) {
+    case collSum: return {fp8TableReduce<T, OpSum>, fp8TableFinal<T, OpSum>, copyScale<T>};
+    case collProd: return {fp8TableReduce<T, OpProd>, fp8TableFinal<T, OpProd>, copyScale<T>};
+    case collMax: return {fp8TableReduce<T, OpMax>, fp8TableFinal<T, OpMax>, copyScale<T>};
+    case collMin: return {fp8TableReduce<T, OpMin>, fp8TableFinal<T, OpMin>, copyScale<T>};
+    default: return {fp8TableReduce<T, OpSum>, avgFinalImpl<T>, avgScaleImpl<T>};
+  }
+}
+
 #if defined(__x86_64__)
 // fp16 with F16C: 8 elements per conversion instruction, rounding to nearest even like
 // floatToHalf (NaN, overflow and subnormals included); chosen at run time when the CPU
@@ -208,6 +243,10 @@ const ReduceKernels& hostReduceKernels(collDataType_t type, collRedOp_t op) {
         row<int8_t>(), row<uint8_t>(), row<int32_t>(), row<uint32_t>(),
         row<int64_t>(), row<uint64_t>(), row<Half>(), row<float>(),
         row<double>(), row<Bf16>(), row<E4M3>(), row<E5M2>()};
+    for (int o = 0; o < collNumOps; ++o) {
+      t[collFloat8e4m3][o] = fp8Kernels<E4M3>(static_cast<collRedOp_t>(o));
+      t[collFloat8e5m2][o] = fp8Kernels<E5M2>(static_cast<collRedOp_t>(o));
+    }
 #if defined(__x86_64__)
     if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx"))
       for (int o = 0; o < collNumOps; ++o) t[collFloat16][o] = halfKernelsF16c(static_cast<collRedOp_t>(o));

@@ -41,6 +41,23 @@ struct LocalFifo {
   FifoView view;
 };
 
+// Tests outstanding requests oldest first (a connection completes them in order),
+// advancing *next past each completed one and handing its size to onDone.
+template <typename F>
+Status completeInOrder(NetBackend* b, NetRequest* const* reqs, uint32_t* next, uint32_t posted,
+                       const char* what, int peer, F onDone) {
+  while (*next != posted) {
+    bool done = false;
+    size_t size = 0;
+    Status st = b->test(reqs[*next % kSteps], &done, &size);
+    if (!st.ok()) return st.prefix(std::string(what) + " rank " + std::to_string(peer) + ": ");
+    if (!done) break;
+    onDone(*next, size);
+    ++*next;
+  }
+  return okStatus();
+}
+
 class NetSend : public SendConnector {
  public:
   NetSend(int peer, NetBackend* b, std::unique_ptr<NetSendComm> comm, size_t slotBytes)
@@ -64,15 +81,7 @@ class NetSend : public SendConnector {
       reqs_[posted_ % kSteps] = r;
       ++posted_;
     }
-    while (done_ != posted_) {
-      bool done = false;
-      size_t size = 0;
-      Status st = backend_->test(reqs_[done_ % kSteps], &done, &size);
-      if (!st.ok()) return st.prefix("send to rank " + std::to_string(peer_) + ": ");
-      if (!done) break;
-      ++done_;
-    }
-    return okStatus();
+    return completeInOrder(backend_, reqs_, &done_, posted_, "send to", peer_, [](uint32_t, size_t) {});
   }
   WaitTarget waitTarget() override { return backend_->waitTarget(comm_.get()); }
 
@@ -104,16 +113,10 @@ class NetRecv : public RecvConnector {
       reqs_[posted_ % kSteps] = r;
       ++posted_;
     }
-    while (arrived_ != posted_) {
-      bool done = false;
-      size_t size = 0;
-      Status st = backend_->test(reqs_[arrived_ % kSteps], &done, &size);
-      if (!st.ok()) return st.prefix("receive from rank " + std::to_string(peer_) + ": ");
-      if (!done) break;
-      fifo_.view.ctrl->sizes[arrived_ % kSteps] = static_cast<uint32_t>(size);
-      ++arrived_;
-    }
-    return okStatus();
+    return completeInOrder(backend_, reqs_, &arrived_, posted_, "receive from", peer_,
+                           [this](uint32_t i, size_t size) {
+                             fifo_.view.ctrl->sizes[i % kSteps] = static_cast<uint32_t>(size);
+                           });
   }
   WaitTarget waitTarget() override { return backend_->waitTarget(comm_.get()); }
 
