@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -82,6 +83,9 @@ void bindRank(const std::string& how, int localRank) {
   }
   sched_setaffinity(0, sizeof(set), &set);
 }
+
+volatile sig_atomic_t gSignal = 0;
+void onSignal(int sig) { gSignal = sig; }
 
 struct Child {
   pid_t pid = -1;
@@ -153,6 +157,9 @@ int main(int argc, char** argv) {
     pid_t pid = fork();
     if (pid < 0) { perror("collrun: fork"); return 2; }
     if (pid == 0) {
+      // If collrun dies, even by SIGKILL, its ranks must not live on.
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() == 1) _exit(1);
       dup2(o[1], 1);
       dup2(e[1], 2);
       close(o[0]); close(o[1]); close(e[0]); close(e[1]);
@@ -185,6 +192,12 @@ int main(int argc, char** argv) {
     kids[r].err = e[0];
   }
 
+  // Ctrl-C, SIGTERM or SIGHUP to collrun stops the ranks the same way a failure does.
+  struct sigaction sa{};
+  sa.sa_handler = onSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
   auto start = std::chrono::steady_clock::now();
   int exitCode = 0, left = np;
   bool stopping = false;
@@ -235,6 +248,10 @@ int main(int argc, char** argv) {
                                                                                : std::string(" was killed by signal ") + strsignal(WTERMSIG(k.status)));
         stopAll(why.c_str());
       }
+    }
+    if (gSignal && !stopping) {
+      exitCode = 128 + gSignal;
+      stopAll((std::string("collrun received ") + strsignal(gSignal)).c_str());
     }
     auto now = std::chrono::steady_clock::now();
     if (timeout > 0 && !stopping && now - start > std::chrono::duration<double>(timeout)) {
