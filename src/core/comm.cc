@@ -107,6 +107,10 @@ static Status initConnections(collComm* c) {
 }
 
 Result<collComm*> commInit(const UniqueIdData& id, int nranks, int rank) {
+  static std::once_flag versionOnce;
+  std::call_once(versionOnce, [] {
+    COLL_LOG_(LogLevel::kVersion, INIT, "Collectives version %d.%d.%d", COLL_MAJOR, COLL_MINOR, COLL_PATCH);
+  });
   auto comm = std::make_unique<collComm>();
   comm->rank = rank;
   comm->nranks = nranks;

@@ -106,7 +106,19 @@ class NetRecv : public RecvConnector {
   const char* slot() override { return fifo_.view.slotAt(consumed_); }
   size_t size() override { return fifo_.view.ctrl->sizes[consumed_ % kSteps]; }
   void release() override { ++consumed_; }
+  // A failed connection is reported only once the slots that did arrive are consumed:
+  // the peer may have sent its last message and closed, which is not an error here.
   Status progress() override {
+    if (!error_.ok()) return ready() ? okStatus() : error_;
+    Status st = progressConnection();
+    if (st.ok()) return st;
+    error_ = st;
+    return ready() ? okStatus() : error_;
+  }
+  WaitTarget waitTarget() override { return backend_->waitTarget(comm_.get()); }
+
+ private:
+  Status progressConnection() {
     while (posted_ - consumed_ < static_cast<uint32_t>(kSteps)) {
       COLL_ASSIGN(NetRequest * r,
                   backend_->irecv(comm_.get(), fifo_.view.slotAt(posted_), slotBytes_));
@@ -118,9 +130,8 @@ class NetRecv : public RecvConnector {
                              fifo_.view.ctrl->sizes[i % kSteps] = static_cast<uint32_t>(size);
                            });
   }
-  WaitTarget waitTarget() override { return backend_->waitTarget(comm_.get()); }
 
- private:
+  Status error_;
   NetBackend* backend_;
   std::unique_ptr<NetRecvComm> comm_;
   LocalFifo fifo_;
