@@ -199,11 +199,6 @@ Status Bootstrap::allGather(void* data, size_t blockLen, uint64_t tag) {
   return okStatus();
 }
 
-Status Bootstrap::barrier(uint64_t tag) {
-  std::vector<char> dummy(nranks_);
-  return allGather(dummy.data(), 1, tag);
-}
-
 Status Bootstrap::readFrame(int idx) {
   InConn& c = in_[idx];
   FrameHeader h{};

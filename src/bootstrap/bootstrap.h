@@ -84,7 +84,6 @@ class Bootstrap {
   Status recv(int peer, uint64_t tag, void* data, size_t len);  // exact length expected
   // Ring allgather: data holds nranks blocks of blockLen; block `rank` is ours.
   Status allGather(void* data, size_t blockLen, uint64_t tag);
-  Status barrier(uint64_t tag);
 
   // Leaving cleanly tells the root this rank is not failing.
   void leave();

@@ -39,12 +39,6 @@ std::string SockAddr::str() const {
   return "<unset>";
 }
 
-bool SockAddr::isLoopback() const {
-  if (family() == AF_INET) return (ntohl(u.in4.sin_addr.s_addr) >> 24) == 127;
-  if (family() == AF_INET6) return IN6_IS_ADDR_LOOPBACK(&u.in6.sin6_addr);
-  return false;
-}
-
 Result<SockAddr> parseSockAddr(const std::string& text) {
   std::string host, port;
   if (!text.empty() && text[0] == '[') {

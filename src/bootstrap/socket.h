@@ -31,7 +31,6 @@ struct SockAddr {
   uint16_t port() const;
   void setPort(uint16_t port);
   std::string str() const;  // "1.2.3.4:5" or "[::1]:5"
-  bool isLoopback() const;
 };
 
 // Parses "host:port", "[v6addr]:port" or "v6addr" with port; resolves host names.

@@ -35,10 +35,6 @@ void registerComm(collComm* comm) {
   std::lock_guard<std::mutex> lock(gLiveMu);
   gLive.insert(comm);
 }
-void unregisterComm(collComm* comm) {
-  std::lock_guard<std::mutex> lock(gLiveMu);
-  gLive.erase(comm);
-}
 bool isLiveComm(const collComm* comm) {
   std::lock_guard<std::mutex> lock(gLiveMu);
   return gLive.count(comm) != 0;

@@ -58,7 +58,6 @@ Result<collComm*> commSplit(collComm* comm, int color, int key);
 
 // Registry of live communicators, so the API can refuse destroyed or bogus handles.
 void registerComm(collComm* comm);
-void unregisterComm(collComm* comm);
 bool isLiveComm(const collComm* comm);
 // Marks an API call in flight on comm; false if comm is not live (or being destroyed).
 bool acquireComm(collComm* comm);

@@ -264,8 +264,4 @@ const char* hostReduceVariant(collDataType_t type) {
   return "portable";
 }
 
-void hostCopy(void* dst, const void* src, size_t bytes) {
-  if (dst != src) std::memcpy(dst, src, bytes);
-}
-
 }  // namespace coll

@@ -30,7 +30,5 @@ const ReduceKernels& hostReduceKernels(collDataType_t type, collRedOp_t op);
 // Which implementation serves `type` on this CPU ("f16c", "portable"): for tests/logs.
 const char* hostReduceVariant(collDataType_t type);
 
-// Copy that may pick a streaming path for large sizes.
-void hostCopy(void* dst, const void* src, size_t bytes);
 
 }  // namespace coll
