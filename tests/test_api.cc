@@ -205,8 +205,12 @@ TEST_CASE("collCommAbort from another thread unblocks a waiting call within 1 s"
     INFO("COLL_SHM_DISABLE=" << shmDisable << " returned after " << took << " s");
     REQUIRE(res != collSuccess);
     REQUIRE(took < 1.0);
-    // The peer learns that rank 0 left: its next operation fails instead of hanging.
+    // The peer learns that rank 0 left: its operations fail instead of hanging. Over a
+    // one-shot mailbox rank 0's contribution was published before the abort, so the
+    // first one may still complete with it; the one after cannot.
     collResult_t r1 = collAllReduce(buf.data(), buf.data(), buf.size(), collFloat, collSum, comms[1], nullptr);
+    if (r1 == collSuccess)
+      r1 = collAllReduce(buf.data(), buf.data(), buf.size(), collFloat, collSum, comms[1], nullptr);
     REQUIRE(r1 == collRemoteError);
     REQUIRE(contains(collGetLastError(comms[1]), "rank 0"));
     REQUIRE(collCommDestroy(comms[1]) == collSuccess);
@@ -279,15 +283,64 @@ TEST_CASE("collCommSplit orders by key and honours COLL_SPLIT_NOCOLOR", "[api][s
 
 TEST_CASE("ranks calling different counts get an error, not a hang", "[api][failure]") {
   ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
-  auto errors = testing::runRanks(2, [&](int rank, collComm_t comm) -> std::string {
-    std::vector<float> buf(400, 1.0f);
-    size_t count = rank == 0 ? 100 : 200;
-    collResult_t r = collAllReduce(buf.data(), buf.data(), count, collFloat, collSum, comm, nullptr);
-    if (r == collSuccess) return "mismatched allreduce succeeded";
-    if (!contains(collGetLastError(comm), "different operations or counts"))
-      return std::string("unexpected error: ") + collGetLastError(comm);
-    return "";
-  });
-  for (auto& e : errors) FAIL_CHECK(e);
-  REQUIRE(errors.empty());
+  // Both one-shot, both ring, and one of each (the ranks then pick different algorithms),
+  // over shared memory and over the network. (Ring counts that differ in their number
+  // of channels are not detected yet: a channel only one rank uses waits forever.)
+  const std::pair<size_t, size_t> counts[] = {{100, 200}, {9000, 12000}, {100, 40000}};
+  for (const char* shmDisable : {"0", "1"}) {
+    ScopedEnv shm("COLL_SHM_DISABLE", shmDisable);
+    for (auto [c0, c1] : counts) {
+      auto errors = testing::runRanks(2, [&](int rank, collComm_t comm) -> std::string {
+        std::vector<float> buf(40000, 1.0f);
+        size_t count = rank == 0 ? c0 : c1;
+        collResult_t r = collAllReduce(buf.data(), buf.data(), count, collFloat, collSum, comm, nullptr);
+        if (r == collSuccess) return "mismatched allreduce succeeded";
+        if (!contains(collGetLastError(comm), "different operations or counts"))
+          return std::string("unexpected error: ") + collGetLastError(comm);
+        return "";
+      });
+      INFO("COLL_SHM_DISABLE=" << shmDisable << ", counts " << c0 << " and " << c1);
+      for (auto& e : errors) FAIL_CHECK(e);
+      REQUIRE(errors.empty());
+    }
+  }
+}
+
+TEST_CASE("one thread drives small and large collectives of all ranks in one group", "[api][group]") {
+  ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  for (const char* shmDisable : {"0", "1"}) {
+    ScopedEnv shm("COLL_SHM_DISABLE", shmDisable);
+    const int n = 3;
+    collComm_t comms[n];
+    REQUIRE(collCommInitAll(comms, n, nullptr) == collSuccess);
+    // Large (ring) and small (one-shot) operations interleaved; every rank's group in
+    // the same order, all driven by this one thread.
+    const size_t counts[] = {100000, 5, 70000, 1000, 3};
+    const size_t k = std::size(counts);
+    std::vector<std::vector<std::vector<int>>> in(n), out(n);
+    REQUIRE(collGroupStart() == collSuccess);
+    for (int r = 0; r < n; ++r) {
+      in[r].resize(k);
+      out[r].resize(k);
+      for (size_t j = 0; j < k; ++j) {
+        in[r][j].assign(counts[j], r + 1);
+        out[r][j].assign(counts[j], -1);
+        if (j % 2 == 0)
+          REQUIRE(collAllReduce(in[r][j].data(), out[r][j].data(), counts[j], collInt32, collSum, comms[r], nullptr) == collSuccess);
+        else
+          REQUIRE(collBroadcast(in[r][j].data(), out[r][j].data(), counts[j], collInt32, 1, comms[r], nullptr) == collSuccess);
+      }
+    }
+    collResult_t res = collGroupEnd();
+    INFO(collGetLastError(nullptr) << " / " << collGetLastError(comms[0]));
+    REQUIRE(res == collSuccess);
+    for (int r = 0; r < n; ++r)
+      for (size_t j = 0; j < k; ++j) {
+        int want = j % 2 == 0 ? 1 + 2 + 3 : 2;
+        INFO("shm disabled " << shmDisable << ", rank " << r << ", op " << j);
+        REQUIRE(out[r][j].front() == want);
+        REQUIRE(out[r][j].back() == want);
+      }
+    for (int r = 0; r < n; ++r) REQUIRE(collCommDestroy(comms[r]) == collSuccess);
+  }
 }

@@ -1,7 +1,7 @@
 // Threads-as-ranks: every collective x dtype x op x count x in/out-of-place, for 1..8
 // ranks, over shared memory only and over the network only, on fresh non-zero data,
 // checked element by element (bitwise) against a reference that combines contributions
-// in the chain order the algorithm uses. COLL_BUFFSIZE is shrunk so that small counts
+// in the chain order the algorithms use (ring and one-shot alike). COLL_BUFFSIZE is shrunk so that small counts
 // walk the multi-slice, multi-loop and multi-channel paths.
 #include <algorithm>
 #include <cstring>
@@ -216,6 +216,10 @@ void sweep(int nranks, bool net) {
   ScopedEnv buff("COLL_BUFFSIZE", "4096");        // 512-byte slices
   ScopedEnv chunk("COLL_CHUNK_MIN_BYTES", "1024");  // several channels from 2 KiB up
   ScopedEnv maxch("COLL_MAX_NCHANNELS", "2");
+  // Small thresholds, so the counts below straddle them: one-shot and ring operations
+  // alternate within one run.
+  ScopedEnv oneShot("COLL_ONESHOT_BYTES", "2048");
+  ScopedEnv netOneShot("COLL_NET_ONESHOT_BYTES", "1024");
   const auto cases = sweepCases(nranks);
   auto errors = testing::runRanks(nranks, [&](int rank, collComm_t comm) -> std::string {
     for (const Case& c : cases) {

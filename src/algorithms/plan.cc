@@ -1,5 +1,7 @@
 #include "algorithms/plan.h"
 
+#include "algorithms/oneshot.h"
+
 #include <algorithm>
 
 #include "core/datatype.h"
@@ -47,6 +49,14 @@ void Program::add(uint8_t flags, const OpDesc& od, uint16_t opIndex, const char*
   steps.push_back(s);
   if (s.send && std::find(flushTargets.begin(), flushTargets.end(), s.send) == flushTargets.end())
     flushTargets.push_back(s.send);
+}
+
+void Program::addOneShot(std::shared_ptr<OneShot> os, uint16_t opIndex) {
+  Step s{};
+  s.op = opIndex;
+  s.oneShot = os.get();
+  steps.push_back(s);
+  oneShots.push_back(std::move(os));
 }
 
 }  // namespace coll

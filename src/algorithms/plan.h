@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,7 @@ struct Step {
   size_t bytes;
   SendConnector* send;
   RecvConnector* recv;
+  class OneShot* oneShot;  // set: this step is a whole one-shot operation (oneshot.h)
 };
 
 enum class CollKind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kSend, kRecv };
@@ -70,6 +72,7 @@ struct Program {
   int nranks = 1;
   int rank = 0;
   std::string lane;  // "channel 1", "send to rank 3": for stall reports
+  std::vector<std::shared_ptr<class OneShot>> oneShots;  // owns the steps' one-shots
   // Executor state.
   size_t cur = 0;
   size_t off = 0;
@@ -81,6 +84,8 @@ struct Program {
   // Appends a step (skipping empty ones) and remembers its send connector for flushing.
   void add(uint8_t flags, const OpDesc& od, uint16_t opIndex, const char* src, char* dst,
            size_t bytes, SendConnector* send, RecvConnector* recv);
+  // Appends a one-shot operation as one step, ordered with the ring steps around it.
+  void addOneShot(std::shared_ptr<class OneShot> os, uint16_t opIndex);
 };
 
 }  // namespace coll

@@ -127,8 +127,8 @@ Status checkStream(collStream_t stream) {
   return coll::okStatus();
 }
 
-collResult_t runOp(const char* fn, collComm* comm, coll::OpDesc od,
-                   std::function<Status(collComm*)> validate) {
+template <typename Validate>
+collResult_t runOp(const char* fn, collComm* comm, const coll::OpDesc& od, Validate&& validate) {
   CommUse use(comm);
   return guarded(fn, comm, [&]() -> Status {
     COLL_CHECK(use.check());

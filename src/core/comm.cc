@@ -25,9 +25,20 @@ constexpr uint64_t kTagSplit = 4ull << 56;
 // Settings every rank must agree on, checked at init.
 struct SharedConfig {
   int64_t buffSize;
+  int64_t oneShotBytes;
+  int64_t netOneShotBytes;
   int32_t nChannels;
-  int32_t pad;
+  int32_t shmDisable;
 };
+constexpr uint64_t kTagMailbox = 5ull << 56;
+
+// Every rank on this host (and shared memory allowed): the one-shot mailboxes.
+bool allOnOneHost(const collComm* c) {
+  const auto& peers = c->bootstrap->peers();
+  for (const PeerInfo& p : peers)
+    if (std::strncmp(p.hostId, peers[0].hostId, sizeof(p.hostId)) != 0) return false;
+  return true;
+}
 
 }  // namespace
 
@@ -64,23 +75,39 @@ static Status initConnections(collComm* c) {
   }
   int64_t minCh = std::clamp<int64_t>(paramInt("MIN_NCHANNELS"), 1, 32);
   int64_t maxCh = std::clamp<int64_t>(paramInt("MAX_NCHANNELS"), 1, 32);
-  SharedConfig mine{buff, static_cast<int32_t>(std::max(minCh, maxCh)), 0};
+  SharedConfig mine{buff, std::clamp<int64_t>(paramInt("ONESHOT_BYTES"), 0, 64 << 20),
+                    std::max<int64_t>(0, paramInt("NET_ONESHOT_BYTES")),
+                    static_cast<int32_t>(std::max(minCh, maxCh)),
+                    paramInt("SHM_DISABLE") != 0 ? 1 : 0};
   std::vector<SharedConfig> all(c->nranks);
   all[c->rank] = mine;
   COLL_CHECK(c->bootstrap->allGather(all.data(), sizeof(SharedConfig), kTagConfig));
+  auto describe = [](const SharedConfig& s) {
+    return "COLL_BUFFSIZE=" + std::to_string(s.buffSize) + ", " + std::to_string(s.nChannels) +
+           " channels, COLL_ONESHOT_BYTES=" + std::to_string(s.oneShotBytes) +
+           ", COLL_NET_ONESHOT_BYTES=" + std::to_string(s.netOneShotBytes) +
+           ", COLL_SHM_DISABLE=" + std::to_string(s.shmDisable);
+  };
   for (int r = 0; r < c->nranks; ++r) {
-    if (all[r].buffSize != all[0].buffSize || all[r].nChannels != all[0].nChannels)
-      return invalidUsage("ranks disagree on settings: rank 0 has COLL_BUFFSIZE=" +
-                          std::to_string(all[0].buffSize) + " and " +
-                          std::to_string(all[0].nChannels) + " channels, rank " +
-                          std::to_string(r) + " has " + std::to_string(all[r].buffSize) +
-                          " and " + std::to_string(all[r].nChannels));
+    if (all[r].buffSize != all[0].buffSize || all[r].nChannels != all[0].nChannels ||
+        all[r].oneShotBytes != all[0].oneShotBytes ||
+        all[r].netOneShotBytes != all[0].netOneShotBytes ||
+        all[r].shmDisable != all[0].shmDisable)
+      return invalidUsage("ranks disagree on settings: rank 0 has " + describe(all[0]) +
+                          ", rank " + std::to_string(r) + " has " + describe(all[r]));
   }
   // Slots are 64-byte multiples so every element type divides them.
   c->slotBytes = (static_cast<size_t>(buff) / kSteps) & ~size_t{63};
   c->sliceBytes = c->slotBytes;
   c->chunkMinBytes = std::max<int64_t>(1, paramInt("CHUNK_MIN_BYTES"));
   c->stallWarnS = static_cast<double>(std::max<int64_t>(0, paramInt("STALL_WARN_S")));
+  c->spinNs = std::max<int64_t>(0, paramInt("SPIN_US")) * 1000;
+  c->netOneShotBytes = static_cast<size_t>(mine.netOneShotBytes);
+  if (c->nranks > 1 && mine.oneShotBytes > 0 && !mine.shmDisable && allOnOneHost(c)) {
+    COLL_ASSIGN(c->mailboxes, Mailboxes::create(c->bootstrap.get(),
+                                                static_cast<size_t>(mine.oneShotBytes),
+                                                kTagMailbox));
+  }
 
   c->ring.resize(c->nranks);
   for (int r = 0; r < c->nranks; ++r) c->ring[r] = r;

@@ -14,6 +14,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "transport/connector.h"
+#include "transport/shm/mailbox.h"
 
 struct collComm {
   static constexpr uint32_t kMagic = 0xC011C0A1u;
@@ -41,6 +42,14 @@ struct collComm {
   // Lazily connected point-to-point connectors, one per peer and direction.
   std::map<int, std::unique_ptr<coll::SendConnector>> p2pSend;
   std::map<int, std::unique_ptr<coll::RecvConnector>> p2pRecv;
+
+  // One-shot algorithms for small operations (algorithms/oneshot.h): mailboxes when
+  // every rank shares this host, else allreduce over channel 0 up to netOneShotBytes.
+  std::unique_ptr<coll::Mailboxes> mailboxes;
+  uint32_t mailSeq = 0;  // mailbox operations issued
+  size_t netOneShotBytes = 0;
+  std::vector<char> staging;  // ring one-shot: every rank's contribution
+  int64_t spinNs = 0;         // COLL_SPIN_US, for waiters
 
   uint64_t seq = 0;  // operations issued
   std::string lastError;

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <thread>
 
+#include "algorithms/oneshot.h"
 #include "core/comm.h"
 #include "core/log.h"
 #include "core/wait.h"
@@ -43,10 +44,32 @@ void doSlice(const Step& s, size_t off, size_t len, int nranks) {
   }
 }
 
+// A one-shot step: starts the operation once, then polls it.
+Status advanceOneShot(Program& p, OneShot& os, bool* moved, bool* finished) {
+  if (p.off == 0) {
+    COLL_CHECK(os.start());
+    p.off = 1;
+    *moved = true;
+  }
+  COLL_CHECK(os.poll(finished, &p.blockedOn));
+  p.blockedPeer = os.blockedPeer();
+  p.blockedWhat = "data from";
+  return okStatus();
+}
+
 // Advances p as far as it can. Sets *moved when something happened; *done when finished.
 Status advance(Program& p, bool* moved, bool* done) {
   while (p.cur < p.steps.size()) {
     const Step& s = p.steps[p.cur];
+    if (s.oneShot) {
+      bool finished = false;
+      COLL_CHECK(advanceOneShot(p, *s.oneShot, moved, &finished));
+      if (!finished) return okStatus();
+      *moved = true;
+      ++p.cur;
+      p.off = 0;
+      continue;
+    }
     if (s.recv) COLL_CHECK(s.recv->progress());
     if (s.send) COLL_CHECK(s.send->progress());
     size_t len = std::min(p.sliceBytes, s.bytes - p.off);
@@ -123,7 +146,48 @@ std::string laneState(const Program& p) {
 
 Status laneError(const Program& p, Status st) { return st.prefix(laneState(p) + ": "); }
 
+// A ring lane waiting on a peer that has already published the next one-shot operation:
+// that peer finished (or never ran) this rank's ring operation, so the data will never
+// come — the ranks chose different algorithms because they called different counts.
+// (Every one-shot of this launch was numbered when its program was built, so a peer's
+// flag beyond them is not part of this launch.)
+Status mailboxIntrusion(const Program& p) {
+  collComm* c = p.comm;
+  if (!c->mailboxes || p.blockedPeer < 0 || p.blockedPeer == c->rank) return okStatus();
+  if (p.cur < p.steps.size() && p.steps[p.cur].oneShot) return okStatus();
+  uint32_t next = c->mailSeq + 1 == 0 ? 1 : c->mailSeq + 1;
+  if (!c->mailboxes->arrived(p.blockedPeer, next)) return okStatus();
+  // The peer wrote everything it owed this lane before publishing: look again.
+  if (p.cur < p.steps.size()) {
+    const Step& s = p.steps[p.cur];
+    bool waitsForData = std::strcmp(p.blockedWhat, "data from") == 0;
+    if (waitsForData ? (s.recv && s.recv->ready()) : (s.send && s.send->ready()))
+      return okStatus();
+  }
+  return invalidUsage("rank " + std::to_string(p.blockedPeer) +
+                      " started a one-shot operation instead of this ring operation: "
+                      "the ranks called different operations or counts");
+}
+
 }  // namespace
+
+Status fatalWhileStalled(collComm* c, const Waiter& waiter) {
+  AbortState& a = *c->abort;
+  if (a.raised()) return a.status();
+  if (a.rootLost.load(std::memory_order_relaxed) && waiter.idleSeconds() > kRootLossGraceS)
+    return remoteError(a.rootLostReason());
+  return okStatus();
+}
+
+Status failLane(collComm* c, const char* lane, const OpDesc& od, int peer, Status st) {
+  if (!c->abort->raised()) {
+    st = rootCause(*c->abort, std::move(st));
+    c->abort->set(st.code(), st.message());
+  }
+  std::string where = "rank " + std::to_string(c->rank) + " " + lane + ", " + od.describe();
+  if (peer >= 0) where += ", waiting for data from rank " + std::to_string(peer);
+  return st.prefix(where + ": ");
+}
 
 Status runPrograms(std::vector<Program*>& programs, collComm** failedComm) {
   std::vector<Program*> live = programs;
@@ -162,13 +226,11 @@ Status runPrograms(std::vector<Program*>& programs, collComm** failedComm) {
     }
     // Nothing could move: check why before sleeping.
     for (Program* p : live) {
-      AbortState& a = *p->comm->abort;
-      bool fatal = a.raised() ||
-                   (a.rootLost.load(std::memory_order_relaxed) &&
-                    waiter.idleSeconds() > kRootLossGraceS);
-      if (fatal) {
+      Status st = fatalWhileStalled(p->comm, waiter);
+      if (st.ok()) st = mailboxIntrusion(*p);
+      if (!st.ok()) {
         if (failedComm) *failedComm = p->comm;
-        Status st = a.raised() ? a.status() : remoteError(a.rootLostReason());
+        if (!p->comm->abort->raised()) p->comm->abort->set(st.code(), st.message());
         return laneError(*p, st);
       }
     }

@@ -8,11 +8,20 @@
 
 #include "algorithms/plan.h"
 #include "core/status.h"
+#include "core/wait.h"
 
 namespace coll {
 
 // Runs every program to completion. On failure returns the first error, naming the
 // rank, operation and peer; `failedComm` (if not null) receives the comm it belongs to.
 Status runPrograms(std::vector<Program*>& programs, struct ::collComm** failedComm);
+
+// For lanes run outside runPrograms (one-shot operations):
+// the error that ends a wait on c: its abort state raised, or its bootstrap root lost for
+// longer than a grace period while stuck; ok otherwise.
+Status fatalWhileStalled(struct ::collComm* c, const Waiter& waiter);
+// Makes st c's fatal error (after giving the root a moment to name the rank that really
+// failed) and returns it prefixed with rank, lane, operation and the awaited peer.
+Status failLane(struct ::collComm* c, const char* lane, const OpDesc& od, int peer, Status st);
 
 }  // namespace coll

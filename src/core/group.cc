@@ -5,6 +5,7 @@
 #include <set>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/oneshot.h"
 #include "core/datatype.h"
 #include "core/executor.h"
 #include "core/log.h"
@@ -75,6 +76,12 @@ Status buildPrograms(CommLaunch& l) {
   for (size_t i = 0; i < l.ops.size(); ++i) {
     const OpDesc& od = l.ops[i];
     auto idx = static_cast<uint16_t>(i);
+    if (oneShotEligible(c, od)) {
+      // On channel 0, in call order with the ring operations: the ring one-shot shares
+      // channel 0's connectors.
+      l.channels[0].addOneShot(std::make_shared<OneShot>(c, od), idx);
+      continue;
+    }
     switch (od.kind) {
       case CollKind::kAllReduce: buildRingAllReduce(c, od, idx, l.channels); break;
       case CollKind::kReduceScatter: buildRingReduceScatter(c, od, idx, l.channels); break;
@@ -207,6 +214,15 @@ Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {
   if (tlsDepth > 0) {
     tlsQueue.push_back({comm, op});
     return okStatus();
+  }
+  if (oneShotEligible(comm, op)) {
+    if (comm->abort->raised()) {
+      *failedComm = comm;
+      return comm->abort->status().prefix("communicator is unusable after an earlier error: ");
+    }
+    Status st = runOneShot(comm, op);
+    if (!st.ok()) *failedComm = comm;
+    return st;
   }
   std::vector<Queued> one{{comm, op}};
   return launch(one, failedComm);

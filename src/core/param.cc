@@ -38,6 +38,12 @@ const std::vector<ParamInfo>& allParams() {
        "bytes of one connector FIFO (8 slots); the pipelining slice is BUFFSIZE/8"},
       {"CHUNK_MIN_BYTES", ParamType::kInt, "65536", "bytes",
        "an op uses one more channel per this many bytes, up to MAX_NCHANNELS"},
+      {"ONESHOT_BYTES", ParamType::kInt, "32768", "bytes",
+       "one-shot algorithms (every rank reads every peer's data from a shared-memory mailbox) "
+       "up to this many bytes per rank when all ranks share a host; 0 = off"},
+      {"NET_ONESHOT_BYTES", ParamType::kInt, "16384", "bytes",
+       "allreduce as one pass of every input around the ring, reduced locally, up to this "
+       "many bytes when ranks span hosts; 0 = off"},
       {"SPIN_US", ParamType::kInt, "50", "us", "busy-wait this long before yielding"},
       {"STALL_WARN_S", ParamType::kInt, "0", "s",
        "0 off; otherwise warn what a blocked op waits for after this long"},

@@ -37,10 +37,17 @@ void Waiter::idle(const WaitTarget& t) {
     spinStart_ = std::chrono::steady_clock::now();
     return;
   }
+  // Spin with one pause per call (a pause is up to ~60 cycles on recent x86; a burst of
+  // them would delay noticing the flag), reading the clock only every 64 calls.
+  if (inSpin_ && (idle_ & 63) != 0) {
+    cpuRelax();
+    return;
+  }
   auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(
                      std::chrono::steady_clock::now() - spinStart_).count();
-  if (elapsed < spinNs_) {
-    for (int i = 0; i < 16; ++i) cpuRelax();
+  inSpin_ = elapsed < spinNs_;
+  if (inSpin_) {
+    cpuRelax();
     return;
   }
   if (elapsed < 4 * spinNs_ + 200000) {
@@ -53,7 +60,7 @@ void Waiter::idle(const WaitTarget& t) {
     return;
   }
   if (t.word) {
-    timespec ts{0, 10 * 1000 * 1000};
+    timespec ts{0, static_cast<long>(t.maxSleepUs) * 1000};
     t.waiters->fetch_add(1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (t.word->load(std::memory_order_relaxed) == t.seen)

@@ -27,8 +27,9 @@ void futexWakeIfWaiting(std::atomic<uint32_t>* word, std::atomic<uint32_t>* wait
 class Waiter {
  public:
   Waiter();
+  explicit Waiter(int64_t spinNs) : spinNs_(spinNs) {}
   // Called when a pass made progress.
-  void reset() { idle_ = 0; spinStart_ = {}; }
+  void reset() { idle_ = 0; inSpin_ = true; spinStart_ = {}; }
   // Called when a pass made none: spins, yields, or sleeps on target (at most ~10 ms).
   void idle(const WaitTarget& target);
   // How long the caller has been idle without interruption.
@@ -36,6 +37,7 @@ class Waiter {
 
  private:
   uint64_t idle_ = 0;
+  bool inSpin_ = true;
   std::chrono::steady_clock::time_point spinStart_{};
   int64_t spinNs_;
 };

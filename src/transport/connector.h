@@ -42,6 +42,9 @@ struct WaitTarget {
   int fd = -1;
   short events = 0;
   bool shared = false;  // word lives in memory shared between processes
+  // Longest futex sleep. Shorter where the writer wakes without a full fence, so a
+  // wake lost to that race costs at most this much.
+  int maxSleepUs = 10000;
 };
 
 class SendConnector {

@@ -41,12 +41,6 @@ namespace {
 std::mutex gRegistryMu;
 std::map<uint64_t, std::shared_ptr<ShmRegion>> gRegistry;
 
-uint64_t randomId() {
-  static std::mutex mu;
-  static std::mt19937_64 rng{std::random_device{}()};
-  std::lock_guard<std::mutex> lock(mu);
-  return rng();
-}
 
 class ShmSend : public SendConnector {
  public:
@@ -143,6 +137,44 @@ class PendingRecv : public ShmPendingRecv {
 
 }  // namespace
 
+uint64_t shmRandomId() {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::lock_guard<std::mutex> lock(mu);
+  return rng();
+}
+
+Result<void*> shmCreateSegment(char* name, size_t nameLen, const char* what, size_t bytes) {
+  std::snprintf(name, nameLen, "/coll-%s-%d-%016llx", what, getpid(),
+                static_cast<unsigned long long>(shmRandomId()));
+  int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) return systemError(std::string("shm_open(") + name + ")", errno);
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    int err = errno;
+    close(fd);
+    shm_unlink(name);
+    return systemError(std::string("ftruncate(") + name + ", " + std::to_string(bytes) +
+                           ") — is /dev/shm large enough?", err);
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    int err = errno;
+    shm_unlink(name);
+    return systemError(std::string("mmap(") + name + ")", err);
+  }
+  return p;
+}
+
+Result<void*> shmMapSegment(const char* name, size_t bytes, const std::string& what) {
+  int fd = shm_open(name, O_RDWR, 0600);
+  if (fd < 0) return systemError(std::string("shm_open(") + name + ") of " + what, errno);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return systemError(std::string("mmap(") + name + ") of " + what, errno);
+  return p;
+}
+
 Result<std::unique_ptr<ShmPendingRecv>> shmSetupRecv(int peer, size_t slotBytes,
                                                      bool sameProcess) {
   ShmHandle h{};
@@ -154,27 +186,11 @@ Result<std::unique_ptr<ShmPendingRecv>> shmSetupRecv(int peer, size_t slotBytes,
     void* p = ::operator new(bytes, std::align_val_t(4096));
     new (p) FifoCtrl();
     region = std::make_shared<ShmRegion>(p, bytes, false);
-    h.localId = randomId();
+    h.localId = shmRandomId();
     std::lock_guard<std::mutex> lock(gRegistryMu);
     gRegistry[h.localId] = region;
   } else {
-    std::snprintf(h.name, sizeof(h.name), "/coll-%d-%016llx", getpid(),
-                  static_cast<unsigned long long>(randomId()));
-    int fd = shm_open(h.name, O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd < 0) return systemError(std::string("shm_open(") + h.name + ")", errno);
-    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-      int err = errno;
-      close(fd);
-      shm_unlink(h.name);
-      return systemError(std::string("ftruncate(") + h.name + ", " + std::to_string(bytes) +
-                             ") — is /dev/shm large enough?", err);
-    }
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) {
-      shm_unlink(h.name);
-      return systemError(std::string("mmap(") + h.name + ")", errno);
-    }
+    COLL_ASSIGN(void* p, shmCreateSegment(h.name, sizeof(h.name), "fifo", bytes));
     new (p) FifoCtrl();
     region = std::make_shared<ShmRegion>(p, bytes, true);
   }
@@ -194,13 +210,7 @@ Result<std::unique_ptr<SendConnector>> shmConnectSend(int peer, const ShmHandle&
     if (it == gRegistry.end()) return internalError("in-process FIFO vanished before connect");
     return std::unique_ptr<SendConnector>(new ShmSend(peer, it->second, h.slotBytes, false));
   }
-  int fd = shm_open(h.name, O_RDWR, 0600);
-  if (fd < 0)
-    return systemError(std::string("shm_open(") + h.name + ") of rank " +
-                           std::to_string(peer) + "'s FIFO", errno);
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) return systemError(std::string("mmap(") + h.name + ")", errno);
+  COLL_ASSIGN(void* p, shmMapSegment(h.name, bytes, "rank " + std::to_string(peer) + "'s FIFO"));
   auto region = std::make_shared<ShmRegion>(p, bytes, true);
   return std::unique_ptr<SendConnector>(new ShmSend(peer, std::move(region), h.slotBytes, true));
 }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "transport/connector.h"
 
@@ -32,6 +33,13 @@ class ShmPendingRecv {
   // After the sender acknowledged: unlinks the segment, yields the connector.
   virtual std::unique_ptr<RecvConnector> finish() = 0;
 };
+
+// Segment helpers shared with the mailboxes. shmCreateSegment writes an unguessable name
+// ("/coll-<what>-<pid>-<random>") into name, creates it with mode 0600 and maps it;
+// the caller unlinks it once every peer has mapped it.
+uint64_t shmRandomId();
+Result<void*> shmCreateSegment(char* name, size_t nameLen, const char* what, size_t bytes);
+Result<void*> shmMapSegment(const char* name, size_t bytes, const std::string& what);
 
 Result<std::unique_ptr<ShmPendingRecv>> shmSetupRecv(int peer, size_t slotBytes,
                                                      bool sameProcess);

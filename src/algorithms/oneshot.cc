@@ -1,0 +1,294 @@
+#include "algorithms/oneshot.h"
+
+#include <cstring>
+
+#include "algorithms/algorithms.h"
+#include "core/datatype.h"
+#include "core/executor.h"
+#include "core/wait.h"
+#include "transport/shm/mailbox.h"
+
+namespace coll {
+
+namespace {
+
+// dst[0, cnt) = src(o0) op src(o1) op ... op src(o_{n-1}) with o_j = last+1+j (mod n),
+// where src(r) points at rank r's elements; the op's post-step applies at the last
+// combine. The same chain the ring uses for the block ending at rank `last`.
+template <typename Src>
+void reduceChain(const ReduceKernels& k, char* dst, Src src, size_t cnt, int n, int last) {
+  auto at = [&](int j) { return src((last + 1 + j) % n); };
+  if (n == 2) {
+    k.final(dst, at(0), at(1), cnt, n);
+    return;
+  }
+  k.reduce(dst, at(0), at(1), cnt);
+  for (int j = 2; j < n - 1; ++j) k.reduce(dst, dst, at(j), cnt);
+  k.final(dst, dst, at(n - 1), cnt, n);
+}
+
+MailSignature signatureOf(const OpDesc& od) {
+  MailSignature s;
+  s.kind = static_cast<uint32_t>(od.kind) + 1;
+  s.dtype = static_cast<uint32_t>(od.dtype);
+  bool reduces = od.kind == CollKind::kAllReduce || od.kind == CollKind::kReduce ||
+                 od.kind == CollKind::kReduceScatter;
+  s.op = reduces ? static_cast<uint32_t>(od.op) : 0;
+  s.root = (od.kind == CollKind::kBroadcast || od.kind == CollKind::kReduce) ? od.root : -1;
+  s.count = od.count;
+  return s;
+}
+
+std::string signatureString(const MailSignature& s) {
+  OpDesc od{};
+  od.kind = static_cast<CollKind>(s.kind - 1);
+  od.count = s.count;
+  od.dtype = static_cast<collDataType_t>(s.dtype);
+  od.op = static_cast<collRedOp_t>(s.op);
+  od.root = s.root;
+  std::string d = collKindName(od.kind);
+  d += " (count " + std::to_string(s.count) + ", " + dataTypeName(od.dtype);
+  if (s.kind - 1 == static_cast<uint32_t>(CollKind::kAllReduce) ||
+      s.kind - 1 == static_cast<uint32_t>(CollKind::kReduce) ||
+      s.kind - 1 == static_cast<uint32_t>(CollKind::kReduceScatter))
+    d += std::string(", ") + redOpName(od.op);
+  if (s.root >= 0) d += ", root " + std::to_string(s.root);
+  return d + ")";
+}
+
+// Bytes this rank publishes into its mailbox for od.
+size_t mailBytes(const collComm* c, const OpDesc& od, size_t es) {
+  switch (od.kind) {
+    case CollKind::kReduceScatter: return od.count * es * static_cast<size_t>(c->nranks);
+    case CollKind::kBroadcast: return c->rank == od.root ? od.count * es : 0;
+    default: return od.count * es;
+  }
+}
+
+}  // namespace
+
+bool oneShotEligible(const collComm* c, const OpDesc& od) {
+  if (c->nranks < 2 || od.count == 0) return false;
+  const size_t bytes = od.count * dataTypeSize(od.dtype);
+  if (c->mailboxes) {
+    switch (od.kind) {
+      case CollKind::kAllReduce:
+      case CollKind::kReduce:
+      case CollKind::kBroadcast:
+      case CollKind::kAllGather:
+        return bytes <= c->mailboxes->capacity();
+      case CollKind::kReduceScatter:
+        return bytes <= c->mailboxes->capacity() / static_cast<size_t>(c->nranks);
+      default:
+        return false;
+    }
+  }
+  return od.kind == CollKind::kAllReduce && bytes <= c->netOneShotBytes &&
+         bytes <= c->slotBytes && !c->channels.empty() && c->channels[0].send;
+}
+
+OneShot::OneShot(collComm* c, const OpDesc& od) : c_(c), od_(od), es_(dataTypeSize(od.dtype)) {
+  if (c_->mailboxes) {
+    s_ = ++c_->mailSeq;
+    if (s_ == 0) s_ = ++c_->mailSeq;  // 0 means "never published"
+  }
+}
+
+Status OneShot::start() {
+  const size_t bytes = od_.count * es_;
+  if (c_->mailboxes) {
+    size_t pub = mailBytes(c_, od_, es_);
+    if (pub) std::memcpy(c_->mailboxes->mine(s_), od_.sendbuff, pub);
+    c_->mailboxes->publish(s_, signatureOf(od_));
+    return okStatus();
+  }
+  // Ring: stage our own input (in-place callers overwrite it while reducing).
+  const size_t need = bytes * static_cast<size_t>(c_->nranks);
+  if (c_->staging.size() < need) c_->staging.resize(need);
+  std::memcpy(c_->staging.data() + static_cast<size_t>(c_->rank) * bytes, od_.sendbuff, bytes);
+  return okStatus();
+}
+
+Status OneShot::poll(bool* done, WaitTarget* wait) {
+  return c_->mailboxes ? pollMailbox(done, wait) : pollRing(done, wait);
+}
+
+Status OneShot::pollMailbox(bool* done, WaitTarget* wait) {
+  Mailboxes& mb = *c_->mailboxes;
+  const int n = c_->nranks;
+  while (arrived_ < n - 1) {
+    int peer = arrived_ < c_->rank ? arrived_ : arrived_ + 1;
+    if (!mb.arrived(peer, s_)) {
+      blockedPeer_ = peer;
+      *wait = mb.waitTarget(peer, s_);
+      if (wait->seen == s_) continue;  // arrived just now
+      // Ring data while a peer's flag is missing: see allArrivedNow().
+      if (!c_->channels.empty() && c_->channels[0].recv &&
+          c_->channels[0].recv->ready() && !allArrivedNow())
+        return invalidUsage("rank " + std::to_string(c_->channels[0].recv->peer()) +
+                            " started a ring operation while this rank runs " +
+                            od_.describe() +
+                            " as a one-shot: the ranks called different operations or counts");
+      return okStatus();
+    }
+    const MailSignature& theirs = mb.signature(peer, s_);
+    MailSignature mine = signatureOf(od_);
+    if (!(theirs == mine))
+      return invalidUsage("rank " + std::to_string(peer) + " called " + signatureString(theirs) +
+                          " where this rank called " + signatureString(mine) +
+                          ": the ranks called different operations or counts");
+    ++arrived_;
+  }
+  blockedPeer_ = -1;
+  finishMailbox();
+  *done = true;
+  return okStatus();
+}
+
+// Ring data from a peer that is legitimately ahead (it finished this operation and
+// started a ring one) was written after that peer saw every flag of this operation, so
+// then every flag is visible here too. Otherwise the ranks disagree.
+bool OneShot::allArrivedNow() const {
+  for (int r = 0; r < c_->nranks; ++r)
+    if (r != c_->rank && !c_->mailboxes->arrived(r, s_)) return false;
+  return true;
+}
+
+void OneShot::finishMailbox() {
+  Mailboxes& mb = *c_->mailboxes;
+  const int n = c_->nranks, me = c_->rank;
+  const size_t bytes = od_.count * es_;
+  char* out = static_cast<char*>(od_.recvbuff);
+  switch (od_.kind) {
+    case CollKind::kAllReduce: {
+      const ReduceKernels& k = hostReduceKernels(od_.dtype, od_.op);
+      for (int b = 0; b < n; ++b) {
+        size_t begin = partBegin(od_.count, n, b), end = partBegin(od_.count, n, b + 1);
+        if (end == begin) continue;
+        size_t off = begin * es_;
+        reduceChain(k, out + off, [&](int r) { return mb.data(r, s_) + off; }, end - begin, n, b);
+      }
+      break;
+    }
+    case CollKind::kReduce:
+      if (me == od_.root)
+        reduceChain(hostReduceKernels(od_.dtype, od_.op), out,
+                    [&](int r) { return mb.data(r, s_); }, od_.count, n, od_.root);
+      break;
+    case CollKind::kReduceScatter: {
+      size_t off = static_cast<size_t>(me) * bytes;
+      reduceChain(hostReduceKernels(od_.dtype, od_.op), out,
+                  [&](int r) { return mb.data(r, s_) + off; }, od_.count, n, me);
+      break;
+    }
+    case CollKind::kBroadcast:
+      if (me != od_.root) std::memcpy(out, mb.data(od_.root, s_), bytes);
+      else if (out != od_.sendbuff) std::memcpy(out, od_.sendbuff, bytes);
+      break;
+    case CollKind::kAllGather:
+      for (int r = 0; r < n; ++r) {
+        char* dst = out + static_cast<size_t>(r) * bytes;
+        const char* src = r == me ? static_cast<const char*>(od_.sendbuff) : mb.data(r, s_);
+        if (dst != src) std::memcpy(dst, src, bytes);
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+Status OneShot::pollRing(bool* done, WaitTarget* wait) {
+  SendConnector& send = *c_->channels[0].send;
+  RecvConnector& recv = *c_->channels[0].recv;
+  const int n = c_->nranks, me = c_->rank;
+  const size_t bytes = od_.count * es_;
+  char* staging = c_->staging.data();
+  COLL_CHECK(recv.progress());
+  COLL_CHECK(send.progress());
+  if (sent_ == 0) {
+    if (!send.ready()) {
+      blockedPeer_ = send.peer();
+      *wait = send.waitTarget();
+      return okStatus();
+    }
+    std::memcpy(send.slot(), staging + static_cast<size_t>(me) * bytes, bytes);
+    send.post(bytes);
+    COLL_CHECK(send.progress());
+    sent_ = 1;
+  }
+  while (received_ < n - 1) {
+    if (!recv.ready()) {
+      COLL_CHECK(recv.progress());
+      if (!recv.ready()) {
+        blockedPeer_ = recv.peer();
+        *wait = recv.waitTarget();
+        return okStatus();
+      }
+    }
+    const int j = received_ + 1;          // the j-th block in comes from rank me - j
+    const bool forward = j <= n - 2;
+    if (recv.size() != bytes)
+      return invalidUsage("rank " + std::to_string(recv.peer()) + " sent " +
+                          std::to_string(recv.size()) + " bytes where " + std::to_string(bytes) +
+                          " were expected: the ranks called different operations or counts");
+    if (forward && !send.ready()) {
+      blockedPeer_ = send.peer();
+      *wait = send.waitTarget();
+      return okStatus();
+    }
+    const int origin = (me - j + n) % n;
+    std::memcpy(staging + static_cast<size_t>(origin) * bytes, recv.slot(), bytes);
+    if (forward) {
+      std::memcpy(send.slot(), recv.slot(), bytes);
+      send.post(bytes);
+      COLL_CHECK(send.progress());
+      ++sent_;
+    }
+    recv.release();
+    ++received_;
+  }
+  COLL_CHECK(send.progress());
+  if (!send.flushed()) {
+    blockedPeer_ = send.peer();
+    *wait = send.waitTarget();
+    return okStatus();
+  }
+  blockedPeer_ = -1;
+  finishRing();
+  *done = true;
+  return okStatus();
+}
+
+void OneShot::finishRing() {
+  const int n = c_->nranks;
+  const size_t bytes = od_.count * es_;
+  const ReduceKernels& k = hostReduceKernels(od_.dtype, od_.op);
+  const char* staging = c_->staging.data();
+  char* out = static_cast<char*>(od_.recvbuff);
+  for (int b = 0; b < n; ++b) {
+    size_t begin = partBegin(od_.count, n, b), end = partBegin(od_.count, n, b + 1);
+    if (end == begin) continue;
+    size_t off = begin * es_;
+    reduceChain(k, out + off,
+                [&](int r) { return staging + static_cast<size_t>(r) * bytes + off; },
+                end - begin, n, b);
+  }
+}
+
+Status runOneShot(collComm* c, const OpDesc& od) {
+  OneShot os(c, od);
+  COLL_CHECK(os.start());
+  Waiter waiter(c->spinNs);
+  for (;;) {
+    bool done = false;
+    WaitTarget wait;
+    Status st = os.poll(&done, &wait);
+    if (!st.ok()) return failLane(c, "one-shot", od, os.blockedPeer(), std::move(st));
+    if (done) return okStatus();
+    Status fatal = fatalWhileStalled(c, waiter);
+    if (!fatal.ok()) return failLane(c, "one-shot", od, os.blockedPeer(), std::move(fatal));
+    waiter.idle(wait);
+  }
+}
+
+}  // namespace coll

@@ -1,0 +1,65 @@
+// One-shot algorithms for small operations.
+//
+// For small messages a ring's latency (2(n-1) dependent hops for allreduce) and the cost
+// of building programs dominate. A one-shot operation has every rank hand its whole
+// contribution to every peer at once and then compute its result locally:
+//   - mailbox (every rank on one host, shared memory): each rank writes into its own
+//     mailbox slot and reads its peers' slots directly (transport/shm/mailbox.h). Serves
+//     allreduce, reduce, broadcast, allgather and reduce-scatter.
+//   - ring connectors (a communicator spanning hosts): allreduce only; each rank's input
+//     travels once around the ring (an allgather of inputs, n-1 hops in one message
+//     each) and every rank reduces locally. For 2 ranks that is one exchange.
+// Results are bit-identical to the ring algorithms: block k of an allreduce (and the
+// reduce-scatter block of rank k, and a reduce to root k) is combined in the same chain
+// order k+1, k+2, ..., k, so the choice of algorithm never changes a result.
+//
+// An operation is started (contribution published, never blocks) and then polled until
+// complete, so the executor can run one-shots of several communicators from one thread.
+// Inside a group a one-shot is a step of channel 0's program, in call order with the
+// ring operations (whose order every rank shares).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "algorithms/plan.h"
+#include "core/comm.h"
+
+namespace coll {
+
+// Whether od runs as a one-shot operation on c (depends only on values every rank
+// shares, so all ranks choose alike).
+bool oneShotEligible(const collComm* c, const OpDesc& od);
+
+class OneShot {
+ public:
+  OneShot(collComm* c, const OpDesc& od);
+  // Publishes this rank's contribution; call once.
+  Status start();
+  // Moves what can move; *done once the result is in place. When not done, *wait says
+  // what to sleep on.
+  Status poll(bool* done, WaitTarget* wait);
+  const OpDesc& op() const { return od_; }
+  int blockedPeer() const { return blockedPeer_; }
+
+ private:
+  Status pollMailbox(bool* done, WaitTarget* wait);
+  Status pollRing(bool* done, WaitTarget* wait);
+  bool allArrivedNow() const;
+  void finishMailbox();
+  void finishRing();
+
+  collComm* c_;
+  OpDesc od_;
+  size_t es_;
+  uint32_t s_ = 0;       // mailbox operation number
+  int arrived_ = 0;      // mailbox: peers seen, in rank order skipping ourselves
+  int sent_ = 0;         // ring: blocks sent (own + forwarded)
+  int received_ = 0;     // ring: blocks received
+  int blockedPeer_ = -1;
+};
+
+// Runs od as a one-shot operation from start to finish on the calling thread.
+Status runOneShot(collComm* c, const OpDesc& od);
+
+}  // namespace coll

@@ -1,0 +1,79 @@
+// Mailboxes: the shared-memory home of the one-shot (small message) algorithms.
+//
+// When every rank of a communicator lives on one host, each rank owns a small shared
+// segment that every peer maps. The segment holds two slots used alternately by
+// consecutive one-shot operations. A slot starts with a header (the flag, the operation's
+// signature) and the data follows in the same cache line, so a reader that sees the flag
+// has most of a small message in hand already: one cache-line transfer instead of a
+// counter round trip and a separate data line (NCCL's LL protocol has the same aim).
+//
+// Protocol for operation number s (counted per communicator, 1, 2, ...):
+//   - every rank writes its contribution (possibly none) into its slot s % 2 and then
+//     publishes s in that slot's flag;
+//   - every rank waits until every peer's slot s % 2 shows s, reads what it needs, and
+//     returns.
+// A rank overwrites slot s % 2 at operation s + 2 only after it has seen every peer's
+// flag of operation s + 1, which each peer published after it finished operation s: so
+// nobody is still reading. No acknowledgements are needed.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "transport/connector.h"
+
+namespace coll {
+
+// What an operation looks like, so ranks that called different things notice it.
+struct MailSignature {
+  uint32_t kind = 0, dtype = 0, op = 0;
+  int32_t root = 0;
+  uint64_t count = 0;
+  bool operator==(const MailSignature&) const = default;
+};
+
+struct MailSlotHeader {
+  std::atomic<uint32_t> flag;  // number of the operation whose data is in the slot
+  std::atomic<uint32_t> waiters;
+  MailSignature sig;
+};
+static_assert(sizeof(MailSlotHeader) <= 32, "the header must leave half its cache line to data");
+
+class Mailboxes {
+ public:
+  // Collective over the bootstrap: every rank creates and maps. Returns nullptr (and
+  // logs why) on every rank if any rank could not set up, so the ranks always agree.
+  static Result<std::unique_ptr<Mailboxes>> create(Bootstrap* bs, size_t capacity, uint64_t tag);
+  ~Mailboxes();
+
+  size_t capacity() const { return capacity_; }
+  // Own slot for operation s: write data here, then publish.
+  char* mine(uint32_t s) { return data(rank_, s); }
+  void publish(uint32_t s, const MailSignature& sig);
+  bool arrived(int rank, uint32_t s) const {
+    return header(rank, s)->flag.load(std::memory_order_acquire) == s;
+  }
+  const MailSignature& signature(int rank, uint32_t s) const { return header(rank, s)->sig; }
+  char* data(int rank, uint32_t s) const {
+    return reinterpret_cast<char*>(header(rank, s)) + kDataOffset;
+  }
+  WaitTarget waitTarget(int rank, uint32_t s) const;
+
+ private:
+  static constexpr size_t kDataOffset = 32;
+  Mailboxes() = default;
+  MailSlotHeader* header(int rank, uint32_t s) const {
+    return reinterpret_cast<MailSlotHeader*>(bases_[rank] + (s & 1) * stride_);
+  }
+
+  int rank_ = 0;
+  size_t capacity_ = 0;
+  size_t stride_ = 0;
+  size_t segBytes_ = 0;
+  std::vector<char*> bases_;  // every rank's segment, mapped here
+};
+
+}  // namespace coll
