@@ -123,7 +123,9 @@ int main(int argc, char** argv) {
   app.add_option("--bind", bind, "bind ranks to: core, numa or none")->check(CLI::IsMember({"core", "numa", "none"}))->capture_default_str();
   app.add_option("--nodes", nodes, "simulated hosts (ranks split in contiguous blocks)")->check(CLI::Range(1, 4096))->capture_default_str();
   app.add_option("--timeout", timeout, "seconds before every rank is stopped (0: none)")->capture_default_str();
-  app.add_option("-x", exports, "export VAR (from this environment) or VAR=VAL to the ranks");
+  // One value per -x (repeatable), so "-x A=1 -- prog -n 5" leaves prog's options alone.
+  app.add_option("-x", exports, "export VAR (from this environment) or VAR=VAL to the ranks")
+      ->allow_extra_args(false);
   app.add_flag("--tag-output", tag, "prefix every output line with [rank]");
   app.add_option("command", command, "program and its arguments (after --)")->required();
   app.allow_extras(false);
@@ -177,7 +179,9 @@ int main(int argc, char** argv) {
         size_t eq = x.find('=');
         if (eq != std::string::npos) setenv(x.substr(0, eq).c_str(), x.substr(eq + 1).c_str(), 1);
       }
-      bindRank(bind, local);
+      // Simulated hosts share this machine's cores: place by launch-wide rank (by the
+      // local rank, every host's rank 0 would share core 0).
+      bindRank(bind, r);
       std::vector<char*> args;
       for (auto& a : command) args.push_back(const_cast<char*>(a.c_str()));
       args.push_back(nullptr);

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -183,24 +184,61 @@ class SockConn {
     return error_;
   }
 
-  // Moves bytes on socket i until it would block. Requires mu_.
+  // Moves bytes on socket i until it would block. Requires mu_. Sends gather every
+  // queued task (a message's header and its data, several small messages) into one
+  // sendmsg, so a small message is one syscall and one TCP segment, not two.
   Status pump(size_t i, bool* progressed) {
     auto& q = queues_[i];
     int fd = socks_[i].fd();
     while (!q.empty()) {
-      SockTask& t = q.front();
-      ssize_t n = send_ ? ::send(fd, t.ptr + t.off, t.len - t.off, MSG_NOSIGNAL | MSG_DONTWAIT)
-                        : ::recv(fd, t.ptr + t.off, t.len - t.off, MSG_DONTWAIT);
+      ssize_t n;
+      if (send_) {
+        constexpr int kMaxIov = 16;
+        iovec iov[kMaxIov];
+        int k = 0;
+        for (auto it = q.begin(); it != q.end() && k < kMaxIov; ++it, ++k)
+          iov[k] = {it->ptr + it->off, it->len - it->off};
+        msghdr m{};
+        m.msg_iov = iov;
+        m.msg_iovlen = static_cast<size_t>(k);
+        n = ::sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+      } else if (i == 0) {
+        // Socket 0 carries the headers: read through a bounce buffer, so a small
+        // message's header and data (and whatever follows) come in one recv.
+        SockTask& t = q.front();
+        if (bounceHead_ < bounceTail_) {
+          size_t take = std::min(bounceTail_ - bounceHead_, t.len - t.off);
+          std::memcpy(t.ptr + t.off, bounce_.data() + bounceHead_, take);
+          bounceHead_ += take;
+          t.off += take;
+          *progressed = true;
+          if (t.off == t.len) complete(q);
+          continue;
+        }
+        if (t.len - t.off >= bounce_.size()) {
+          n = ::recv(fd, t.ptr + t.off, t.len - t.off, MSG_DONTWAIT);
+        } else {
+          n = ::recv(fd, bounce_.data(), bounce_.size(), MSG_DONTWAIT);
+          if (n > 0) {
+            bounceHead_ = 0;
+            bounceTail_ = static_cast<size_t>(n);
+            *progressed = true;
+            continue;
+          }
+        }
+      } else {
+        SockTask& t = q.front();
+        n = ::recv(fd, t.ptr + t.off, t.len - t.off, MSG_DONTWAIT);
+      }
       if (n > 0) {
         *progressed = true;
-        t.off += static_cast<size_t>(n);
-        if (t.off == t.len) {
-          t.req->pending.fetch_sub(1, std::memory_order_release);
-          q.pop_front();
-          if (hasHelpers()) {
-            completions_.fetch_add(1, std::memory_order_release);
-            futexWakeIfWaiting(&completions_, &waiters_, false);
-          }
+        size_t left = static_cast<size_t>(n);
+        while (left > 0) {
+          SockTask& t = q.front();
+          size_t take = std::min(left, t.len - t.off);
+          t.off += take;
+          left -= take;
+          if (t.off == t.len) complete(q);
         }
         continue;
       }
@@ -210,6 +248,15 @@ class SockConn {
       return systemError(std::string(send_ ? "send to " : "recv from ") + peerName_, errno);
     }
     return okStatus();
+  }
+
+  void complete(std::deque<SockTask>& q) {
+    q.front().req->pending.fetch_sub(1, std::memory_order_release);
+    q.pop_front();
+    if (hasHelpers()) {
+      completions_.fetch_add(1, std::memory_order_release);
+      futexWakeIfWaiting(&completions_, &waiters_, false);
+    }
   }
 
   void helperLoop(int h, int nhelpers) {
@@ -247,6 +294,8 @@ class SockConn {
 
   std::vector<Socket> socks_;
   std::vector<std::deque<SockTask>> queues_;
+  std::vector<char> bounce_ = std::vector<char>(16384);  // receive side, socket 0
+  size_t bounceHead_ = 0, bounceTail_ = 0;                // unread bytes in bounce_
   bool send_ = false;
   std::string peerName_;
   std::mutex mu_;
