@@ -220,6 +220,9 @@ void sweep(int nranks, bool net) {
   // alternate within one run.
   ScopedEnv oneShot("COLL_ONESHOT_BYTES", "2048");
   ScopedEnv netOneShot("COLL_NET_ONESHOT_BYTES", "1024");
+  // Above the mailbox: direct reads of the peers' buffers for even rank counts, the
+  // shared-memory FIFOs (ring and chain) for odd ones.
+  ScopedEnv direct("COLL_DIRECT", nranks % 2 == 0 ? "1" : "0");
   const auto cases = sweepCases(nranks);
   auto errors = testing::runRanks(nranks, [&](int rank, collComm_t comm) -> std::string {
     for (const Case& c : cases) {

@@ -29,7 +29,8 @@ namespace {
     }                                                                              \
   } while (0)
 
-// Allreduce, broadcast, allgather and a ring shift with checks; 0 when all correct.
+// Allreduce, broadcast, reduce-scatter, reduce and allgather with checks; 0 when all
+// correct.
 int basicOps(int rank, std::string& report) {
   collComm_t comm = nullptr;
   collUniqueId id;
@@ -49,6 +50,20 @@ int basicOps(int rank, std::string& report) {
     for (size_t i = 0; i < count; ++i)
       if (out[i] != static_cast<int32_t>((n - 1) * 1000 + i % 97)) {
         report += "broadcast wrong at " + std::to_string(i);
+        return 1;
+      }
+    std::vector<int32_t> big(count * n), part(count);
+    for (size_t i = 0; i < count * n; ++i) big[i] = static_cast<int32_t>(rank + i % 89);
+    PCHECK(collReduceScatter(big.data(), part.data(), count, collInt32, collSum, comm, nullptr));
+    for (size_t i = 0; i < count; ++i)
+      if (part[i] != static_cast<int32_t>(n * (n - 1) / 2 + n * ((rank * count + i) % 89))) {
+        report += "reduce-scatter wrong at " + std::to_string(i);
+        return 1;
+      }
+    PCHECK(collReduce(in.data(), out.data(), count, collInt32, collMax, 0, comm, nullptr));
+    for (size_t i = 0; rank == 0 && i < count; ++i)
+      if (out[i] != static_cast<int32_t>((n - 1) * 1000 + i % 97)) {
+        report += "reduce wrong at " + std::to_string(i);
         return 1;
       }
     std::vector<int32_t> all(count * n);
@@ -74,11 +89,14 @@ std::string describe(const std::vector<testing::ProcResult>& res) {
 }  // namespace
 
 TEST_CASE("processes form a communicator through COLL_COMM_ID", "[multiprocess]") {
-  for (const char* shmDisable : {"0", "1"}) {
+  // Shared memory (FIFOs above the mailbox size), shared memory with direct reads of the
+  // peers' buffers (process_vm_readv), and TCP.
+  const std::pair<const char*, const char*> modes[] = {{"0", "1"}, {"0", "2"}, {"1", "1"}};
+  for (auto [shmDisable, direct] : modes) {
     ProcOptions o;
-    o.env = {{"TEST_NRANKS", "4"}, {"COLL_SHM_DISABLE", shmDisable}};
+    o.env = {{"TEST_NRANKS", "4"}, {"COLL_SHM_DISABLE", shmDisable}, {"COLL_DIRECT", direct}};
     auto res = runProcs(4, basicOps, o);
-    INFO("COLL_SHM_DISABLE=" << shmDisable << "\n" << describe(res));
+    INFO("COLL_SHM_DISABLE=" << shmDisable << " COLL_DIRECT=" << direct << "\n" << describe(res));
     for (auto& r : res) REQUIRE(r.exitCode == 0);
   }
 }

@@ -1,5 +1,8 @@
 #include "algorithms/oneshot.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstring>
 
 #include "algorithms/algorithms.h"
@@ -67,39 +70,59 @@ size_t mailBytes(const collComm* c, const OpDesc& od, size_t es) {
 
 }  // namespace
 
+namespace {
+
+bool directKind(CollKind k) {
+  return k == CollKind::kAllReduce || k == CollKind::kReduce || k == CollKind::kBroadcast ||
+         k == CollKind::kAllGather || k == CollKind::kReduceScatter;
+}
+
+// Bytes of reduction work per chunk of the direct algorithms (peers' data is staged in
+// pieces this big, so it stays in cache while being reduced).
+constexpr size_t kDirectChunk = 128 * 1024;
+
+}  // namespace
+
 bool oneShotEligible(const collComm* c, const OpDesc& od) {
   if (c->nranks < 2 || od.count == 0) return false;
   const size_t bytes = od.count * dataTypeSize(od.dtype);
   if (c->mailboxes) {
-    switch (od.kind) {
-      case CollKind::kAllReduce:
-      case CollKind::kReduce:
-      case CollKind::kBroadcast:
-      case CollKind::kAllGather:
-        return bytes <= c->mailboxes->capacity();
-      case CollKind::kReduceScatter:
-        return bytes <= c->mailboxes->capacity() / static_cast<size_t>(c->nranks);
-      default:
-        return false;
-    }
+    if (!directKind(od.kind)) return false;
+    size_t cap = c->mailboxes->capacity();
+    if (od.kind == CollKind::kReduceScatter) cap /= static_cast<size_t>(c->nranks);
+    return bytes <= cap || c->directOn;
   }
   return od.kind == CollKind::kAllReduce && bytes <= c->netOneShotBytes &&
          bytes <= c->slotBytes && !c->channels.empty() && c->channels[0].send;
 }
 
 OneShot::OneShot(collComm* c, const OpDesc& od) : c_(c), od_(od), es_(dataTypeSize(od.dtype)) {
-  if (c_->mailboxes) {
-    s_ = ++c_->mailSeq;
-    if (s_ == 0) s_ = ++c_->mailSeq;  // 0 means "never published"
+  if (!c_->mailboxes) return;  // ring
+  size_t cap = c_->mailboxes->capacity();
+  if (od.kind == CollKind::kReduceScatter) cap /= static_cast<size_t>(c_->nranks);
+  if (od.count * es_ <= cap) {
+    mode_ = Mode::kMailbox;
+    rounds_ = 1;
+  } else {
+    mode_ = Mode::kDirect;
+    rounds_ = od.kind == CollKind::kAllReduce ? 3 : 2;
   }
+  for (int r = 0; r < rounds_; ++r) seqs_[r] = c_->mailSeq = nextMailSeq(c_->mailSeq);
 }
 
 Status OneShot::start() {
   const size_t bytes = od_.count * es_;
-  if (c_->mailboxes) {
+  if (mode_ == Mode::kMailbox) {
     size_t pub = mailBytes(c_, od_, es_);
-    if (pub) std::memcpy(c_->mailboxes->mine(s_), od_.sendbuff, pub);
-    c_->mailboxes->publish(s_, signatureOf(od_));
+    if (pub) std::memcpy(c_->mailboxes->mine(seqs_[0]), od_.sendbuff, pub);
+    c_->mailboxes->publish(seqs_[0], signatureOf(od_));
+    return okStatus();
+  }
+  if (mode_ == Mode::kDirect) {
+    ptrs_.resize(static_cast<size_t>(c_->nranks));
+    Ptrs mine{reinterpret_cast<uintptr_t>(od_.sendbuff), reinterpret_cast<uintptr_t>(od_.recvbuff)};
+    std::memcpy(c_->mailboxes->mine(seqs_[0]), &mine, sizeof(mine));
+    c_->mailboxes->publish(seqs_[0], signatureOf(od_));
     return okStatus();
   }
   // Ring: stage our own input (in-place callers overwrite it while reducing).
@@ -110,18 +133,20 @@ Status OneShot::start() {
 }
 
 Status OneShot::poll(bool* done, WaitTarget* wait) {
-  return c_->mailboxes ? pollMailbox(done, wait) : pollRing(done, wait);
+  return mode_ == Mode::kRing ? pollRing(done, wait) : pollRounds(done, wait);
 }
 
-Status OneShot::pollMailbox(bool* done, WaitTarget* wait) {
+Status OneShot::pollRounds(bool* done, WaitTarget* wait) {
   Mailboxes& mb = *c_->mailboxes;
   const int n = c_->nranks;
+  for (;;) {
+  const uint32_t s = seqs_[round_];
   while (arrived_ < n - 1) {
     int peer = arrived_ < c_->rank ? arrived_ : arrived_ + 1;
-    if (!mb.arrived(peer, s_)) {
+    if (!mb.arrived(peer, s)) {
       blockedPeer_ = peer;
-      *wait = mb.waitTarget(peer, s_);
-      if (wait->seen == s_) continue;  // arrived just now
+      *wait = mb.waitTarget(peer, s);
+      if (wait->seen == s) continue;  // arrived just now
       // Ring data while a peer's flag is missing: see allArrivedNow().
       if (!c_->channels.empty() && c_->channels[0].recv &&
           c_->channels[0].recv->ready() && !allArrivedNow())
@@ -131,18 +156,135 @@ Status OneShot::pollMailbox(bool* done, WaitTarget* wait) {
                             " as a one-shot: the ranks called different operations or counts");
       return okStatus();
     }
-    const MailSignature& theirs = mb.signature(peer, s_);
+    const MailSignature& theirs = mb.signature(peer, s);
     MailSignature mine = signatureOf(od_);
     if (!(theirs == mine))
       return invalidUsage("rank " + std::to_string(peer) + " called " + signatureString(theirs) +
                           " where this rank called " + signatureString(mine) +
                           ": the ranks called different operations or counts");
+    if (mode_ == Mode::kDirect && round_ == 0)
+      std::memcpy(&ptrs_[static_cast<size_t>(peer)], mb.data(peer, s), sizeof(Ptrs));
     ++arrived_;
   }
+  arrived_ = 0;
   blockedPeer_ = -1;
-  finishMailbox();
-  *done = true;
+  if (mode_ == Mode::kMailbox) {
+    finishMailbox();
+    *done = true;
+    return okStatus();
+  }
+  COLL_CHECK(directPhase(round_));
+  if (++round_ == rounds_) {
+    *done = true;
+    return okStatus();
+  }
+  mb.publish(seqs_[round_], signatureOf(od_));
+  }
+}
+
+template <typename Base>
+Status OneShot::reduceDirect(char* dst, Base base, size_t cnt, int last) {
+  const Mailboxes& mb = *c_->mailboxes;
+  const int n = c_->nranks, me = c_->rank;
+  const pid_t self = getpid();
+  const ReduceKernels& k = hostReduceKernels(od_.dtype, od_.op);
+  const size_t chunk = std::max<size_t>(1, kDirectChunk / es_);
+  if (c_->staging.size() < 3 * kDirectChunk + 64) c_->staging.resize(3 * kDirectChunk + 64);
+  char* tmp = c_->staging.data();
+  for (size_t off = 0; off < cnt; off += chunk) {
+    const size_t len = std::min(chunk, cnt - off), bytes = len * es_;
+    char* d = dst + off * es_;
+    // Rank r's elements of this chunk: in place when r's memory is ours (this rank or a
+    // thread of this process), else read into a staging slot. Our own input may be the
+    // destination (in place): keep a copy, since the chain overwrites d before using it.
+    const char* own = base(me) + off * es_;
+    if (own == d && n > 2) {
+      std::memcpy(tmp + 2 * kDirectChunk, own, bytes);
+      own = tmp + 2 * kDirectChunk;
+    }
+    auto get = [&](int r, int slot, const char** p) -> Status {
+      if (r == me) { *p = own; return okStatus(); }
+      const char* remote = base(r) + off * es_;
+      if (mb.pid(r) == self) { *p = remote; return okStatus(); }
+      COLL_CHECK(mb.readPeer(r, tmp + slot * kDirectChunk, remote, bytes));
+      *p = tmp + slot * kDirectChunk;
+      return okStatus();
+    };
+    auto at = [&](int j) { return (last + 1 + j) % n; };
+    const char *a = nullptr, *b = nullptr;
+    COLL_CHECK(get(at(0), 0, &a));
+    COLL_CHECK(get(at(1), 1, &b));
+    if (n == 2) {
+      k.final(d, a, b, len, n);
+      continue;
+    }
+    k.reduce(d, a, b, len);
+    for (int j = 2; j < n; ++j) {
+      COLL_CHECK(get(at(j), j % 2, &b));
+      if (j < n - 1) k.reduce(d, d, b, len);
+      else k.final(d, d, b, len, n);
+    }
+  }
   return okStatus();
+}
+
+Status OneShot::directPhase(int round) {
+  const Mailboxes& mb = *c_->mailboxes;
+  const int n = c_->nranks, me = c_->rank;
+  const size_t bytes = od_.count * es_;
+  char* out = static_cast<char*>(od_.recvbuff);
+  const char* in = static_cast<const char*>(od_.sendbuff);
+  auto sendOf = [&](int r) {
+    return r == me ? in : reinterpret_cast<const char*>(ptrs_[static_cast<size_t>(r)].send);
+  };
+  auto copyIn = [&](int r, char* dst, const char* remote, size_t len) -> Status {
+    if (r == me || mb.pid(r) == getpid()) {
+      if (dst != remote) std::memcpy(dst, remote, len);
+      return okStatus();
+    }
+    return mb.readPeer(r, dst, remote, len);
+  };
+  if (round == rounds_ - 1) return okStatus();  // "done reading": nothing left to do
+  switch (od_.kind) {
+    case CollKind::kAllGather:
+      for (int j = 0; j < n; ++j) {
+        int r = (me + j) % n;  // own block first, then the others in ring order
+        COLL_CHECK(copyIn(r, out + static_cast<size_t>(r) * bytes, sendOf(r), bytes));
+      }
+      return okStatus();
+    case CollKind::kBroadcast:
+      return copyIn(od_.root, out, sendOf(od_.root), bytes);
+    case CollKind::kReduce:
+      if (me != od_.root) return okStatus();
+      return reduceDirect(out, sendOf, od_.count, od_.root);
+    case CollKind::kReduceScatter: {
+      const size_t off = static_cast<size_t>(me) * bytes;
+      return reduceDirect(out, [&](int r) { return sendOf(r) + off; }, od_.count, me);
+    }
+    case CollKind::kAllReduce: {
+      auto block = [&](int b, size_t* begin) {
+        *begin = partBegin(od_.count, n, b);
+        return partBegin(od_.count, n, b + 1) - *begin;
+      };
+      size_t begin;
+      if (round == 0) {
+        size_t len = block(me, &begin);
+        if (len == 0) return okStatus();
+        const size_t off = begin * es_;
+        return reduceDirect(out + off, [&](int r) { return sendOf(r) + off; }, len, me);
+      }
+      for (int j = 1; j < n; ++j) {  // round 1: the other finished blocks
+        int r = (me + j) % n;
+        size_t len = block(r, &begin);
+        if (len == 0) continue;
+        const char* theirs = reinterpret_cast<const char*>(ptrs_[static_cast<size_t>(r)].recv);
+        COLL_CHECK(copyIn(r, out + begin * es_, theirs + begin * es_, len * es_));
+      }
+      return okStatus();
+    }
+    default:
+      return internalError("no direct algorithm for " + od_.describe());
+  }
 }
 
 // Ring data from a peer that is legitimately ahead (it finished this operation and
@@ -150,7 +292,7 @@ Status OneShot::pollMailbox(bool* done, WaitTarget* wait) {
 // then every flag is visible here too. Otherwise the ranks disagree.
 bool OneShot::allArrivedNow() const {
   for (int r = 0; r < c_->nranks; ++r)
-    if (r != c_->rank && !c_->mailboxes->arrived(r, s_)) return false;
+    if (r != c_->rank && !c_->mailboxes->arrived(r, seqs_[round_])) return false;
   return true;
 }
 
@@ -166,29 +308,29 @@ void OneShot::finishMailbox() {
         size_t begin = partBegin(od_.count, n, b), end = partBegin(od_.count, n, b + 1);
         if (end == begin) continue;
         size_t off = begin * es_;
-        reduceChain(k, out + off, [&](int r) { return mb.data(r, s_) + off; }, end - begin, n, b);
+        reduceChain(k, out + off, [&](int r) { return mb.data(r, seqs_[0]) + off; }, end - begin, n, b);
       }
       break;
     }
     case CollKind::kReduce:
       if (me == od_.root)
         reduceChain(hostReduceKernels(od_.dtype, od_.op), out,
-                    [&](int r) { return mb.data(r, s_); }, od_.count, n, od_.root);
+                    [&](int r) { return mb.data(r, seqs_[0]); }, od_.count, n, od_.root);
       break;
     case CollKind::kReduceScatter: {
       size_t off = static_cast<size_t>(me) * bytes;
       reduceChain(hostReduceKernels(od_.dtype, od_.op), out,
-                  [&](int r) { return mb.data(r, s_) + off; }, od_.count, n, me);
+                  [&](int r) { return mb.data(r, seqs_[0]) + off; }, od_.count, n, me);
       break;
     }
     case CollKind::kBroadcast:
-      if (me != od_.root) std::memcpy(out, mb.data(od_.root, s_), bytes);
+      if (me != od_.root) std::memcpy(out, mb.data(od_.root, seqs_[0]), bytes);
       else if (out != od_.sendbuff) std::memcpy(out, od_.sendbuff, bytes);
       break;
     case CollKind::kAllGather:
       for (int r = 0; r < n; ++r) {
         char* dst = out + static_cast<size_t>(r) * bytes;
-        const char* src = r == me ? static_cast<const char*>(od_.sendbuff) : mb.data(r, s_);
+        const char* src = r == me ? static_cast<const char*>(od_.sendbuff) : mb.data(r, seqs_[0]);
         if (dst != src) std::memcpy(dst, src, bytes);
       }
       break;

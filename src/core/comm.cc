@@ -29,6 +29,8 @@ struct SharedConfig {
   int64_t netOneShotBytes;
   int32_t nChannels;
   int32_t shmDisable;
+  int32_t direct;
+  int32_t pad;
 };
 constexpr uint64_t kTagMailbox = 5ull << 56;
 
@@ -78,7 +80,7 @@ static Status initConnections(collComm* c) {
   SharedConfig mine{buff, std::clamp<int64_t>(paramInt("ONESHOT_BYTES"), 0, 64 << 20),
                     std::max<int64_t>(0, paramInt("NET_ONESHOT_BYTES")),
                     static_cast<int32_t>(std::max(minCh, maxCh)),
-                    paramInt("SHM_DISABLE") != 0 ? 1 : 0};
+                    paramInt("SHM_DISABLE") != 0 ? 1 : 0, static_cast<int32_t>(std::clamp<int64_t>(paramInt("DIRECT"), 0, 2)), 0};
   std::vector<SharedConfig> all(c->nranks);
   all[c->rank] = mine;
   COLL_CHECK(c->bootstrap->allGather(all.data(), sizeof(SharedConfig), kTagConfig));
@@ -86,13 +88,14 @@ static Status initConnections(collComm* c) {
     return "COLL_BUFFSIZE=" + std::to_string(s.buffSize) + ", " + std::to_string(s.nChannels) +
            " channels, COLL_ONESHOT_BYTES=" + std::to_string(s.oneShotBytes) +
            ", COLL_NET_ONESHOT_BYTES=" + std::to_string(s.netOneShotBytes) +
-           ", COLL_SHM_DISABLE=" + std::to_string(s.shmDisable);
+           ", COLL_SHM_DISABLE=" + std::to_string(s.shmDisable) +
+           ", COLL_DIRECT=" + std::to_string(s.direct);
   };
   for (int r = 0; r < c->nranks; ++r) {
     if (all[r].buffSize != all[0].buffSize || all[r].nChannels != all[0].nChannels ||
         all[r].oneShotBytes != all[0].oneShotBytes ||
         all[r].netOneShotBytes != all[0].netOneShotBytes ||
-        all[r].shmDisable != all[0].shmDisable)
+        all[r].shmDisable != all[0].shmDisable || all[r].direct != all[0].direct)
       return invalidUsage("ranks disagree on settings: rank 0 has " + describe(all[0]) +
                           ", rank " + std::to_string(r) + " has " + describe(all[r]));
   }
@@ -106,7 +109,8 @@ static Status initConnections(collComm* c) {
   if (c->nranks > 1 && mine.oneShotBytes > 0 && !mine.shmDisable && allOnOneHost(c)) {
     COLL_ASSIGN(c->mailboxes, Mailboxes::create(c->bootstrap.get(),
                                                 static_cast<size_t>(mine.oneShotBytes),
-                                                kTagMailbox));
+                                                kTagMailbox, mine.direct));
+    c->directOn = c->mailboxes && c->mailboxes->directOk();
   }
 
   c->ring.resize(c->nranks);

@@ -46,7 +46,8 @@ struct collComm {
   // One-shot algorithms for small operations (algorithms/oneshot.h): mailboxes when
   // every rank shares this host, else allreduce over channel 0 up to netOneShotBytes.
   std::unique_ptr<coll::Mailboxes> mailboxes;
-  uint32_t mailSeq = 0;  // mailbox operations issued
+  uint32_t mailSeq = 0;  // last mailbox round number used
+  bool directOn = false;  // large operations read peers' buffers (oneshot.h)
   size_t netOneShotBytes = 0;
   std::vector<char> staging;  // ring one-shot: every rank's contribution
   int64_t spinNs = 0;         // COLL_SPIN_US, for waiters

@@ -155,7 +155,7 @@ Status mailboxIntrusion(const Program& p) {
   collComm* c = p.comm;
   if (!c->mailboxes || p.blockedPeer < 0 || p.blockedPeer == c->rank) return okStatus();
   if (p.cur < p.steps.size() && p.steps[p.cur].oneShot) return okStatus();
-  uint32_t next = c->mailSeq + 1 == 0 ? 1 : c->mailSeq + 1;
+  uint32_t next = nextMailSeq(c->mailSeq);
   if (!c->mailboxes->arrived(p.blockedPeer, next)) return okStatus();
   // The peer wrote everything it owed this lane before publishing: look again.
   if (p.cur < p.steps.size()) {

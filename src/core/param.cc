@@ -41,6 +41,10 @@ const std::vector<ParamInfo>& allParams() {
       {"ONESHOT_BYTES", ParamType::kInt, "32768", "bytes",
        "one-shot algorithms (every rank reads every peer's data from a shared-memory mailbox) "
        "up to this many bytes per rank when all ranks share a host; 0 = off"},
+      {"DIRECT", ParamType::kInt, "1", "",
+       "operations above ONESHOT_BYTES read the peers' buffers directly instead of going "
+       "through FIFOs: 1 between threads of one process, 2 also between processes "
+       "(process_vm_readv; slower than the FIFOs on 2-core VMs), 0 off"},
       {"NET_ONESHOT_BYTES", ParamType::kInt, "16384", "bytes",
        "allreduce as one pass of every input around the ring, reduced locally, up to this "
        "many bytes when ranks span hosts; 0 = off"},

@@ -2,9 +2,11 @@
 
 #include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "core/log.h"
@@ -18,7 +20,8 @@ namespace {
 struct SetupEntry {
   char name[48];
   int32_t ok;
-  int32_t pad;
+  int32_t pid;
+  uint64_t base;  // where the segment is mapped in its owner (a readable probe address)
 };
 
 size_t roundUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
@@ -30,7 +33,7 @@ void futex(std::atomic<uint32_t>* word, int op, uint32_t val) {
 }  // namespace
 
 Result<std::unique_ptr<Mailboxes>> Mailboxes::create(Bootstrap* bs, size_t capacity,
-                                                     uint64_t tag) {
+                                                     uint64_t tag, int directMode) {
   const int n = bs->nranks(), me = bs->rank();
   std::unique_ptr<Mailboxes> mb(new Mailboxes());
   mb->rank_ = me;
@@ -45,6 +48,7 @@ Result<std::unique_ptr<Mailboxes>> Mailboxes::create(Bootstrap* bs, size_t capac
   if (seg.ok()) {
     mb->bases_[me] = static_cast<char*>(seg.take());  // zero-filled: flags read 0
     mine.ok = 1;
+    mine.base = reinterpret_cast<uintptr_t>(mb->bases_[me]);
   } else {
     COLL_WARN(SHM, "rank %d: no one-shot mailbox (%s); small operations take the ring",
               me, seg.status().message().c_str());
@@ -56,7 +60,10 @@ Result<std::unique_ptr<Mailboxes>> Mailboxes::create(Bootstrap* bs, size_t capac
     ~Unlink() { if (name[0]) shm_unlink(name); }
   } unlinkOwn{mine.name};
 
+  mine.pid = getpid();
   COLL_CHECK(bs->allGather(all.data(), sizeof(SetupEntry), tag));
+  mb->pids_.resize(n);
+  for (int r = 0; r < n; ++r) mb->pids_[r] = all[r].pid;
   bool allOk = true;
   for (int r = 0; r < n; ++r) allOk = allOk && all[r].ok;
   int32_t mapped = allOk ? 1 : 0;
@@ -72,15 +79,59 @@ Result<std::unique_ptr<Mailboxes>> Mailboxes::create(Bootstrap* bs, size_t capac
     }
     mb->bases_[r] = static_cast<char*>(p.take());
   }
+  // Can we read the peers' memory directly? Probe each peer's segment base.
+  int32_t direct = directMode > 0 ? 1 : 0;
+  for (int r = 0; r < n && direct && directMode == 1; ++r)
+    if (all[r].pid != mine.pid) direct = 0;  // mode 1: threads of one process only
+  for (int r = 0; r < n && mapped && direct; ++r) {
+    uint64_t probe;
+    Status st = mb->readPeer(r, &probe, reinterpret_cast<const void*>(all[r].base), sizeof(probe));
+    if (!st.ok()) {
+      COLL_INFO(SHM, "rank %d: cannot read rank %d's memory directly (%s); large operations "
+                "take the shared-memory FIFOs", me, r, st.message().c_str());
+      direct = 0;
+      break;
+    }
+  }
   // Second round: everyone has mapped (or failed) before the names go away.
-  std::vector<int32_t> oks(n);
-  oks[me] = mapped;
-  COLL_CHECK(bs->allGather(oks.data(), sizeof(int32_t), tag + 1));
-  for (int r = 0; r < n; ++r)
-    if (!oks[r]) return std::unique_ptr<Mailboxes>();  // the destructor unmaps
-  COLL_INFO(SHM, "rank %d: one-shot mailboxes of %zu bytes with %d rank(s)", me,
-            mb->capacity_, n);
+  std::vector<int32_t> oks(2 * n);
+  oks[2 * me] = mapped;
+  oks[2 * me + 1] = direct;
+  COLL_CHECK(bs->allGather(oks.data(), 2 * sizeof(int32_t), tag + 1));
+  mb->directOk_ = true;
+  for (int r = 0; r < n; ++r) {
+    if (!oks[2 * r]) return std::unique_ptr<Mailboxes>();  // the destructor unmaps
+    mb->directOk_ = mb->directOk_ && oks[2 * r + 1];
+  }
+  COLL_INFO(SHM, "rank %d: one-shot mailboxes of %zu bytes with %d rank(s), direct reads %s",
+            me, mb->capacity_, n, mb->directOk_ ? "on" : "off");
   return mb;
+}
+
+Status Mailboxes::readPeer(int rank, void* dst, const void* remote, size_t bytes) const {
+  if (pids_[rank] == getpid()) {
+    std::memcpy(dst, remote, bytes);
+    return okStatus();
+  }
+  char* d = static_cast<char*>(dst);
+  const char* r = static_cast<const char*>(remote);
+  while (bytes > 0) {
+    iovec local{d, bytes}, far{const_cast<char*>(r), bytes};
+    ssize_t got = process_vm_readv(pids_[rank], &local, 1, &far, 1, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      if (err == ESRCH) return remoteError("rank " + std::to_string(rank) + " (pid " +
+                                           std::to_string(pids_[rank]) + ") is gone");
+      return systemError("process_vm_readv from rank " + std::to_string(rank) + " (pid " +
+                             std::to_string(pids_[rank]) + ")", err);
+    }
+    if (got == 0) return remoteError("rank " + std::to_string(rank) + "'s buffer is not readable");
+    d += got;
+    r += got;
+    bytes -= static_cast<size_t>(got);
+  }
+  return okStatus();
 }
 
 Mailboxes::~Mailboxes() {

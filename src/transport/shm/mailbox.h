@@ -7,7 +7,8 @@
 // has most of a small message in hand already: one cache-line transfer instead of a
 // counter round trip and a separate data line (NCCL's LL protocol has the same aim).
 //
-// Protocol for operation number s (counted per communicator, 1, 2, ...):
+// Protocol for round number s (counted per communicator, 1, 2, ...; an operation uses one
+// or more rounds):
 //   - every rank writes its contribution (possibly none) into its slot s % 2 and then
 //     publishes s in that slot's flag;
 //   - every rank waits until every peer's slot s % 2 shows s, reads what it needs, and
@@ -42,11 +43,18 @@ struct MailSlotHeader {
 };
 static_assert(sizeof(MailSlotHeader) <= 32, "the header must leave half its cache line to data");
 
+// The round number after `cur`. 0 means "never published" and is skipped by jumping to
+// 2, so consecutive numbers still alternate between the two slots.
+inline uint32_t nextMailSeq(uint32_t cur) { return cur + 1 == 0 ? 2 : cur + 1; }
+
 class Mailboxes {
  public:
   // Collective over the bootstrap: every rank creates and maps. Returns nullptr (and
   // logs why) on every rank if any rank could not set up, so the ranks always agree.
-  static Result<std::unique_ptr<Mailboxes>> create(Bootstrap* bs, size_t capacity, uint64_t tag);
+  // directMode: 0 no direct reads; 1 only between threads of one process (plain loads);
+  // 2 also across processes (process_vm_readv, if the kernel allows it).
+  static Result<std::unique_ptr<Mailboxes>> create(Bootstrap* bs, size_t capacity, uint64_t tag,
+                                                   int directMode);
   ~Mailboxes();
 
   size_t capacity() const { return capacity_; }
@@ -62,6 +70,13 @@ class Mailboxes {
   }
   WaitTarget waitTarget(int rank, uint32_t s) const;
 
+  // Whether this rank may read every peer's memory (process_vm_readv, or plain loads
+  // for peers in this process): decided at setup, the same on every rank.
+  bool directOk() const { return directOk_; }
+  int pid(int rank) const { return pids_[rank]; }
+  // Copies bytes at `remote` in rank's address space to dst.
+  Status readPeer(int rank, void* dst, const void* remote, size_t bytes) const;
+
  private:
   static constexpr size_t kDataOffset = 32;
   Mailboxes() = default;
@@ -74,6 +89,8 @@ class Mailboxes {
   size_t stride_ = 0;
   size_t segBytes_ = 0;
   std::vector<char*> bases_;  // every rank's segment, mapped here
+  std::vector<int> pids_;
+  bool directOk_ = false;
 };
 
 }  // namespace coll
