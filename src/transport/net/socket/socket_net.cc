@@ -86,6 +86,7 @@ class SockConn {
   void init(std::vector<Socket> socks, bool send, std::string peer, int nhelpers) {
     socks_ = std::move(socks);
     queues_.resize(socks_.size());
+    dry_.assign(socks_.size(), false);
     send_ = send;
     peerName_ = std::move(peer);
     for (int h = 0; h < nhelpers; ++h)
@@ -202,6 +203,8 @@ class SockConn {
         m.msg_iov = iov;
         m.msg_iovlen = static_cast<size_t>(k);
         n = ::sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+      } else if (dry_[i] && !(i == 0 && bounceHead_ < bounceTail_) && !readable(fd)) {
+        break;  // nothing arrived since the last EAGAIN (and nothing is buffered)
       } else if (i == 0) {
         // Socket 0 carries the headers: read through a bounce buffer, so a small
         // message's header and data (and whatever follows) come in one recv.
@@ -232,6 +235,7 @@ class SockConn {
       }
       if (n > 0) {
         *progressed = true;
+        if (!send_) dry_[i] = false;
         size_t left = static_cast<size_t>(n);
         while (left > 0) {
           SockTask& t = q.front();
@@ -244,10 +248,21 @@ class SockConn {
       }
       if (n == 0 && !send_)
         return remoteError("connection closed by " + peerName_ + " (peer exited or was killed)");
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+        if (!send_) dry_[i] = true;
+        break;
+      }
       return systemError(std::string(send_ ? "send to " : "recv from ") + peerName_, errno);
     }
     return okStatus();
+  }
+
+  // Polling for data with poll() rather than recv(): recv takes the socket lock, which
+  // the sender's side of loopback needs to deliver into this socket, so spinning on
+  // recv slows down the very delivery it waits for.
+  static bool readable(int fd) {
+    pollfd p{fd, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
   }
 
   void complete(std::deque<SockTask>& q) {
@@ -294,6 +309,7 @@ class SockConn {
 
   std::vector<Socket> socks_;
   std::vector<std::deque<SockTask>> queues_;
+  std::vector<bool> dry_;  // receive: the last recv on socket i found nothing
   std::vector<char> bounce_ = std::vector<char>(16384);  // receive side, socket 0
   size_t bounceHead_ = 0, bounceTail_ = 0;                // unread bytes in bounce_
   bool send_ = false;
