@@ -1,6 +1,7 @@
 #include "algorithms/plan.h"
 
 #include "algorithms/oneshot.h"
+#include "core/comm.h"
 
 #include <algorithm>
 
@@ -38,6 +39,9 @@ void Program::add(uint8_t flags, const OpDesc& od, uint16_t opIndex, const char*
   if (bytes == 0) return;
   Step s{};
   s.flags = flags;
+  if ((flags & kDst) && comm && comm->streamMinBytes > 0 &&
+      od.count * dataTypeSize(od.dtype) >= comm->streamMinBytes)
+    s.flags |= kStream;
   s.elemSize = static_cast<uint8_t>(dataTypeSize(od.dtype));
   s.op = opIndex;
   s.kernels = &hostReduceKernels(od.dtype, od.op);

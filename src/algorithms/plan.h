@@ -31,6 +31,7 @@ enum StepFlags : uint8_t {
   kDst = 4,
   kSend = 8,
   kFinal = 16,
+  kStream = 32,  // write kDst with non-temporal stores (large operations)
 };
 
 struct Step {

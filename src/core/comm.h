@@ -51,6 +51,7 @@ struct collComm {
   size_t netOneShotBytes = 0;
   std::vector<char> staging;  // ring one-shot: every rank's contribution
   int64_t spinNs = 0;         // COLL_SPIN_US, for waiters
+  size_t streamMinBytes = 0;  // COLL_STREAM_MIN_BYTES: non-temporal stores from here up
 
   uint64_t seq = 0;  // operations issued
   std::string lastError;

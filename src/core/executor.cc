@@ -8,6 +8,7 @@
 #include "core/comm.h"
 #include "core/log.h"
 #include "core/wait.h"
+#include "kernels/host_copy.h"
 
 namespace coll {
 
@@ -26,19 +27,29 @@ void doSlice(const Step& s, size_t off, size_t len, int nranks) {
   char* dst = (s.flags & kDst) ? s.dst + off : nullptr;
   char* out = s.send ? s.send->slot() : nullptr;
   const bool final = s.flags & kFinal;
+  // Large operations stream their destination writes (kernels/host_copy.h); the result
+  // is then made in the send slot (in cache) and streamed from there.
+  const bool stream = s.flags & kStream;
+  auto toDst = [&](const char* from) {
+    if (stream) ntCopy(dst, from, len);
+    else std::memcpy(dst, from, len);
+  };
 
   if (in && src) {
-    char* target = dst ? dst : out;
+    char* target = dst && !(stream && out) ? dst : out;
     if (final) s.kernels->final(target, in, src, n, nranks);
     else s.kernels->reduce(target, in, src, n);
-    if (dst && out) std::memcpy(out, dst, len);
+    if (dst && out) {
+      if (target == dst) std::memcpy(out, dst, len);
+      else toDst(out);
+    }
   } else if (in) {
-    if (dst) std::memcpy(dst, in, len);
+    if (dst) toDst(in);
     if (out) std::memcpy(out, in, len);
   } else if (src) {
     if (dst) {
       if (final) s.kernels->scale(dst, src, n, nranks);
-      else if (dst != src) std::memcpy(dst, src, len);
+      else if (dst != src) toDst(src);
     }
     if (out) std::memcpy(out, src, len);
   }
