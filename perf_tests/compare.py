@@ -1,12 +1,14 @@
 #!/usr/bin/python3
 """Ratios of our perf_tests tables to the peers' (../shared/peers), per target of issue 4.
 
-    compare.py DIR
+    compare.py DIR [--medians OUTDIR]
 
 DIR holds runs written by scripts/compare_peers.sh: <name>.<k>.txt for repeat k, each an
 nccl-tests style table (ours: out-of-place columns are used; peers: their only columns).
 Medians over the repeats are compared. Prints one line per target with the measured
 values, the ratio, the goal and PASS/FAIL; exits 0 (the verdicts are information).
+With --medians, also writes each series' medians as a table (peers' format) to
+OUTDIR/<name>.txt, for perf_tests/plot.
 """
 import glob
 import os
@@ -55,7 +57,7 @@ def human(size):
 
 
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 4) or (len(sys.argv) == 4 and sys.argv[2] != "--medians"):
         print(__doc__)
         return 2
     d = sys.argv[1]
@@ -66,6 +68,17 @@ def main():
         "ompi_sm_allgather", "mpich_sm_allreduce", "mpich_tcp_allreduce",
         "gloo_tcp_ring_allreduce", "gloo_tcp_bcube_allreduce",
         "gloo_tcp_halving_doubling_allreduce", "ompi_sm_allreduce_np8")}
+    if len(sys.argv) == 4:
+        os.makedirs(sys.argv[3], exist_ok=True)
+        for name, rows in t.items():
+            if not rows:
+                continue
+            with open(os.path.join(sys.argv[3], name + ".txt"), "w") as f:
+                f.write("# %s: medians over the rounds in %s\n" % (name, d))
+                f.write("#size count type redop time(us) algbw busbw #wrong\n")
+                for size in sorted(rows):
+                    tm, bw = rows[size]
+                    f.write("%d %d float sum %.2f %.2f %.2f 0\n" % (size, size // 4, tm, size / tm / 1e3, bw))
     results = []
 
     def check(what, ours, peer, size, metric, goal, lower_is_better=False):
