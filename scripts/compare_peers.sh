@@ -2,9 +2,9 @@
 # Ours beside the peers (Open MPI, MPICH, Gloo from ../shared/peers), back to back on this
 # machine, repeated, then the ratios for each performance target (perf_tests/compare.py).
 #
-#   bash scripts/compare_peers.sh            # REPEAT=3 rounds, ~10 minutes on 2 cores
+#   bash scripts/compare_peers.sh            # REPEAT=5 rounds, ~18 minutes on 2 cores
 #
-# Environment: REPEAT [3]; OUT [/tmp/coll-compare/<UTC stamp>] where every table goes;
+# Environment: REPEAT [5]; OUT [/tmp/coll-compare/<UTC stamp>] where every table goes;
 # PEERS_DIR [../shared/peers]; PEERS_BUILD [/tmp/peers-build] (a writable folder for the
 # peers' drivers); BUILD_DIR [build]. Each round runs, in this order: the peers
 # (run.sh with PEERS_EXTRA=1: allreduce over sm and TCP, bcast and reduce_scatter over
@@ -15,7 +15,7 @@
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-REPEAT="${REPEAT:-3}"
+REPEAT="${REPEAT:-5}"
 PEERS_DIR="${PEERS_DIR:-$ROOT/../shared/peers}"
 export PEERS_BUILD="${PEERS_BUILD:-/tmp/peers-build}"
 BUILD_DIR="${BUILD_DIR:-build}"
