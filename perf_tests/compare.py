@@ -4,7 +4,8 @@
     compare.py DIR [--medians OUTDIR]
 
 DIR holds runs written by scripts/compare_peers.sh: <name>.<k>.txt for repeat k, each an
-nccl-tests style table (ours: out-of-place columns are used; peers: their only columns).
+nccl-tests style table (ours: out-of-place columns, in-place for broadcast, which is what
+MPI_Bcast does; peers: their only columns).
 Medians over the repeats are compared. Prints one line per target with the measured
 values, the ratio, the goal and PASS/FAIL; exits 0 (the verdicts are information).
 With --medians, also writes each series' medians as a table (peers' format) to
@@ -16,7 +17,12 @@ import statistics
 import sys
 
 
-def parse(path):
+# MPI_Bcast has one buffer: the same operation as our in-place broadcast (out-of-place
+# additionally copies the root's sendbuff to its recvbuff, which MPI never does).
+IN_PLACE = {"ours_shm_broadcast"}
+
+
+def parse(path, in_place=False):
     """{size: (time_us, busbw)} from one table (ours or a peer's)."""
     rows = {}
     with open(path) as f:
@@ -28,7 +34,8 @@ def parse(path):
                 continue
             try:
                 if len(parts) >= 13:  # ours: size count type redop root time algbw busbw ...
-                    rows[int(parts[0])] = (float(parts[5]), float(parts[7]))
+                    col = 9 if in_place else 5  # in-place time, algbw, busbw follow #wrong
+                    rows[int(parts[0])] = (float(parts[col]), float(parts[col + 2]))
                 elif len(parts) == 8:  # peers: size count type redop time algbw busbw #wrong
                     rows[int(parts[0])] = (float(parts[4]), float(parts[6]))
             except ValueError:
@@ -38,7 +45,7 @@ def parse(path):
 
 def medians(d, name):
     """{size: (median time, median busbw)} over d/name.*.txt; {} if none."""
-    runs = [parse(p) for p in sorted(glob.glob(os.path.join(d, name + ".*.txt")))]
+    runs = [parse(p, name in IN_PLACE) for p in sorted(glob.glob(os.path.join(d, name + ".*.txt")))]
     runs = [r for r in runs if r]
     if not runs:
         return {}

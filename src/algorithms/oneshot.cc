@@ -140,45 +140,45 @@ Status OneShot::pollRounds(bool* done, WaitTarget* wait) {
   Mailboxes& mb = *c_->mailboxes;
   const int n = c_->nranks;
   for (;;) {
-  const uint32_t s = seqs_[round_];
-  while (arrived_ < n - 1) {
-    int peer = arrived_ < c_->rank ? arrived_ : arrived_ + 1;
-    if (!mb.arrived(peer, s)) {
-      blockedPeer_ = peer;
-      *wait = mb.waitTarget(peer, s);
-      if (wait->seen == s) continue;  // arrived just now
-      // Ring data while a peer's flag is missing: see allArrivedNow().
-      if (!c_->channels.empty() && c_->channels[0].recv &&
-          c_->channels[0].recv->ready() && !allArrivedNow())
-        return invalidUsage("rank " + std::to_string(c_->channels[0].recv->peer()) +
-                            " started a ring operation while this rank runs " +
-                            od_.describe() +
-                            " as a one-shot: the ranks called different operations or counts");
+    const uint32_t s = seqs_[round_];
+    while (arrived_ < n - 1) {
+      int peer = arrived_ < c_->rank ? arrived_ : arrived_ + 1;
+      if (!mb.arrived(peer, s)) {
+        blockedPeer_ = peer;
+        *wait = mb.waitTarget(peer, s);
+        if (wait->seen == s) continue;  // arrived just now
+        // Ring data while a peer's flag is missing: see allArrivedNow().
+        if (!c_->channels.empty() && c_->channels[0].recv &&
+            c_->channels[0].recv->ready() && !allArrivedNow())
+          return invalidUsage("rank " + std::to_string(c_->channels[0].recv->peer()) +
+                              " started a ring operation while this rank runs " +
+                              od_.describe() +
+                              " as a one-shot: the ranks called different operations or counts");
+        return okStatus();
+      }
+      const MailSignature& theirs = mb.signature(peer, s);
+      MailSignature mine = signatureOf(od_);
+      if (!(theirs == mine))
+        return invalidUsage("rank " + std::to_string(peer) + " called " + signatureString(theirs) +
+                            " where this rank called " + signatureString(mine) +
+                            ": the ranks called different operations or counts");
+      if (mode_ == Mode::kDirect && round_ == 0)
+        std::memcpy(&ptrs_[static_cast<size_t>(peer)], mb.data(peer, s), sizeof(Ptrs));
+      ++arrived_;
+    }
+    arrived_ = 0;
+    blockedPeer_ = -1;
+    if (mode_ == Mode::kMailbox) {
+      finishMailbox();
+      *done = true;
       return okStatus();
     }
-    const MailSignature& theirs = mb.signature(peer, s);
-    MailSignature mine = signatureOf(od_);
-    if (!(theirs == mine))
-      return invalidUsage("rank " + std::to_string(peer) + " called " + signatureString(theirs) +
-                          " where this rank called " + signatureString(mine) +
-                          ": the ranks called different operations or counts");
-    if (mode_ == Mode::kDirect && round_ == 0)
-      std::memcpy(&ptrs_[static_cast<size_t>(peer)], mb.data(peer, s), sizeof(Ptrs));
-    ++arrived_;
-  }
-  arrived_ = 0;
-  blockedPeer_ = -1;
-  if (mode_ == Mode::kMailbox) {
-    finishMailbox();
-    *done = true;
-    return okStatus();
-  }
-  COLL_CHECK(directPhase(round_));
-  if (++round_ == rounds_) {
-    *done = true;
-    return okStatus();
-  }
-  mb.publish(seqs_[round_], signatureOf(od_));
+    COLL_CHECK(directPhase(round_));
+    if (++round_ == rounds_) {
+      *done = true;
+      return okStatus();
+    }
+    mb.publish(seqs_[round_], signatureOf(od_));
   }
 }
 

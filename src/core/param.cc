@@ -51,7 +51,7 @@ const std::vector<ParamInfo>& allParams() {
       {"NET_ONESHOT_BYTES", ParamType::kInt, "16384", "bytes",
        "allreduce as one pass of every input around the ring, reduced locally, up to this "
        "many bytes when ranks span hosts; 0 = off"},
-      {"STREAM_MIN_BYTES", ParamType::kInt, "524288", "bytes",
+      {"STREAM_MIN_BYTES", ParamType::kInt, "4194304", "bytes",
        "operations of at least this many bytes write their results with non-temporal "
        "stores (no read-for-ownership of destination lines); 0 = never"},
       {"SPIN_US", ParamType::kInt, "50", "us", "busy-wait this long before yielding"},
