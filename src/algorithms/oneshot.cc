@@ -30,6 +30,20 @@ void reduceChain(const ReduceKernels& k, char* dst, Src src, size_t cnt, int n, 
   k.final(dst, dst, at(n - 1), cnt, n);
 }
 
+// Allreduce result: every block b of od combined in its chain order (ending at rank b)
+// from input(r), rank r's whole input.
+template <typename Input>
+void reduceAllBlocks(const OpDesc& od, size_t es, int n, Input input) {
+  const ReduceKernels& k = hostReduceKernels(od.dtype, od.op);
+  char* out = static_cast<char*>(od.recvbuff);
+  for (int b = 0; b < n; ++b) {
+    size_t begin = partBegin(od.count, n, b), end = partBegin(od.count, n, b + 1);
+    if (end == begin) continue;
+    size_t off = begin * es;
+    reduceChain(k, out + off, [&](int r) { return input(r) + off; }, end - begin, n, b);
+  }
+}
+
 MailSignature signatureOf(const OpDesc& od) {
   MailSignature s;
   s.kind = static_cast<uint32_t>(od.kind) + 1;
@@ -302,16 +316,9 @@ void OneShot::finishMailbox() {
   const size_t bytes = od_.count * es_;
   char* out = static_cast<char*>(od_.recvbuff);
   switch (od_.kind) {
-    case CollKind::kAllReduce: {
-      const ReduceKernels& k = hostReduceKernels(od_.dtype, od_.op);
-      for (int b = 0; b < n; ++b) {
-        size_t begin = partBegin(od_.count, n, b), end = partBegin(od_.count, n, b + 1);
-        if (end == begin) continue;
-        size_t off = begin * es_;
-        reduceChain(k, out + off, [&](int r) { return mb.data(r, seqs_[0]) + off; }, end - begin, n, b);
-      }
+    case CollKind::kAllReduce:
+      reduceAllBlocks(od_, es_, n, [&](int r) { return mb.data(r, seqs_[0]); });
       break;
-    }
     case CollKind::kReduce:
       if (me == od_.root)
         reduceChain(hostReduceKernels(od_.dtype, od_.op), out,
@@ -402,19 +409,10 @@ Status OneShot::pollRing(bool* done, WaitTarget* wait) {
 }
 
 void OneShot::finishRing() {
-  const int n = c_->nranks;
   const size_t bytes = od_.count * es_;
-  const ReduceKernels& k = hostReduceKernels(od_.dtype, od_.op);
   const char* staging = c_->staging.data();
-  char* out = static_cast<char*>(od_.recvbuff);
-  for (int b = 0; b < n; ++b) {
-    size_t begin = partBegin(od_.count, n, b), end = partBegin(od_.count, n, b + 1);
-    if (end == begin) continue;
-    size_t off = begin * es_;
-    reduceChain(k, out + off,
-                [&](int r) { return staging + static_cast<size_t>(r) * bytes + off; },
-                end - begin, n, b);
-  }
+  reduceAllBlocks(od_, es_, c_->nranks,
+                  [&](int r) { return staging + static_cast<size_t>(r) * bytes; });
 }
 
 Status runOneShot(collComm* c, const OpDesc& od) {

@@ -1,10 +1,8 @@
 #include "algorithms/plan.h"
 
-#include "algorithms/oneshot.h"
-#include "core/comm.h"
-
 #include <algorithm>
 
+#include "core/comm.h"
 #include "core/datatype.h"
 
 namespace coll {

@@ -77,10 +77,13 @@ static Status initConnections(collComm* c) {
   }
   int64_t minCh = std::clamp<int64_t>(paramInt("MIN_NCHANNELS"), 1, 32);
   int64_t maxCh = std::clamp<int64_t>(paramInt("MAX_NCHANNELS"), 1, 32);
-  SharedConfig mine{buff, std::clamp<int64_t>(paramInt("ONESHOT_BYTES"), 0, 64 << 20),
-                    std::max<int64_t>(0, paramInt("NET_ONESHOT_BYTES")),
-                    static_cast<int32_t>(std::max(minCh, maxCh)),
-                    paramInt("SHM_DISABLE") != 0 ? 1 : 0, static_cast<int32_t>(std::clamp<int64_t>(paramInt("DIRECT"), 0, 2)), 0};
+  SharedConfig mine{};
+  mine.buffSize = buff;
+  mine.oneShotBytes = std::clamp<int64_t>(paramInt("ONESHOT_BYTES"), 0, 64 << 20);
+  mine.netOneShotBytes = std::max<int64_t>(0, paramInt("NET_ONESHOT_BYTES"));
+  mine.nChannels = static_cast<int32_t>(std::max(minCh, maxCh));
+  mine.shmDisable = paramInt("SHM_DISABLE") != 0 ? 1 : 0;
+  mine.direct = static_cast<int32_t>(std::clamp<int64_t>(paramInt("DIRECT"), 0, 2));
   std::vector<SharedConfig> all(c->nranks);
   all[c->rank] = mine;
   COLL_CHECK(c->bootstrap->allGather(all.data(), sizeof(SharedConfig), kTagConfig));

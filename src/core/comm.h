@@ -49,7 +49,7 @@ struct collComm {
   uint32_t mailSeq = 0;  // last mailbox round number used
   bool directOn = false;  // large operations read peers' buffers (oneshot.h)
   size_t netOneShotBytes = 0;
-  std::vector<char> staging;  // ring one-shot: every rank's contribution
+  std::vector<char> staging;  // ring one-shot inputs; direct reductions' peer chunks
   int64_t spinNs = 0;         // COLL_SPIN_US, for waiters
   size_t streamMinBytes = 0;  // COLL_STREAM_MIN_BYTES: non-temporal stores from here up
 

@@ -157,6 +157,14 @@ std::string laneState(const Program& p) {
 
 Status laneError(const Program& p, Status st) { return st.prefix(laneState(p) + ": "); }
 
+// Makes st the communicator's fatal error (a no-op if one was raised already), after
+// giving the root a moment to name the rank that failed.
+Status recordFailure(collComm* c, Status st) {
+  st = rootCause(*c->abort, std::move(st));
+  c->abort->set(st.code(), st.message());
+  return st;
+}
+
 // A ring lane waiting on a peer that has already published the next one-shot operation:
 // that peer finished (or never ran) this rank's ring operation, so the data will never
 // come — the ranks chose different algorithms because they called different counts.
@@ -191,10 +199,7 @@ Status fatalWhileStalled(collComm* c, const Waiter& waiter) {
 }
 
 Status failLane(collComm* c, const char* lane, const OpDesc& od, int peer, Status st) {
-  if (!c->abort->raised()) {
-    st = rootCause(*c->abort, std::move(st));
-    c->abort->set(st.code(), st.message());
-  }
+  if (!c->abort->raised()) st = recordFailure(c, std::move(st));
   std::string where = "rank " + std::to_string(c->rank) + " " + lane + ", " + od.describe();
   if (peer >= 0) where += ", waiting for data from rank " + std::to_string(peer);
   return st.prefix(where + ": ");
@@ -213,9 +218,7 @@ Status runPrograms(std::vector<Program*>& programs, collComm** failedComm) {
       Status st = advance(p, &moved, &done);
       if (!st.ok()) {
         if (failedComm) *failedComm = p.comm;
-        st = rootCause(*p.comm->abort, std::move(st));
-        p.comm->abort->set(st.code(), st.message());
-        return laneError(p, st);
+        return laneError(p, recordFailure(p.comm, std::move(st)));
       }
       if (done) {
         live[i] = live.back();

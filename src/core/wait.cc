@@ -16,13 +16,16 @@ static long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const times
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, ts, nullptr, 0);
 }
 
+void futexWake(std::atomic<uint32_t>* word, bool shared) {
+  futex(word, shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr);
+}
+
 void futexWakeIfWaiting(std::atomic<uint32_t>* word, std::atomic<uint32_t>* waiters,
                         bool shared) {
   // Pairs with the fence in idle(): either the sleeper sees the new value, or we see it
   // registered as a waiter.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (waiters->load(std::memory_order_relaxed) != 0)
-    futex(word, shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr);
+  if (waiters->load(std::memory_order_relaxed) != 0) futexWake(word, shared);
 }
 
 Waiter::Waiter() : spinNs_(paramInt("SPIN_US") * 1000) {}

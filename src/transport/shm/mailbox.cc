@@ -1,9 +1,7 @@
 #include "transport/shm/mailbox.h"
 
-#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -25,10 +23,6 @@ struct SetupEntry {
 };
 
 size_t roundUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
-
-void futex(std::atomic<uint32_t>* word, int op, uint32_t val) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, val, nullptr, nullptr, 0);
-}
 
 }  // namespace
 
@@ -149,7 +143,7 @@ void Mailboxes::publish(uint32_t s, const MailSignature& sig) {
   // (waitTarget's maxSleepUs).
   h->flag.store(s, std::memory_order_release);
   if (h->waiters.load(std::memory_order_relaxed) != 0)
-    futex(&h->flag, FUTEX_WAKE, INT32_MAX);
+    futexWake(&h->flag, true);
 }
 
 WaitTarget Mailboxes::waitTarget(int rank, uint32_t s) const {

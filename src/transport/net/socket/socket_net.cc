@@ -257,9 +257,9 @@ class SockConn {
     return okStatus();
   }
 
-  // Polling for data with poll() rather than recv(): recv takes the socket lock, which
-  // the sender's side of loopback needs to deliver into this socket, so spinning on
-  // recv slows down the very delivery it waits for.
+  // After an EAGAIN, wait for data with poll() rather than more recv() calls (recv takes
+  // the socket lock loopback delivery needs). Measured: no difference at 8 bytes either
+  // way (A/B medians 14.54 vs 14.65 us, docs/PERFORMANCE.md).
   static bool readable(int fd) {
     pollfd p{fd, POLLIN, 0};
     return ::poll(&p, 1, 0) > 0;
