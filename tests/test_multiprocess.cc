@@ -151,11 +151,10 @@ int loopUntilError(int rank, std::string& report) {
   }
 }
 
-void killTest(const char* shmDisable, int victim) {
-  const int n = 3;
+void killTest(const char* shmDisable, int victim, int n = 3) {
   ProcOptions o;
   o.timeoutS = 40;
-  o.env = {{"TEST_NRANKS", "3"}, {"TEST_VICTIM", std::to_string(victim)},
+  o.env = {{"TEST_NRANKS", std::to_string(n)}, {"TEST_VICTIM", std::to_string(victim)},
            {"COLL_SHM_DISABLE", shmDisable}};
   std::chrono::steady_clock::time_point killedAt;
   o.parent = [&](const std::vector<pid_t>& pids) {
@@ -183,6 +182,27 @@ TEST_CASE("a killed peer fails every survivor naming it over shm", "[multiproces
 TEST_CASE("a killed peer fails every survivor naming it over TCP", "[multiprocess][failure]") {
   killTest("1", 1);
   killTest("1", 0);
+  killTest("1", 1, 2);  // two ranks: one duplex connection carries both directions
+}
+
+TEST_CASE("ranks that disagree on settings fail init naming both", "[multiprocess][failure]") {
+  ProcOptions o;
+  o.env = {{"TEST_NRANKS", "2"}, {"COLL_SHM_DISABLE", "1"}};
+  o.perRankEnv = [](int rank) { setenv("COLL_NET_DUPLEX", rank == 0 ? "1" : "0", 1); };
+  auto res = runProcs(2, [](int rank, std::string& report) {
+    collComm_t comm = nullptr;
+    collUniqueId id;
+    PCHECK(collGetUniqueId(&id));
+    collResult_t r = collCommInitRank(&comm, 2, id, rank);
+    report += collGetLastError(nullptr);
+    if (r != collInvalidUsage) return 2;
+    bool named = report.find("COLL_NET_DUPLEX=1") != std::string::npos &&
+                 report.find("rank 1 has") != std::string::npos &&
+                 report.find("COLL_NET_DUPLEX=0") != std::string::npos;
+    return named ? 0 : 3;
+  }, o);
+  INFO(describe(res));
+  for (auto& r : res) REQUIRE(r.exitCode == 0);
 }
 
 TEST_CASE("bootstrap and TCP over IPv6 loopback", "[multiprocess][net]") {

@@ -30,7 +30,7 @@ struct SharedConfig {
   int32_t nChannels;
   int32_t shmDisable;
   int32_t direct;
-  int32_t pad;
+  int32_t netDuplex;
 };
 constexpr uint64_t kTagMailbox = 5ull << 56;
 
@@ -84,6 +84,7 @@ static Status initConnections(collComm* c) {
   mine.nChannels = static_cast<int32_t>(std::max(minCh, maxCh));
   mine.shmDisable = paramInt("SHM_DISABLE") != 0 ? 1 : 0;
   mine.direct = static_cast<int32_t>(std::clamp<int64_t>(paramInt("DIRECT"), 0, 2));
+  mine.netDuplex = paramInt("NET_DUPLEX") != 0 ? 1 : 0;
   std::vector<SharedConfig> all(c->nranks);
   all[c->rank] = mine;
   COLL_CHECK(c->bootstrap->allGather(all.data(), sizeof(SharedConfig), kTagConfig));
@@ -92,13 +93,15 @@ static Status initConnections(collComm* c) {
            " channels, COLL_ONESHOT_BYTES=" + std::to_string(s.oneShotBytes) +
            ", COLL_NET_ONESHOT_BYTES=" + std::to_string(s.netOneShotBytes) +
            ", COLL_SHM_DISABLE=" + std::to_string(s.shmDisable) +
-           ", COLL_DIRECT=" + std::to_string(s.direct);
+           ", COLL_DIRECT=" + std::to_string(s.direct) +
+           ", COLL_NET_DUPLEX=" + std::to_string(s.netDuplex);
   };
   for (int r = 0; r < c->nranks; ++r) {
     if (all[r].buffSize != all[0].buffSize || all[r].nChannels != all[0].nChannels ||
         all[r].oneShotBytes != all[0].oneShotBytes ||
         all[r].netOneShotBytes != all[0].netOneShotBytes ||
-        all[r].shmDisable != all[0].shmDisable || all[r].direct != all[0].direct)
+        all[r].shmDisable != all[0].shmDisable || all[r].direct != all[0].direct ||
+        all[r].netDuplex != all[0].netDuplex)
       return invalidUsage("ranks disagree on settings: rank 0 has " + describe(all[0]) +
                           ", rank " + std::to_string(r) + " has " + describe(all[r]));
   }

@@ -13,7 +13,7 @@ namespace {
 
 struct ConnBlob {
   TransportKind kind;
-  uint32_t pad;
+  uint32_t duplex;  // net: one connection for both directions (see transport.h)
   union {
     ShmHandle shm;
     NetConnectInfo net;
@@ -38,23 +38,49 @@ void ConnectJob::addSend(int peer, uint64_t tag, std::unique_ptr<SendConnector>*
   sends_.push_back({peer, tag, out});
 }
 
+// Pairs ring receive and send items that face the same peer over net. Symmetric: the
+// peer's job holds the matching pair (both sides add one recv and one send per channel
+// under the same tag, and choose the transport from the same host ids), and every rank
+// agrees on COLL_NET_DUPLEX (checked at init).
+void ConnectJob::pairDuplex() {
+  if (paramInt("NET_DUPLEX") == 0) return;
+  const PeerInfo& self = bs_->peers()[bs_->rank()];
+  bool checked = false;
+  for (size_t i = 0; i < recvs_.size(); ++i) {
+    RecvItem& r = recvs_[i];
+    if ((r.tag & ~((1ull << 56) - 1)) != kTagRing) continue;
+    if (chooseTransport(self, bs_->peers()[r.peer]) != TransportKind::kNet) continue;
+    if (!checked && !netDuplexSupported()) return;
+    checked = true;
+    for (size_t j = 0; j < sends_.size(); ++j) {
+      if (sends_[j].partner >= 0 || sends_[j].peer != r.peer || sends_[j].tag != r.tag) continue;
+      r.partner = static_cast<int>(j);
+      sends_[j].partner = static_cast<int>(i);
+      break;
+    }
+  }
+}
+
 Status ConnectJob::phase1() {
+  pairDuplex();
   const PeerInfo& self = bs_->peers()[bs_->rank()];
   for (auto& r : recvs_) {
     const PeerInfo& peer = bs_->peers()[r.peer];
     r.kind = chooseTransport(self, peer);
     ConnBlob blob{};
     blob.kind = r.kind;
+    blob.duplex = r.partner >= 0 ? 1 : 0;
     if (r.kind == TransportKind::kShm) {
       bool sameProcess = peer.pid == self.pid;  // same host id already established
       COLL_ASSIGN(r.shm, shmSetupRecv(r.peer, slotBytes_, sameProcess));
       blob.shm = r.shm->handle();
-    } else {
+    } else if (r.partner < 0 || bs_->rank() < r.peer) {
       COLL_ASSIGN(r.net, netSetupRecv(r.peer, slotBytes_));
       blob.net = r.net->info();
-    }
-    COLL_INFO(INIT, "rank %d <- rank %d via %s (tag %llx)", bs_->rank(), r.peer,
-              transportName(r.kind), static_cast<unsigned long long>(r.tag));
+    }  // else: the higher rank of a duplex pair connects to the lower one's listener
+    COLL_INFO(INIT, "rank %d <- rank %d via %s%s (tag %llx)", bs_->rank(), r.peer,
+              transportName(r.kind), blob.duplex ? " (duplex)" : "",
+              static_cast<unsigned long long>(r.tag));
     COLL_CHECK(bs_->send(r.peer, r.tag, &blob, sizeof(blob)));
   }
   return okStatus();
@@ -64,8 +90,17 @@ Status ConnectJob::phase2() {
   for (auto& s : sends_) {
     ConnBlob blob{};
     COLL_CHECK(bs_->recv(s.peer, s.tag, &blob, sizeof(blob)));
+    if (blob.kind == TransportKind::kNet && (blob.duplex != 0) != (s.partner >= 0))
+      return internalError("rank " + std::to_string(s.peer) +
+                           " and this rank disagree on a duplex connection (COLL_NET_DUPLEX)");
     if (blob.kind == TransportKind::kShm) {
       COLL_ASSIGN(*s.out, shmConnectSend(s.peer, blob.shm));
+    } else if (blob.kind == TransportKind::kNet && s.partner >= 0) {
+      if (bs_->rank() > s.peer) {  // connect; the lower rank accepts in phase 3
+        COLL_ASSIGN(NetDuplex d, netConnectDuplex(s.peer, blob.net));
+        *s.out = std::move(d.send);
+        *recvs_[static_cast<size_t>(s.partner)].out = std::move(d.recv);
+      }
     } else if (blob.kind == TransportKind::kNet) {
       COLL_ASSIGN(*s.out, netConnectSend(s.peer, blob.net));
     } else {
@@ -83,6 +118,12 @@ Status ConnectJob::phase3() {
     COLL_CHECK(bs_->recv(r.peer, r.tag | kTagAck, &ack, 1));
     if (r.kind == TransportKind::kShm) {
       *r.out = r.shm->finish();
+    } else if (r.partner >= 0) {
+      if (bs_->rank() < r.peer) {  // accept the higher rank's duplex connection
+        COLL_ASSIGN(NetDuplex d, r.net->finishDuplex());
+        *r.out = std::move(d.recv);
+        *sends_[static_cast<size_t>(r.partner)].out = std::move(d.send);
+      }
     } else {
       COLL_ASSIGN(*r.out, r.net->finish());
     }

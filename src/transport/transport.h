@@ -7,6 +7,11 @@
 //   1. every receiver creates its FIFO or listener and sends the handle (never blocks);
 //   2. every sender waits for its handle, maps or connects, and acknowledges;
 //   3. every receiver waits for the acknowledgement / accepts the connection.
+// Duplex: a ring connection whose receive and send sides face the same peer under one
+// tag (a 2-rank ring) is one net connection when COLL_NET_DUPLEX=1 and the backend can:
+// the lower rank listens, the higher connects in phase 2 and gets both directions, the
+// lower accepts in phase 3 and gets both. (Measured on loopback: 8-byte exchange 10.8 ->
+// 7.2 us, the acknowledgements riding on data; docs/PERFORMANCE.md.)
 #pragma once
 
 #include <memory>
@@ -45,12 +50,15 @@ class ConnectJob {
     TransportKind kind;
     std::unique_ptr<ShmPendingRecv> shm;
     std::unique_ptr<NetPendingRecv> net;
+    int partner = -1;  // duplex: index of the send item to the same peer and tag
   };
   struct SendItem {
     int peer;
     uint64_t tag;
     std::unique_ptr<SendConnector>* out;
+    int partner = -1;  // duplex: index of the receive item
   };
+  void pairDuplex();
   Bootstrap* bs_;
   size_t slotBytes_;
   std::vector<RecvItem> recvs_;

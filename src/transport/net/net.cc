@@ -150,6 +150,15 @@ class PendingRecv : public NetPendingRecv {
     return std::unique_ptr<RecvConnector>(
         new NetRecv(peer_, backend_, std::move(comm), info_.slotBytes));
   }
+  Result<NetDuplex> finishDuplex() override {
+    COLL_ASSIGN(auto comm, backend_->accept(listen_.get()));
+    listen_.reset();
+    COLL_ASSIGN(auto back, backend_->reverse(comm.get()));
+    NetDuplex d;
+    d.send.reset(new NetSend(peer_, backend_, std::move(back), info_.slotBytes));
+    d.recv.reset(new NetRecv(peer_, backend_, std::move(comm), info_.slotBytes));
+    return d;
+  }
 
  private:
   int peer_;
@@ -172,6 +181,21 @@ Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, const NetConnect
   COLL_ASSIGN(NetBackend * b, netBackend());
   COLL_ASSIGN(auto comm, b->connect(0, info.handle));
   return std::unique_ptr<SendConnector>(new NetSend(peer, b, std::move(comm), info.slotBytes));
+}
+
+Result<NetDuplex> netConnectDuplex(int peer, const NetConnectInfo& info) {
+  COLL_ASSIGN(NetBackend * b, netBackend());
+  COLL_ASSIGN(auto comm, b->connect(0, info.handle));
+  COLL_ASSIGN(auto back, b->reverse(comm.get()));
+  NetDuplex d;
+  d.recv.reset(new NetRecv(peer, b, std::move(back), info.slotBytes));
+  d.send.reset(new NetSend(peer, b, std::move(comm), info.slotBytes));
+  return d;
+}
+
+bool netDuplexSupported() {
+  Result<NetBackend*> b = netBackend();
+  return b.ok() && b.value()->duplex();
 }
 
 }  // namespace coll

@@ -55,6 +55,16 @@ class NetBackend {
   // What an idle caller may sleep on until this comm can make progress.
   virtual WaitTarget waitTarget(NetSendComm*) { return {}; }
   virtual WaitTarget waitTarget(NetRecvComm*) { return {}; }
+  // Duplex connections (optional): the opposite direction of an established connection,
+  // on the same sockets, so a rank pair that sends both ways (a 2-rank ring, later tree
+  // edges) holds one connection and acknowledgements ride on data packets.
+  virtual bool duplex() const { return false; }
+  virtual Result<std::unique_ptr<NetRecvComm>> reverse(NetSendComm*) {
+    return internalError(std::string("net backend ") + name() + " has no duplex connections");
+  }
+  virtual Result<std::unique_ptr<NetSendComm>> reverse(NetRecvComm*) {
+    return internalError(std::string("net backend ") + name() + " has no duplex connections");
+  }
 };
 
 // The backend named by COLL_NET (default "Socket"), created on first use.
@@ -65,15 +75,27 @@ struct NetConnectInfo {
   uint64_t slotBytes;
 };
 
+// Both directions between this rank and one peer over one connection.
+struct NetDuplex {
+  std::unique_ptr<SendConnector> send;
+  std::unique_ptr<RecvConnector> recv;
+};
+
 class NetPendingRecv {
  public:
   virtual ~NetPendingRecv() = default;
   virtual const NetConnectInfo& info() const = 0;
   // Accepts the sender's connection (it connected after receiving info()).
   virtual Result<std::unique_ptr<RecvConnector>> finish() = 0;
+  // Accepts the peer's netConnectDuplex() and sends back over the same connection.
+  virtual Result<NetDuplex> finishDuplex() = 0;
 };
 
 Result<std::unique_ptr<NetPendingRecv>> netSetupRecv(int peer, size_t slotBytes);
 Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, const NetConnectInfo& info);
+// Connects to the peer's netSetupRecv() listener and receives over the same connection.
+Result<NetDuplex> netConnectDuplex(int peer, const NetConnectInfo& info);
+// Whether the backend named by COLL_NET supports duplex connections.
+bool netDuplexSupported();
 
 }  // namespace coll

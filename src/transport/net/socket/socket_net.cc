@@ -1,5 +1,6 @@
 #include "transport/net/socket/socket_net.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -95,6 +96,20 @@ class SockConn {
 
   size_t nsocks() const { return socks_.size(); }
   bool hasHelpers() const { return !helpers_.empty(); }
+  int nhelpers() const { return static_cast<int>(helpers_.size()); }
+  const std::string& peerName() const { return peerName_; }
+
+  // Descriptors of this connection's sockets, for the opposite direction of a duplex
+  // pair (TCP is full duplex; each direction keeps its own queues and state).
+  Result<std::vector<Socket>> dupSockets() const {
+    std::vector<Socket> out;
+    for (const Socket& s : socks_) {
+      int fd = ::fcntl(s.fd(), F_DUPFD_CLOEXEC, 0);
+      if (fd < 0) return systemError("duplicating a socket to " + peerName_, errno);
+      out.emplace_back(fd);
+    }
+    return out;
+  }
 
   void queue(size_t sock, SockTask t) {
     {
@@ -338,6 +353,15 @@ class SockRecv : public NetRecvComm {
   SockConn conn;
 };
 
+// The other direction of `from`'s connection, as a To (SockSend or SockRecv).
+template <typename To, typename From>
+Result<std::unique_ptr<To>> reverseOf(const From& from, bool send) {
+  auto to = std::make_unique<To>();
+  COLL_ASSIGN(auto socks, from.conn.dupSockets());
+  to->conn.init(std::move(socks), send, from.conn.peerName(), from.conn.nhelpers());
+  return to;
+}
+
 // Helper threads per connection (0: the caller pumps) and sockets per connection.
 int helperThreads() { return static_cast<int>(std::clamp<int64_t>(paramInt("SOCKET_NTHREADS"), 0, 16)); }
 uint32_t socketsPerConn() {
@@ -461,6 +485,16 @@ class SocketBackend : public NetBackend {
       delete r;
     }
     return okStatus();
+  }
+
+  bool duplex() const override { return true; }
+  Result<std::unique_ptr<NetRecvComm>> reverse(NetSendComm* sc) override {
+    COLL_ASSIGN(auto r, reverseOf<SockRecv>(*static_cast<SockSend*>(sc), false));
+    return std::unique_ptr<NetRecvComm>(std::move(r));
+  }
+  Result<std::unique_ptr<NetSendComm>> reverse(NetRecvComm* rc) override {
+    COLL_ASSIGN(auto s, reverseOf<SockSend>(*static_cast<SockRecv*>(rc), true));
+    return std::unique_ptr<NetSendComm>(std::move(s));
   }
 
   WaitTarget waitTarget(NetSendComm* sc) override { return static_cast<SockSend*>(sc)->conn.waitTarget(); }

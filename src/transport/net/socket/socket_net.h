@@ -5,7 +5,8 @@
 // then its bytes striped over the sockets in order (messages under 64 KiB use socket 0
 // only). Every socket carries its parts of successive messages in message order, so the
 // receiver reassembles without extra headers. The caller's thread progresses all sockets
-// from test(); nothing blocks.
+// from test(); nothing blocks. A duplex pair (NetBackend::reverse) runs the opposite
+// direction over duplicates of the same sockets, with its own queues.
 #pragma once
 
 #include <memory>
