@@ -6,6 +6,7 @@
 // freeing. lastError is written only by the thread using the communicator.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -38,6 +39,24 @@ struct collComm {
   std::vector<Channel> channels;
   std::vector<int> ring;  // ring order of ranks
   int ringNext = 0, ringPrev = 0;
+
+  // Double binary trees over hosts with a chain inside each (algorithms/tree.cc): this
+  // rank's edges per channel and tree. The shape is set at init; the connectors are
+  // wired by the first operation that runs on a tree.
+  struct TreeEdges {
+    int parent = -1;
+    std::vector<int> children;
+    std::unique_ptr<coll::SendConnector> up;    // to the parent
+    std::unique_ptr<coll::RecvConnector> down;  // from the parent
+    std::vector<std::unique_ptr<coll::RecvConnector>> fromChild;
+    std::vector<std::unique_ptr<coll::SendConnector>> toChild;
+  };
+  std::vector<std::array<TreeEdges, 2>> trees;  // [channel][tree]
+  int hosts = 1;          // distinct host ids among the ranks
+  bool twoTrees = false;  // the two trees differ (two hosts or more)
+  bool treesWired = false;
+  uint32_t algoAllowed = ~0u;   // COLL_ALGO, per collective kind (tuner.h)
+  uint32_t protoAllowed = ~0u;  // COLL_PROTO, per collective kind
 
   // Lazily connected point-to-point connectors, one per peer and direction.
   std::map<int, std::unique_ptr<coll::SendConnector>> p2pSend;

@@ -25,6 +25,11 @@ const std::vector<ParamInfo>& allParams() {
        "overrides the host identity (hostname + boot id); ranks with different ids use net"},
       {"BOOTSTRAP_TIMEOUT_S", ParamType::kInt, "60", "s",
        "how long init waits for every rank to join before naming the missing ones"},
+      {"TOPO_FILE", ParamType::kString, "", "",
+       "NCCL topology XML to use instead of probing (completed by the probe where it knows "
+       "more); skeleton files of cloud vendors load too"},
+      {"TOPO_DUMP_FILE", ParamType::kString, "", "",
+       "write the topology (probed or loaded) as NCCL topology XML to this file at init"},
       {"SHM_DISABLE", ParamType::kInt, "0", "", "1: never use shared memory between ranks"},
       {"NET", ParamType::kString, "Socket", "", "net backend for inter-host connections"},
       {"NSOCKS_PERTHREAD", ParamType::kInt, "1", "",

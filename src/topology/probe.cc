@@ -1,0 +1,396 @@
+#include "topology/probe.h"
+
+#include <dlfcn.h>
+#include <hwloc.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <regex>
+
+#include "core/log.h"
+#include "core/param.h"
+#include "transport/net/net.h"
+
+namespace coll {
+
+namespace {
+
+std::string readLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string s;
+  if (in) std::getline(in, s);
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::string busIdString(unsigned dom, unsigned bus, unsigned dev, unsigned fn) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%04x:%02x:%02x.%x", dom & 0xffff, bus & 0xff, dev & 0x1f, fn & 7);
+  return b;
+}
+
+// "ffffffff,00000000" from a cpuset: 32-bit words, most significant first.
+std::string affinityString(hwloc_const_bitmap_t set) {
+  int last = hwloc_bitmap_last(set);
+  int words = last < 0 ? 1 : last / 32 + 1;
+  std::string out;
+  for (int w = words - 1; w >= 0; --w) {
+    unsigned long v = hwloc_bitmap_to_ith_ulong(set, static_cast<unsigned>(w) / (sizeof(unsigned long) / 4));
+    if (sizeof(unsigned long) == 8) v = (w % 2) ? (v >> 32) : (v & 0xffffffffUL);
+    char b[16];
+    std::snprintf(b, sizeof(b), "%08lx", v & 0xffffffffUL);
+    if (!out.empty()) out += ',';
+    out += b;
+  }
+  return out;
+}
+
+struct CpuId {
+  std::string vendor, family, model;
+};
+CpuId cpuId() {
+  CpuId id;
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto value = [&] {
+      size_t c = line.find(':');
+      std::string v = c == std::string::npos ? "" : line.substr(c + 1);
+      v.erase(0, v.find_first_not_of(' '));
+      return v;
+    };
+    if (id.vendor.empty() && line.rfind("vendor_id", 0) == 0) id.vendor = value();
+    else if (id.family.empty() && line.rfind("cpu family", 0) == 0) id.family = value();
+    else if (id.model.empty() && line.rfind("model", 0) == 0 && line.rfind("model name", 0) != 0) id.model = value();
+    if (line.empty() && !id.vendor.empty()) break;
+  }
+  return id;
+}
+
+// Fills a <pci> element's attributes from sysfs (as NCCL's dump has them), with hwloc's
+// class as the fallback.
+void fillPciAttrs(XmlNode* e, const std::string& busId, unsigned hwlocClass) {
+  std::string dir = "/sys/bus/pci/devices/" + busId + "/";
+  std::string cls = readLine(dir + "class");
+  if (cls.empty()) {
+    char b[16];
+    std::snprintf(b, sizeof(b), "0x%04x00", hwlocClass);
+    cls = b;
+  }
+  e->setAttr("busid", busId);
+  e->setAttr("class", cls);
+  for (const char* k : {"vendor", "device", "subsystem_vendor", "subsystem_device"}) {
+    std::string v = readLine(dir + k);
+    if (!v.empty()) e->setAttr(k, v);
+  }
+  e->setAttr("link_speed", readLine(dir + "max_link_speed"));
+  e->setAttr("link_width", readLine(dir + "max_link_width"));
+}
+
+// ---- NVML, loaded at run time ----
+using NvmlDevice = struct NvmlDeviceOpaque*;
+struct NvmlPciInfo {
+  char busIdLegacy[16];
+  unsigned domain, bus, device, pciDeviceId, pciSubSystemId;
+  char busId[32];
+};
+constexpr unsigned kNvmlMaxLinks = 18;
+
+struct GpuInfo {
+  std::string busId;
+  int dev = 0, sm = 0;
+  std::map<std::string, std::pair<int, std::string>> nvlinks;  // target -> (count, tclass)
+};
+
+std::vector<GpuInfo> probeGpus() {
+  std::vector<GpuInfo> gpus;
+  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    COLL_INFO(GRAPH, "topology probe: no NVML (%s): no GPUs", dlerror());
+    return gpus;
+  }
+  auto sym = [&](const char* n) { return dlsym(lib, n); };
+  using InitFn = int (*)();
+  using CountFn = int (*)(unsigned*);
+  using HandleFn = int (*)(unsigned, NvmlDevice*);
+  using PciFn = int (*)(NvmlDevice, NvmlPciInfo*);
+  using CcFn = int (*)(NvmlDevice, int*, int*);
+  using LinkStateFn = int (*)(NvmlDevice, unsigned, int*);
+  using RemotePciFn = int (*)(NvmlDevice, unsigned, NvmlPciInfo*);
+  using RemoteTypeFn = int (*)(NvmlDevice, unsigned, int*);
+  auto init = reinterpret_cast<InitFn>(sym("nvmlInit_v2"));
+  auto shutdown = reinterpret_cast<InitFn>(sym("nvmlShutdown"));
+  auto count = reinterpret_cast<CountFn>(sym("nvmlDeviceGetCount_v2"));
+  auto handle = reinterpret_cast<HandleFn>(sym("nvmlDeviceGetHandleByIndex_v2"));
+  auto pci = reinterpret_cast<PciFn>(sym("nvmlDeviceGetPciInfo_v3"));
+  auto cc = reinterpret_cast<CcFn>(sym("nvmlDeviceGetCudaComputeCapability"));
+  auto linkState = reinterpret_cast<LinkStateFn>(sym("nvmlDeviceGetNvLinkState"));
+  auto remotePci = reinterpret_cast<RemotePciFn>(sym("nvmlDeviceGetNvLinkRemotePciInfo_v2"));
+  auto remoteType = reinterpret_cast<RemoteTypeFn>(sym("nvmlDeviceGetNvLinkRemoteDeviceType"));
+  unsigned n = 0;
+  if (!init || !count || !handle || !pci || init() != 0) {
+    COLL_INFO(GRAPH, "topology probe: NVML present but not usable (no driver?): no GPUs");
+    dlclose(lib);
+    return gpus;
+  }
+  if (count(&n) != 0) n = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    NvmlDevice d = nullptr;
+    NvmlPciInfo p{};
+    if (handle(i, &d) != 0 || pci(d, &p) != 0) continue;
+    GpuInfo g;
+    g.dev = static_cast<int>(i);
+    g.busId = busIdString(p.domain, p.bus, p.device, 0);
+    int major = 0, minor = 0;
+    if (cc && cc(d, &major, &minor) == 0) g.sm = major * 10 + minor;
+    for (unsigned l = 0; linkState && remotePci && l < kNvmlMaxLinks; ++l) {
+      int active = 0;
+      NvmlPciInfo r{};
+      if (linkState(d, l, &active) != 0 || !active || remotePci(d, l, &r) != 0) continue;
+      std::string target = busIdString(r.domain, r.bus, r.device, 0);
+      // Remote type: 0 GPU, 1 IBM NPU (a CPU), 2 NVSwitch; without the call, sysfs's
+      // class of the remote device, and no such device means an NVSwitch the host
+      // does not see (NVLink 4 systems).
+      std::string tclass;
+      int type = -1;
+      if (remoteType && remoteType(d, l, &type) == 0) {
+        tclass = type == 0 ? "0x030200" : type == 1 ? "0x060000" : "0x068000";
+      } else {
+        tclass = readLine("/sys/bus/pci/devices/" + target + "/class");
+        if (tclass.empty()) tclass = "0x068000";
+      }
+      auto& e = g.nvlinks[target];
+      e.first += 1;
+      e.second = tclass;
+    }
+    gpus.push_back(std::move(g));
+  }
+  if (shutdown) shutdown();
+  dlclose(lib);
+  return gpus;
+}
+
+// The PCI bus id of a network interface: the deepest PCI component of its sysfs device
+// path (virtio NICs hang a virtioN node below theirs); empty for virtual interfaces.
+std::string netdevBusId(const std::string& ifname) {
+  char real[PATH_MAX];
+  std::string link = "/sys/class/net/" + ifname + "/device";
+  if (!realpath(link.c_str(), real)) return "";
+  static const std::regex bdf("^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\\.[0-7]$");
+  std::string path = real, found;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t slash = path.find('/', start);
+    std::string comp = path.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    if (std::regex_match(comp, bdf)) found = comp;
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  return found;
+}
+
+class HwlocTopo {
+ public:
+  ~HwlocTopo() {
+    if (ok_) hwloc_topology_destroy(t_);
+  }
+  Status load() {
+    if (hwloc_topology_init(&t_) != 0) return systemError("hwloc_topology_init", errno);
+    ok_ = true;
+    hwloc_topology_set_io_types_filter(t_, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    if (hwloc_topology_load(t_) != 0) return systemError("hwloc_topology_load", errno);
+    return okStatus();
+  }
+  hwloc_topology_t get() const { return t_; }
+
+ private:
+  hwloc_topology_t t_{};
+  bool ok_ = false;
+};
+
+// A device's PCI chain from the topmost bridge below the host bridge down to itself, and
+// its NUMA node.
+struct PciChain {
+  std::vector<std::pair<std::string, unsigned>> bridges;  // bus id, class
+  unsigned devClass = 0;
+  int numa = -1;
+};
+
+PciChain pciChain(hwloc_topology_t t, const std::string& busId) {
+  PciChain c;
+  unsigned dom = 0, bus = 0, dev = 0, fn = 0;
+  if (std::sscanf(busId.c_str(), "%x:%x:%x.%x", &dom, &bus, &dev, &fn) != 4) return c;
+  hwloc_obj_t o = hwloc_get_pcidev_by_busid(t, dom, bus, dev, fn);
+  if (!o) return c;
+  c.devClass = o->attr->pcidev.class_id;
+  for (hwloc_obj_t p = o->parent; p && p->type == HWLOC_OBJ_BRIDGE; p = p->parent) {
+    if (p->attr->bridge.upstream_type != HWLOC_OBJ_BRIDGE_PCI) continue;  // the host bridge
+    const auto& u = p->attr->bridge.upstream.pci;
+    c.bridges.insert(c.bridges.begin(), {busIdString(u.domain, u.bus, u.dev, u.func), u.class_id});
+  }
+  hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t, o);
+  if (anc && anc->nodeset) {
+    int first = hwloc_bitmap_first(anc->nodeset);
+    if (first >= 0) c.numa = first;
+  }
+  return c;
+}
+
+// The <pci> element for busId under `parent`, created (with sysfs attributes) if absent.
+XmlNode* pciElement(XmlNode* parent, const std::string& busId, unsigned hwlocClass) {
+  if (XmlNode* e = parent->child("pci", "busid", busId)) return e;
+  XmlNode* e = parent->addChild("pci");
+  fillPciAttrs(e, busId, hwlocClass);
+  return e;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<XmlNode>> probeTopologyXml() {
+  HwlocTopo topo;
+  COLL_CHECK(topo.load());
+  hwloc_topology_t t = topo.get();
+  auto system = std::make_unique<XmlNode>("system");
+  system->setAttr("version", "1");
+  utsname u{};
+  uname(&u);
+  CpuId id = cpuId();
+  std::map<int, XmlNode*> cpuByNuma;
+  int nnuma = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE);
+  for (int i = 0; i < nnuma; ++i) {
+    hwloc_obj_t numa = hwloc_get_obj_by_type(t, HWLOC_OBJ_NUMANODE, static_cast<unsigned>(i));
+    XmlNode* cpu = system->addChild("cpu");
+    cpu->setAttr("numaid", std::to_string(numa->os_index));
+    cpu->setAttr("affinity", affinityString(numa->cpuset));
+    cpu->setAttr("arch", u.machine);
+    cpu->setAttr("vendor", id.vendor);
+    cpu->setAttr("familyid", id.family);
+    cpu->setAttr("modelid", id.model);
+    cpuByNuma[static_cast<int>(numa->os_index)] = cpu;
+  }
+  if (cpuByNuma.empty()) {  // hwloc without NUMA information: one CPU for the machine
+    XmlNode* cpu = system->addChild("cpu");
+    cpu->setAttr("numaid", "0");
+    cpu->setAttr("affinity", affinityString(hwloc_get_root_obj(t)->cpuset));
+    cpu->setAttr("arch", u.machine);
+    cpu->setAttr("vendor", id.vendor);
+    cpu->setAttr("familyid", id.family);
+    cpu->setAttr("modelid", id.model);
+    cpuByNuma[0] = cpu;
+  }
+  auto cpuFor = [&](int numa) { return cpuByNuma.count(numa) ? cpuByNuma[numa] : cpuByNuma.begin()->second; };
+  // Places a device at its PCI position; returns its <pci> element.
+  auto place = [&](const std::string& busId) {
+    PciChain c = pciChain(t, busId);
+    XmlNode* at = cpuFor(c.numa);
+    for (const auto& [bid, cls] : c.bridges) at = pciElement(at, bid, cls);
+    return pciElement(at, busId, c.devClass);
+  };
+
+  for (const GpuInfo& g : probeGpus()) {
+    XmlNode* pci = place(g.busId);
+    if (pci->child("gpu")) continue;
+    XmlNode* ge = pci->addChild("gpu");
+    ge->setAttr("dev", std::to_string(g.dev));
+    ge->setAttr("sm", std::to_string(g.sm));
+    ge->setAttr("rank", std::to_string(g.dev));
+    ge->setAttr("gdr", "0");
+    for (const auto& [target, e] : g.nvlinks) {
+      XmlNode* nv = ge->addChild("nvlink");
+      nv->setAttr("target", target);
+      nv->setAttr("count", std::to_string(e.first));
+      nv->setAttr("tclass", e.second);
+    }
+  }
+
+  Result<NetBackend*> nb = netBackend();
+  if (nb.ok()) {
+    NetBackend* b = nb.value();
+    for (int d = 0; d < b->devices(); ++d) {
+      NetProperties props;
+      if (!b->properties(d, &props).ok()) continue;
+      std::string busId = netdevBusId(props.name);
+      long mbps = std::strtol(readLine("/sys/class/net/" + props.name + "/speed").c_str(), nullptr, 10);
+      if (mbps <= 0) mbps = props.speedMbps;  // virtual NICs report -1
+      XmlNode* parent;
+      if (!busId.empty()) {
+        parent = place(busId);
+      } else {
+        int numa = static_cast<int>(std::strtol(
+            readLine("/sys/class/net/" + props.name + "/device/numa_node").c_str(), nullptr, 10));
+        parent = cpuFor(numa);
+      }
+      XmlNode* nic = parent->child("nic");
+      if (!nic) nic = parent->addChild("nic");
+      XmlNode* net = nic->addChild("net");
+      net->setAttr("name", props.name);
+      net->setAttr("dev", std::to_string(d));
+      net->setAttr("speed", std::to_string(mbps));
+      net->setAttr("port", "0");
+      net->setAttr("latency", "0.000000");
+      net->setAttr("guid", "0x0");
+      net->setAttr("maxconn", std::to_string(props.maxComms));
+      net->setAttr("gdr", props.hostMemOnly ? "0" : "1");
+    }
+  }
+  return system;
+}
+
+int mergeProbe(XmlNode* file, const XmlNode& probed) {
+  // Bus ids of the probe's devices that carry a <gpu> or <nic>.
+  std::map<std::string, const XmlNode*> found;
+  std::vector<const XmlNode*> stack{&probed};
+  while (!stack.empty()) {
+    const XmlNode* n = stack.back();
+    stack.pop_back();
+    if (n->name() == "pci" && (n->child("gpu") || n->child("nic"))) found[n->attrOr("busid", "")] = n;
+    for (const auto& c : n->children()) stack.push_back(c.get());
+  }
+  int added = 0;
+  std::vector<XmlNode*> todo{file};
+  while (!todo.empty()) {
+    XmlNode* n = todo.back();
+    todo.pop_back();
+    for (const auto& c : n->children()) todo.push_back(c.get());
+    if (n->name() != "pci") continue;
+    auto it = found.find(n->attrOr("busid", ""));
+    if (it == found.end()) continue;
+    for (const char* kind : {"gpu", "nic"}) {
+      const XmlNode* src = it->second->child(kind);
+      if (src && !n->child(kind)) {
+        n->adopt(src->clone());
+        ++added;
+      }
+    }
+  }
+  return added;
+}
+
+Result<std::unique_ptr<Topology>> loadSystemTopology(std::string* origin) {
+  std::string file = paramString("TOPO_FILE");
+  COLL_ASSIGN(auto probed, probeTopologyXml());
+  if (file.empty()) {
+    if (origin) *origin = "probe";
+    return Topology::fromXml(*probed, "the probed topology");
+  }
+  COLL_ASSIGN(auto xml, xmlLoadFile(file));
+  int added = mergeProbe(xml.get(), *probed);
+  COLL_INFO(GRAPH, "topology from %s (%d element(s) added from the probe)", file.c_str(), added);
+  if (origin) *origin = file;
+  return Topology::fromXml(*xml, "topology file \"" + file + "\"");
+}
+
+Status dumpTopologyIfAsked(const Topology& topo) {
+  std::string path = paramString("TOPO_DUMP_FILE");
+  if (path.empty()) return okStatus();
+  COLL_CHECK(xmlSaveFile(path, topo.xml()));
+  COLL_INFO(GRAPH, "topology written to %s", path.c_str());
+  return okStatus();
+}
+
+}  // namespace coll
