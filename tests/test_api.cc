@@ -344,3 +344,28 @@ TEST_CASE("one thread drives small and large collectives of all ranks in one gro
     for (int r = 0; r < n; ++r) REQUIRE(collCommDestroy(comms[r]) == collSuccess);
   }
 }
+
+TEST_CASE("COLL_ALGO and COLL_PROTO filter algorithms and name what they exclude", "[api][tuner]") {
+  SECTION("an unknown name fails init naming it") {
+    ScopedEnv algo("COLL_ALGO", "Ring,Bogus");
+    collComm_t comms[2] = {nullptr, nullptr};
+    CHECK(collCommInitAll(comms, 2, nullptr) == collInvalidArgument);
+    CHECK(contains(collGetLastError(nullptr), "COLL_ALGO=\"Ring,Bogus\": unknown name \"Bogus\""));
+  }
+  SECTION("names NCCL has and this library lacks are ignored; a filter leaving nothing is an error") {
+    ScopedEnv algo("COLL_ALGO", "allreduce:tree,nvls;broadcast:^ring");
+    auto errors = testing::runRanks(3, [&](int rank, collComm_t comm) -> std::string {
+      std::vector<int> v(5000, rank + 1), sum(5000);
+      if (collAllReduce(v.data(), sum.data(), v.size(), collInt32, collSum, comm, nullptr) != collSuccess)
+        return std::string("tree allreduce: ") + collGetLastError(comm);
+      if (sum[4999] != 6) return "tree allreduce sum " + std::to_string(sum[4999]);
+      collResult_t r = collBroadcast(v.data(), v.data(), v.size(), collInt32, 0, comm, nullptr);
+      if (r != collInvalidUsage) return "broadcast with every algorithm excluded did not fail";
+      if (!contains(collGetLastError(comm), "leave no algorithm for collBroadcast"))
+        return std::string("unexpected error: ") + collGetLastError(comm);
+      return "";
+    });
+    for (auto& e : errors) FAIL_CHECK(e);
+    REQUIRE(errors.empty());
+  }
+}

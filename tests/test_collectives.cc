@@ -41,6 +41,7 @@ struct Case {
   bool inPlace;
   int root;
   uint64_t seed;
+  bool tree = false;  // allreduce on the tree (COLL_ALGO=allreduce:tree): chain order n-1..0
   std::string str() const {
     std::ostringstream s;
     s << collName(coll) << " " << coll::dataTypeName(dt) << " " << coll::redOpName(op)
@@ -90,7 +91,11 @@ std::string runCase(const Case& c, int rank, int n, collComm_t comm) {
             last = 0;
             while (partBegin(cnt, n, last + 1) <= i) ++last;
           }
-          testing::referenceReduce(want.data(), c.dt, c.op, chainEndingAt(last, n), i, c.seed, n);
+          std::vector<int> order = chainEndingAt(last, n);
+          if (c.tree) {  // one host: the tree is the chain 0 <- 1 <- ... <- n-1
+            for (int j = 0; j < n; ++j) order[static_cast<size_t>(j)] = n - 1 - j;
+          }
+          testing::referenceReduce(want.data(), c.dt, c.op, order, i, c.seed, n);
           if (std::memcmp(res + i * es, want.data(), es) != 0)
             return mismatch(c, "result", i, res + i * es, want.data());
         } else if (!c.inPlace && out[i * es] != kSentinel) {
@@ -210,7 +215,8 @@ std::vector<Case> sweepCases(int n) {
   return cases;
 }
 
-void sweep(int nranks, bool net) {
+void sweep(int nranks, bool net, bool tree = false) {
+  ScopedEnv algo("COLL_ALGO", tree ? "allreduce:tree" : "");
   ScopedEnv shm("COLL_SHM_DISABLE", net ? "1" : "0");
   ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
   ScopedEnv buff("COLL_BUFFSIZE", "4096");        // 512-byte slices
@@ -223,7 +229,16 @@ void sweep(int nranks, bool net) {
   // Above the mailbox: direct reads of the peers' buffers for even rank counts, the
   // shared-memory FIFOs (ring and chain) for odd ones.
   ScopedEnv direct("COLL_DIRECT", nranks % 2 == 0 ? "1" : "0");
-  const auto cases = sweepCases(nranks);
+  auto cases = sweepCases(nranks);
+  if (tree) {  // allreduce only, every one on the tree
+    std::vector<Case> t;
+    for (Case c : cases)
+      if (c.coll == Coll::kAllReduce) {
+        c.tree = true;
+        t.push_back(c);
+      }
+    cases.swap(t);
+  }
   auto errors = testing::runRanks(nranks, [&](int rank, collComm_t comm) -> std::string {
     for (const Case& c : cases) {
       std::string e = runCase(c, rank, nranks, comm);
@@ -231,7 +246,7 @@ void sweep(int nranks, bool net) {
     }
     return "";
   });
-  INFO("nranks " << nranks << (net ? " net" : " shm") << ", " << cases.size() << " cases");
+  INFO("nranks " << nranks << (net ? " net" : " shm") << (tree ? " tree" : "") << ", " << cases.size() << " cases");
   for (auto& e : errors) FAIL_CHECK(e);
   REQUIRE(errors.empty());
 }
@@ -247,6 +262,15 @@ TEST_CASE("collective sweep over shm", "[collectives][shm]") {
 TEST_CASE("collective sweep over net", "[collectives][net]") {
   for (int n = 1; n <= 8; ++n) {
     SECTION("nranks " + std::to_string(n)) { sweep(n, true); }
+  }
+}
+
+TEST_CASE("allreduce sweep on the tree over shm and net", "[collectives][tree]") {
+  for (int n = 1; n <= 8; ++n) {
+    SECTION("nranks " + std::to_string(n)) {
+      sweep(n, false, true);
+      sweep(n, true, true);
+    }
   }
 }
 

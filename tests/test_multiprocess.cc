@@ -110,6 +110,23 @@ TEST_CASE("simulated hosts mix shm and net in one ring", "[multiprocess]") {
   for (auto& r : res) REQUIRE(r.exitCode == 0);
 }
 
+TEST_CASE("tree allreduce across simulated hosts", "[multiprocess][tree]") {
+  // Uneven hosts (2, 1 and 2 ranks): chains inside hosts, both double binary trees
+  // across them, over shm + TCP and over TCP only; the tuner's own choice as well.
+  for (const char* algo : {"allreduce:tree", ""})
+    for (const char* shmDisable : {"0", "1"}) {
+      ProcOptions o;
+      o.env = {{"TEST_NRANKS", "5"}, {"COLL_ALGO", algo}, {"COLL_SHM_DISABLE", shmDisable},
+               {"COLL_SOCKET_IFNAME", "lo"}};
+      o.perRankEnv = [](int rank) {
+        setenv("COLL_HOSTID", rank < 2 ? "hostA" : rank < 3 ? "hostB" : "hostC", 1);
+      };
+      auto res = runProcs(5, basicOps, o);
+      INFO("COLL_ALGO=" << algo << " COLL_SHM_DISABLE=" << shmDisable << "\n" << describe(res));
+      for (auto& r : res) REQUIRE(r.exitCode == 0);
+    }
+}
+
 TEST_CASE("NCCL_COMM_ID is honoured like COLL_COMM_ID", "[multiprocess]") {
   ProcOptions o;
   o.env = {{"TEST_NRANKS", "2"}};

@@ -6,7 +6,8 @@
 // (--topo-file, or COLL_TOPO_FILE / NCCL_TOPO_FILE): the machine as a tree, the path
 // matrix between GPUs and NIC ports with NCCL's path types and bottleneck bandwidths,
 // the rings of each channel (inside a node, and across K nodes), and the double binary
-// trees across K nodes. --xml prints NCCL's topology XML (what COLL_TOPO_DUMP_FILE
+// trees across K nodes, and the tuner's choice per collective over message sizes
+// (COLL_ALGO / COLL_PROTO apply). --xml prints NCCL's topology XML (what COLL_TOPO_DUMP_FILE
 // writes), --dot Graphviz with the channels' rings drawn on the machine, --json the
 // graph, paths, rings and trees for scripts.
 #include <cstdio>
@@ -17,6 +18,8 @@
 #include <CLI/CLI.hpp>
 
 #include "algorithms/graph.h"
+#include "algorithms/tuner.h"
+#include "core/param.h"
 #include "topology/probe.h"
 #include "topology/topo.h"
 
@@ -148,6 +151,54 @@ void printGraphs(const Topology& t, const Graphs& g, int hostRanks) {
   }
 }
 
+// The tuner's view of K nodes of this topology: host ranks use the measured constants
+// (COLL_TUNER_*); GPU topologies take the bandwidths from the graph (the slowest ring hop
+// inside a node, the slowest NIC port between nodes).
+TunerInput tunerFor(const Topology& t, const Graphs& g, int hostRanks) {
+  TunerInput in;
+  (void)tunerInputFromParams(&in);
+  int per = g.gpusPerNode > 0 ? g.gpusPerNode : hostRanks;
+  in.nranks = g.nodes * per;
+  in.hosts = g.nodes;
+  in.maxRanksPerHost = per;
+  in.overNet = g.nodes > 1;
+  in.treeAvailable = in.nranks > 1;
+  in.llMaxBytes = static_cast<size_t>(std::max<int64_t>(0, paramInt("ONESHOT_BYTES")));
+  in.netLlMaxBytes = static_cast<size_t>(std::max<int64_t>(0, paramInt("NET_ONESHOT_BYTES")));
+  if (g.gpusPerNode > 0) {
+    if (!g.rings.empty() && g.rings[0].bw > 0 && g.rings[0].bw < 1e8) in.bwGBs = g.rings[0].bw;
+    double net = 0;
+    for (int n : t.nets()) net = net == 0 ? t.node(n).speedGbps / 8 : std::min(net, t.node(n).speedGbps / 8);
+    if (net > 0) in.netBwGBs = net;
+  }
+  return in;
+}
+
+const CollKind kTunedKinds[] = {CollKind::kAllReduce, CollKind::kBroadcast, CollKind::kReduce,
+                                CollKind::kAllGather, CollKind::kReduceScatter};
+
+void printTuner(const TunerInput& in) {
+  std::printf("\nTuner (%d ranks on %d node(s); bandwidths %.1f GB/s inside, %.1f GB/s between; hops %.1f / %.1f us):\n",
+              in.nranks, in.hosts, in.bwGBs, in.netBwGBs, in.hopUs, in.netHopUs);
+  std::printf("%10s", "bytes");
+  for (CollKind k : kTunedKinds) std::printf("  %-24s", collKindName(k) + 4);
+  std::printf("\n");
+  for (size_t bytes = 8; bytes <= (size_t{1} << 30); bytes *= 8) {
+    std::printf("%10zu", bytes);
+    for (CollKind k : kTunedKinds) {
+      auto c = tunerChoose(in, k, bytes);
+      char cell[64];
+      if (c.ok())
+        std::snprintf(cell, sizeof(cell), "%s/%s %.1f us", algoName(c.value().algo), protoName(c.value().proto),
+                      c.value().us);
+      else
+        std::snprintf(cell, sizeof(cell), "(filtered out)");
+      std::printf("  %-24s", cell);
+    }
+    std::printf("\n");
+  }
+}
+
 std::string jsonStr(const std::string& s) {
   std::string o = "\"";
   for (char c : s) {
@@ -157,7 +208,7 @@ std::string jsonStr(const std::string& s) {
   return o + "\"";
 }
 
-void printJson(const Topology& t, const Graphs& g, const std::string& origin) {
+void printJson(const Topology& t, const Graphs& g, const std::string& origin, const TunerInput& tin) {
   std::printf("{\n  \"source\": %s,\n  \"nodes\": [", jsonStr(origin).c_str());
   for (size_t i = 0; i < t.nodes().size(); ++i) {
     const TopoNode& n = t.node(static_cast<int>(i));
@@ -218,6 +269,17 @@ void printJson(const Topology& t, const Graphs& g, const std::string& origin) {
     }
     std::printf("\n    ]");
   }
+  std::printf("\n  ],\n  \"tuner\": [");
+  bool firstT = true;
+  for (size_t bytes = 8; bytes <= (size_t{1} << 30); bytes *= 8)
+    for (CollKind k : kTunedKinds) {
+      auto c = tunerChoose(tin, k, bytes);
+      if (!c.ok()) continue;
+      std::printf("%s\n    {\"collective\": \"%s\", \"bytes\": %zu, \"algo\": \"%s\", \"proto\": \"%s\", \"us\": %.3f}",
+                  firstT ? "" : ",", collKindName(k) + 4, bytes, algoName(c.value().algo), protoName(c.value().proto),
+                  c.value().us);
+      firstT = false;
+    }
   std::printf("\n  ]\n}\n");
 }
 
@@ -303,8 +365,9 @@ int main(int argc, char** argv) {
     printDot(t, graphs.value());
     return 0;
   }
+  TunerInput tin = tunerFor(t, graphs.value(), hostRanks);
   if (json) {
-    printJson(t, graphs.value(), origin);
+    printJson(t, graphs.value(), origin, tin);
     return 0;
   }
   std::printf("Topology: %s\n  %zu CPU(s), %zu GPU(s), %zu PCI switch(es), %zu NIC(s) with %zu port(s)%s\n\n",
@@ -313,5 +376,6 @@ int main(int argc, char** argv) {
   printMachine(t, t.xml(), 0);
   printPaths(t);
   printGraphs(t, graphs.value(), hostRanks);
+  printTuner(tin);
   return 0;
 }

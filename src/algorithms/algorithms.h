@@ -28,5 +28,7 @@ void buildChainBroadcast(collComm* c, const OpDesc& od, uint16_t opIndex,
                          std::vector<Program>& programs);
 void buildChainReduce(collComm* c, const OpDesc& od, uint16_t opIndex,
                       std::vector<Program>& programs);
+void buildTreeAllReduce(collComm* c, const OpDesc& od, uint16_t opIndex,
+                        std::vector<Program>& programs);
 
 }  // namespace coll

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <set>
 
+#include "algorithms/graph.h"
 #include "bootstrap/host_id.h"
 #include "core/log.h"
 #include "core/param.h"
@@ -31,6 +32,9 @@ struct SharedConfig {
   int32_t shmDisable;
   int32_t direct;
   int32_t netDuplex;
+  uint64_t algos;  // COLL_ALGO / COLL_PROTO filters (tuner.h)
+  uint64_t protos;
+  double tunerConsts[5];
 };
 constexpr uint64_t kTagMailbox = 5ull << 56;
 
@@ -67,6 +71,44 @@ void retireComm(collComm* comm) {
   while (comm->busy.load() > 0) usleep(1000);
 }
 
+// The double binary trees over hosts (ranks grouped by host id in order of first
+// appearance, rank order inside a host) and the tuner's view of the communicator. The
+// trees' connectors are wired by the first operation that runs on them (group.cc).
+static void initTrees(collComm* c, int nch, bool shmDisable) {
+  const auto& peers = c->bootstrap->peers();
+  std::vector<std::string> ids;
+  std::vector<std::vector<int>> members;
+  for (int r = 0; r < c->nranks; ++r) {
+    std::string h(peers[r].hostId, strnlen(peers[r].hostId, sizeof(peers[r].hostId)));
+    auto it = std::find(ids.begin(), ids.end(), h);
+    if (it == ids.end()) {
+      ids.push_back(h);
+      members.emplace_back();
+      it = ids.end() - 1;
+    }
+    members[static_cast<size_t>(it - ids.begin())].push_back(r);
+  }
+  c->hosts = static_cast<int>(ids.size());
+  c->twoTrees = c->hosts >= 2;
+  auto trees = treesOverNodes(members, c->nranks);
+  c->trees.resize(static_cast<size_t>(nch));
+  for (auto& perTree : c->trees)
+    for (int t = 0; t < 2; ++t) {
+      perTree[t].parent = trees[t][c->rank].parent;
+      perTree[t].children = trees[t][c->rank].children;
+    }
+  size_t maxPer = 1;
+  for (const auto& m : members) maxPer = std::max(maxPer, m.size());
+  c->tuner.nranks = c->nranks;
+  c->tuner.hosts = c->hosts;
+  c->tuner.maxRanksPerHost = static_cast<int>(maxPer);
+  c->tuner.overNet = c->hosts > 1 || shmDisable;
+  c->tuner.intraNet = shmDisable;
+  c->tuner.treeAvailable = c->nranks > 1;
+  c->tuner.llMaxBytes = c->mailboxes ? c->mailboxes->capacity() : 0;
+  c->tuner.netLlMaxBytes = c->mailboxes ? 0 : std::min(c->netOneShotBytes, c->slotBytes);
+}
+
 static Status initConnections(collComm* c) {
   const size_t minBuff = 1024;
   int64_t buff = paramInt("BUFFSIZE");
@@ -85,6 +127,11 @@ static Status initConnections(collComm* c) {
   mine.shmDisable = paramInt("SHM_DISABLE") != 0 ? 1 : 0;
   mine.direct = static_cast<int32_t>(std::clamp<int64_t>(paramInt("DIRECT"), 0, 2));
   mine.netDuplex = paramInt("NET_DUPLEX") != 0 ? 1 : 0;
+  COLL_CHECK(tunerInputFromParams(&c->tuner));
+  mine.algos = c->tuner.algos;
+  mine.protos = c->tuner.protos;
+  const double consts[5] = {c->tuner.hopUs, c->tuner.netHopUs, c->tuner.llUs, c->tuner.bwGBs, c->tuner.netBwGBs};
+  std::memcpy(mine.tunerConsts, consts, sizeof(consts));
   std::vector<SharedConfig> all(c->nranks);
   all[c->rank] = mine;
   COLL_CHECK(c->bootstrap->allGather(all.data(), sizeof(SharedConfig), kTagConfig));
@@ -94,14 +141,20 @@ static Status initConnections(collComm* c) {
            ", COLL_NET_ONESHOT_BYTES=" + std::to_string(s.netOneShotBytes) +
            ", COLL_SHM_DISABLE=" + std::to_string(s.shmDisable) +
            ", COLL_DIRECT=" + std::to_string(s.direct) +
-           ", COLL_NET_DUPLEX=" + std::to_string(s.netDuplex);
+           ", COLL_NET_DUPLEX=" + std::to_string(s.netDuplex) + ", COLL_ALGO/COLL_PROTO filters " +
+           std::to_string(s.algos) + "/" + std::to_string(s.protos) + ", COLL_TUNER_* " +
+           std::to_string(s.tunerConsts[0]) + "/" + std::to_string(s.tunerConsts[1]) + "/" +
+           std::to_string(s.tunerConsts[2]) + "/" + std::to_string(s.tunerConsts[3]) + "/" +
+           std::to_string(s.tunerConsts[4]);
   };
   for (int r = 0; r < c->nranks; ++r) {
     if (all[r].buffSize != all[0].buffSize || all[r].nChannels != all[0].nChannels ||
         all[r].oneShotBytes != all[0].oneShotBytes ||
         all[r].netOneShotBytes != all[0].netOneShotBytes ||
         all[r].shmDisable != all[0].shmDisable || all[r].direct != all[0].direct ||
-        all[r].netDuplex != all[0].netDuplex)
+        all[r].netDuplex != all[0].netDuplex || all[r].algos != all[0].algos ||
+        all[r].protos != all[0].protos ||
+        std::memcmp(all[r].tunerConsts, all[0].tunerConsts, sizeof(all[r].tunerConsts)) != 0)
       return invalidUsage("ranks disagree on settings: rank 0 has " + describe(all[0]) +
                           ", rank " + std::to_string(r) + " has " + describe(all[r]));
   }
@@ -127,6 +180,7 @@ static Status initConnections(collComm* c) {
   int nch = c->nranks > 1 ? mine.nChannels : 1;
   c->minChannels = static_cast<int>(std::min<int64_t>(minCh, nch));
   c->channels.resize(nch);
+  initTrees(c, nch, mine.shmDisable != 0);
   if (c->nranks == 1) return okStatus();
   ConnectJob job(c->bootstrap.get(), c->slotBytes);
   for (int ch = 0; ch < nch; ++ch) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/tuner.h"
 #include "bootstrap/bootstrap.h"
 #include "transport/connector.h"
 #include "transport/shm/mailbox.h"
@@ -55,8 +56,7 @@ struct collComm {
   int hosts = 1;          // distinct host ids among the ranks
   bool twoTrees = false;  // the two trees differ (two hosts or more)
   bool treesWired = false;
-  uint32_t algoAllowed = ~0u;   // COLL_ALGO, per collective kind (tuner.h)
-  uint32_t protoAllowed = ~0u;  // COLL_PROTO, per collective kind
+  coll::TunerInput tuner;  // the cost model's inputs and the COLL_ALGO/PROTO filters
 
   // Lazily connected point-to-point connectors, one per peer and direction.
   std::map<int, std::unique_ptr<coll::SendConnector>> p2pSend;

@@ -23,10 +23,57 @@ struct Queued {
 thread_local int tlsDepth = 0;
 thread_local std::vector<Queued> tlsQueue;
 
+enum class Route : uint8_t { kOneShot, kRing, kTree };
+
+// Which algorithm serves od: the LL protocol (one-shot) wherever it applies and the
+// filters allow it, else the tuner's choice between ring and tree (tuner.h). Every input
+// is shared by all ranks (checked at init), so all ranks choose alike.
+Result<Route> routeFor(collComm* c, const OpDesc& od) {
+  if (od.kind == CollKind::kSend || od.kind == CollKind::kRecv || c->nranks == 1) return Route::kRing;
+  const bool ll = oneShotEligible(c, od);
+  size_t bytes = od.count * dataTypeSize(od.dtype);
+  if (od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter) bytes *= static_cast<size_t>(c->nranks);
+  COLL_ASSIGN(Choice ch, tunerChoose(c->tuner, od.kind, bytes, ll ? 1 : 0));
+  COLL_INFO(TUNING, "rank %d: %s -> %s/%s, predicted %.1f us", c->rank, od.describe().c_str(),
+            algoName(ch.algo), protoName(ch.proto), ch.us);
+  if (ch.proto == Proto::kLL) return Route::kOneShot;
+  return ch.algo == Algo::kTree ? Route::kTree : Route::kRing;
+}
+
+// True when the LL fast path may skip the tuner: nothing filters LL out (the model
+// prefers LL wherever it applies; tests/test_topology.cc checks that).
+bool llUnfiltered(const collComm* c, CollKind k) {
+  return allowed(c->tuner.algos, k, static_cast<int>(Algo::kRing)) &&
+         allowed(c->tuner.protos, k, static_cast<int>(Proto::kLL));
+}
+
+// Adds this rank's tree edges of every channel to a connection job (kTagTree, one tag
+// per tree and channel, shared by both directions of an edge).
+void wireTrees(ConnectJob* job, collComm* c) {
+  const int ntrees = c->twoTrees ? 2 : 1;
+  for (size_t ch = 0; ch < c->trees.size(); ++ch)
+    for (int t = 0; t < ntrees; ++t) {
+      collComm::TreeEdges& e = c->trees[ch][static_cast<size_t>(t)];
+      const uint64_t tag = kTagTree | (static_cast<uint64_t>(t) << 8) | ch;
+      if (e.parent >= 0) {
+        job->addRecv(e.parent, tag, &e.down);
+        job->addSend(e.parent, tag, &e.up);
+      }
+      e.fromChild.resize(e.children.size());
+      e.toChild.resize(e.children.size());
+      for (size_t j = 0; j < e.children.size(); ++j) {
+        job->addRecv(e.children[j], tag, &e.fromChild[j]);
+        job->addSend(e.children[j], tag, &e.toChild[j]);
+      }
+    }
+}
+
 // Everything one communicator runs in one launch.
 struct CommLaunch {
   collComm* comm;
   std::vector<OpDesc> ops;
+  std::vector<Route> routes;  // per op
+  bool wiresTrees = false;
   std::vector<Program> channels;
   std::map<int, Program> sends, recvs;  // per peer
   Program self;                         // send/recv to oneself
@@ -76,14 +123,17 @@ Status buildPrograms(CommLaunch& l) {
   for (size_t i = 0; i < l.ops.size(); ++i) {
     const OpDesc& od = l.ops[i];
     auto idx = static_cast<uint16_t>(i);
-    if (oneShotEligible(c, od)) {
+    if (l.routes[i] == Route::kOneShot) {
       // On channel 0, in call order with the ring operations: the ring one-shot shares
       // channel 0's connectors.
       l.channels[0].addOneShot(std::make_shared<OneShot>(c, od), idx);
       continue;
     }
     switch (od.kind) {
-      case CollKind::kAllReduce: buildRingAllReduce(c, od, idx, l.channels); break;
+      case CollKind::kAllReduce:
+        if (l.routes[i] == Route::kTree) buildTreeAllReduce(c, od, idx, l.channels);
+        else buildRingAllReduce(c, od, idx, l.channels);
+        break;
       case CollKind::kReduceScatter: buildRingReduceScatter(c, od, idx, l.channels); break;
       case CollKind::kAllGather: buildRingAllGather(c, od, idx, l.channels); break;
       case CollKind::kBroadcast: buildChainBroadcast(c, od, idx, l.channels); break;
@@ -151,11 +201,25 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
     }
   }
 
-  // Wire missing send/recv connectors, phase by phase across communicators.
+  // Choose every operation's algorithm (the same on every rank).
+  for (auto& l : launches) {
+    for (const OpDesc& od : l->ops) {
+      Result<Route> r = routeFor(l->comm, od);
+      if (!r.ok()) {
+        *failedComm = l->comm;
+        return r.takeStatus().prefix(od.describe() + ": ");
+      }
+      l->routes.push_back(r.value());
+      l->wiresTrees |= r.value() == Route::kTree && !l->comm->treesWired;
+    }
+  }
+
+  // Wire missing send/recv and tree connectors, phase by phase across communicators.
   std::vector<std::unique_ptr<ConnectJob>> jobs;
   for (auto& l : launches) {
     collComm* c = l->comm;
     auto job = std::make_unique<ConnectJob>(c->bootstrap.get(), c->slotBytes);
+    if (l->wiresTrees) wireTrees(job.get(), c);
     std::set<int> wantSend, wantRecv;
     for (auto& od : l->ops) {
       if (od.root == c->rank || od.count == 0) continue;
@@ -178,6 +242,8 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
     Status st = jobs[i]->phase3();
     if (!st.ok()) { *failedComm = launches[i]->comm; return st; }
   }
+  for (auto& l : launches)
+    if (l->wiresTrees) l->comm->treesWired = true;
 
   std::vector<Program*> programs;
   for (auto& l : launches) {
@@ -215,7 +281,7 @@ Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {
     tlsQueue.push_back({comm, op});
     return okStatus();
   }
-  if (oneShotEligible(comm, op)) {
+  if (oneShotEligible(comm, op) && llUnfiltered(comm, op.kind)) {
     if (comm->abort->raised()) {
       *failedComm = comm;
       return comm->abort->status().prefix("communicator is unusable after an earlier error: ");

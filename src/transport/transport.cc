@@ -38,17 +38,19 @@ void ConnectJob::addSend(int peer, uint64_t tag, std::unique_ptr<SendConnector>*
   sends_.push_back({peer, tag, out});
 }
 
-// Pairs ring receive and send items that face the same peer over net. Symmetric: the
-// peer's job holds the matching pair (both sides add one recv and one send per channel
-// under the same tag, and choose the transport from the same host ids), and every rank
-// agrees on COLL_NET_DUPLEX (checked at init).
+// Pairs ring and tree receive and send items that face the same peer over net.
+// Symmetric: the peer's job holds the matching pair (a ring of two or a tree edge: both
+// sides add one recv and one send under the same tag, in the same job, and choose the
+// transport from the same host ids), and every rank agrees on COLL_NET_DUPLEX (checked
+// at init).
 void ConnectJob::pairDuplex() {
   if (paramInt("NET_DUPLEX") == 0) return;
   const PeerInfo& self = bs_->peers()[bs_->rank()];
   bool checked = false;
   for (size_t i = 0; i < recvs_.size(); ++i) {
     RecvItem& r = recvs_[i];
-    if ((r.tag & ~((1ull << 56) - 1)) != kTagRing) continue;
+    uint64_t kind = r.tag & ~((1ull << 56) - 1);
+    if (kind != kTagRing && kind != kTagTree) continue;
     if (chooseTransport(self, bs_->peers()[r.peer]) != TransportKind::kNet) continue;
     if (!checked && !netDuplexSupported()) return;
     checked = true;

@@ -1,0 +1,106 @@
+// Tree allreduce: reduce up a tree, broadcast the result down it, chunk by chunk.
+//
+// The trees are NCCL's double binary trees over hosts (graph.h: treesOverNodes), with a
+// chain through the ranks of each host; the chain's head talks to the other hosts. A
+// ring needs 2(n-1) hops per chunk; a tree needs 2 x depth, depth ~ log2(hosts) + ranks
+// per host - 1, which is what makes it win for small and middle sizes across many hosts.
+//
+// Each channel's piece of the buffer is cut into chunks of one slice. Chunk i travels on
+// tree i % 2 when the two trees differ (two hosts or more), so every rank is inner in one
+// tree and a leaf in the other and the work evens out. Per chunk and rank:
+//   up   (children c1..ck, combined in that order, the partial kept in the output):
+//          leaf: send(src); one child: recvReduceSend; several: recvReduceCopy for the
+//          first, recv(partial)ReduceCopy for the middle, recvReduceSend for the last;
+//          the root ends with recvReduceCopy plus the final step (Avg's division)
+//   down  non-root: recvCopySend to c1 (recv only for a leaf), then send to c2..ck;
+//         root: send to every child.
+// One lane runs both phases, so they are software-pipelined: the ups of the first
+// kTreeDepth chunks go first, then each chunk's down is followed by the up of the chunk
+// kTreeDepth later. Every rank emits the same sequence, data flows up then down along
+// tree edges and each FIFO is drained in order, so no rank can wait on a step that
+// another rank has not got to without that rank waiting on something earlier: no
+// deadlock, and kTreeDepth chunks are in flight per lane.
+//
+// Floating-point sums combine in tree order, so results can differ from the ring's in
+// the last bits (NCCL's trees do the same); every rank receives the root's one result.
+#include "algorithms/algorithms.h"
+#include "core/datatype.h"
+
+namespace coll {
+
+namespace {
+
+constexpr size_t kTreeDepth = 4;
+
+void upSteps(collComm* c, const OpDesc& od, uint16_t opIndex, Program& p, const collComm::TreeEdges& e,
+             const char* src, char* dst, size_t bytes) {
+  const size_t k = e.children.size();
+  const bool root = e.parent < 0;
+  auto add = [&](uint8_t flags, const char* from, SendConnector* s, RecvConnector* r, bool keepCached) {
+    p.add(flags, od, opIndex, from, dst, bytes, s, r);
+    if (keepCached && !p.steps.empty()) p.steps.back().flags &= static_cast<uint8_t>(~kStream);
+  };
+  if (k == 0) {  // a leaf (never the root: nranks >= 2)
+    add(kSrc | kSend, src, e.up.get(), nullptr, false);
+    return;
+  }
+  for (size_t j = 0; j < k; ++j) {
+    const char* from = j == 0 ? src : dst;
+    RecvConnector* r = e.fromChild[j].get();
+    bool last = j + 1 == k;
+    if (!last) add(kRecv | kSrc | kDst, from, nullptr, r, true);
+    else if (root) add(kRecv | kSrc | kDst | kFinal, from, nullptr, r, false);
+    else add(kRecv | kSrc | kSend, from, e.up.get(), r, false);
+  }
+  (void)c;
+}
+
+void downSteps(const OpDesc& od, uint16_t opIndex, Program& p, const collComm::TreeEdges& e, char* dst,
+               size_t bytes) {
+  const size_t k = e.children.size();
+  size_t first = 0;
+  if (e.parent >= 0) {
+    if (k == 0) {
+      p.add(kRecv | kDst, od, opIndex, nullptr, dst, bytes, nullptr, e.down.get());
+      return;
+    }
+    p.add(kRecv | kDst | kSend, od, opIndex, nullptr, dst, bytes, e.toChild[0].get(), e.down.get());
+    first = 1;
+  }
+  for (size_t j = first; j < k; ++j)
+    p.add(kSrc | kSend, od, opIndex, dst, nullptr, bytes, e.toChild[j].get(), nullptr);
+}
+
+}  // namespace
+
+void buildTreeAllReduce(collComm* c, const OpDesc& od, uint16_t opIndex, std::vector<Program>& progs) {
+  const size_t es = dataTypeSize(od.dtype);
+  const char* src = static_cast<const char*>(od.sendbuff);
+  char* dst = static_cast<char*>(od.recvbuff);
+  const int nch = channelsFor(c, od.count * es);
+  for (int ch = 0; ch < nch; ++ch) {
+    size_t b = partBegin(od.count, nch, ch) * es, e = partBegin(od.count, nch, ch + 1) * es;
+    if (e == b) continue;
+    Program& p = progs[static_cast<size_t>(ch)];
+    const size_t chunk = c->sliceBytes;
+    const size_t nchunks = (e - b + chunk - 1) / chunk;
+    auto edges = [&](size_t i) -> const collComm::TreeEdges& {
+      return c->trees[static_cast<size_t>(ch)][c->twoTrees ? i % 2 : 0];
+    };
+    auto up = [&](size_t i) {
+      size_t off = b + i * chunk, len = std::min(chunk, e - off);
+      upSteps(c, od, opIndex, p, edges(i), src + off, dst + off, len);
+    };
+    auto down = [&](size_t i) {
+      size_t off = b + i * chunk, len = std::min(chunk, e - off);
+      downSteps(od, opIndex, p, edges(i), dst + off, len);
+    };
+    for (size_t i = 0; i < std::min(kTreeDepth, nchunks); ++i) up(i);
+    for (size_t i = 0; i < nchunks; ++i) {
+      down(i);
+      if (i + kTreeDepth < nchunks) up(i + kTreeDepth);
+    }
+  }
+}
+
+}  // namespace coll
