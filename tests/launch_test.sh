@@ -62,5 +62,19 @@ for r in d["rows"]:
 print("json ok:", len(d["rows"]), "rows")
 PY
     ;;
+  hosts_trees)   # ring and tree allreduce on 1-4 simulated hosts, up to 16 ranks (processes)
+    for shape in "1 1" "2 2" "5 3" "8 4" "16 4"; do
+      set -- $shape
+      for algo in allreduce:ring allreduce:tree; do
+        COLL_ALGO=$algo $R -np $1 --nodes $2 --timeout 240 -- $P/all_reduce_perf -b 1 -e 300K -f 17 -n 2 -w 1 \
+          -d float -o all >/dev/null || { echo "$algo failed with $1 ranks on $2 hosts"; exit 1; }
+      done
+      # The other collectives (ring and chains) at the same shapes, one type.
+      for b in broadcast reduce all_gather reduce_scatter; do
+        $R -np $1 --nodes $2 --timeout 240 -- $P/${b}_perf -b 1 -e 300K -f 17 -n 2 -w 1 -d int32 >/dev/null ||
+          { echo "$b failed with $1 ranks on $2 hosts"; exit 1; }
+      done
+      echo "ok: $1 ranks on $2 hosts"
+    done ;;
   *) echo "unknown case $case_"; exit 2 ;;
 esac

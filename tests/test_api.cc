@@ -1,9 +1,14 @@
 // The C ABI's contract: argument checking with messages that name the argument and its
 // value, bootstrap refusals, abort from another thread, collCommInitAll driven by one
 // thread in a group, collCommSplit, and mismatched calls reported instead of hanging.
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -368,4 +373,37 @@ TEST_CASE("COLL_ALGO and COLL_PROTO filter algorithms and name what they exclude
     for (auto& e : errors) FAIL_CHECK(e);
     REQUIRE(errors.empty());
   }
+}
+
+TEST_CASE("COLL_TOPO_DUMP_FILE is written at init and COLL_TOPO_FILE is checked", "[api][topology]") {
+  char path[] = "/tmp/coll-topo-dump-XXXXXX";
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  std::remove(path);
+  {
+    ScopedEnv dump("COLL_TOPO_DUMP_FILE", path);
+    collComm_t comms[2] = {nullptr, nullptr};
+    REQUIRE(collCommInitAll(comms, 2, nullptr) == collSuccess);
+    for (auto* c : comms) collCommDestroy(c);
+  }
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(contains(text, "<system version=\"1\">"));
+  CHECK(contains(text, "<cpu numaid="));
+  {
+    ScopedEnv file("COLL_TOPO_FILE", path);  // the dump loads back
+    collComm_t comms[2] = {nullptr, nullptr};
+    REQUIRE(collCommInitAll(comms, 2, nullptr) == collSuccess);
+    for (auto* c : comms) collCommDestroy(c);
+  }
+  std::ofstream(path) << "<system version=\"1\">\n  <cpu numaid=\"0\">\n</system>\n";
+  {
+    ScopedEnv file("COLL_TOPO_FILE", path);
+    collComm_t comms[2] = {nullptr, nullptr};
+    CHECK(collCommInitAll(comms, 2, nullptr) == collInvalidArgument);
+    CHECK(contains(collGetLastError(nullptr), path));
+    CHECK(contains(collGetLastError(nullptr), "line 3: </system> closes <cpu>"));
+  }
+  std::remove(path);
 }

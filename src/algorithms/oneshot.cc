@@ -347,8 +347,8 @@ void OneShot::finishMailbox() {
 }
 
 Status OneShot::pollRing(bool* done, WaitTarget* wait) {
-  SendConnector& send = *c_->channels[0].send;
-  RecvConnector& recv = *c_->channels[0].recv;
+  SendConnector& send = c_->ll.send ? *c_->ll.send : *c_->channels[0].send;
+  RecvConnector& recv = c_->ll.recv ? *c_->ll.recv : *c_->channels[0].recv;
   const int n = c_->nranks, me = c_->rank;
   const size_t bytes = od_.count * es_;
   char* staging = c_->staging.data();
@@ -426,6 +426,7 @@ Status runOneShot(collComm* c, const OpDesc& od) {
     if (!st.ok()) return failLane(c, "one-shot", od, os.blockedPeer(), std::move(st));
     if (done) return okStatus();
     Status fatal = fatalWhileStalled(c, waiter);
+    if (fatal.ok() && os.ringMode()) fatal = llIntrusion(c, true, waiter);
     if (!fatal.ok()) return failLane(c, "one-shot", od, os.blockedPeer(), std::move(fatal));
     waiter.idle(wait);
   }

@@ -49,6 +49,7 @@ class OneShot {
   Status poll(bool* done, WaitTarget* wait);
   const OpDesc& op() const { return od_; }
   int blockedPeer() const { return blockedPeer_; }
+  bool ringMode() const { return mode_ == Mode::kRing; }
 
  private:
   enum class Mode { kMailbox, kDirect, kRing };

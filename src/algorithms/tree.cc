@@ -32,8 +32,8 @@ namespace {
 
 constexpr size_t kTreeDepth = 4;
 
-void upSteps(collComm* c, const OpDesc& od, uint16_t opIndex, Program& p, const collComm::TreeEdges& e,
-             const char* src, char* dst, size_t bytes) {
+void upSteps(const OpDesc& od, uint16_t opIndex, Program& p, const collComm::TreeEdges& e, const char* src,
+             char* dst, size_t bytes) {
   const size_t k = e.children.size();
   const bool root = e.parent < 0;
   auto add = [&](uint8_t flags, const char* from, SendConnector* s, RecvConnector* r, bool keepCached) {
@@ -52,7 +52,6 @@ void upSteps(collComm* c, const OpDesc& od, uint16_t opIndex, Program& p, const 
     else if (root) add(kRecv | kSrc | kDst | kFinal, from, nullptr, r, false);
     else add(kRecv | kSrc | kSend, from, e.up.get(), r, false);
   }
-  (void)c;
 }
 
 void downSteps(const OpDesc& od, uint16_t opIndex, Program& p, const collComm::TreeEdges& e, char* dst,
@@ -89,7 +88,7 @@ void buildTreeAllReduce(collComm* c, const OpDesc& od, uint16_t opIndex, std::ve
     };
     auto up = [&](size_t i) {
       size_t off = b + i * chunk, len = std::min(chunk, e - off);
-      upSteps(c, od, opIndex, p, edges(i), src + off, dst + off, len);
+      upSteps(od, opIndex, p, edges(i), src + off, dst + off, len);
     };
     auto down = [&](size_t i) {
       size_t off = b + i * chunk, len = std::min(chunk, e - off);

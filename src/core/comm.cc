@@ -11,6 +11,7 @@
 #include "bootstrap/host_id.h"
 #include "core/log.h"
 #include "core/param.h"
+#include "topology/probe.h"
 #include "transport/transport.h"
 
 namespace coll {
@@ -109,7 +110,22 @@ static void initTrees(collComm* c, int nch, bool shmDisable) {
   c->tuner.netLlMaxBytes = c->mailboxes ? 0 : std::min(c->netOneShotBytes, c->slotBytes);
 }
 
+// The machine's topology when asked for (COLL_TOPO_FILE, COLL_TOPO_DUMP_FILE): loaded
+// (a bad file fails init naming it), logged under GRAPH, and dumped by rank 0. Host
+// ranks' rings and trees follow rank order and host ids, so nothing else needs it here;
+// the probe's cost (hwloc) is paid only when asked.
+static Status initTopology(collComm* c) {
+  if (paramString("TOPO_FILE").empty() && paramString("TOPO_DUMP_FILE").empty()) return okStatus();
+  std::string origin;
+  COLL_ASSIGN(auto topo, loadSystemTopology(&origin));
+  COLL_INFO(GRAPH, "rank %d: topology from %s: %zu CPU(s), %zu GPU(s), %zu NIC port(s)", c->rank,
+            origin.c_str(), topo->cpus().size(), topo->gpus().size(), topo->nets().size());
+  if (c->rank == 0) COLL_CHECK(dumpTopologyIfAsked(*topo));
+  return okStatus();
+}
+
 static Status initConnections(collComm* c) {
+  COLL_CHECK(initTopology(c));
   const size_t minBuff = 1024;
   int64_t buff = paramInt("BUFFSIZE");
   if (buff < static_cast<int64_t>(minBuff)) {
@@ -186,6 +202,12 @@ static Status initConnections(collComm* c) {
   for (int ch = 0; ch < nch; ++ch) {
     job.addRecv(c->ringPrev, kTagRing | static_cast<uint64_t>(ch), &c->channels[ch].recv);
     job.addSend(c->ringNext, kTagRing | static_cast<uint64_t>(ch), &c->channels[ch].send);
+  }
+  const auto& peers = c->bootstrap->peers();
+  if (c->nranks == 2 && mine.netDuplex && mine.netOneShotBytes > 0 &&
+      chooseTransport(peers[c->rank], peers[c->ringNext]) == TransportKind::kNet) {
+    job.addRecv(c->ringPrev, kTagLL, &c->ll.recv);
+    job.addSend(c->ringNext, kTagLL, &c->ll.send);
   }
   COLL_CHECK(job.run());
   COLL_INFO(INIT, "rank %d/%d: ring %d -> %d -> %d over %s/%s, %d channel(s), %zu-byte slices",

@@ -188,7 +188,32 @@ Status mailboxIntrusion(const Program& p) {
                       "the ranks called different operations or counts");
 }
 
+// llIntrusion for a lane: a one-shot step waits on the LL connection, a step receiving on
+// channel 0 on the ring's.
+Status llIntrusionInLane(const Program& p, const Waiter& waiter) {
+  collComm* c = p.comm;
+  if (!c->ll.recv || p.cur >= p.steps.size()) return okStatus();
+  const Step& s = p.steps[p.cur];
+  if (s.oneShot) return llIntrusion(c, true, waiter);
+  if (s.recv && s.recv == c->channels[0].recv.get() && std::strcmp(p.blockedWhat, "data from") == 0)
+    return llIntrusion(c, false, waiter);
+  return okStatus();
+}
+
 }  // namespace
+
+Status llIntrusion(collComm* c, bool waitingOnLL, const Waiter& waiter) {
+  constexpr double kGraceS = 2.0;
+  if (!c->ll.recv || c->channels.empty() || waiter.idleSeconds() < kGraceS) return okStatus();
+  RecvConnector* other = waitingOnLL ? c->channels[0].recv.get() : c->ll.recv.get();
+  if (!other) return okStatus();
+  COLL_CHECK(other->progress());
+  if (!other->ready()) return okStatus();
+  return invalidUsage("rank " + std::to_string(other->peer()) +
+                      (waitingOnLL ? " sent ring data while this rank waits in a one-shot (LL) operation"
+                                   : " sent a one-shot (LL) message while this rank waits in a ring operation") +
+                      ": the ranks called different operations or counts");
+}
 
 Status fatalWhileStalled(collComm* c, const Waiter& waiter) {
   AbortState& a = *c->abort;
@@ -242,6 +267,7 @@ Status runPrograms(std::vector<Program*>& programs, collComm** failedComm) {
     for (Program* p : live) {
       Status st = fatalWhileStalled(p->comm, waiter);
       if (st.ok()) st = mailboxIntrusion(*p);
+      if (st.ok()) st = llIntrusionInLane(*p, waiter);
       if (!st.ok()) {
         if (failedComm) *failedComm = p->comm;
         if (!p->comm->abort->raised()) p->comm->abort->set(st.code(), st.message());

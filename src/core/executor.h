@@ -20,6 +20,12 @@ Status runPrograms(std::vector<Program*>& programs, struct ::collComm** failedCo
 // the error that ends a wait on c: its abort state raised, or its bootstrap root lost for
 // longer than a grace period while stuck; ok otherwise.
 Status fatalWhileStalled(struct ::collComm* c, const Waiter& waiter);
+// Two ranks over net keep LL (one-shot) messages and ring slices on separate connections
+// (comm.h: ll). A rank stalled for 2 s on one of them (waitingOnLL: the LL one) while the
+// other holds data from the peer: the ranks called different operations or counts. (Data
+// on the other connection can also be the peer's next operation, legitimately ahead of
+// ours: two TCP connections keep no order between them, hence the grace period.)
+Status llIntrusion(struct ::collComm* c, bool waitingOnLL, const Waiter& waiter);
 // Makes st c's fatal error (after giving the root a moment to name the rank that really
 // failed) and returns it prefixed with rank, lane, operation and the awaited peer.
 Status failLane(struct ::collComm* c, const char* lane, const OpDesc& od, int peer, Status st);

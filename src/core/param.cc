@@ -35,8 +35,8 @@ const std::vector<ParamInfo>& allParams() {
       {"NSOCKS_PERTHREAD", ParamType::kInt, "1", "",
        "sockets per helper thread of a TCP connection (1..16)"},
       {"NET_DUPLEX", ParamType::kInt, "1", "",
-       "1: a rank pair that sends both ways over net (2-rank rings) shares one connection, "
-       "so acknowledgements ride on data; 0: one connection per direction"},
+       "1: small (LL) messages of two ranks over net, and tree edges, use one connection "
+       "both ways, so acknowledgements ride on data; 0: one connection per direction"},
       {"SOCKET_NTHREADS", ParamType::kInt, "0", "",
        "helper threads per TCP connection (0..16); 0: the calling thread moves the bytes; "
        "messages over 64 KiB are striped over all max(1,N)*NSOCKS_PERTHREAD sockets"},

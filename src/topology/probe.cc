@@ -107,6 +107,34 @@ struct GpuInfo {
   std::map<std::string, std::pair<int, std::string>> nvlinks;  // target -> (count, tclass)
 };
 
+// CUDA device numbers by PCI bus id, from the driver API loaded at run time (it honours
+// CUDA_VISIBLE_DEVICES, which NVML does not). Empty without a driver or a visible GPU.
+std::map<std::string, int> cudaDevicesByBusId() {
+  std::map<std::string, int> out;
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return out;
+  using InitFn = int (*)(unsigned);
+  using CountFn = int (*)(int*);
+  using GetFn = int (*)(int*, int);
+  using BusIdFn = int (*)(char*, int, int);
+  auto init = reinterpret_cast<InitFn>(dlsym(lib, "cuInit"));
+  auto count = reinterpret_cast<CountFn>(dlsym(lib, "cuDeviceGetCount"));
+  auto get = reinterpret_cast<GetFn>(dlsym(lib, "cuDeviceGet"));
+  auto busId = reinterpret_cast<BusIdFn>(dlsym(lib, "cuDeviceGetPCIBusId"));
+  int n = 0;
+  if (init && count && get && busId && init(0) == 0 && count(&n) == 0) {
+    for (int i = 0; i < n; ++i) {
+      int dev = 0;
+      char b[64] = {};
+      if (get(&dev, i) != 0 || busId(b, sizeof(b), dev) != 0) continue;
+      unsigned d = 0, bus = 0, slot = 0, fn = 0;
+      if (std::sscanf(b, "%x:%x:%x.%x", &d, &bus, &slot, &fn) == 4) out[busIdString(d, bus, slot, 0)] = i;
+    }
+  }
+  // The driver stays loaded: unloading libcuda under a process that uses CUDA is unsafe.
+  return out;
+}
+
 std::vector<GpuInfo> probeGpus() {
   std::vector<GpuInfo> gpus;
   void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -172,6 +200,17 @@ std::vector<GpuInfo> probeGpus() {
   }
   if (shutdown) shutdown();
   dlclose(lib);
+  // dev = the CUDA device number where CUDA sees the GPU; GPUs it does not see (hidden by
+  // CUDA_VISIBLE_DEVICES) are numbered after the visible ones, in NVML order.
+  std::map<std::string, int> cuda = cudaDevicesByBusId();
+  if (!cuda.empty()) {
+    int next = static_cast<int>(cuda.size());
+    for (GpuInfo& g : gpus) {
+      auto it = cuda.find(g.busId);
+      g.dev = it != cuda.end() ? it->second : next++;
+    }
+    std::sort(gpus.begin(), gpus.end(), [](const GpuInfo& a, const GpuInfo& b) { return a.dev < b.dev; });
+  }
   return gpus;
 }
 

@@ -7,7 +7,9 @@
 //     NIC of the net backend (its interface's sysfs device) at its PCI position, under the
 //     PCIe bridges hwloc reports, with class, ids, link_speed and link_width from sysfs;
 //     a NIC without a PCI device (loopback, veth) sits directly under its CPU;
-//   - per GPU: dev (NVML order), sm, rank (= dev: a probe sees the machine, not a job),
+//   - per GPU: dev (the CUDA device number from the driver API, which honours
+//     CUDA_VISIBLE_DEVICES; NVML order without it), sm, rank (= dev: a probe sees the
+//     machine, not a job),
 //     and NVLinks that are up, aggregated per remote device (NVSwitch, GPU or CPU).
 #pragma once
 

@@ -38,8 +38,9 @@ void ConnectJob::addSend(int peer, uint64_t tag, std::unique_ptr<SendConnector>*
   sends_.push_back({peer, tag, out});
 }
 
-// Pairs ring and tree receive and send items that face the same peer over net.
-// Symmetric: the peer's job holds the matching pair (a ring of two or a tree edge: both
+// Pairs LL and tree receive and send items that face the same peer over net (ring
+// slices keep one-way connections: bulk both ways on one socket contends for its lock).
+// Symmetric: the peer's job holds the matching pair (two ranks' LL pair or a tree edge: both
 // sides add one recv and one send under the same tag, in the same job, and choose the
 // transport from the same host ids), and every rank agrees on COLL_NET_DUPLEX (checked
 // at init).
@@ -50,7 +51,7 @@ void ConnectJob::pairDuplex() {
   for (size_t i = 0; i < recvs_.size(); ++i) {
     RecvItem& r = recvs_[i];
     uint64_t kind = r.tag & ~((1ull << 56) - 1);
-    if (kind != kTagRing && kind != kTagTree) continue;
+    if (kind != kTagLL && kind != kTagTree) continue;
     if (chooseTransport(self, bs_->peers()[r.peer]) != TransportKind::kNet) continue;
     if (!checked && !netDuplexSupported()) return;
     checked = true;

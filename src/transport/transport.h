@@ -7,8 +7,8 @@
 //   1. every receiver creates its FIFO or listener and sends the handle (never blocks);
 //   2. every sender waits for its handle, maps or connects, and acknowledges;
 //   3. every receiver waits for the acknowledgement / accepts the connection.
-// Duplex: a ring or tree connection whose receive and send sides face the same peer
-// under one tag (a 2-rank ring, a tree edge) is one net connection when COLL_NET_DUPLEX=1 and the backend can:
+// Duplex: an LL or tree connection whose receive and send sides face the same peer
+// under one tag (two ranks' LL pair, a tree edge) is one net connection when COLL_NET_DUPLEX=1 and the backend can:
 // the lower rank listens, the higher connects in phase 2 and gets both directions, the
 // lower accepts in phase 3 and gets both. (Measured on loopback: 8-byte exchange 10.8 ->
 // 7.2 us, the acknowledgements riding on data; docs/PERFORMANCE.md.)
@@ -69,6 +69,7 @@ class ConnectJob {
 constexpr uint64_t kTagRing = 1ull << 56;
 constexpr uint64_t kTagP2p = 2ull << 56;
 constexpr uint64_t kTagTree = 6ull << 56;  // | tree << 8 | channel
+constexpr uint64_t kTagLL = 7ull << 56;    // the LL connection of two ranks over net
 constexpr uint64_t kTagAck = 1ull << 55;
 
 }  // namespace coll

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Small-message allreduce over TCP loopback, ours (two simulated hosts) and Open MPI TCP,
+# in alternating launches, then the median per size and the ratio. Small-message times
+# here drift by 20-50 % from one moment to the next, so alternating launches and medians
+# are the only fair comparison.
+#
+#   bash scripts/compare_tcp_latency.sh [ROUNDS]     # default 8 rounds, ~2 minutes
+#
+# Environment: PEERS_BUILD [/tmp/peers-build] (built by ../shared/peers/setup.sh, which
+# this runs), BUILD_DIR [build].
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+ROUNDS="${1:-8}"
+export PEERS_BUILD="${PEERS_BUILD:-/tmp/peers-build}"
+BUILD_DIR="${BUILD_DIR:-build}"
+[ -x "$BUILD_DIR/perf_tests/all_reduce_perf" ] || bash scripts/build.sh
+mkdir -p "$PEERS_BUILD"
+bash "$ROOT/../shared/peers/setup.sh" >&2 || { echo "peers setup failed" >&2; exit 1; }
+OMPI=(mpirun.openmpi --allow-run-as-root -np 2 --bind-to core --map-by core --mca pml ob1
+      --mca oob_tcp_if_include lo --mca btl tcp,self --mca btl_tcp_if_include lo)
+RAW=$(mktemp)
+trap 'rm -f "$RAW"' EXIT
+for k in $(seq 1 "$ROUNDS"); do
+  COLL_SOCKET_IFNAME=lo "$BUILD_DIR/tools/collrun" -np 2 --nodes 2 --bind core -- \
+    "$BUILD_DIR/perf_tests/all_reduce_perf" -b 8 -e 1024 -f 8 -w 200 -n 5000 -c 0 2>&1 |
+    awk '/^ +[0-9]+ +[0-9]+ +float/ {print "ours", $1, $6}' >> "$RAW"
+  "${OMPI[@]}" "$PEERS_BUILD/mpi_allreduce_perf" -C allreduce -b 8 -e 1024 -w 200 -n 5000 -T 0 2>/dev/null |
+    awk '/^ +[0-9]+ +[0-9]+ +float/ {print "ompi", $1, $5}' >> "$RAW"
+  echo "compare_tcp_latency: round $k of $ROUNDS done" >&2
+done
+python3 - "$RAW" <<'PY'
+import collections, statistics, sys
+d = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    who, size, t = line.split()
+    d[(int(size), who)].append(float(t))
+print("%8s %12s %12s %7s" % ("bytes", "ours us", "ompi us", "ratio"))
+for size in sorted({s for s, _ in d}):
+    o, m = d.get((size, "ours")), d.get((size, "ompi"))
+    if o and m:
+        a, b = statistics.median(o), statistics.median(m)
+        print("%8d %12.2f %12.2f %7.2f" % (size, a, b, a / b))
+PY
