@@ -10,21 +10,37 @@
 #include <cstdint>
 #include <cstring>
 
+// Every conversion is also device code when compiled by nvcc (kernels/device_reduce.cu),
+// so host and device round alike, bit for bit.
+#if defined(__CUDACC__)
+#define COLL_HD __host__ __device__
+#else
+#define COLL_HD
+#endif
+
 namespace coll {
 
-inline uint32_t floatBits(float f) {
+COLL_HD inline uint32_t floatBits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return u;
+#endif
 }
-inline float bitsFloat(uint32_t u) {
+COLL_HD inline float bitsFloat(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
   float f;
   std::memcpy(&f, &u, 4);
   return f;
+#endif
 }
 
 // ---- fp16 ----
-inline float halfToFloat(uint16_t h) {
+COLL_HD inline float halfToFloat(uint16_t h) {
   uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1f;
   uint32_t mant = h & 0x3ffu;
@@ -38,7 +54,7 @@ inline float halfToFloat(uint16_t h) {
   return bitsFloat(sign | ((exp + 112) << 23) | (mant << 13));
 }
 
-inline uint16_t floatToHalf(float f) {
+COLL_HD inline uint16_t floatToHalf(float f) {
   uint32_t x = floatBits(f);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t absx = x & 0x7fffffffu;
@@ -60,8 +76,8 @@ inline uint16_t floatToHalf(float f) {
 }
 
 // ---- bf16 ----
-inline float bf16ToFloat(uint16_t b) { return bitsFloat(static_cast<uint32_t>(b) << 16); }
-inline uint16_t floatToBf16(float f) {
+COLL_HD inline float bf16ToFloat(uint16_t b) { return bitsFloat(static_cast<uint32_t>(b) << 16); }
+COLL_HD inline uint16_t floatToBf16(float f) {
   uint32_t x = floatBits(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
   x += 0x7fffu + ((x >> 16) & 1u);
@@ -80,24 +96,27 @@ struct Fp8Format {
   static constexpr uint8_t kMaxFinite = static_cast<uint8_t>(kMaxExpField << M | kMaxMantAtMaxExp);
 
   // Exact decode of every code (used to build the table and by tests).
-  static float decodeSlow(uint8_t v) {
+  COLL_HD static float decodeSlow(uint8_t v) {
     int sign = v >> (E + M);
     int exp = (v >> M) & ((1 << E) - 1);
     int mant = v & ((1 << M) - 1);
     float r;
     if (kHasInf && exp == (1 << E) - 1) {
-      r = mant ? NAN : INFINITY;
+      r = mant ? bitsFloat(0x7fc00000u) : bitsFloat(0x7f800000u);
     } else if (!kHasInf && exp == (1 << E) - 1 && mant == (1 << M) - 1) {
-      r = NAN;
+      r = bitsFloat(0x7fc00000u);
     } else if (exp == 0) {
-      r = std::ldexp(static_cast<float>(mant), 1 - kBias - M);
+      r = ldexpf(static_cast<float>(mant), 1 - kBias - M);
     } else {
-      r = std::ldexp(static_cast<float>(mant + (1 << M)), exp - kBias - M);
+      r = ldexpf(static_cast<float>(mant + (1 << M)), exp - kBias - M);
     }
     return sign ? -r : r;
   }
 
-  static float toFloat(uint8_t v) {
+  COLL_HD static float toFloat(uint8_t v) {
+#if defined(__CUDA_ARCH__)
+    return decodeSlow(v);
+#else
     static const struct Table {
       float v[256];
       Table() {
@@ -105,12 +124,13 @@ struct Fp8Format {
       }
     } table;
     return table.v[v];
+#endif
   }
 
   // Round to nearest even on the float's bits, as floatToHalf does: the dropped mantissa
   // bits are rounded in integer arithmetic in the normal range, and by the FPU (adding a
   // constant whose ulp is the format's quantum) in the subnormal range.
-  static uint8_t fromFloat(float f) {
+  COLL_HD static uint8_t fromFloat(float f) {
     constexpr int kShift = 23 - M;
     constexpr uint32_t kMinNormalBits = static_cast<uint32_t>(127 + 1 - kBias) << 23;
     constexpr uint32_t kRebias = static_cast<uint32_t>(127 - kBias) << M;

@@ -1,0 +1,146 @@
+// Device reduce/copy kernels: a grid-stride loop over 16-byte packs (an aligned load of
+// 16 bytes per thread and input), each element combined by the same Elem/Op code as the
+// host (reduce_ops.h), and a scalar kernel for unaligned buffers and the tail.
+//
+// Instantiations: 12 types x (sum, prod, max, min, avg-final) x {vector, scalar} = 120
+// kernels per architecture (Avg's non-final step is the sum). Compiled with -fmad=false
+// so no multiply-add is fused and every rounding matches the host's.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/device_reduce.h"
+#include "kernels/reduce_ops.h"
+
+namespace coll {
+
+namespace {
+
+template <typename T>
+struct alignas(16) Pack {
+  static constexpr int kN = 16 / static_cast<int>(sizeof(T));
+  T e[kN];
+};
+
+// kAvg: the sum, then divided by nranks (FinalFn for Avg).
+template <typename T, typename Op, bool kAvg>
+__device__ __forceinline__ T combine(T x, T y, int nranks) {
+  auto r = Op::apply(Elem<T>::load(x), Elem<T>::load(y));
+  if constexpr (kAvg) r = avgOf<T>(r, nranks);
+  return Elem<T>::store(r);
+}
+
+template <typename T, typename Op, bool kAvg>
+__global__ void reducePacks(Pack<T>* d, const Pack<T>* a, const Pack<T>* b, size_t npacks, int nranks) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < npacks; i += stride) {
+    const Pack<T> x = a[i], y = b[i];
+    Pack<T> r;
+#pragma unroll
+    for (int k = 0; k < Pack<T>::kN; ++k) r.e[k] = combine<T, Op, kAvg>(x.e[k], y.e[k], nranks);
+    d[i] = r;
+  }
+}
+
+template <typename T, typename Op, bool kAvg>
+__global__ void reduceScalar(T* d, const T* a, const T* b, size_t n, int nranks) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    d[i] = combine<T, Op, kAvg>(a[i], b[i], nranks);
+}
+
+constexpr int kThreads = 256;
+
+unsigned gridFor(size_t items) {
+  size_t blocks = (items + kThreads - 1) / kThreads;
+  if (blocks > 4096) blocks = 4096;  // grid-stride beyond: enough to fill any current GPU
+  return static_cast<unsigned>(blocks == 0 ? 1 : blocks);
+}
+
+Status cudaStatus(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return okStatus();
+  return Status(Code::kSystem, std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+template <typename T, typename Op, bool kAvg>
+Status launch(void* dst, const void* a, const void* b, size_t n, int nranks, cudaStream_t s) {
+  if (n == 0) return okStatus();
+  auto* d = static_cast<T*>(dst);
+  auto* x = static_cast<const T*>(a);
+  auto* y = static_cast<const T*>(b);
+  const auto addr = [](const void* p) { return reinterpret_cast<uintptr_t>(p); };
+  size_t done = 0;
+  if (((addr(d) | addr(x) | addr(y)) & 15) == 0) {
+    const size_t npacks = n / Pack<T>::kN;
+    if (npacks > 0)
+      reducePacks<T, Op, kAvg><<<gridFor(npacks), kThreads, 0, s>>>(
+          reinterpret_cast<Pack<T>*>(d), reinterpret_cast<const Pack<T>*>(x),
+          reinterpret_cast<const Pack<T>*>(y), npacks, nranks);
+    done = npacks * Pack<T>::kN;
+  }
+  if (done < n)
+    reduceScalar<T, Op, kAvg><<<gridFor(n - done), kThreads, 0, s>>>(d + done, x + done, y + done, n - done, nranks);
+  return cudaStatus(cudaGetLastError(), "reduction kernel launch");
+}
+
+template <typename T>
+Status forOp(void* dst, const void* a, const void* b, size_t n, collRedOp_t op, bool final, int nranks,
+             cudaStream_t s) {
+  switch (op) {
+    case collSum: return launch<T, OpSum, false>(dst, a, b, n, nranks, s);
+    case collProd: return launch<T, OpProd, false>(dst, a, b, n, nranks, s);
+    case collMax: return launch<T, OpMax, false>(dst, a, b, n, nranks, s);
+    case collMin: return launch<T, OpMin, false>(dst, a, b, n, nranks, s);
+    case collAvg:
+      return final ? launch<T, OpSum, true>(dst, a, b, n, nranks, s) : launch<T, OpSum, false>(dst, a, b, n, nranks, s);
+    default: break;
+  }
+  return invalidArgument("op " + std::to_string(static_cast<int>(op)) + " is not a reduction operator");
+}
+
+}  // namespace
+
+Status deviceReduce(void* dst, const void* a, const void* b, size_t n, collDataType_t type, collRedOp_t op,
+                    bool final, int nranks, void* stream) {
+  if (nranks < 1) return invalidArgument("nranks " + std::to_string(nranks) + " must be at least 1");
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (type) {
+    case collInt8: return forOp<int8_t>(dst, a, b, n, op, final, nranks, s);
+    case collUint8: return forOp<uint8_t>(dst, a, b, n, op, final, nranks, s);
+    case collInt32: return forOp<int32_t>(dst, a, b, n, op, final, nranks, s);
+    case collUint32: return forOp<uint32_t>(dst, a, b, n, op, final, nranks, s);
+    case collInt64: return forOp<int64_t>(dst, a, b, n, op, final, nranks, s);
+    case collUint64: return forOp<uint64_t>(dst, a, b, n, op, final, nranks, s);
+    case collFloat16: return forOp<Half>(dst, a, b, n, op, final, nranks, s);
+    case collFloat32: return forOp<float>(dst, a, b, n, op, final, nranks, s);
+    case collFloat64: return forOp<double>(dst, a, b, n, op, final, nranks, s);
+    case collBfloat16: return forOp<Bf16>(dst, a, b, n, op, final, nranks, s);
+    case collFloat8e4m3: return forOp<E4M3>(dst, a, b, n, op, final, nranks, s);
+    case collFloat8e5m2: return forOp<E5M2>(dst, a, b, n, op, final, nranks, s);
+    default: break;
+  }
+  return invalidArgument("datatype " + std::to_string(static_cast<int>(type)) + " is not a data type");
+}
+
+Status deviceCopy(void* dst, const void* src, size_t bytes, void* stream) {
+  if (bytes == 0 || dst == src) return okStatus();
+  return cudaStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)),
+                    "cudaMemcpyAsync (device to device)");
+}
+
+bool cudaDeviceUsable(std::string* why) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why) *why = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e);
+    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    return false;
+  }
+  if (n == 0) {
+    if (why) *why = "no CUDA device is visible";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace coll

@@ -1,0 +1,31 @@
+// Device reduce and copy primitives (CUDA), the device twins of host_reduce.h.
+//
+// deviceReduce computes dst[i] = op(a[i], b[i]) for i < n on device memory, enqueued on
+// a CUDA stream; with `final` it applies the op's post-step as FinalFn does (Avg: the sum
+// divided by nranks). The element types and operators are the host's (reduce_ops.h), so
+// results equal hostReduceKernels' bit for bit, integers and floats alike (fp16, bf16
+// and fp8 combined in fp32 and rounded once). Buffers whose addresses are 16-byte
+// aligned alike move in 16-byte vectors; any other alignment takes a scalar path.
+//
+// This header needs no CUDA headers: streams travel as void* (a cudaStream_t). Built only
+// when CUDA is (COLL_HAVE_CUDA); without a driver or a device every call returns a clear
+// error, and cudaDeviceUsable says why.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "collectives/collectives.h"
+#include "core/status.h"
+
+namespace coll {
+
+Status deviceReduce(void* dst, const void* a, const void* b, size_t n, collDataType_t type,
+                    collRedOp_t op, bool final, int nranks, void* stream);
+// dst = bytes of src, device to device, on the stream.
+Status deviceCopy(void* dst, const void* src, size_t bytes, void* stream);
+
+// Whether this process can use a CUDA device; the reason in *why when not.
+bool cudaDeviceUsable(std::string* why);
+
+}  // namespace coll
