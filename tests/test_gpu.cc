@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "collectives/collectives.h"
 #include "core/datatype.h"
 #include "kernels/device_reduce.h"
 #include "kernels/element_io.h"
@@ -84,4 +85,20 @@ TEST_CASE("device kernels without a usable device fail with the driver's reason"
   REQUIRE_FALSE(st.ok());
   CHECK_THAT(st.message(), Catch::Contains("reduction kernel launch"));
   CHECK_FALSE(why.empty());
+}
+
+TEST_CASE("device buffers are refused by name until the device path exists", "[gpu][api]") {
+  std::string why;
+  if (!cudaDeviceUsable(&why)) {
+    WARN("skipped: no usable CUDA device (" << why << ")");
+    return;
+  }
+  collComm_t comm = nullptr;
+  REQUIRE(collCommInitAll(&comm, 1, nullptr) == collSuccess);
+  float* d = nullptr;
+  REQUIRE(cudaMalloc(&d, 64 * sizeof(float)) == cudaSuccess);
+  CHECK(collAllReduce(d, d, 64, collFloat, collSum, comm, nullptr) == collInvalidUsage);
+  CHECK_THAT(std::string(collGetLastError(comm)), Catch::Contains("sendbuff is CUDA device memory"));
+  cudaFree(d);
+  collCommDestroy(comm);
 }

@@ -15,10 +15,14 @@
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/collectives.h"
+#include "collectives/config.h"
 #include "core/comm.h"
 #include "core/datatype.h"
 #include "core/group.h"
 #include "core/log.h"
+#if COLL_HAVE_CUDA
+#include "kernels/device_reduce.h"
+#endif
 
 using coll::Status;
 
@@ -111,6 +115,14 @@ Status checkBytes(const char* arg, size_t count, size_t mult, collDataType_t t) 
 Status checkBuf(const char* arg, const void* p, size_t count) {
   if (!p && count > 0)
     return coll::invalidArgument(std::string(arg) + " is NULL with count " + std::to_string(count));
+#if COLL_HAVE_CUDA
+  // The host executor would read device memory and crash: refuse it by name until the
+  // device path exists.
+  if (count > 0 && coll::isDeviceMemory(p))
+    return coll::invalidUsage(std::string(arg) +
+                              " is CUDA device memory: collectives on device buffers are not implemented "
+                              "yet in this build (host buffers only)");
+#endif
   return coll::okStatus();
 }
 

@@ -128,6 +128,17 @@ Status deviceCopy(void* dst, const void* src, size_t bytes, void* stream) {
                     "cudaMemcpyAsync (device to device)");
 }
 
+bool isDeviceMemory(const void* p) {
+  static const bool usable = cudaDeviceUsable(nullptr);
+  if (!usable || !p) return false;
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice;
+}
+
 bool cudaDeviceUsable(std::string* why) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);

@@ -28,4 +28,8 @@ Status deviceCopy(void* dst, const void* src, size_t bytes, void* stream);
 // Whether this process can use a CUDA device; the reason in *why when not.
 bool cudaDeviceUsable(std::string* why);
 
+// Whether p points into CUDA device memory (not managed or host memory). False without a
+// usable device, at the cost of one branch after the first call.
+bool isDeviceMemory(const void* p);
+
 }  // namespace coll
