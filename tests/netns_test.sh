@@ -66,7 +66,9 @@ run() {
   done
   local rc=0
   for r in $(seq 0 $((NP - 1))); do
-    wait "${pids[$r]}" || { echo "[$name] rank $r failed:"; tail -20 "$out.$r"; rc=1; }
+    wait "${pids[$r]}"
+    local st=$?
+    [ $st -eq 0 ] || { echo "[$name] rank $r failed (exit status $st; 124: timed out, >128: signal)"; tail -20 "$out.$r"; rc=1; }
   done
   if [ $rc -eq 0 ]; then
     grep -q "Out of bounds values : 0 OK" "$out.0" || { echo "[$name] no verified result:"; tail -20 "$out.0"; rc=1; }

@@ -325,3 +325,27 @@ TEST_CASE("net with helper threads and several sockets per connection", "[collec
     REQUIRE(errors.empty());
   }
 }
+
+TEST_CASE("tree over net with slices larger than a socket buffer", "[collectives][tree][net]") {
+  // Regression: a rank whose up-the-tree send was only partly taken by the socket, then
+  // waiting for the result to come down on another connection, never pushed the rest
+  // (net connectors send only when progressed), and the tree deadlocked. 8 MiB slices
+  // make every send partial.
+  ScopedEnv shm("COLL_SHM_DISABLE", "1");
+  ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  ScopedEnv algo("COLL_ALGO", "allreduce:tree");
+  ScopedEnv buff("COLL_BUFFSIZE", "67108864");
+  const int n = 3;
+  std::vector<Case> cases;
+  for (size_t count : {size_t{2} << 20, size_t{5} << 20})  // 1 and 3 chunks of 8 MiB
+    cases.push_back({Coll::kAllReduce, collInt32, collSum, count, false, 0, 7000 + count, true});
+  auto errors = testing::runRanks(n, [&](int rank, collComm_t comm) -> std::string {
+    for (const Case& c : cases) {
+      std::string e = runCase(c, rank, n, comm);
+      if (!e.empty()) return e;
+    }
+    return "";
+  });
+  for (auto& e : errors) FAIL_CHECK(e);
+  REQUIRE(errors.empty());
+}

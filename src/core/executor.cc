@@ -68,6 +68,24 @@ Status advanceOneShot(Program& p, OneShot& os, bool* moved, bool* finished) {
   return okStatus();
 }
 
+// Pushes out what earlier steps queued on any of the lane's send connectors. A net
+// connector sends only when progressed, and a later step may wait on another connector
+// while a peer waits for those queued bytes: a tree rank that sent its part up and now
+// waits for the result to come down, say, when the socket took only part of the slice.
+// (The ring never hit this: every step sends on the same connector, which each pass
+// progresses.) While such bytes remain queued, the lane must not sleep on the connector
+// it waits for: it polls instead (an empty wait target yields). No-op for shm.
+Status pumpSends(Program& p, const SendConnector* current) {
+  bool pending = false;
+  for (SendConnector* sc : p.flushTargets) {
+    if (sc == current) continue;  // progressed at the top of every pass
+    COLL_CHECK(sc->progress());
+    pending |= !sc->flushed();
+  }
+  if (pending) p.blockedOn = WaitTarget{};
+  return okStatus();
+}
+
 // Advances p as far as it can. Sets *moved when something happened; *done when finished.
 Status advance(Program& p, bool* moved, bool* done) {
   while (p.cur < p.steps.size()) {
@@ -88,13 +106,13 @@ Status advance(Program& p, bool* moved, bool* done) {
       p.blockedOn = s.recv->waitTarget();
       p.blockedWhat = "data from";
       p.blockedPeer = s.recv->peer();
-      return okStatus();
+      return pumpSends(p, s.send);
     }
     if (s.send && !s.send->ready()) {
       p.blockedOn = s.send->waitTarget();
       p.blockedWhat = "room at";
       p.blockedPeer = s.send->peer();
-      return okStatus();
+      return pumpSends(p, s.send);
     }
     if (s.recv && s.recv->size() != len)
       return invalidUsage("rank " + std::to_string(s.recv->peer()) + " sent " +
