@@ -102,3 +102,29 @@ TEST_CASE("device buffers are refused by name until the device path exists", "[g
   cudaFree(d);
   collCommDestroy(comm);
 }
+
+TEST_CASE("collCommInitAll binds rank i to devlist[i], several ranks per device allowed", "[gpu][api]") {
+  std::string why;
+  if (!cudaDeviceUsable(&why)) {
+    WARN("skipped: no usable CUDA device (" << why << ")");
+    int dl[2] = {0, 0};
+    collComm_t comms[2] = {nullptr, nullptr};
+    CHECK(collCommInitAll(comms, 2, dl) == collInvalidArgument);
+    CHECK_THAT(std::string(collGetLastError(nullptr)), Catch::Contains("no CUDA device is usable"));
+    return;
+  }
+  int count = 0;
+  REQUIRE(cudaGetDeviceCount(&count) == cudaSuccess);
+  int dl[2] = {0, count - 1};
+  collComm_t comms[2] = {nullptr, nullptr};
+  REQUIRE(collCommInitAll(comms, 2, dl) == collSuccess);
+  for (int i = 0; i < 2; ++i) {
+    int dev = -2;
+    REQUIRE(collCommCuDevice(comms[i], &dev) == collSuccess);
+    CHECK(dev == dl[i]);
+    collCommDestroy(comms[i]);
+  }
+  int bad[1] = {count};
+  CHECK(collCommInitAll(comms, 1, bad) == collInvalidArgument);
+  CHECK_THAT(std::string(collGetLastError(nullptr)), Catch::Contains("is not a CUDA device"));
+}

@@ -423,6 +423,10 @@ Status runOneShot(collComm* c, const OpDesc& od) {
     bool done = false;
     WaitTarget wait;
     Status st = os.poll(&done, &wait);
+    if (!st.ok() && os.ringMode()) {
+      Status cause = llIntrusion(c, true, waiter, true);  // the peer gave up first on a mismatch?
+      if (!cause.ok()) st = cause;
+    }
     if (!st.ok()) return failLane(c, "one-shot", od, os.blockedPeer(), std::move(st));
     if (done) return okStatus();
     Status fatal = fatalWhileStalled(c, waiter);

@@ -188,7 +188,13 @@ collResult_t collCommInitRank(collComm_t* comm, int nranks, collUniqueId commId,
     std::memcpy(&id, commId.internal, sizeof(id));
     if (id.magic != coll::kIdMagic)
       return coll::invalidArgument("commId was not made by collGetUniqueId (bad magic)");
-    COLL_ASSIGN(*comm, coll::commInit(id, nranks, rank));
+    // NCCL's rule: the rank is bound to the calling thread's current device (-1 where no
+    // CUDA device is usable: a host-memory rank).
+    int dev = -1;
+#if COLL_HAVE_CUDA
+    dev = coll::cudaCurrentDevice();
+#endif
+    COLL_ASSIGN(*comm, coll::commInit(id, nranks, rank, dev));
     return coll::okStatus();
   });
 }
@@ -197,10 +203,22 @@ collResult_t collCommInitAll(collComm_t* comms, int ndev, const int* devlist) {
   return guarded("collCommInitAll", nullptr, [&]() -> Status {
     if (!comms) return coll::invalidArgument("comms is NULL");
     if (ndev < 1) return coll::invalidArgument("ndev " + std::to_string(ndev) + " is < 1");
-    if (devlist)
+    if (devlist) {
+#if COLL_HAVE_CUDA
+      std::string why;
+      if (!coll::cudaDeviceUsable(&why))
+        return coll::invalidArgument("devlist[0]=" + std::to_string(devlist[0]) + ": no CUDA device is usable (" +
+                                     why + "); pass devlist NULL for host-memory ranks");
+      const int count = coll::cudaDeviceCountOrZero();
+      for (int i = 0; i < ndev; ++i)
+        if (devlist[i] < 0 || devlist[i] >= count)
+          return coll::invalidArgument("devlist[" + std::to_string(i) + "]=" + std::to_string(devlist[i]) +
+                                       " is not a CUDA device (this process sees " + std::to_string(count) + ")");
+#else
       return coll::invalidArgument("devlist[0]=" + std::to_string(devlist[0]) +
-                                   ": no CUDA device is usable by this build; pass devlist "
-                                   "NULL for host-memory ranks");
+                                   ": this build has no CUDA support; pass devlist NULL for host-memory ranks");
+#endif
+    }
     for (int i = 0; i < ndev; ++i) comms[i] = nullptr;
     // An in-process root on loopback: these ranks never leave this host.
     coll::SockAddr lo{};
@@ -211,7 +229,18 @@ collResult_t collCommInitAll(collComm_t* comms, int ndev, const int* devlist) {
     std::vector<std::thread> threads;
     for (int i = 0; i < ndev; ++i)
       threads.emplace_back([&, i] {
-        auto r = coll::commInit(id, ndev, i);
+        // Rank i on devlist[i] (several ranks may share a device).
+        int dev = devlist ? devlist[i] : -1;
+#if COLL_HAVE_CUDA
+        if (devlist) {
+          Status bound = coll::cudaUseDevice(dev);
+          if (!bound.ok()) {
+            results[i] = bound;
+            return;
+          }
+        }
+#endif
+        auto r = coll::commInit(id, ndev, i, dev);
         if (r.ok()) comms[i] = r.value();
         else results[i] = r.takeStatus();
       });

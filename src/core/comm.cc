@@ -216,7 +216,7 @@ static Status initConnections(collComm* c) {
   return okStatus();
 }
 
-Result<collComm*> commInit(const UniqueIdData& id, int nranks, int rank) {
+Result<collComm*> commInit(const UniqueIdData& id, int nranks, int rank, int cudaDev) {
   static std::once_flag versionOnce;
   std::call_once(versionOnce, [] {
     COLL_LOG_(LogLevel::kVersion, INIT, "Collectives version %d.%d.%d", COLL_MAJOR, COLL_MINOR, COLL_PATCH);
@@ -224,6 +224,7 @@ Result<collComm*> commInit(const UniqueIdData& id, int nranks, int rank) {
   auto comm = std::make_unique<collComm>();
   comm->rank = rank;
   comm->nranks = nranks;
+  comm->cudaDev = cudaDev;
   comm->abort = std::make_shared<AbortState>();
   setLogRank(rank);
 
@@ -231,7 +232,7 @@ Result<collComm*> commInit(const UniqueIdData& id, int nranks, int rank) {
   std::snprintf(self.hostId, sizeof(self.hostId), "%s", localHostId().c_str());
   std::snprintf(self.hostname, sizeof(self.hostname), "%s", localHostName().c_str());
   self.pid = getpid();
-  self.cudaDev = -1;
+  self.cudaDev = cudaDev;
   COLL_ASSIGN(comm->bootstrap, Bootstrap::create(id, rank, nranks, self, comm->abort));
   Status st = initConnections(comm.get());
   if (!st.ok()) {

@@ -86,7 +86,8 @@ struct collComm {
 namespace coll {
 
 // Creates rank `rank` of the communicator named by id.
-Result<collComm*> commInit(const UniqueIdData& id, int nranks, int rank);
+// cudaDev: the CUDA device this rank is bound to (-1: a host-memory rank).
+Result<collComm*> commInit(const UniqueIdData& id, int nranks, int rank, int cudaDev = -1);
 // Frees the communicator; `clean` tells the root this rank is leaving normally.
 void commFree(collComm* comm, bool clean);
 Result<collComm*> commSplit(collComm* comm, int color, int key);

@@ -208,24 +208,24 @@ Status mailboxIntrusion(const Program& p) {
 
 // llIntrusion for a lane: a one-shot step waits on the LL connection, a step receiving on
 // channel 0 on the ring's.
-Status llIntrusionInLane(const Program& p, const Waiter& waiter) {
+Status llIntrusionInLane(const Program& p, const Waiter& waiter, bool now = false) {
   collComm* c = p.comm;
   if (!c->ll.recv || p.cur >= p.steps.size()) return okStatus();
   const Step& s = p.steps[p.cur];
-  if (s.oneShot) return llIntrusion(c, true, waiter);
-  if (s.recv && s.recv == c->channels[0].recv.get() && std::strcmp(p.blockedWhat, "data from") == 0)
-    return llIntrusion(c, false, waiter);
+  if (s.oneShot) return llIntrusion(c, true, waiter, now);
+  if (s.recv && s.recv == c->channels[0].recv.get() && (now || std::strcmp(p.blockedWhat, "data from") == 0))
+    return llIntrusion(c, false, waiter, now);
   return okStatus();
 }
 
 }  // namespace
 
-Status llIntrusion(collComm* c, bool waitingOnLL, const Waiter& waiter) {
+Status llIntrusion(collComm* c, bool waitingOnLL, const Waiter& waiter, bool now) {
   constexpr double kGraceS = 2.0;
-  if (!c->ll.recv || c->channels.empty() || waiter.idleSeconds() < kGraceS) return okStatus();
+  if (!c->ll.recv || c->channels.empty() || (!now && waiter.idleSeconds() < kGraceS)) return okStatus();
   RecvConnector* other = waitingOnLL ? c->channels[0].recv.get() : c->ll.recv.get();
   if (!other) return okStatus();
-  COLL_CHECK(other->progress());
+  if (!other->progress().ok() && !other->ready()) return okStatus();
   if (!other->ready()) return okStatus();
   return invalidUsage("rank " + std::to_string(other->peer()) +
                       (waitingOnLL ? " sent ring data while this rank waits in a one-shot (LL) operation"
@@ -260,6 +260,8 @@ Status runPrograms(std::vector<Program*>& programs, collComm** failedComm) {
       bool done = false;
       Status st = advance(p, &moved, &done);
       if (!st.ok()) {
+        Status cause = llIntrusionInLane(p, waiter, true);
+        if (!cause.ok()) st = cause;
         if (failedComm) *failedComm = p.comm;
         return laneError(p, recordFailure(p.comm, std::move(st)));
       }

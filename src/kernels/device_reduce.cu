@@ -128,6 +128,27 @@ Status deviceCopy(void* dst, const void* src, size_t bytes, void* stream) {
                     "cudaMemcpyAsync (device to device)");
 }
 
+int cudaCurrentDevice() {
+  if (!cudaDeviceUsable(nullptr)) return -1;
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return dev;
+}
+
+int cudaDeviceCountOrZero() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+Status cudaUseDevice(int dev) { return cudaStatus(cudaSetDevice(dev), ("cudaSetDevice(" + std::to_string(dev) + ")").c_str()); }
+
 bool isDeviceMemory(const void* p) {
   static const bool usable = cudaDeviceUsable(nullptr);
   if (!usable || !p) return false;

@@ -28,6 +28,13 @@ Status deviceCopy(void* dst, const void* src, size_t bytes, void* stream);
 // Whether this process can use a CUDA device; the reason in *why when not.
 bool cudaDeviceUsable(std::string* why);
 
+// The calling thread's current CUDA device, or -1 without a usable one.
+int cudaCurrentDevice();
+// How many CUDA devices this process sees (0 without a usable one).
+int cudaDeviceCountOrZero();
+// Makes dev the calling thread's current device.
+Status cudaUseDevice(int dev);
+
 // Whether p points into CUDA device memory (not managed or host memory). False without a
 // usable device, at the cost of one branch after the first call.
 bool isDeviceMemory(const void* p);
