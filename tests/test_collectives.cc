@@ -215,6 +215,17 @@ std::vector<Case> sweepCases(int n) {
   return cases;
 }
 
+// Runs every case on n threads-as-ranks, in order; each rank's first wrong result.
+std::vector<std::string> runCases(int n, const std::vector<Case>& cases) {
+  return testing::runRanks(n, [&](int rank, collComm_t comm) -> std::string {
+    for (const Case& c : cases) {
+      std::string e = runCase(c, rank, n, comm);
+      if (!e.empty()) return e;
+    }
+    return "";
+  });
+}
+
 void sweep(int nranks, bool net, bool tree = false) {
   ScopedEnv algo("COLL_ALGO", tree ? "allreduce:tree" : "");
   ScopedEnv shm("COLL_SHM_DISABLE", net ? "1" : "0");
@@ -239,13 +250,7 @@ void sweep(int nranks, bool net, bool tree = false) {
       }
     cases.swap(t);
   }
-  auto errors = testing::runRanks(nranks, [&](int rank, collComm_t comm) -> std::string {
-    for (const Case& c : cases) {
-      std::string e = runCase(c, rank, nranks, comm);
-      if (!e.empty()) return e;
-    }
-    return "";
-  });
+  auto errors = runCases(nranks, cases);
   INFO("nranks " << nranks << (net ? " net" : " shm") << (tree ? " tree" : "") << ", " << cases.size() << " cases");
   for (auto& e : errors) FAIL_CHECK(e);
   REQUIRE(errors.empty());
@@ -288,13 +293,7 @@ TEST_CASE("large messages over 16 MiB with default slices", "[collectives][large
           cases.push_back({c, collFloat32, collSum, count, inPlace && c != Coll::kSendRecv, 1 % n, seed++});
         }
       cases.push_back({Coll::kAllReduce, collBfloat16, collAvg, big, false, 0, seed++});
-      auto errors = testing::runRanks(n, [&](int rank, collComm_t comm) -> std::string {
-        for (const Case& c : cases) {
-          std::string e = runCase(c, rank, n, comm);
-          if (!e.empty()) return e;
-        }
-        return "";
-      });
+      auto errors = runCases(n, cases);
       INFO("nranks " << n << (net ? " net" : " shm"));
       for (auto& e : errors) FAIL_CHECK(e);
       REQUIRE(errors.empty());
@@ -307,19 +306,13 @@ TEST_CASE("net with helper threads and several sockets per connection", "[collec
   ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
   ScopedEnv threads("COLL_SOCKET_NTHREADS", "2");
   ScopedEnv socks("COLL_NSOCKS_PERTHREAD", "2");
-  for (int n : {2, 3}) {  // 2: duplex connections (both directions on the same sockets)
+  for (int n : {2, 3}) {  // 2: the LL one-shot's duplex connection too
     std::vector<Case> cases;
     uint64_t seed = 5000;
     for (size_t count : {size_t{1}, size_t{1000}, size_t{300001}, size_t{2000000}})
       for (Coll c : {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduceScatter, Coll::kSendRecv})
         cases.push_back({c, collInt32, collSum, count, false, n - 1, seed++});
-    auto errors = testing::runRanks(n, [&](int rank, collComm_t comm) -> std::string {
-      for (const Case& c : cases) {
-        std::string e = runCase(c, rank, n, comm);
-        if (!e.empty()) return e;
-      }
-      return "";
-    });
+    auto errors = runCases(n, cases);
     INFO("nranks " << n);
     for (auto& e : errors) FAIL_CHECK(e);
     REQUIRE(errors.empty());
@@ -339,13 +332,7 @@ TEST_CASE("tree over net with slices larger than a socket buffer", "[collectives
   std::vector<Case> cases;
   for (size_t count : {size_t{2} << 20, size_t{5} << 20})  // 1 and 3 chunks of 8 MiB
     cases.push_back({Coll::kAllReduce, collInt32, collSum, count, false, 0, 7000 + count, true});
-  auto errors = testing::runRanks(n, [&](int rank, collComm_t comm) -> std::string {
-    for (const Case& c : cases) {
-      std::string e = runCase(c, rank, n, comm);
-      if (!e.empty()) return e;
-    }
-    return "";
-  });
+  auto errors = runCases(n, cases);
   for (auto& e : errors) FAIL_CHECK(e);
   REQUIRE(errors.empty());
 }

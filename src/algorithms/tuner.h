@@ -56,7 +56,9 @@ struct TunerInput {
   int maxRanksPerHost = 1;
   bool overNet = false;   // some ring hop crosses the net (hosts > 1, or COLL_SHM_DISABLE)
   bool intraNet = false;  // hops inside a host use the net too (COLL_SHM_DISABLE)
-  size_t llMaxBytes = 0;     // the LL protocol's limit for this communicator (0: none)
+  // The LL protocol's size limits, for callers that pass llApplies = -1 (colltopo); at run
+  // time the communicator knows exactly where LL applies (oneShotEligible) and says so.
+  size_t llMaxBytes = 0;     // on one host (0: none)
   size_t netLlMaxBytes = 0;  // across hosts, allreduce only
   bool treeAvailable = true;
   AllowMask algos = ~AllowMask{0};

@@ -89,8 +89,8 @@ static void initTrees(collComm* c, int nch, bool shmDisable) {
     }
     members[static_cast<size_t>(it - ids.begin())].push_back(r);
   }
-  c->hosts = static_cast<int>(ids.size());
-  c->twoTrees = c->hosts >= 2;
+  const int hosts = static_cast<int>(ids.size());
+  c->twoTrees = hosts >= 2;
   auto trees = treesOverNodes(members, c->nranks);
   c->trees.resize(static_cast<size_t>(nch));
   for (auto& perTree : c->trees)
@@ -101,13 +101,12 @@ static void initTrees(collComm* c, int nch, bool shmDisable) {
   size_t maxPer = 1;
   for (const auto& m : members) maxPer = std::max(maxPer, m.size());
   c->tuner.nranks = c->nranks;
-  c->tuner.hosts = c->hosts;
+  c->tuner.hosts = hosts;
   c->tuner.maxRanksPerHost = static_cast<int>(maxPer);
-  c->tuner.overNet = c->hosts > 1 || shmDisable;
+  c->tuner.overNet = hosts > 1 || shmDisable;
   c->tuner.intraNet = shmDisable;
   c->tuner.treeAvailable = c->nranks > 1;
-  c->tuner.llMaxBytes = c->mailboxes ? c->mailboxes->capacity() : 0;
-  c->tuner.netLlMaxBytes = c->mailboxes ? 0 : std::min(c->netOneShotBytes, c->slotBytes);
+  // The LL limits stay unset: at run time oneShotEligible() decides where LL applies.
 }
 
 // The machine's topology when asked for (COLL_TOPO_FILE, COLL_TOPO_DUMP_FILE): loaded

@@ -58,7 +58,6 @@ struct collComm {
     std::vector<std::unique_ptr<coll::SendConnector>> toChild;
   };
   std::vector<std::array<TreeEdges, 2>> trees;  // [channel][tree]
-  int hosts = 1;          // distinct host ids among the ranks
   bool twoTrees = false;  // the two trees differ (two hosts or more)
   bool treesWired = false;
   coll::TunerInput tuner;  // the cost model's inputs and the COLL_ALGO/PROTO filters

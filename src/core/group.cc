@@ -125,7 +125,7 @@ Status buildPrograms(CommLaunch& l) {
     auto idx = static_cast<uint16_t>(i);
     if (l.routes[i] == Route::kOneShot) {
       // On channel 0, in call order with the ring operations: the ring one-shot shares
-      // channel 0's connectors.
+      // channel 0's connectors (two ranks over net: the LL connection, comm.h).
       l.channels[0].addOneShot(std::make_shared<OneShot>(c, od), idx);
       continue;
     }
