@@ -186,6 +186,9 @@ TEST_CASE("bootstrap refuses bad ids and duplicate or missing ranks", "[api][boo
 }
 
 TEST_CASE("collCommAbort from another thread unblocks a waiting call within 1 s", "[api][failure]") {
+  // The host executor, and the device executor emulated on host threads.
+  const char* emulate = GENERATE("0", "1");
+  ScopedEnv em("COLL_DEVICE_EMULATE", emulate);
   ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
   for (const char* shmDisable : {"0", "1"}) {
     ScopedEnv shm("COLL_SHM_DISABLE", shmDisable);
@@ -287,6 +290,9 @@ TEST_CASE("collCommSplit orders by key and honours COLL_SPLIT_NOCOLOR", "[api][s
 }
 
 TEST_CASE("ranks calling different counts get an error, not a hang", "[api][failure]") {
+  // The host executor, and the device executor emulated on host threads.
+  const char* emulate = GENERATE("0", "1");
+  ScopedEnv em("COLL_DEVICE_EMULATE", emulate);
   ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
   // Both one-shot, both ring, and one of each (the ranks then pick different algorithms),
   // over shared memory and over the network. (Ring counts that differ in their number
@@ -312,6 +318,9 @@ TEST_CASE("ranks calling different counts get an error, not a hang", "[api][fail
 }
 
 TEST_CASE("one thread drives small and large collectives of all ranks in one group", "[api][group]") {
+  // The host executor, and the device executor emulated on host threads.
+  const char* emulate = GENERATE("0", "1");
+  ScopedEnv em("COLL_DEVICE_EMULATE", emulate);
   ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
   for (const char* shmDisable : {"0", "1"}) {
     ScopedEnv shm("COLL_SHM_DISABLE", shmDisable);

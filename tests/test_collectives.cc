@@ -279,6 +279,27 @@ TEST_CASE("allreduce sweep on the tree over shm and net", "[collectives][tree]")
   }
 }
 
+// The device executor's interpreter, lowering, FIFO protocol and proxy thread, run on host
+// threads (COLL_DEVICE_EMULATE=1: host buffers take the device path): the same sweep,
+// where every operation runs as lowered lanes (ring, chain, tree, send/recv) instead of
+// the one-shot or host executor. On a GPU, tests/test_gpu.cc runs the same code in the kernel.
+TEST_CASE("device executor emulated on host threads: every collective over shm, net and the tree",
+          "[collectives][device]") {
+  ScopedEnv emulate("COLL_DEVICE_EMULATE", "1");
+  for (int n = 1; n <= 8; ++n) {
+    SECTION("shm, nranks " + std::to_string(n)) { sweep(n, false); }
+  }
+  for (int n : {2, 3, 5, 8}) {
+    SECTION("net, nranks " + std::to_string(n)) { sweep(n, true); }
+  }
+  for (int n : {4, 6}) {
+    SECTION("tree, nranks " + std::to_string(n)) {
+      sweep(n, false, true);
+      sweep(n, true, true);
+    }
+  }
+}
+
 TEST_CASE("large messages over 16 MiB with default slices", "[collectives][large]") {
   for (bool net : {false, true}) {
     for (int n : {2, 3, 4}) {

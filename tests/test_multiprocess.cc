@@ -102,8 +102,12 @@ TEST_CASE("processes form a communicator through COLL_COMM_ID", "[multiprocess]"
 }
 
 TEST_CASE("simulated hosts mix shm and net in one ring", "[multiprocess]") {
+  // The host executor, and the device executor emulated on host threads (processes on
+  // one host share FIFOs in shm segments; across hosts the proxy thread moves net FIFOs).
+  const char* emulate = GENERATE("0", "1");
   ProcOptions o;
-  o.env = {{"TEST_NRANKS", "4"}, {"COLL_DEBUG", "INFO"}, {"COLL_DEBUG_SUBSYS", "INIT"}};
+  o.env = {{"TEST_NRANKS", "4"}, {"COLL_DEBUG", "INFO"}, {"COLL_DEBUG_SUBSYS", "INIT"},
+           {"COLL_DEVICE_EMULATE", emulate}};
   o.perRankEnv = [](int rank) { setenv("COLL_HOSTID", rank < 2 ? "hostA" : "hostB", 1); };
   auto res = runProcs(4, basicOps, o);
   INFO(describe(res));
@@ -168,11 +172,11 @@ int loopUntilError(int rank, std::string& report) {
   }
 }
 
-void killTest(const char* shmDisable, int victim, int n = 3) {
+void killTest(const char* shmDisable, int victim, int n = 3, const char* emulate = "0") {
   ProcOptions o;
   o.timeoutS = 40;
   o.env = {{"TEST_NRANKS", std::to_string(n)}, {"TEST_VICTIM", std::to_string(victim)},
-           {"COLL_SHM_DISABLE", shmDisable}};
+           {"COLL_SHM_DISABLE", shmDisable}, {"COLL_DEVICE_EMULATE", emulate}};
   std::chrono::steady_clock::time_point killedAt;
   o.parent = [&](const std::vector<pid_t>& pids) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // init + some iterations
@@ -181,7 +185,7 @@ void killTest(const char* shmDisable, int victim, int n = 3) {
   };
   auto res = runProcs(n, loopUntilError, o);
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killedAt).count();
-  INFO("victim " << victim << " COLL_SHM_DISABLE=" << shmDisable << " survivors done after "
+  INFO("victim " << victim << " COLL_SHM_DISABLE=" << shmDisable << " COLL_DEVICE_EMULATE=" << emulate << " survivors done after "
                  << took << " s\n" << describe(res));
   REQUIRE(res[victim].signal == SIGKILL);
   for (int r = 0; r < n; ++r)
@@ -194,12 +198,14 @@ void killTest(const char* shmDisable, int victim, int n = 3) {
 TEST_CASE("a killed peer fails every survivor naming it over shm", "[multiprocess][failure]") {
   killTest("0", 2);
   killTest("0", 0);  // the rank hosting the bootstrap root
+  killTest("0", 2, 3, "1");  // device executor (emulated): lanes spin until the proxy raises abort
 }
 
 TEST_CASE("a killed peer fails every survivor naming it over TCP", "[multiprocess][failure]") {
   killTest("1", 1);
   killTest("1", 0);
   killTest("1", 1, 2);  // two ranks: one duplex connection carries both directions
+  killTest("1", 1, 3, "1");  // device executor (emulated): the proxy sees the connection fail
 }
 
 TEST_CASE("ranks that disagree on settings fail init naming both", "[multiprocess][failure]") {

@@ -60,6 +60,8 @@ struct OpDesc {
   collRedOp_t op;
   int root;   // broadcast/reduce root; send/recv peer
   uint64_t seq;
+  bool device = false;      // runs on the device path (device/device_exec.h)
+  void* stream = nullptr;   // its cudaStream_t
   std::string describe() const;  // "collAllReduce #3 (count 1024, float32, sum)"
 };
 

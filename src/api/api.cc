@@ -20,6 +20,7 @@
 #include "core/datatype.h"
 #include "core/group.h"
 #include "core/log.h"
+#include "device/device_exec.h"
 #if COLL_HAVE_CUDA
 #include "kernels/device_reduce.h"
 #endif
@@ -112,17 +113,21 @@ Status checkBytes(const char* arg, size_t count, size_t mult, collDataType_t t) 
   return coll::okStatus();
 }
 
-Status checkBuf(const char* arg, const void* p, size_t count) {
+// Which kinds of buffers an operation was given (only those it will touch are checked).
+struct BufKinds {
+  const char* deviceArg = nullptr;  // the first buffer on the device path
+  const char* hostArg = nullptr;    // the first host buffer
+};
+
+Status checkBuf(const char* arg, const void* p, size_t count, const collComm* c, BufKinds* kinds) {
   if (!p && count > 0)
     return coll::invalidArgument(std::string(arg) + " is NULL with count " + std::to_string(count));
-#if COLL_HAVE_CUDA
-  // The host executor would read device memory and crash: refuse it by name until the
-  // device path exists.
-  if (count > 0 && coll::isDeviceMemory(p))
-    return coll::invalidUsage(std::string(arg) +
-                              " is CUDA device memory: collectives on device buffers are not implemented "
-                              "yet in this build (host buffers only)");
-#endif
+  if (count == 0) return coll::okStatus();
+  if (coll::devicePathFor(c, p)) {
+    if (!kinds->deviceArg) kinds->deviceArg = arg;
+  } else if (!kinds->hostArg) {
+    kinds->hostArg = arg;
+  }
   return coll::okStatus();
 }
 
@@ -134,18 +139,26 @@ Status checkRank(const char* arg, int r, int nranks) {
   return coll::okStatus();
 }
 
-Status checkStream(collStream_t stream) {
-  (void)stream;  // host buffers: the stream is not used
+// The device path for device buffers (never mixed with host buffers in one call), on
+// the caller's stream.
+Status placeOp(coll::OpDesc* od, const BufKinds& kinds, collStream_t stream) {
+  if (kinds.deviceArg && kinds.hostArg)
+    return coll::invalidArgument(std::string(kinds.deviceArg) + " is CUDA device memory but " + kinds.hostArg +
+                                 " is host memory: one operation takes buffers of one kind");
+  od->device = kinds.deviceArg != nullptr;
+  od->stream = stream;
   return coll::okStatus();
 }
 
 template <typename Validate>
-collResult_t runOp(const char* fn, collComm* comm, const coll::OpDesc& od, Validate&& validate) {
+collResult_t runOp(const char* fn, collComm* comm, coll::OpDesc od, collStream_t stream, Validate&& validate) {
   CommUse use(comm);
   return guarded(fn, comm, [&]() -> Status {
     COLL_CHECK(use.check());
     COLL_CHECK(checkType(od.dtype));
-    COLL_CHECK(validate(comm));
+    BufKinds kinds;
+    COLL_CHECK(validate(comm, &kinds));
+    COLL_CHECK(placeOp(&od, kinds, stream));
     collComm* failed = nullptr;
     Status st = coll::enqueue(comm, od, &failed);
     if (!st.ok() && failed && failed != comm && coll::isLiveComm(failed))
@@ -376,12 +389,12 @@ collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            collDataType_t datatype, collRedOp_t op, collComm_t comm,
                            collStream_t stream) {
   coll::OpDesc od{coll::CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, -1, 0};
-  return runOp("collAllReduce", comm, od, [&](collComm*) -> Status {
+  return runOp("collAllReduce", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
     COLL_CHECK(checkOp(op));
     COLL_CHECK(checkBytes("count", count, 1, datatype));
-    COLL_CHECK(checkBuf("sendbuff", sendbuff, count));
-    COLL_CHECK(checkBuf("recvbuff", recvbuff, count));
-    return checkStream(stream);
+    COLL_CHECK(checkBuf("sendbuff", sendbuff, count, c, k));
+    COLL_CHECK(checkBuf("recvbuff", recvbuff, count, c, k));
+    return coll::okStatus();
   });
 }
 
@@ -389,12 +402,12 @@ collResult_t collBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                            collDataType_t datatype, int root, collComm_t comm,
                            collStream_t stream) {
   coll::OpDesc od{coll::CollKind::kBroadcast, sendbuff, recvbuff, count, datatype, collSum, root, 0};
-  return runOp("collBroadcast", comm, od, [&](collComm* c) -> Status {
+  return runOp("collBroadcast", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
     COLL_CHECK(checkRank("root", root, c->nranks));
     COLL_CHECK(checkBytes("count", count, 1, datatype));
-    if (c->rank == root) COLL_CHECK(checkBuf("sendbuff", sendbuff, count));
-    COLL_CHECK(checkBuf("recvbuff", recvbuff, count));
-    return checkStream(stream);
+    if (c->rank == root) COLL_CHECK(checkBuf("sendbuff", sendbuff, count, c, k));
+    COLL_CHECK(checkBuf("recvbuff", recvbuff, count, c, k));
+    return coll::okStatus();
   });
 }
 
@@ -402,24 +415,24 @@ collResult_t collReduce(const void* sendbuff, void* recvbuff, size_t count,
                         collDataType_t datatype, collRedOp_t op, int root, collComm_t comm,
                         collStream_t stream) {
   coll::OpDesc od{coll::CollKind::kReduce, sendbuff, recvbuff, count, datatype, op, root, 0};
-  return runOp("collReduce", comm, od, [&](collComm* c) -> Status {
+  return runOp("collReduce", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
     COLL_CHECK(checkOp(op));
     COLL_CHECK(checkRank("root", root, c->nranks));
     COLL_CHECK(checkBytes("count", count, 1, datatype));
-    COLL_CHECK(checkBuf("sendbuff", sendbuff, count));
-    if (c->rank == root) COLL_CHECK(checkBuf("recvbuff", recvbuff, count));
-    return checkStream(stream);
+    COLL_CHECK(checkBuf("sendbuff", sendbuff, count, c, k));
+    if (c->rank == root) COLL_CHECK(checkBuf("recvbuff", recvbuff, count, c, k));
+    return coll::okStatus();
   });
 }
 
 collResult_t collAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                            collDataType_t datatype, collComm_t comm, collStream_t stream) {
   coll::OpDesc od{coll::CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, collSum, -1, 0};
-  return runOp("collAllGather", comm, od, [&](collComm* c) -> Status {
+  return runOp("collAllGather", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
     COLL_CHECK(checkBytes("sendcount", sendcount, static_cast<size_t>(c->nranks), datatype));
-    COLL_CHECK(checkBuf("sendbuff", sendbuff, sendcount));
-    COLL_CHECK(checkBuf("recvbuff", recvbuff, sendcount));
-    return checkStream(stream);
+    COLL_CHECK(checkBuf("sendbuff", sendbuff, sendcount, c, k));
+    COLL_CHECK(checkBuf("recvbuff", recvbuff, sendcount, c, k));
+    return coll::okStatus();
   });
 }
 
@@ -427,42 +440,42 @@ collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
                                collDataType_t datatype, collRedOp_t op, collComm_t comm,
                                collStream_t stream) {
   coll::OpDesc od{coll::CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, -1, 0};
-  return runOp("collReduceScatter", comm, od, [&](collComm* c) -> Status {
+  return runOp("collReduceScatter", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
     COLL_CHECK(checkOp(op));
     COLL_CHECK(checkBytes("recvcount", recvcount, static_cast<size_t>(c->nranks), datatype));
-    COLL_CHECK(checkBuf("sendbuff", sendbuff, recvcount));
-    COLL_CHECK(checkBuf("recvbuff", recvbuff, recvcount));
-    return checkStream(stream);
+    COLL_CHECK(checkBuf("sendbuff", sendbuff, recvcount, c, k));
+    COLL_CHECK(checkBuf("recvbuff", recvbuff, recvcount, c, k));
+    return coll::okStatus();
   });
 }
 
 collResult_t collSend(const void* sendbuff, size_t count, collDataType_t datatype, int peer,
                       collComm_t comm, collStream_t stream) {
   coll::OpDesc od{coll::CollKind::kSend, sendbuff, nullptr, count, datatype, collSum, peer, 0};
-  return runOp("collSend", comm, od, [&](collComm* c) -> Status {
+  return runOp("collSend", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
     COLL_CHECK(checkRank("peer", peer, c->nranks));
     COLL_CHECK(checkBytes("count", count, 1, datatype));
-    COLL_CHECK(checkBuf("sendbuff", sendbuff, count));
+    COLL_CHECK(checkBuf("sendbuff", sendbuff, count, c, k));
     if (peer == c->rank && !coll::inGroup())
       return coll::invalidUsage("collSend to oneself (peer " + std::to_string(peer) +
                                 ") outside a group would never complete; pair it with a "
                                 "collRecv inside collGroupStart/End");
-    return checkStream(stream);
+    return coll::okStatus();
   });
 }
 
 collResult_t collRecv(void* recvbuff, size_t count, collDataType_t datatype, int peer,
                       collComm_t comm, collStream_t stream) {
   coll::OpDesc od{coll::CollKind::kRecv, nullptr, recvbuff, count, datatype, collSum, peer, 0};
-  return runOp("collRecv", comm, od, [&](collComm* c) -> Status {
+  return runOp("collRecv", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
     COLL_CHECK(checkRank("peer", peer, c->nranks));
     COLL_CHECK(checkBytes("count", count, 1, datatype));
-    COLL_CHECK(checkBuf("recvbuff", recvbuff, count));
+    COLL_CHECK(checkBuf("recvbuff", recvbuff, count, c, k));
     if (peer == c->rank && !coll::inGroup())
       return coll::invalidUsage("collRecv from oneself (peer " + std::to_string(peer) +
                                 ") outside a group would never complete; pair it with a "
                                 "collSend inside collGroupStart/End");
-    return checkStream(stream);
+    return coll::okStatus();
   });
 }
 

@@ -18,6 +18,10 @@
 #include "transport/connector.h"
 #include "transport/shm/mailbox.h"
 
+namespace coll {
+class DeviceProxy;
+}
+
 struct collComm {
   static constexpr uint32_t kMagic = 0xC011C0A1u;
   uint32_t magic = kMagic;
@@ -75,6 +79,11 @@ struct collComm {
   std::vector<char> staging;  // ring one-shot inputs; direct reductions' peer chunks
   int64_t spinNs = 0;         // COLL_SPIN_US, for waiters
   size_t streamMinBytes = 0;  // COLL_STREAM_MIN_BYTES: non-temporal stores from here up
+
+  // The device path's proxy thread and abort word (device/proxy.h), made by the first
+  // operation on device buffers.
+  std::unique_ptr<coll::DeviceProxy> proxy;
+  bool deviceEmulate = false;  // COLL_DEVICE_EMULATE: every operation takes the device path
 
   uint64_t seq = 0;  // operations issued
   std::string lastError;

@@ -19,17 +19,15 @@ namespace {
 // still draining their last operation must not be failed for it).
 constexpr double kRootLossGraceS = 2.0;
 
-// Does one slice of step s at byte offset off, of length len.
-void doSlice(const Step& s, size_t off, size_t len, int nranks) {
-  const size_t n = len / s.elemSize;
-  const char* in = s.recv ? s.recv->slot() : nullptr;
-  const char* src = (s.flags & kSrc) ? s.src + off : nullptr;
-  char* dst = (s.flags & kDst) ? s.dst + off : nullptr;
-  char* out = s.send ? s.send->slot() : nullptr;
-  const bool final = s.flags & kFinal;
+}  // namespace
+
+void hostSlice(uint8_t flags, const ReduceKernels* kernels, size_t elemSize, const char* in, const char* src,
+               char* dst, char* out, size_t len, int nranks) {
+  const size_t n = len / elemSize;
+  const bool final = flags & kFinal;
   // Large operations stream their destination writes (kernels/host_copy.h); the result
   // is then made in the send slot (in cache) and streamed from there.
-  const bool stream = s.flags & kStream;
+  const bool stream = flags & kStream;
   auto toDst = [&](const char* from) {
     if (stream) ntCopy(dst, from, len);
     else std::memcpy(dst, from, len);
@@ -37,8 +35,8 @@ void doSlice(const Step& s, size_t off, size_t len, int nranks) {
 
   if (in && src) {
     char* target = dst && !(stream && out) ? dst : out;
-    if (final) s.kernels->final(target, in, src, n, nranks);
-    else s.kernels->reduce(target, in, src, n);
+    if (final) kernels->final(target, in, src, n, nranks);
+    else kernels->reduce(target, in, src, n);
     if (dst && out) {
       if (target == dst) std::memcpy(out, dst, len);
       else toDst(out);
@@ -48,11 +46,20 @@ void doSlice(const Step& s, size_t off, size_t len, int nranks) {
     if (out) std::memcpy(out, in, len);
   } else if (src) {
     if (dst) {
-      if (final) s.kernels->scale(dst, src, n, nranks);
+      if (final) kernels->scale(dst, src, n, nranks);
       else if (dst != src) toDst(src);
     }
     if (out) std::memcpy(out, src, len);
   }
+}
+
+namespace {
+
+// Does one slice of step s at byte offset off, of length len.
+void doSlice(const Step& s, size_t off, size_t len, int nranks) {
+  hostSlice(s.flags, s.kernels, s.elemSize, s.recv ? s.recv->slot() : nullptr,
+            (s.flags & kSrc) ? s.src + off : nullptr, (s.flags & kDst) ? s.dst + off : nullptr,
+            s.send ? s.send->slot() : nullptr, len, nranks);
 }
 
 // A one-shot step: starts the operation once, then polls it.
@@ -175,13 +182,15 @@ std::string laneState(const Program& p) {
 
 Status laneError(const Program& p, Status st) { return st.prefix(laneState(p) + ": "); }
 
-// Makes st the communicator's fatal error (a no-op if one was raised already), after
-// giving the root a moment to name the rank that failed.
+}  // namespace
+
 Status recordFailure(collComm* c, Status st) {
   st = rootCause(*c->abort, std::move(st));
   c->abort->set(st.code(), st.message());
   return st;
 }
+
+namespace {
 
 // A ring lane waiting on a peer that has already published the next one-shot operation:
 // that peer finished (or never ran) this rank's ring operation, so the data will never

@@ -12,6 +12,13 @@
 
 namespace coll {
 
+// One slice of a step's data movement (flags as Step::flags): the result of combining
+// `in` (a received slot) and `src` (local input) with the kernels, written to dst and/or
+// out (a send slot). Null pointers are absent operands. Shared with the device
+// executor's host emulation (device/device_exec.cc).
+void hostSlice(uint8_t flags, const ReduceKernels* kernels, size_t elemSize, const char* in, const char* src,
+               char* dst, char* out, size_t len, int nranks);
+
 // Runs every program to completion. On failure returns the first error, naming the
 // rank, operation and peer; `failedComm` (if not null) receives the comm it belongs to.
 Status runPrograms(std::vector<Program*>& programs, struct ::collComm** failedComm);
@@ -28,6 +35,9 @@ Status fatalWhileStalled(struct ::collComm* c, const Waiter& waiter);
 // With `now`, no grace period: used when the awaited connection failed (the peer gave up
 // first on the same mismatch and closed it), so the cause is named rather than the echo.
 Status llIntrusion(struct ::collComm* c, bool waitingOnLL, const Waiter& waiter, bool now = false);
+// Makes st c's fatal error (a no-op if one was raised already), after giving the root a
+// moment to name the rank that really failed when st is a connection error; returns it.
+Status recordFailure(struct ::collComm* c, Status st);
 // Makes st c's fatal error (after giving the root a moment to name the rank that really
 // failed) and returns it prefixed with rank, lane, operation and the awaited peer.
 Status failLane(struct ::collComm* c, const char* lane, const OpDesc& od, int peer, Status st);

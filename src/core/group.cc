@@ -9,6 +9,7 @@
 #include "core/datatype.h"
 #include "core/executor.h"
 #include "core/log.h"
+#include "device/device_exec.h"
 #include "transport/transport.h"
 
 namespace coll {
@@ -28,9 +29,10 @@ enum class Route : uint8_t { kOneShot, kRing, kTree };
 // Which algorithm serves od: the LL protocol (one-shot) wherever it applies and the
 // filters allow it, else the tuner's choice between ring and tree (tuner.h). Every input
 // is shared by all ranks (checked at init), so all ranks choose alike.
+// Device operations never take the one-shot: its mailboxes and staging are host memory.
 Result<Route> routeFor(collComm* c, const OpDesc& od) {
   if (od.kind == CollKind::kSend || od.kind == CollKind::kRecv || c->nranks == 1) return Route::kRing;
-  const bool ll = oneShotEligible(c, od);
+  const bool ll = !od.device && oneShotEligible(c, od);
   size_t bytes = od.count * dataTypeSize(od.dtype);
   if (od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter) bytes *= static_cast<size_t>(c->nranks);
   COLL_ASSIGN(Choice ch, tunerChoose(c->tuner, od.kind, bytes, ll ? 1 : 0));
@@ -71,6 +73,7 @@ void wireTrees(ConnectJob* job, collComm* c) {
 // Everything one communicator runs in one launch.
 struct CommLaunch {
   collComm* comm;
+  bool device = false;  // its operations are on device buffers (all of them: checked)
   std::vector<OpDesc> ops;
   std::vector<Route> routes;  // per op
   bool wiresTrees = false;
@@ -188,9 +191,23 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
       launches.back()->comm = q.comm;
       it = byComm.emplace(q.comm, launches.back().get()).first;
     }
-    if (it->second->ops.size() >= 65535)
+    CommLaunch& l = *it->second;
+    if (l.ops.size() >= 65535)
       return invalidUsage("more than 65535 operations in one group on one communicator");
-    it->second->ops.push_back(q.op);
+    // Operations with data decide the kind; empty ones (no buffers checked) follow.
+    if (q.op.count > 0) {
+      auto other = std::find_if(l.ops.begin(), l.ops.end(),
+                                [&](const OpDesc& o) { return o.count > 0 && o.device != q.op.device; });
+      if (other != l.ops.end()) {
+        *failedComm = q.comm;
+        const OpDesc& d = q.op.device ? q.op : *other;
+        const OpDesc& h = q.op.device ? *other : q.op;
+        return invalidUsage("rank " + std::to_string(q.comm->rank) + ": " + d.describe() + " on device buffers and " +
+                            h.describe() + " on host buffers in one group on one communicator; group them separately");
+      }
+      l.device = q.op.device;
+    }
+    l.ops.push_back(q.op);
   }
   for (auto& l : launches) {
     if (!guard.hold(l->comm))
@@ -246,14 +263,28 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
     if (l->wiresTrees) l->comm->treesWired = true;
 
   std::vector<Program*> programs;
+  std::vector<DevicePart> deviceParts;
   for (auto& l : launches) {
     Status st = buildPrograms(*l);
     if (!st.ok()) { *failedComm = l->comm; return st; }
-    for (auto& p : l->channels) if (!p.steps.empty()) programs.push_back(&p);
-    for (auto& [peer, p] : l->sends) if (!p.steps.empty()) programs.push_back(&p);
-    for (auto& [peer, p] : l->recvs) if (!p.steps.empty()) programs.push_back(&p);
-    if (!l->self.steps.empty()) programs.push_back(&l->self);
+    std::vector<Program*> mine;
+    for (auto& p : l->channels) if (!p.steps.empty()) mine.push_back(&p);
+    for (auto& [peer, p] : l->sends) if (!p.steps.empty()) mine.push_back(&p);
+    for (auto& [peer, p] : l->recvs) if (!p.steps.empty()) mine.push_back(&p);
+    if (!l->self.steps.empty()) mine.push_back(&l->self);
+    if (l->device) {
+      DevicePart part{l->comm, std::move(mine), {}};
+      for (const OpDesc& od : l->ops)
+        if (std::find(part.streams.begin(), part.streams.end(), od.stream) == part.streams.end())
+          part.streams.push_back(od.stream);
+      deviceParts.push_back(std::move(part));
+    } else {
+      // Host operations reuse the connectors: device work queued before them ends first.
+      deviceQuiesce(l->comm, false);
+      programs.insert(programs.end(), mine.begin(), mine.end());
+    }
   }
+  COLL_CHECK(deviceRun(deviceParts, failedComm));
   return runPrograms(programs, failedComm);
 }
 
@@ -281,11 +312,12 @@ Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {
     tlsQueue.push_back({comm, op});
     return okStatus();
   }
-  if (oneShotEligible(comm, op) && llUnfiltered(comm, op.kind)) {
+  if (!op.device && oneShotEligible(comm, op) && llUnfiltered(comm, op.kind)) {
     if (comm->abort->raised()) {
       *failedComm = comm;
       return comm->abort->status().prefix("communicator is unusable after an earlier error: ");
     }
+    deviceQuiesce(comm, false);
     Status st = runOneShot(comm, op);
     if (!st.ok()) *failedComm = comm;
     return st;

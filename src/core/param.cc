@@ -71,6 +71,9 @@ const std::vector<ParamInfo>& allParams() {
       {"TUNER_LL_US", ParamType::kString, "0.25", "us", "tuner model: an LL (one-shot) operation inside a host"},
       {"TUNER_BW_GBS", ParamType::kString, "10.0", "GB/s", "tuner model: bandwidth inside a host"},
       {"TUNER_NET_BW_GBS", ParamType::kString, "3.0", "GB/s", "tuner model: bandwidth between hosts"},
+      {"DEVICE_EMULATE", ParamType::kInt, "0", "",
+       "1: run operations through the device executor on host threads, host buffers "
+       "standing in for device buffers (tests the device path without a GPU)"},
       {"SPIN_US", ParamType::kInt, "50", "us", "busy-wait this long before yielding"},
       {"STALL_WARN_S", ParamType::kInt, "0", "s",
        "0 off; otherwise warn what a blocked op waits for after this long"},

@@ -47,6 +47,16 @@ struct WaitTarget {
   int maxSleepUs = 10000;
 };
 
+// Producer/consumer halves over a FifoCtrl + slots in memory this process can touch.
+// Used directly by shm and as the local staging FIFO of net.
+struct FifoView {
+  FifoCtrl* ctrl = nullptr;
+  char* data = nullptr;
+  size_t slotBytes = 0;
+
+  char* slotAt(uint32_t i) const { return data + (i % kSteps) * slotBytes; }
+};
+
 class SendConnector {
  public:
   virtual ~SendConnector() = default;
@@ -56,6 +66,11 @@ class SendConnector {
   virtual Status progress() { return okStatus(); }
   virtual bool flushed() { return true; }  // everything posted has left this rank
   virtual WaitTarget waitTarget() = 0;   // what to sleep on when !ready() or !flushed()
+  // The FIFO this side fills, for device executors (device/device_exec.h): every
+  // transport keeps its counters in the FIFO's control block, so a kernel can produce
+  // where the host executor does. needsProgress: someone must call progress() meanwhile.
+  virtual const FifoView* fifo() const = 0;
+  virtual bool needsProgress() const { return false; }
   size_t slotBytes() const { return slotBytes_; }
   int peer() const { return peer_; }
   const char* kind() const { return kind_; }
@@ -75,6 +90,8 @@ class RecvConnector {
   virtual void release() = 0;        // gives the slot back
   virtual Status progress() { return okStatus(); }
   virtual WaitTarget waitTarget() = 0;
+  virtual const FifoView* fifo() const = 0;  // the FIFO this side consumes (as SendConnector)
+  virtual bool needsProgress() const { return false; }
   size_t slotBytes() const { return slotBytes_; }
   int peer() const { return peer_; }
   const char* kind() const { return kind_; }
@@ -83,16 +100,6 @@ class RecvConnector {
   size_t slotBytes_ = 0;
   int peer_ = -1;
   const char* kind_ = "";
-};
-
-// Producer/consumer halves over a FifoCtrl + slots in memory this process can touch.
-// Used directly by shm and as the local staging FIFO of net.
-struct FifoView {
-  FifoCtrl* ctrl = nullptr;
-  char* data = nullptr;
-  size_t slotBytes = 0;
-
-  char* slotAt(uint32_t i) const { return data + (i % kSteps) * slotBytes; }
 };
 
 }  // namespace coll

@@ -9,6 +9,7 @@
 
 #include "core/log.h"
 #include "core/param.h"
+#include "device/device_exec.h"
 #include "transport/net/socket/socket_net.h"
 
 namespace coll {
@@ -36,7 +37,10 @@ struct LocalFifo {
     view.data = mem + sizeof(FifoCtrl);
     view.slotBytes = slotBytes;
   }
-  ~LocalFifo() { ::operator delete(mem, std::align_val_t(4096)); }
+  ~LocalFifo() {
+    forgetDeviceMapping(mem);
+    ::operator delete(mem, std::align_val_t(4096));
+  }
   char* mem;
   FifoView view;
 };
@@ -58,6 +62,9 @@ Status completeInOrder(NetBackend* b, NetRequest* const* reqs, uint32_t* next, u
   return okStatus();
 }
 
+// Counters live in the local FIFO's control block (tail: slots filled by the producer,
+// head: slots sent), so the producer may be the host executor or a device kernel with
+// progress() driven by a proxy thread (device/proxy.h).
 class NetSend : public SendConnector {
  public:
   NetSend(int peer, NetBackend* b, std::unique_ptr<NetSendComm> comm, size_t slotBytes)
@@ -67,32 +74,43 @@ class NetSend : public SendConnector {
     kind_ = "net";
     (void)backend_->regMr(fifo_.view.data, kSteps * slotBytes);
   }
-  bool ready() override { return filled_ - done_ < static_cast<uint32_t>(kSteps); }
-  char* slot() override { return fifo_.view.slotAt(filled_); }
+  bool ready() override { return filled() - done() < static_cast<uint32_t>(kSteps); }
+  char* slot() override { return fifo_.view.slotAt(filled()); }
   void post(size_t bytes) override {
-    fifo_.view.ctrl->sizes[filled_ % kSteps] = static_cast<uint32_t>(bytes);
-    ++filled_;
+    const uint32_t t = filled();
+    fifo_.view.ctrl->sizes[t % kSteps] = static_cast<uint32_t>(bytes);
+    fifo_.view.ctrl->tail.store(t + 1, std::memory_order_release);
   }
-  bool flushed() override { return done_ == filled_; }
+  bool flushed() override { return done() == filled(); }
   Status progress() override {
-    while (posted_ != filled_) {
+    const uint32_t filledNow = fifo_.view.ctrl->tail.load(std::memory_order_acquire);
+    while (posted_ != filledNow) {
       COLL_ASSIGN(NetRequest * r, backend_->isend(comm_.get(), fifo_.view.slotAt(posted_),
                                                   fifo_.view.ctrl->sizes[posted_ % kSteps]));
       reqs_[posted_ % kSteps] = r;
       ++posted_;
     }
-    return completeInOrder(backend_, reqs_, &done_, posted_, "send to", peer_, [](uint32_t, size_t) {});
+    uint32_t d = done();
+    Status st = completeInOrder(backend_, reqs_, &d, posted_, "send to", peer_, [](uint32_t, size_t) {});
+    fifo_.view.ctrl->head.store(d, std::memory_order_release);
+    return st;
   }
   WaitTarget waitTarget() override { return backend_->waitTarget(comm_.get()); }
+  const FifoView* fifo() const override { return &fifo_.view; }
+  bool needsProgress() const override { return true; }
 
  private:
+  uint32_t filled() const { return fifo_.view.ctrl->tail.load(std::memory_order_acquire); }
+  uint32_t done() const { return fifo_.view.ctrl->head.load(std::memory_order_acquire); }
   NetBackend* backend_;
   std::unique_ptr<NetSendComm> comm_;
   LocalFifo fifo_;
   NetRequest* reqs_[kSteps] = {};
-  uint32_t filled_ = 0, posted_ = 0, done_ = 0;
+  uint32_t posted_ = 0;
 };
 
+// Counters in the local FIFO's control block as for NetSend: tail counts slots arrived
+// (written by progress()), head slots consumed (by the host executor or a device kernel).
 class NetRecv : public RecvConnector {
  public:
   NetRecv(int peer, NetBackend* b, std::unique_ptr<NetRecvComm> comm, size_t slotBytes)
@@ -102,10 +120,10 @@ class NetRecv : public RecvConnector {
     kind_ = "net";
     (void)backend_->regMr(fifo_.view.data, kSteps * slotBytes);
   }
-  bool ready() override { return arrived_ != consumed_; }
-  const char* slot() override { return fifo_.view.slotAt(consumed_); }
-  size_t size() override { return fifo_.view.ctrl->sizes[consumed_ % kSteps]; }
-  void release() override { ++consumed_; }
+  bool ready() override { return arrived() != consumed(); }
+  const char* slot() override { return fifo_.view.slotAt(consumed()); }
+  size_t size() override { return fifo_.view.ctrl->sizes[consumed() % kSteps]; }
+  void release() override { fifo_.view.ctrl->head.store(consumed() + 1, std::memory_order_release); }
   // A failed connection is reported only once the slots that did arrive are consumed:
   // the peer may have sent its last message and closed, which is not an error here.
   Status progress() override {
@@ -116,19 +134,26 @@ class NetRecv : public RecvConnector {
     return ready() ? okStatus() : error_;
   }
   WaitTarget waitTarget() override { return backend_->waitTarget(comm_.get()); }
+  const FifoView* fifo() const override { return &fifo_.view; }
+  bool needsProgress() const override { return true; }
 
  private:
+  uint32_t arrived() const { return fifo_.view.ctrl->tail.load(std::memory_order_acquire); }
+  uint32_t consumed() const { return fifo_.view.ctrl->head.load(std::memory_order_acquire); }
   Status progressConnection() {
-    while (posted_ - consumed_ < static_cast<uint32_t>(kSteps)) {
+    while (posted_ - consumed() < static_cast<uint32_t>(kSteps)) {
       COLL_ASSIGN(NetRequest * r,
                   backend_->irecv(comm_.get(), fifo_.view.slotAt(posted_), slotBytes_));
       reqs_[posted_ % kSteps] = r;
       ++posted_;
     }
-    return completeInOrder(backend_, reqs_, &arrived_, posted_, "receive from", peer_,
-                           [this](uint32_t i, size_t size) {
-                             fifo_.view.ctrl->sizes[i % kSteps] = static_cast<uint32_t>(size);
-                           });
+    uint32_t a = arrived();
+    Status st = completeInOrder(backend_, reqs_, &a, posted_, "receive from", peer_,
+                                [this](uint32_t i, size_t size) {
+                                  fifo_.view.ctrl->sizes[i % kSteps] = static_cast<uint32_t>(size);
+                                });
+    fifo_.view.ctrl->tail.store(a, std::memory_order_release);
+    return st;
   }
 
   Status error_;
@@ -136,7 +161,7 @@ class NetRecv : public RecvConnector {
   std::unique_ptr<NetRecvComm> comm_;
   LocalFifo fifo_;
   NetRequest* reqs_[kSteps] = {};
-  uint32_t posted_ = 0, arrived_ = 0, consumed_ = 0;
+  uint32_t posted_ = 0;
 };
 
 class PendingRecv : public NetPendingRecv {

@@ -13,6 +13,7 @@
 
 #include "core/log.h"
 #include "core/wait.h"
+#include "device/device_exec.h"
 
 namespace coll {
 
@@ -21,6 +22,7 @@ class ShmRegion {
  public:
   ShmRegion(void* base, size_t bytes, bool mapped) : base_(base), bytes_(bytes), mapped_(mapped) {}
   ~ShmRegion() {
+    forgetDeviceMapping(base_);
     if (mapped_) munmap(base_, bytes_);
     else ::operator delete(base_, std::align_val_t(4096));
   }
@@ -49,16 +51,15 @@ class ShmSend : public SendConnector {
     slotBytes_ = slotBytes;
     peer_ = peer;
     kind_ = "shm";
-    tail_ = f_.ctrl->tail.load(std::memory_order_relaxed);
   }
   bool ready() override {
-    return tail_ - f_.ctrl->head.load(std::memory_order_acquire) < static_cast<uint32_t>(kSteps);
+    return tail() - f_.ctrl->head.load(std::memory_order_acquire) < static_cast<uint32_t>(kSteps);
   }
-  char* slot() override { return f_.slotAt(tail_); }
+  char* slot() override { return f_.slotAt(tail()); }
   void post(size_t bytes) override {
-    f_.ctrl->sizes[tail_ % kSteps] = static_cast<uint32_t>(bytes);
-    ++tail_;
-    f_.ctrl->tail.store(tail_, std::memory_order_release);
+    const uint32_t t = tail() + 1;
+    f_.ctrl->sizes[(t - 1) % kSteps] = static_cast<uint32_t>(bytes);
+    f_.ctrl->tail.store(t, std::memory_order_release);
     futexWakeIfWaiting(&f_.ctrl->tail, &f_.ctrl->tailWaiters, shared_);
   }
   WaitTarget waitTarget() override {
@@ -69,11 +70,14 @@ class ShmSend : public SendConnector {
     t.shared = shared_;
     return t;
   }
+  const FifoView* fifo() const override { return &f_; }
 
  private:
+  // The counter this side writes, read back from the shared control block (not cached:
+  // a device kernel may have advanced it since, device/device_exec.h).
+  uint32_t tail() const { return f_.ctrl->tail.load(std::memory_order_relaxed); }
   std::shared_ptr<ShmRegion> region_;
   FifoView f_;
-  uint32_t tail_;
   bool shared_;
 };
 
@@ -86,28 +90,28 @@ class ShmRecv : public RecvConnector {
     kind_ = "shm";
   }
   bool ready() override {
-    return f_.ctrl->tail.load(std::memory_order_acquire) != head_;
+    return f_.ctrl->tail.load(std::memory_order_acquire) != head();
   }
-  const char* slot() override { return f_.slotAt(head_); }
-  size_t size() override { return f_.ctrl->sizes[head_ % kSteps]; }
+  const char* slot() override { return f_.slotAt(head()); }
+  size_t size() override { return f_.ctrl->sizes[head() % kSteps]; }
   void release() override {
-    ++head_;
-    f_.ctrl->head.store(head_, std::memory_order_release);
+    f_.ctrl->head.store(head() + 1, std::memory_order_release);
     futexWakeIfWaiting(&f_.ctrl->head, &f_.ctrl->headWaiters, shared_);
   }
   WaitTarget waitTarget() override {
     WaitTarget t;
     t.word = &f_.ctrl->tail;
     t.waiters = &f_.ctrl->tailWaiters;
-    t.seen = head_;
+    t.seen = head();
     t.shared = shared_;
     return t;
   }
+  const FifoView* fifo() const override { return &f_; }
 
  private:
+  uint32_t head() const { return f_.ctrl->head.load(std::memory_order_relaxed); }
   std::shared_ptr<ShmRegion> region_;
   FifoView f_;
-  uint32_t head_ = 0;
   bool shared_;
 };
 

@@ -1,0 +1,167 @@
+// The device executor's program format and interpreter, shared by the CUDA kernel
+// (kernels/device_exec.cu: one thread block per lane) and the host emulation
+// (device/device_exec.cc: one thread per lane, COLL_DEVICE_EMULATE), so the code that
+// runs on the GPU is the code CI tests on host threads.
+//
+// A DevLane is a Program (algorithms/plan.h) lowered to plain data: its steps with the
+// same flags (kRecv, kSrc, kDst, kSend, kFinal), and the FIFOs of its connectors as
+// addresses the executor can reach (connector.h: every transport keeps head, tail and
+// slot sizes in the FIFO's control block). The protocol is the host executor's: a
+// producer waits until tail - head < kSteps, fills slot tail % kSteps, writes its size and
+// then tail + 1 (release); a consumer waits until tail != head, checks the size, reads the
+// slot and writes head + 1. Nothing else is shared, so a lane may face another kernel, a
+// host executor, or a proxy thread moving a net connector's FIFO through sockets.
+//
+// The interpreter is written for a group of threads with one leader: the leader waits
+// and moves counters, every thread moves data (B::slice splits it), and B::sync() orders
+// the two. The host backend is one thread; the CUDA backend is a thread block.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/float_conv.h"  // COLL_HD
+
+namespace coll {
+
+constexpr int kDevSteps = 8;        // slots per FIFO: equal to kSteps (checked in device_exec.cc)
+constexpr int kDevMaxConns = 16;    // connectors one lane may use (tree lanes use the most)
+
+// One FIFO end. For a sender `tail` is this side's counter and `head` the consumer's; for
+// a receiver the other way round.
+struct DevConn {
+  uint32_t* tail;
+  uint32_t* head;
+  uint32_t* sizes;  // kDevSteps byte counts
+  char* data;       // kDevSteps slots of slotBytes
+  uint64_t slotBytes;
+  uint32_t isSend;
+  int32_t peer;
+};
+
+struct DevStep {
+  const char* src;
+  char* dst;
+  uint64_t bytes;
+  int8_t send;      // index into DevLane::conns, -1: none
+  int8_t recv;
+  uint8_t flags;    // StepFlags
+  uint8_t dtype;    // collDataType_t
+  uint8_t redop;    // collRedOp_t
+  uint8_t elemSize;
+  uint16_t op;      // index of the operation in its launch (for error messages)
+};
+
+enum DevCode : uint32_t {
+  kDevRunning = 0,
+  kDevDone = 1,
+  kDevAborted = 2,       // the abort word was raised while the lane waited
+  kDevSizeMismatch = 3,  // a slot's size differs from the slice expected: ranks disagree
+};
+
+// What a lane reports when it ends (written by its leader).
+struct DevLaneResult {
+  uint32_t code;
+  uint32_t step;   // the step it ended in
+  uint64_t got;    // kDevSizeMismatch: the size found, and the size expected
+  uint64_t want;
+  int32_t peer;    // the connector's peer it was waiting on or that disagreed
+  uint32_t pad;
+};
+
+struct DevLane {
+  const DevStep* steps;
+  uint32_t nsteps;
+  uint32_t nconns;
+  uint64_t sliceBytes;
+  int32_t nranks;
+  int32_t pad;
+  const uint32_t* abortWord;  // nonzero: give up waiting
+  DevLaneResult* result;
+  DevConn conns[kDevMaxConns];
+};
+
+// What the leader hands to the other threads of its group for one slice.
+struct DevSliceCtl {
+  const char* in;
+  char* out;
+  uint32_t code;
+};
+
+// Runs lane L to its end with backend b, which provides:
+//   bool leader();  void sync();  DevSliceCtl& ctl();
+//   uint32_t load(const uint32_t*) (acquire);  void store(uint32_t*, uint32_t) (release)
+//   void fence() (makes this group's data writes visible before a release store)
+//   void pause() (while waiting)
+//   void slice(const DevStep&, const char* in, const char* src, char* dst, char* out,
+//              uint64_t len, int nranks)
+template <class B>
+COLL_HD inline void devRunLane(const DevLane& L, B& b) {
+  uint32_t pos[kDevMaxConns];  // per connector: this side's counter (leader only)
+  if (b.leader())
+    for (uint32_t i = 0; i < L.nconns; ++i)
+      pos[i] = b.load(L.conns[i].isSend ? L.conns[i].tail : L.conns[i].head);
+  for (uint32_t si = 0; si < L.nsteps; ++si) {
+    const DevStep& s = L.steps[si];
+    for (uint64_t off = 0; off < s.bytes; off += L.sliceBytes) {
+      const uint64_t len = s.bytes - off < L.sliceBytes ? s.bytes - off : L.sliceBytes;
+      if (b.leader()) {
+        DevSliceCtl& c = b.ctl();
+        c.code = kDevRunning;
+        c.in = nullptr;
+        c.out = nullptr;
+        int32_t waitPeer = -1;
+        if (s.recv >= 0) {
+          const DevConn& r = L.conns[s.recv];
+          waitPeer = r.peer;
+          while (b.load(r.tail) == pos[s.recv] && c.code == kDevRunning) {
+            if (b.load(L.abortWord) != 0) c.code = kDevAborted;
+            else b.pause();
+          }
+          if (c.code == kDevRunning) {
+            const uint32_t got = b.load(&r.sizes[pos[s.recv] % kDevSteps]);
+            if (got != len) {
+              c.code = kDevSizeMismatch;
+              L.result->got = got;
+              L.result->want = len;
+            }
+            c.in = r.data + (pos[s.recv] % kDevSteps) * r.slotBytes;
+          }
+        }
+        if (s.send >= 0 && c.code == kDevRunning) {
+          const DevConn& w = L.conns[s.send];
+          waitPeer = w.peer;
+          while (pos[s.send] - b.load(w.head) >= static_cast<uint32_t>(kDevSteps) && c.code == kDevRunning) {
+            if (b.load(L.abortWord) != 0) c.code = kDevAborted;
+            else b.pause();
+          }
+          c.out = w.data + (pos[s.send] % kDevSteps) * w.slotBytes;
+        }
+        if (c.code != kDevRunning) {
+          L.result->step = si;
+          L.result->peer = waitPeer;
+          L.result->code = c.code;
+        }
+      }
+      b.sync();
+      const DevSliceCtl c = b.ctl();
+      if (c.code != kDevRunning) return;
+      b.slice(s, c.in, s.src ? s.src + off : nullptr, s.dst ? s.dst + off : nullptr, c.out, len, L.nranks);
+      b.sync();
+      if (b.leader()) {
+        b.fence();
+        if (s.recv >= 0) b.store(L.conns[s.recv].head, ++pos[s.recv]);
+        if (s.send >= 0) {
+          const DevConn& w = L.conns[s.send];
+          b.store(&w.sizes[pos[s.send] % kDevSteps], static_cast<uint32_t>(len));
+          b.store(w.tail, ++pos[s.send]);
+        }
+      }
+    }
+  }
+  if (b.leader()) {
+    L.result->step = L.nsteps;
+    L.result->code = kDevDone;
+  }
+}
+
+}  // namespace coll

@@ -1,0 +1,356 @@
+#include "device/device_exec.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <thread>
+
+#include "collectives/config.h"
+#include "core/comm.h"
+#include "core/datatype.h"
+#include "core/executor.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/wait.h"
+#include "device/dev_lane.h"
+#include "device/proxy.h"
+#include "kernels/host_reduce.h"
+#if COLL_HAVE_CUDA
+#include "device/device_cuda.h"
+#include "kernels/device_reduce.h"
+#endif
+
+namespace coll {
+
+static_assert(kDevSteps == kSteps, "device lanes and connectors must agree on FIFO depth");
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "FIFO counters are read as plain words");
+
+namespace {
+
+// ---- Host emulation backend: one thread runs a lane ------------------------------------
+
+class HostLaneBackend {
+ public:
+  bool leader() const { return true; }
+  void sync() {}
+  DevSliceCtl& ctl() { return ctl_; }
+  uint32_t load(const uint32_t* p) const {
+    return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(std::memory_order_acquire);
+  }
+  void store(uint32_t* p, uint32_t v) const { std::atomic_ref<uint32_t>(*p).store(v, std::memory_order_release); }
+  void fence() const { std::atomic_thread_fence(std::memory_order_release); }
+  // Spin, then yield, then sleep briefly: lanes poll (kernels wake nobody), and the
+  // emulation may run many lanes on few cores.
+  void pause() {
+    ++waits_;
+    if (waits_ < 64) cpuRelax();
+    else if (waits_ < 2048) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  void slice(const DevStep& s, const char* in, const char* src, char* dst, char* out, uint64_t len, int nranks) {
+    waits_ = 0;
+    const ReduceKernels& k =
+        hostReduceKernels(static_cast<collDataType_t>(s.dtype), static_cast<collRedOp_t>(s.redop));
+    hostSlice(s.flags, &k, s.elemSize, in, src, dst, out, len, nranks);
+  }
+
+ private:
+  DevSliceCtl ctl_{};
+  uint32_t waits_ = 0;
+};
+
+class EmulatedCompletion : public Completion {
+ public:
+  ~EmulatedCompletion() override {
+    for (auto& t : threads) t.join();
+  }
+  bool done(Status*) override { return left.load(std::memory_order_acquire) == 0; }
+  std::atomic<size_t> left{0};
+  std::vector<std::thread> threads;
+};
+
+#if COLL_HAVE_CUDA
+class CudaCompletion : public Completion {
+ public:
+  explicit CudaCompletion(void* ev) : ev_(ev) {}
+  ~CudaCompletion() override { cudaEventFree(ev_); }
+  bool done(Status* err) override { return cudaEventDone(ev_, err); }
+
+ private:
+  void* ev_;
+};
+#endif
+
+// ---- Lowering --------------------------------------------------------------------------
+
+// Maps an address inside a FIFO (control block + slots, starting at base) to the address
+// the executor uses.
+using MapFn = std::function<Result<char*>(void* base, size_t bytes, const void* p)>;
+
+struct LoweredPart {
+  std::vector<DevLane> lanes;  // `steps` holds the index of the lane's first step
+  std::vector<DevStep> steps;
+  std::shared_ptr<PendingLaunch> pending;
+};
+
+Result<DevConn> lowerConn(const FifoView& f, bool isSend, int peer, const MapFn& map) {
+  void* base = f.ctrl;
+  const size_t bytes = fifoBytes(f.slotBytes);
+  DevConn d{};
+  COLL_ASSIGN(char* tail, map(base, bytes, &f.ctrl->tail));
+  COLL_ASSIGN(char* head, map(base, bytes, &f.ctrl->head));
+  COLL_ASSIGN(char* sizes, map(base, bytes, f.ctrl->sizes));
+  COLL_ASSIGN(char* data, map(base, bytes, f.data));
+  d.tail = reinterpret_cast<uint32_t*>(tail);
+  d.head = reinterpret_cast<uint32_t*>(head);
+  d.sizes = reinterpret_cast<uint32_t*>(sizes);
+  d.data = data;
+  d.slotBytes = f.slotBytes;
+  d.isSend = isSend ? 1 : 0;
+  d.peer = peer;
+  return d;
+}
+
+// Index of connector `key` in the lane, adding it on first use.
+template <typename Conn>
+Result<int8_t> connIndex(DevLane& lane, std::vector<const void*>& keys, Conn* conn, bool isSend, const MapFn& map,
+                         PendingLaunch& pending, const Program& p) {
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (keys[i] == conn) return static_cast<int8_t>(i);
+  if (keys.size() >= static_cast<size_t>(kDevMaxConns))
+    return internalError("rank " + std::to_string(p.rank) + " " + p.lane + " uses more than " +
+                         std::to_string(kDevMaxConns) + " connectors, the device executor's limit");
+  const FifoView* f = conn->fifo();
+  COLL_ASSIGN(lane.conns[keys.size()], lowerConn(*f, isSend, conn->peer(), map));
+  if (conn->needsProgress()) {
+    if constexpr (std::is_same_v<Conn, SendConnector>) pending.sends.push_back(conn);
+    else pending.recvs.push_back(conn);
+  }
+  keys.push_back(conn);
+  lane.nconns = static_cast<uint32_t>(keys.size());
+  return static_cast<int8_t>(keys.size() - 1);
+}
+
+Status lowerProgram(const Program& p, const MapFn& map, LoweredPart& out) {
+  DevLane lane{};
+  lane.steps = reinterpret_cast<const DevStep*>(static_cast<uintptr_t>(out.steps.size()));
+  lane.sliceBytes = p.sliceBytes;
+  lane.nranks = p.nranks;
+  PendingLaunch::Lane info;
+  info.name = p.lane;
+  std::vector<const void*> keys;
+  for (const Step& s : p.steps) {
+    if (s.oneShot) return internalError(p.lane + ": one-shot steps have no device form");
+    const OpDesc& od = (*p.ops)[s.op];
+    DevStep d{};
+    d.src = (s.flags & kSrc) ? s.src : nullptr;
+    d.dst = (s.flags & kDst) ? s.dst : nullptr;
+    d.bytes = s.bytes;
+    d.flags = static_cast<uint8_t>(s.flags & ~kStream);
+    d.dtype = static_cast<uint8_t>(od.dtype);
+    d.redop = static_cast<uint8_t>(od.op);
+    d.elemSize = s.elemSize;
+    d.op = s.op;
+    d.send = -1;
+    d.recv = -1;
+    if (s.send) {
+      COLL_ASSIGN(d.send, connIndex(lane, keys, s.send, true, map, *out.pending, p));
+    }
+    if (s.recv) {
+      COLL_ASSIGN(d.recv, connIndex(lane, keys, s.recv, false, map, *out.pending, p));
+    }
+    out.steps.push_back(d);
+    info.stepOp.push_back(od.describe());
+  }
+  lane.nsteps = static_cast<uint32_t>(p.steps.size());
+  out.lanes.push_back(lane);
+  out.pending->lanes.push_back(std::move(info));
+  return okStatus();
+}
+
+Status lowerPart(const DevicePart& part, const MapFn& map, LoweredPart& out) {
+  out.pending = std::make_shared<PendingLaunch>();
+  for (const Program* p : part.programs) COLL_CHECK(lowerProgram(*p, map, out));
+  return okStatus();
+}
+
+Result<DeviceProxy*> proxyOf(collComm* c) {
+  if (!c->proxy) {
+    auto proxy = std::make_unique<DeviceProxy>(c);
+    COLL_CHECK(proxy->init());
+    c->proxy = std::move(proxy);
+    COLL_INFO(INIT, "rank %d: device path %s", c->rank,
+              c->deviceEmulate ? "emulated on host threads (COLL_DEVICE_EMULATE=1)"
+                               : ("on CUDA device " + std::to_string(c->cudaDev)).c_str());
+  }
+  return c->proxy.get();
+}
+
+// ---- Emulation: lanes on host threads ------------------------------------------------
+
+Status runEmulated(std::vector<DevicePart>& parts, collComm** failedComm) {
+  const MapFn identity = [](void*, size_t, const void* p) -> Result<char*> {
+    return const_cast<char*>(static_cast<const char*>(p));
+  };
+  std::vector<LoweredPart> lowered(parts.size());
+  auto completion = std::make_shared<EmulatedCompletion>();
+  std::vector<std::shared_ptr<std::vector<DevLaneResult>>> results;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Status st = lowerPart(parts[i], identity, lowered[i]);
+    if (!st.ok()) {
+      *failedComm = parts[i].comm;
+      return st;
+    }
+  }
+  std::vector<DeviceProxy*> proxies;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Result<DeviceProxy*> proxy = proxyOf(parts[i].comm);
+    if (!proxy.ok()) {
+      *failedComm = parts[i].comm;
+      return proxy.takeStatus();
+    }
+    proxies.push_back(proxy.value());
+    LoweredPart& l = lowered[i];
+    auto res = std::make_shared<std::vector<DevLaneResult>>(l.lanes.size());
+    for (size_t k = 0; k < l.lanes.size(); ++k) {
+      DevLane& lane = l.lanes[k];
+      lane.steps = l.steps.data() + reinterpret_cast<uintptr_t>(lane.steps);
+      lane.result = &(*res)[k];
+      lane.abortWord = proxy.value()->abortWordDevice();
+    }
+    l.pending->results = res->data();
+    l.pending->resultsOwner = res;
+    l.pending->completion = completion;
+    completion->left += l.lanes.size();
+  }
+  for (auto& l : lowered)
+    for (const DevLane& lane : l.lanes)
+      completion->threads.emplace_back([&lane, completion = completion.get()] {
+        HostLaneBackend b;
+        devRunLane(lane, b);
+        completion->left.fetch_sub(1, std::memory_order_acq_rel);
+      });
+  for (size_t i = 0; i < parts.size(); ++i) proxies[i]->submit(lowered[i].pending);
+  Status first;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Status st = proxies[i]->wait(lowered[i].pending);
+    if (!st.ok() && first.ok()) {
+      first = st;
+      *failedComm = parts[i].comm;
+    }
+  }
+  return first;
+}
+
+// ---- CUDA: one kernel per device -----------------------------------------------------
+
+#if COLL_HAVE_CUDA
+Status runOnDevices(std::vector<DevicePart>& parts, collComm** failedComm) {
+  const MapFn mapHost = [](void* base, size_t bytes, const void* p) { return cudaMapHost(base, bytes, p); };
+  std::map<int, std::vector<size_t>> byDevice;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    collComm* c = parts[i].comm;
+    if (c->cudaDev < 0) {
+      *failedComm = c;
+      return invalidUsage("rank " + std::to_string(c->rank) +
+                          " was given CUDA device buffers but is not bound to a CUDA device (create it with "
+                          "collCommInitRank after cudaSetDevice, or collCommInitAll with a devlist)");
+    }
+    byDevice[c->cudaDev].push_back(i);
+  }
+  const int before = cudaCurrentDevice();
+  Status result;
+  for (auto& [dev, idx] : byDevice) {
+    Status st = cudaUseDevice(dev);
+    std::vector<DevLane> lanes;
+    std::vector<DevStep> steps;
+    std::vector<LoweredPart> lowered(idx.size());
+    std::vector<void*> streams;
+    std::vector<size_t> firstLane;
+    for (size_t k = 0; st.ok() && k < idx.size(); ++k) {
+      DevicePart& part = parts[idx[k]];
+      LoweredPart& l = lowered[k];
+      st = lowerPart(part, mapHost, l);
+      Result<DeviceProxy*> proxy = st.ok() ? proxyOf(part.comm) : Result<DeviceProxy*>(st);
+      if (!proxy.ok()) {
+        st = proxy.takeStatus();
+        break;
+      }
+      const size_t stepBase = steps.size();
+      firstLane.push_back(lanes.size());
+      for (DevLane lane : l.lanes) {
+        lane.steps = reinterpret_cast<const DevStep*>(reinterpret_cast<uintptr_t>(lane.steps) + stepBase);
+        lane.abortWord = proxy.value()->abortWordDevice();
+        lanes.push_back(lane);
+      }
+      steps.insert(steps.end(), l.steps.begin(), l.steps.end());
+      for (void* s : part.streams)
+        if (std::find(streams.begin(), streams.end(), s) == streams.end()) streams.push_back(s);
+    }
+    Result<DevLaunchHandle> h = st.ok() ? cudaLaunchLanes(lanes, steps, streams.front(),
+                                                          std::vector<void*>(streams.begin() + 1, streams.end()))
+                                        : Result<DevLaunchHandle>(st);
+    if (!h.ok()) {
+      *failedComm = parts[idx.front()].comm;
+      result = h.takeStatus();
+      break;
+    }
+    auto completion = std::make_shared<CudaCompletion>(h.value().event);
+    for (size_t k = 0; k < idx.size(); ++k) {
+      PendingLaunch& p = *lowered[k].pending;
+      p.completion = completion;
+      p.results = h.value().results + firstLane[k];
+      p.resultsOwner = h.value().memory;
+      parts[idx[k]].comm->proxy->submit(lowered[k].pending);
+    }
+  }
+  if (before >= 0) (void)cudaUseDevice(before);
+  return result;
+}
+#endif
+
+}  // namespace
+
+bool devicePathFor(const collComm* c, const void* p) {
+  if (c->deviceEmulate) return true;
+#if COLL_HAVE_CUDA
+  return isDeviceMemory(p);
+#else
+  (void)p;
+  return false;
+#endif
+}
+
+Status deviceRun(std::vector<DevicePart>& parts, collComm** failedComm) {
+  if (parts.empty()) return okStatus();
+  // Every rank of a communicator agrees on emulation (checked at init); a group mixing
+  // emulated and real communicators is run part by part.
+  std::vector<DevicePart> emulated, real;
+  for (DevicePart& p : parts) (p.comm->deviceEmulate ? emulated : real).push_back(std::move(p));
+  if (!emulated.empty()) COLL_CHECK(runEmulated(emulated, failedComm));
+  if (real.empty()) return okStatus();
+  parts.swap(real);
+#if COLL_HAVE_CUDA
+  return runOnDevices(parts, failedComm);
+#else
+  *failedComm = parts.front().comm;
+  return invalidUsage("device buffers need a build with CUDA support");
+#endif
+}
+
+void forgetDeviceMapping(void* base) {
+#if COLL_HAVE_CUDA
+  cudaUnmapHost(base);
+#else
+  (void)base;
+#endif
+}
+
+void deviceQuiesce(collComm* c, bool abort) {
+  if (c->proxy) c->proxy->quiesce(abort);
+}
+
+}  // namespace coll

@@ -1,0 +1,52 @@
+// The device path: collectives on CUDA device buffers, ordered on the caller's stream.
+//
+// A launch builds the same Programs as the host path (ring, tree, chain, send/recv; never
+// the one-shot LL protocol, whose mailboxes the host reads), lowers each to a DevLane
+// (dev_lane.h) and hands them to an executor:
+//   - CUDA (kernels/device_exec.cu): one kernel per device and launch, one block per
+//     lane, enqueued on the stream of the launch's first operation; the other streams of
+//     the group wait for it with events, as NCCL joins the streams of a group. The call
+//     returns once the kernel is enqueued.
+//   - host emulation (COLL_DEVICE_EMULATE=1): the same interpreter on one host thread
+//     per lane, with host buffers standing in for device buffers. The call returns when
+//     the lanes are done. This is how CI, which has no GPU, runs the device executor's
+//     code: lowering, the interpreter, the FIFO protocol and the proxy.
+// The FIFOs are the transports' own (shm segments, in-process blocks, net staging
+// FIFOs), registered with CUDA as mapped host memory so kernels reach them; net
+// connectors are moved by the communicator's proxy thread (device/proxy.h).
+#pragma once
+
+#include <vector>
+
+#include "algorithms/plan.h"
+#include "core/status.h"
+
+namespace coll {
+
+// Whether an operation of c on buffer p takes the device path: p is CUDA device memory,
+// or c was made with COLL_DEVICE_EMULATE=1.
+bool devicePathFor(const struct ::collComm* c, const void* p);
+
+// One communicator's share of a device launch.
+struct DevicePart {
+  struct ::collComm* comm;
+  std::vector<Program*> programs;
+  std::vector<void*> streams;  // distinct cudaStream_t of its operations, in call order
+};
+
+// Lowers and starts every part; with emulation waits for them. Errors found while
+// lowering (a lane with too many connectors, memory that cannot be mapped) return here;
+// errors while running (a peer that disagrees, an abort) are the communicators' async
+// errors (collCommGetAsyncError), and with emulation also returned.
+Status deviceRun(std::vector<DevicePart>& parts, struct ::collComm** failedComm);
+
+// Waits until the communicator's device work has finished (before host-memory operations
+// reuse its connectors, and before it is freed). With `abort`, first tells running
+// kernels to give up.
+void deviceQuiesce(struct ::collComm* c, bool abort);
+
+// Host memory about to be freed that kernels may have reached (a FIFO): unregisters it
+// from CUDA. No-op for memory never mapped, and without CUDA.
+void forgetDeviceMapping(void* base);
+
+}  // namespace coll

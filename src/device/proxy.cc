@@ -1,0 +1,164 @@
+#include "device/proxy.h"
+
+#include <chrono>
+
+#include "collectives/config.h"
+#include "core/comm.h"
+#include "core/executor.h"
+#include "core/log.h"
+#include "core/wait.h"
+#include "device/device_exec.h"
+#if COLL_HAVE_CUDA
+#include "device/device_cuda.h"
+#endif
+
+namespace coll {
+
+namespace {
+
+// A lane's report turned into an error naming rank, lane, operation and peer.
+Status laneStatus(collComm* c, const PendingLaunch::Lane& lane, const DevLaneResult& r) {
+  if (r.code == kDevDone) return okStatus();
+  std::string where = "rank " + std::to_string(c->rank) + " " + lane.name;
+  if (r.step < lane.stepOp.size()) where += ", " + lane.stepOp[r.step];
+  const std::string peer = std::to_string(r.peer);
+  switch (r.code) {
+    case kDevSizeMismatch:
+      return invalidUsage(where + ": rank " + peer + " sent " + std::to_string(r.got) + " bytes where " +
+                          std::to_string(r.want) + " were expected: the ranks called different operations or counts");
+    case kDevAborted: {
+      Status cause = c->abort->raised() ? c->abort->status() : remoteError("aborted");
+      return cause.prefix(where + ", waiting on rank " + peer + ": ");
+    }
+    default:
+      return internalError(where + ": the device executor stopped without a result (code " +
+                           std::to_string(r.code) + ")");
+  }
+}
+
+}  // namespace
+
+Status DeviceProxy::init() {
+#if COLL_HAVE_CUDA
+  if (!c_->deviceEmulate) {
+    COLL_ASSIGN(void* p, cudaAllocMapped(sizeof(uint32_t)));
+    abortHost_ = static_cast<uint32_t*>(p);
+    *abortHost_ = 0;
+    mappedWord_ = true;
+    COLL_ASSIGN(char* d, cudaMappedDevicePtr(p));
+    abortDevice_ = reinterpret_cast<const uint32_t*>(d);
+    return okStatus();
+  }
+#endif
+  abortHost_ = new uint32_t(0);
+  abortDevice_ = abortHost_;
+  return okStatus();
+}
+
+DeviceProxy::~DeviceProxy() {
+  quiesce(c_->abort->raised());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+#if COLL_HAVE_CUDA
+  if (mappedWord_) {
+    cudaFreeMapped(abortHost_);
+    return;
+  }
+#endif
+  delete abortHost_;
+}
+
+void DeviceProxy::submit(std::shared_ptr<PendingLaunch> p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.push_back(std::move(p));
+  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  cv_.notify_all();
+}
+
+Status DeviceProxy::wait(const std::shared_ptr<PendingLaunch>& p) {
+  std::unique_lock<std::mutex> lock(mu_);
+  doneCv_.wait(lock, [&] { return p->finished; });
+  return p->status;
+}
+
+void DeviceProxy::quiesce(bool abort) {
+  if (abort) __atomic_store_n(abortHost_, 1u, __ATOMIC_RELEASE);
+  std::unique_lock<std::mutex> lock(mu_);
+  doneCv_.wait(lock, [&] { return pending_.empty(); });
+}
+
+void DeviceProxy::finish(PendingLaunch& p, Status st) {
+  if (!st.ok() && !c_->abort->raised()) (void)recordFailure(c_, st);
+  if (!st.ok()) COLL_WARN(COLL, "%s", st.message().c_str());
+  std::lock_guard<std::mutex> lock(mu_);
+  p.status = std::move(st);
+  p.finished = true;
+}
+
+bool DeviceProxy::pass(std::vector<std::shared_ptr<PendingLaunch>>& live) {
+  bool moved = false;
+  for (auto& p : live) {
+    Status st;
+    for (SendConnector* s : p->sends) {
+      const bool before = s->flushed();
+      if (st.ok()) st = s->progress();
+      moved |= before != s->flushed();
+    }
+    for (RecvConnector* r : p->recvs) {
+      const bool before = r->ready();
+      if (st.ok()) st = r->progress();
+      moved |= before != r->ready();
+    }
+    if (!st.ok() && !c_->abort->raised()) (void)recordFailure(c_, st.prefix("rank " + std::to_string(c_->rank) + ": "));
+  }
+  // An aborted or failed communicator: every kernel of it must give up waiting.
+  if (c_->abort->raised()) __atomic_store_n(abortHost_, 1u, __ATOMIC_RELEASE);
+  for (auto& p : live) {
+    Status err;
+    if (!p->completion->done(&err)) continue;
+    bool flushed = true;
+    for (SendConnector* s : p->sends) flushed &= s->flushed();
+    if (!flushed && err.ok() && !c_->abort->raised()) continue;  // the last slots are still leaving
+    Status st = err;
+    for (size_t i = 0; st.ok() && i < p->lanes.size(); ++i) st = laneStatus(c_, p->lanes[i], p->results[i]);
+    finish(*p, st);
+    moved = true;
+  }
+  return moved;
+}
+
+void DeviceProxy::loop() {
+  Waiter waiter(c_->spinNs);
+  for (;;) {
+    std::vector<std::shared_ptr<PendingLaunch>> live;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // Drop finished launches and tell waiters.
+      size_t kept = 0;
+      for (auto& p : pending_)
+        if (!p->finished) pending_[kept++] = p;
+      const bool dropped = kept != pending_.size();
+      pending_.resize(kept);
+      if (dropped) doneCv_.notify_all();
+      if (pending_.empty()) {
+        if (stop_) return;
+        cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+        continue;
+      }
+      live = pending_;
+    }
+    if (pass(live)) {
+      waiter.reset();
+    } else if (waiter.idleSeconds() < 0.002) {
+      waiter.idle(WaitTarget{});  // spin, then yield: kernels wake nobody, so poll
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));  // a long kernel: let the core go
+    }
+  }
+}
+
+}  // namespace coll

@@ -1,0 +1,89 @@
+// The proxy thread of a communicator on the device path.
+//
+// A kernel (or its host emulation) fills and drains FIFOs by itself, but a net
+// connector's FIFO must be moved through the net backend by someone calling progress():
+// that is this thread. It also watches each launch to its end: it raises the kernels'
+// abort word when the communicator is aborted or fails (so no kernel spins forever on a
+// peer that is gone), reads the lanes' results when the launch completes, and turns a
+// lane that ended early into the communicator's error (collCommGetAsyncError), naming the
+// rank, lane, operation and peer.
+//
+// The thread starts with the first device launch, sleeps on a condition variable while
+// nothing is pending, backs off to short sleeps while a launch runs without needing it,
+// and stops when the communicator is freed (after its launches are done).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "algorithms/plan.h"
+#include "core/status.h"
+#include "device/dev_lane.h"
+
+namespace coll {
+
+// When a launch's lanes are done (a CUDA event, or the emulation's lane threads).
+class Completion {
+ public:
+  virtual ~Completion() = default;
+  // Whether the lanes finished; a device fault ends them too, returned in *err.
+  virtual bool done(Status* err) = 0;
+};
+
+// One communicator's share of a launch, as the proxy follows it.
+struct PendingLaunch {
+  std::shared_ptr<Completion> completion;
+  std::vector<SendConnector*> sends;  // connectors the proxy progresses (net)
+  std::vector<RecvConnector*> recvs;
+  const DevLaneResult* results = nullptr;  // host view, one per lane
+  std::shared_ptr<void> resultsOwner;
+  struct Lane {
+    std::string name;                 // "channel 0"
+    std::vector<std::string> stepOp;  // describe() of each step's operation
+  };
+  std::vector<Lane> lanes;
+  // Set by the proxy when the launch is over; status its first error.
+  bool finished = false;
+  Status status;
+};
+
+class DeviceProxy {
+ public:
+  explicit DeviceProxy(struct ::collComm* c) : c_(c) {}
+  ~DeviceProxy();
+  // The word kernels poll (host view and the address kernels use).
+  Status init();
+  uint32_t* abortWordHost() const { return abortHost_; }
+  const uint32_t* abortWordDevice() const { return abortDevice_; }
+
+  // Follows a launch; the thread starts on the first one.
+  void submit(std::shared_ptr<PendingLaunch> p);
+  // Waits until p is finished and returns its status.
+  Status wait(const std::shared_ptr<PendingLaunch>& p);
+  // Waits until nothing is pending; with abort, first raises the abort word.
+  void quiesce(bool abort);
+
+ private:
+  void loop();
+  // One pass over every pending launch; returns whether anything moved.
+  bool pass(std::vector<std::shared_ptr<PendingLaunch>>& live);
+  void finish(PendingLaunch& p, Status st);
+
+  struct ::collComm* c_;
+  uint32_t* abortHost_ = nullptr;
+  const uint32_t* abortDevice_ = nullptr;
+  bool mappedWord_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;      // work arrived / stop
+  std::condition_variable doneCv_;  // a launch finished
+  std::vector<std::shared_ptr<PendingLaunch>> pending_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace coll

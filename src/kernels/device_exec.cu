@@ -1,0 +1,339 @@
+// The device executor kernel: one thread block per lane runs devRunLane (dev_lane.h), the
+// interpreter the host emulation runs in CI. Thread 0 waits on and moves the FIFO
+// counters with system-scope acquire/release (the other side may be another kernel, the
+// host or another process); all threads move a slice's data, 16 bytes per load where
+// every operand is 16-byte aligned, combining elements with the host's Elem/Op code
+// (reduce_ops.h) so results equal the host executor's.
+//
+// Also here: mapping FIFO memory for kernels, pinned launch memory, events.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "algorithms/plan.h"  // StepFlags
+#include "collectives/collectives.h"
+#include "device/dev_lane.h"
+#include "device/device_cuda.h"
+#include "kernels/reduce_ops.h"
+
+namespace coll {
+
+namespace {
+
+constexpr int kThreads = 512;
+
+Status cudaStatus(cudaError_t e, const std::string& what) {
+  if (e == cudaSuccess) return okStatus();
+  return Status(Code::kSystem, what + ": " + cudaGetErrorString(e));
+}
+
+// ---- Data movement of one slice, by every thread of the block ---------------------------
+
+__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// dst and/or out = in (bytes).
+__device__ void copySlice(const char* in, char* dst, char* out, uint64_t len) {
+  uint64_t done = 0;
+  if (aligned16(in) && (!dst || aligned16(dst)) && (!out || aligned16(out))) {
+    const uint64_t nv = len / 16;
+    const uint4* s = reinterpret_cast<const uint4*>(in);
+    for (uint64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+      const uint4 v = s[i];
+      if (dst) reinterpret_cast<uint4*>(dst)[i] = v;
+      if (out) reinterpret_cast<uint4*>(out)[i] = v;
+    }
+    done = nv * 16;
+  }
+  for (uint64_t i = done + threadIdx.x; i < len; i += blockDim.x) {
+    const char v = in[i];
+    if (dst) dst[i] = v;
+    if (out) out[i] = v;
+  }
+}
+
+template <typename T>
+struct alignas(16) Pack {
+  static constexpr int kN = 16 / static_cast<int>(sizeof(T));
+  T e[kN];
+};
+
+// Element i of the result: op(a, b) (b absent: a alone), with Avg's division when kAvg.
+template <typename T, typename Op, bool kAvg>
+__device__ __forceinline__ T combineElem(const T* a, const T* b, uint64_t i, int nranks) {
+  auto r = Elem<T>::load(a[i]);
+  if (b) r = Op::apply(r, Elem<T>::load(b[i]));
+  if constexpr (kAvg) r = avgOf<T>(r, nranks);
+  return Elem<T>::store(r);
+}
+
+// dst and/or out = op(a, b) over n elements (b may be null: a scaled by Avg).
+template <typename T, typename Op, bool kAvg>
+__device__ void reduceSlice(const T* a, const T* b, T* dst, T* out, uint64_t n, int nranks) {
+  uint64_t done = 0;
+  if (aligned16(a) && (!b || aligned16(b)) && (!dst || aligned16(dst)) && (!out || aligned16(out))) {
+    const uint64_t np = n / Pack<T>::kN;
+    const auto* pa = reinterpret_cast<const Pack<T>*>(a);
+    const auto* pb = reinterpret_cast<const Pack<T>*>(b);
+    for (uint64_t i = threadIdx.x; i < np; i += blockDim.x) {
+      const Pack<T> x = pa[i];
+      Pack<T> y;
+      if (pb) y = pb[i];
+      Pack<T> r;
+#pragma unroll
+      for (int k = 0; k < Pack<T>::kN; ++k) r.e[k] = combineElem<T, Op, kAvg>(x.e, pb ? y.e : nullptr, k, nranks);
+      if (dst) reinterpret_cast<Pack<T>*>(dst)[i] = r;
+      if (out) reinterpret_cast<Pack<T>*>(out)[i] = r;
+    }
+    done = np * Pack<T>::kN;
+  }
+  for (uint64_t i = done + threadIdx.x; i < n; i += blockDim.x) {
+    const T r = combineElem<T, Op, kAvg>(a, b, i, nranks);
+    if (dst) dst[i] = r;
+    if (out) out[i] = r;
+  }
+}
+
+// The host executor's hostSlice (core/executor.cc), case for case.
+template <typename T, typename Op, bool kAvgFinal>
+__device__ void sliceT(uint8_t flags, const char* in, const char* src, char* dst, char* out, uint64_t len,
+                       int nranks) {
+  const uint64_t n = len / sizeof(T);
+  const bool final = flags & kFinal;
+  if (in && src) {
+    if (final && kAvgFinal)
+      reduceSlice<T, Op, true>(reinterpret_cast<const T*>(in), reinterpret_cast<const T*>(src),
+                               reinterpret_cast<T*>(dst), reinterpret_cast<T*>(out), n, nranks);
+    else
+      reduceSlice<T, Op, false>(reinterpret_cast<const T*>(in), reinterpret_cast<const T*>(src),
+                                reinterpret_cast<T*>(dst), reinterpret_cast<T*>(out), n, nranks);
+  } else if (in) {
+    copySlice(in, dst, out, len);
+  } else if (src) {
+    if (dst && final && kAvgFinal) {
+      // dst gets the scaled value, out the input as it is (as on the host).
+      reduceSlice<T, Op, true>(reinterpret_cast<const T*>(src), nullptr, reinterpret_cast<T*>(dst), nullptr, n,
+                               nranks);
+      if (out) copySlice(src, nullptr, out, len);
+    } else {
+      copySlice(src, dst != src ? dst : nullptr, out, len);
+    }
+  }
+}
+
+template <typename T>
+__device__ void sliceOp(uint8_t redop, uint8_t flags, const char* in, const char* src, char* dst, char* out,
+                        uint64_t len, int nranks) {
+  switch (redop) {
+    case collProd: sliceT<T, OpProd, false>(flags, in, src, dst, out, len, nranks); break;
+    case collMax: sliceT<T, OpMax, false>(flags, in, src, dst, out, len, nranks); break;
+    case collMin: sliceT<T, OpMin, false>(flags, in, src, dst, out, len, nranks); break;
+    case collAvg: sliceT<T, OpSum, true>(flags, in, src, dst, out, len, nranks); break;
+    default: sliceT<T, OpSum, false>(flags, in, src, dst, out, len, nranks); break;
+  }
+}
+
+__device__ void sliceAny(const DevStep& s, const char* in, const char* src, char* dst, char* out, uint64_t len,
+                         int nranks) {
+  // Pure copies need no element type.
+  if (!(in && src) && !((s.flags & kFinal) && s.redop == collAvg)) {
+    if (in) copySlice(in, dst, out, len);
+    else if (src) copySlice(src, dst != src ? dst : nullptr, out, len);
+    return;
+  }
+  switch (s.dtype) {
+    case collInt8: sliceOp<int8_t>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    case collUint8: sliceOp<uint8_t>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    case collInt32: sliceOp<int32_t>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    case collUint32: sliceOp<uint32_t>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    case collInt64: sliceOp<int64_t>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    case collUint64: sliceOp<uint64_t>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    case collFloat16: sliceOp<Half>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    case collFloat32: sliceOp<float>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    case collFloat64: sliceOp<double>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    case collBfloat16: sliceOp<Bf16>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    case collFloat8e4m3: sliceOp<E4M3>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    case collFloat8e5m2: sliceOp<E5M2>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    default: break;  // validated by the API
+  }
+}
+
+// ---- The block backend of devRunLane ---------------------------------------------------
+
+class BlockBackend {
+ public:
+  __device__ explicit BlockBackend(DevSliceCtl* ctl) : ctl_(ctl) {}
+  __device__ bool leader() const { return threadIdx.x == 0; }
+  __device__ void sync() const { __syncthreads(); }
+  __device__ DevSliceCtl& ctl() { return *ctl_; }
+  __device__ uint32_t load(const uint32_t* p) const {
+    uint32_t v;
+    asm volatile("ld.acquire.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+  }
+  __device__ void store(uint32_t* p, uint32_t v) const {
+    asm volatile("st.release.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+  }
+  __device__ void fence() const { __threadfence_system(); }
+  __device__ void pause() const { __nanosleep(100); }
+  __device__ void slice(const DevStep& s, const char* in, const char* src, char* dst, char* out, uint64_t len,
+                        int nranks) const {
+    sliceAny(s, in, src, dst, out, len, nranks);
+  }
+
+ private:
+  DevSliceCtl* ctl_;
+};
+
+__global__ void __launch_bounds__(kThreads) devExecKernel(const DevLane* lanes) {
+  __shared__ DevSliceCtl ctl;
+  BlockBackend b(&ctl);
+  devRunLane(lanes[blockIdx.x], b);
+}
+
+// ---- Host side -------------------------------------------------------------------------
+
+// Host memory registered for kernels: base -> (bytes, device address of base).
+std::mutex gMapMu;
+std::map<char*, std::pair<size_t, char*>> gMapped;
+
+// Pinned mapped blocks for launches, recycled: steady state allocates nothing.
+std::mutex gPoolMu;
+std::multimap<size_t, void*> gPool;  // free blocks by size
+
+void poolPut(void* p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(gPoolMu);
+  gPool.emplace(bytes, p);
+}
+
+Result<std::pair<void*, size_t>> poolGet(size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(gPoolMu);
+    auto it = gPool.lower_bound(bytes);
+    if (it != gPool.end()) {
+      std::pair<void*, size_t> b{it->second, it->first};
+      gPool.erase(it);
+      return b;
+    }
+  }
+  size_t size = 64 << 10;
+  while (size < bytes) size *= 2;
+  void* p = nullptr;
+  COLL_CHECK(cudaStatus(cudaHostAlloc(&p, size, cudaHostAllocMapped | cudaHostAllocPortable),
+                        "cudaHostAlloc(" + std::to_string(size) + " bytes) for a device launch"));
+  return std::pair<void*, size_t>{p, size};
+}
+
+}  // namespace
+
+Result<char*> cudaMapHost(void* base, size_t bytes, const void* p) {
+  char* b = static_cast<char*>(base);
+  std::lock_guard<std::mutex> lock(gMapMu);
+  auto it = gMapped.find(b);
+  if (it == gMapped.end()) {
+    cudaError_t e = cudaHostRegister(base, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
+    if (e == cudaErrorHostMemoryAlreadyRegistered) {
+      cudaGetLastError();
+    } else if (e != cudaSuccess) {
+      return cudaStatus(e, "cudaHostRegister of a " + std::to_string(bytes) + "-byte FIFO");
+    }
+    void* d = nullptr;
+    COLL_CHECK(cudaStatus(cudaHostGetDevicePointer(&d, base, 0), "cudaHostGetDevicePointer of a FIFO"));
+    it = gMapped.emplace(b, std::make_pair(bytes, static_cast<char*>(d))).first;
+  }
+  const char* q = static_cast<const char*>(p);
+  if (q < b || q >= b + it->second.first) return internalError("address outside its mapped FIFO");
+  return it->second.second + (q - b);
+}
+
+void cudaUnmapHost(void* base) {
+  std::lock_guard<std::mutex> lock(gMapMu);
+  auto it = gMapped.find(static_cast<char*>(base));
+  if (it == gMapped.end()) return;
+  cudaHostUnregister(base);
+  cudaGetLastError();
+  gMapped.erase(it);
+}
+
+Result<void*> cudaAllocMapped(size_t bytes) {
+  void* p = nullptr;
+  COLL_CHECK(cudaStatus(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable),
+                        "cudaHostAlloc(" + std::to_string(bytes) + " bytes)"));
+  std::memset(p, 0, bytes);
+  return p;
+}
+
+void cudaFreeMapped(void* p) {
+  if (p) cudaFreeHost(p);
+}
+
+Result<char*> cudaMappedDevicePtr(void* p) {
+  void* d = nullptr;
+  COLL_CHECK(cudaStatus(cudaHostGetDevicePointer(&d, p, 0), "cudaHostGetDevicePointer"));
+  return static_cast<char*>(d);
+}
+
+Result<DevLaunchHandle> cudaLaunchLanes(std::vector<DevLane> lanes, const std::vector<DevStep>& steps, void* stream,
+                                        const std::vector<void*>& join) {
+  DevLaunchHandle h;
+  if (lanes.empty()) return h;
+  auto s = static_cast<cudaStream_t>(stream);
+  // Layout: lanes, steps, results; every part 64-byte aligned.
+  auto up = [](size_t x) { return (x + 63) & ~size_t{63}; };
+  const size_t laneBytes = up(lanes.size() * sizeof(DevLane));
+  const size_t stepBytes = up(steps.size() * sizeof(DevStep));
+  const size_t resBytes = up(lanes.size() * sizeof(DevLaneResult));
+  COLL_ASSIGN(auto block, poolGet(laneBytes + stepBytes + resBytes));
+  char* host = static_cast<char*>(block.first);
+  const size_t blockBytes = block.second;
+  h.memory = std::shared_ptr<void>(host, [blockBytes](void* p) { poolPut(p, blockBytes); });
+  COLL_ASSIGN(char* dev, cudaMappedDevicePtr(host));
+  auto* devSteps = reinterpret_cast<const DevStep*>(dev + laneBytes);
+  auto* devResults = reinterpret_cast<DevLaneResult*>(dev + laneBytes + stepBytes);
+  h.results = reinterpret_cast<DevLaneResult*>(host + laneBytes + stepBytes);
+  std::memset(h.results, 0, lanes.size() * sizeof(DevLaneResult));
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    lanes[i].steps = devSteps + reinterpret_cast<uintptr_t>(lanes[i].steps);
+    lanes[i].result = devResults + i;
+  }
+  std::memcpy(host, lanes.data(), lanes.size() * sizeof(DevLane));
+  if (!steps.empty()) std::memcpy(host + laneBytes, steps.data(), steps.size() * sizeof(DevStep));
+
+  // Join: the kernel starts after the work queued on every stream of the group.
+  for (void* other : join) {
+    cudaEvent_t e;
+    COLL_CHECK(cudaStatus(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
+    Status st = cudaStatus(cudaEventRecord(e, static_cast<cudaStream_t>(other)), "cudaEventRecord");
+    if (st.ok()) (void)(st = cudaStatus(cudaStreamWaitEvent(s, e, 0), "cudaStreamWaitEvent"));
+    cudaEventDestroy(e);
+    COLL_CHECK(st);
+  }
+  devExecKernel<<<static_cast<unsigned>(lanes.size()), kThreads, 0, s>>>(reinterpret_cast<const DevLane*>(dev));
+  COLL_CHECK(cudaStatus(cudaGetLastError(), "device executor kernel launch"));
+  cudaEvent_t done;
+  COLL_CHECK(cudaStatus(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate"));
+  COLL_CHECK(cudaStatus(cudaEventRecord(done, s), "cudaEventRecord"));
+  for (void* other : join)
+    COLL_CHECK(cudaStatus(cudaStreamWaitEvent(static_cast<cudaStream_t>(other), done, 0), "cudaStreamWaitEvent"));
+  h.event = done;
+  return h;
+}
+
+bool cudaEventDone(void* ev, Status* err) {
+  if (!ev) return true;
+  cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(ev));
+  if (e == cudaErrorNotReady) {
+    cudaGetLastError();
+    return false;
+  }
+  if (e != cudaSuccess) (void)(*err = cudaStatus(e, "device executor kernel"));
+  return true;
+}
+
+void cudaEventFree(void* ev) {
+  if (ev) cudaEventDestroy(static_cast<cudaEvent_t>(ev));
+}
+
+}  // namespace coll
