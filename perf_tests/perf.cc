@@ -11,12 +11,14 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <thread>
 
 #include "core/datatype.h"
 #include "core/param.h"
+#include "device_mem.h"
 #include "kernels/element_io.h"
 #include "launch.h"
 #include "transport_info.h"
@@ -88,7 +90,8 @@ int parseOptions(Coll coll, int argc, char** argv, Options* o, bool* stop) {
   app.add_option("-t,--nthreads", o->nthreads, "ranks as threads of this process")->capture_default_str()->check(CLI::Range(1, 1024));
   app.add_option("-g,--ngpus", o->ngpus, "GPUs per thread (host buffers: 1)")->capture_default_str();
   app.add_option("-J,--output_file", o->outputFile, "also write every row and the environment as JSON");
-  app.add_option("--mem", o->mem, "buffer memory: host (device needs CUDA support)")->capture_default_str();
+  app.add_option("--mem", o->mem, "buffer memory: host, device (CUDA), or auto: device where a GPU is usable")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& ex) {
@@ -132,7 +135,10 @@ int parseOptions(Coll coll, int argc, char** argv, Options* o, bool* stop) {
     o->root = static_cast<int>(r);
   }
   if (o->ngpus != 1) return bad("-g/--ngpus " + std::to_string(o->ngpus) + ": host buffers use one rank per thread; use -t for more ranks");
-  if (o->mem != "host") return bad("--mem " + o->mem + ": only host buffers are supported by this build");
+  if (o->mem == "auto") o->mem = deviceUsable(nullptr) ? "device" : "host";
+  std::string why;
+  if (o->mem == "device" && !deviceUsable(&why)) return bad("--mem device: no usable CUDA device (" + why + ")");
+  if (o->mem != "host" && o->mem != "device") return bad("--mem " + o->mem + ": expected host, device or auto");
   return 0;
 }
 
@@ -252,32 +258,36 @@ struct Buffers {
   std::vector<char> send, recv, want;
 };
 
+// One rank's operations. With device buffers (--mem device) the host vectors stage the
+// inputs and results of checked calls, and every call is enqueued on the rank's stream.
 class Rank {
  public:
-  Rank(Coll coll, int rank, int n, collComm_t comm) : coll_(coll), rank_(rank), n_(n), comm_(comm) {}
+  Rank(Coll coll, int rank, int n, collComm_t comm, DeviceBuffers* dev)
+      : coll_(coll), rank_(rank), n_(n), comm_(comm), dev_(dev) {}
 
   // One operation with the given buffers. inPlace picks NCCL's in-place layout.
   collResult_t run(const Shape& s, collDataType_t t, collRedOp_t op, int root, bool inPlace) {
     size_t es = coll::dataTypeSize(t), c = s.callCount;
-    char* sb = b_.send.data();
-    char* rb = b_.recv.data();
+    char* sb = dev_ ? dev_->send() : b_.send.data();
+    char* rb = dev_ ? dev_->recv() : b_.recv.data();
+    auto st = static_cast<collStream_t>(dev_ ? dev_->stream() : nullptr);
     switch (coll_) {
-      case Coll::kAllReduce: return collAllReduce(inPlace ? rb : sb, rb, c, t, op, comm_, nullptr);
-      case Coll::kBroadcast: return collBroadcast(inPlace ? rb : sb, rb, c, t, root, comm_, nullptr);
-      case Coll::kReduce: return collReduce(inPlace ? rb : sb, rb, c, t, op, root, comm_, nullptr);
-      case Coll::kAllGather: return collAllGather(inPlace ? rb + rank_ * c * es : sb, rb, c, t, comm_, nullptr);
-      case Coll::kReduceScatter: return collReduceScatter(sb, inPlace ? sb + rank_ * c * es : rb, c, t, op, comm_, nullptr);
+      case Coll::kAllReduce: return collAllReduce(inPlace ? rb : sb, rb, c, t, op, comm_, st);
+      case Coll::kBroadcast: return collBroadcast(inPlace ? rb : sb, rb, c, t, root, comm_, st);
+      case Coll::kReduce: return collReduce(inPlace ? rb : sb, rb, c, t, op, root, comm_, st);
+      case Coll::kAllGather: return collAllGather(inPlace ? rb + rank_ * c * es : sb, rb, c, t, comm_, st);
+      case Coll::kReduceScatter: return collReduceScatter(sb, inPlace ? sb + rank_ * c * es : rb, c, t, op, comm_, st);
       case Coll::kSendRecv: {
         collGroupStart();
-        collSend(sb, c, t, (rank_ + 1) % n_, comm_, nullptr);
-        collRecv(rb, c, t, (rank_ + n_ - 1) % n_, comm_, nullptr);
+        collSend(sb, c, t, (rank_ + 1) % n_, comm_, st);
+        collRecv(rb, c, t, (rank_ + n_ - 1) % n_, comm_, st);
         return collGroupEnd();
       }
       case Coll::kAllToAll: {
         collGroupStart();
         for (int p = 0; p < n_; ++p) {
-          collSend(sb + p * c * es, c, t, p, comm_, nullptr);
-          collRecv(rb + p * c * es, c, t, p, comm_, nullptr);
+          collSend(sb + p * c * es, c, t, p, comm_, st);
+          collRecv(rb + p * c * es, c, t, p, comm_, st);
         }
         return collGroupEnd();
       }
@@ -285,18 +295,34 @@ class Rank {
     return collInternalError;
   }
 
-  void allocate(const Shape& s, size_t es) {
+  std::string allocate(const Shape& s, size_t es) {
     size_t c = s.callCount * es, all = c * n_;
     bool multi = coll_ == Coll::kReduceScatter || coll_ == Coll::kAllToAll;
     bool gathers = coll_ == Coll::kAllGather || coll_ == Coll::kAllToAll;
     b_.send.assign(multi ? all : c, 0);
     b_.recv.assign(gathers ? all : c, 0);
+    return dev_ ? dev_->resize(b_.send.size(), b_.recv.size()) : "";
   }
+
+  // Device buffers: host staging <-> device (no-ops for host buffers).
+  std::string stageIn() {
+    if (!dev_) return "";
+    std::string e = dev_->toDevice(dev_->send(), b_.send.data(), b_.send.size());
+    return e.empty() ? dev_->toDevice(dev_->recv(), b_.recv.data(), b_.recv.size()) : e;
+  }
+  std::string stageOut() {
+    if (!dev_) return "";
+    std::string e = dev_->sync();
+    if (e.empty()) e = dev_->toHost(b_.send.data(), dev_->send(), b_.send.size());
+    return e.empty() ? dev_->toHost(b_.recv.data(), dev_->recv(), b_.recv.size()) : e;
+  }
+  std::string sync() { return dev_ ? dev_->sync() : ""; }
 
   // Fresh inputs, one checked call; returns the wrong elements on this rank.
   int64_t check(const Shape& s, collDataType_t t, collRedOp_t op, int root, bool inPlace, uint64_t seed, std::string* err) {
     size_t es = coll::dataTypeSize(t), c = s.callCount;
-    allocate(s, es);
+    *err = allocate(s, es);
+    if (!err->empty()) return static_cast<int64_t>(c);
     std::memset(b_.recv.data(), 0x5c, b_.recv.size());
     // Inputs where the call reads them.
     char* in = b_.send.data();
@@ -304,11 +330,15 @@ class Rank {
     if (inPlace && (coll_ == Coll::kAllReduce || coll_ == Coll::kBroadcast || coll_ == Coll::kReduce)) in = b_.recv.data();
     if (inPlace && coll_ == Coll::kAllGather) { in = b_.recv.data() + rank_ * c * es; inCount = c; }
     if (coll_ != Coll::kBroadcast || rank_ == root) fill(in, inCount, t, op, n_, rank_, 0, seed);
+    *err = stageIn();
+    if (!err->empty()) return static_cast<int64_t>(c);
     collResult_t r = run(s, t, op, root, inPlace);
     if (r != collSuccess) {
       *err = std::string(collGetErrorString(r)) + ": " + collGetLastError(comm_);
       return static_cast<int64_t>(c);
     }
+    *err = stageOut();
+    if (!err->empty()) return static_cast<int64_t>(c);
     // Expected output on this rank.
     const char* got = b_.recv.data();
     size_t gotCount = b_.recv.size() / es;
@@ -340,7 +370,15 @@ class Rank {
 
   // Mean microseconds per operation over iters x agg timed operations.
   double time(const Options& o, const Shape& s, collDataType_t t, collRedOp_t op, int root, bool inPlace, std::string* err) {
-    allocate(s, coll::dataTypeSize(t));
+    *err = allocate(s, coll::dataTypeSize(t));
+    if (!err->empty()) return -1;
+    // Device buffers: operations are enqueued; -z 1 waits for each, otherwise the stream
+    // is synchronised once after the timed ones (nccl-tests' rule).
+    auto finished = [&]() {
+      std::string e = sync();
+      if (!e.empty() && err->empty()) *err = e;
+      return e.empty();
+    };
     auto once = [&]() {
       if (o.aggIters > 1) collGroupStart();
       collResult_t r = collSuccess;
@@ -350,13 +388,15 @@ class Rank {
         if (r == collSuccess) r = g;
       }
       if (r != collSuccess && err->empty()) *err = std::string(collGetErrorString(r)) + ": " + collGetLastError(comm_);
-      return r == collSuccess;
+      return r == collSuccess && (!o.blocking || finished());
     };
     for (int w = 0; w < o.warmupIters; ++w)
       if (!once()) return -1;
+    if (!finished()) return -1;
     auto t0 = std::chrono::steady_clock::now();
     for (int it = 0; it < o.iters; ++it)
       if (!once()) return -1;
+    if (!finished()) return -1;
     double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     return us / (static_cast<double>(o.iters) * o.aggIters);
   }
@@ -367,6 +407,7 @@ class Rank {
   Coll coll_;
   int rank_, n_;
   collComm_t comm_;
+  DeviceBuffers* dev_;  // null: host buffers
   Buffers b_;
 };
 
@@ -448,27 +489,41 @@ int runPerf(Coll coll, int argc, char** argv) {
   auto body = [&](int t) {
     int rank = L.rank * o.nthreads + t;
     collComm_t comm = nullptr;
+    // Device buffers: this process's ranks spread over its devices, bound at init.
+    std::unique_ptr<DeviceBuffers> dev;
+    const int cudaDev = o.mem == "device" ? (L.localRank * o.nthreads + t) % std::max(1, deviceCount()) : -1;
+    if (o.mem == "device") {
+      dev = std::make_unique<DeviceBuffers>();
+      std::string e = dev->init(cudaDev);
+      if (!e.empty()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (firstError.empty()) firstError = "rank " + std::to_string(rank) + ": " + e;
+        ++failures;
+        return;
+      }
+    }
     if (collCommInitRank(&comm, nranks, id, rank) != collSuccess) {
       std::lock_guard<std::mutex> lock(mu);
       if (firstError.empty()) firstError = "rank " + std::to_string(rank) + " init: " + collGetLastError(nullptr);
       ++failures;
       return;
     }
-    Rank R(coll, rank, nranks, comm);
+    Rank R(coll, rank, nranks, comm, dev.get());
     // Who is where, and over what: every rank's line reaches rank 0.
     struct Info { char text[200]; } mine{}, *all = new Info[nranks];
     char host[64] = {};
     gethostname(host, sizeof(host) - 1);
-    std::snprintf(mine.text, sizeof(mine.text), "%d|%s|%s", static_cast<int>(getpid()), host,
+    const std::string memName = cudaDev >= 0 ? "device " + std::to_string(cudaDev) : "host memory";
+    std::snprintf(mine.text, sizeof(mine.text), "%d|%s|%s, %s", static_cast<int>(getpid()), host, memName.c_str(),
                   transportSummary(comm).c_str());
     collAllGather(&mine, all, sizeof(Info), collUint8, comm, nullptr);
     if (rank == 0)
       for (int r = 0; r < nranks; ++r) {
         std::string s = all[r].text;
         size_t a = s.find('|'), b = s.find('|', a + 1);
-        transports[r] = s.substr(b + 1);
+        transports[r] = s.substr(s.find(", ", b) + 2);
         char line[320];
-        std::snprintf(line, sizeof(line), "#  Rank %2d Group  0 Pid %6s on %10s host memory, %s", r,
+        std::snprintf(line, sizeof(line), "#  Rank %2d Group  0 Pid %6s on %10s %s", r,
                       s.substr(0, a).c_str(), s.substr(a + 1, b - a - 1).c_str(), transports[r].c_str());
         rankLines[r] = line;
       }
@@ -566,7 +621,7 @@ int runPerf(Coll coll, int argc, char** argv) {
     f << "{\n  \"program\": \"" << collProgram(coll) << "\",\n  \"library_version\": " << version
       << ",\n  \"date\": \"" << date << "\",\n  \"host\": \"" << jsonEscape(host) << "\",\n  \"nranks\": " << nranks
       << ",\n  \"nprocs\": " << L.size << ",\n  \"nthreads\": " << o.nthreads << ",\n  \"launcher\": \""
-      << jsonEscape(L.launcher) << "\",\n  \"mem\": \"host\",\n  \"transports\": [";
+      << jsonEscape(L.launcher) << "\",\n  \"mem\": \"" << o.mem << "\",\n  \"transports\": [";
     for (int r = 0; r < nranks; ++r) f << (r ? ", " : "") << "\"" << jsonEscape(transports[r]) << "\"";
     f << "],\n  \"options\": {\"minbytes\": " << o.minBytes << ", \"maxbytes\": " << o.maxBytes << ", \"stepfactor\": "
       << o.stepFactor << ", \"stepbytes\": " << o.stepBytes << ", \"iters\": " << o.iters << ", \"warmup_iters\": "

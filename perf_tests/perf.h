@@ -30,7 +30,7 @@ struct Options {
   int nthreads = 1;
   int ngpus = 1;
   std::string outputFile;    // -J
-  std::string mem = "host";
+  std::string mem = "auto";  // host, device, or auto (device where a GPU is usable); resolved by parseOptions
 };
 
 // Parses argv. Returns 0 to go on, otherwise the exit code (help printed: 0 via *stop).

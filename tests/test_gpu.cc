@@ -1,4 +1,5 @@
-// [gpu] tests: the device kernels against the host kernels, every type x op, bit for bit.
+// [gpu] tests: the device kernels against the host kernels, every type x op, bit for bit;
+// every collective on device buffers against the host executor, bit for bit.
 // Without a usable CUDA device (no driver, no GPU) they print why and pass without
 // checking, so CI (no GPU) stays green; run them on a GPU machine.
 #include <cuda_runtime.h>
@@ -7,7 +8,10 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
+#include <algorithm>
+#include <cstdlib>
 
 #include <catch2/catch.hpp>
 
@@ -87,20 +91,217 @@ TEST_CASE("device kernels without a usable device fail with the driver's reason"
   CHECK_FALSE(why.empty());
 }
 
-TEST_CASE("device buffers are refused by name until the device path exists", "[gpu][api]") {
+namespace {
+
+#define CUDA_OK(call) REQUIRE((call) == cudaSuccess)
+
+enum class GColl { kAllReduce, kReduceScatter, kReduce, kBroadcast, kAllGather, kSendRecv };
+const char* gcollName(GColl c) {
+  static const char* k[] = {"allreduce", "reducescatter", "reduce", "broadcast", "allgather", "sendrecv"};
+  return k[static_cast<int>(c)];
+}
+
+// Elements a rank sends and receives for one call of count elements.
+void gsizes(GColl c, size_t count, int n, size_t* in, size_t* out) {
+  *in = c == GColl::kReduceScatter ? count * n : count;
+  *out = c == GColl::kAllGather ? count * n : count;
+}
+
+// One call; buffers may be host or device (the library decides), `stream` for device.
+collResult_t gcall(GColl c, const char* sb, char* rb, size_t count, collDataType_t t, collRedOp_t op, int rank,
+                   int n, bool inPlace, collComm_t comm, cudaStream_t stream) {
+  const size_t es = dataTypeSize(t);
+  const char* in = inPlace ? rb : sb;
+  switch (c) {
+    case GColl::kAllReduce: return collAllReduce(in, rb, count, t, op, comm, stream);
+    case GColl::kReduce: return collReduce(in, rb, count, t, op, n - 1, comm, stream);
+    case GColl::kBroadcast: return collBroadcast(in, rb, count, t, 0, comm, stream);
+    case GColl::kAllGather:
+      return collAllGather(inPlace ? rb + rank * count * es : sb, rb, count, t, comm, stream);
+    case GColl::kReduceScatter:
+      return collReduceScatter(sb, inPlace ? const_cast<char*>(sb) + rank * count * es : rb, count, t, op, comm,
+                               stream);
+    case GColl::kSendRecv: {
+      collGroupStart();
+      collSend(sb, count, t, (rank + 1) % n, comm, stream);
+      collRecv(rb, count, t, (rank + n - 1) % n, comm, stream);
+      return collGroupEnd();
+    }
+  }
+  return collInternalError;
+}
+
+// Runs every case on n threads-as-ranks twice: on device buffers (ranks bound to
+// devlist) and on host buffers with the host executor's ring (one-shot and direct reads
+// off, so both reduce in the same order), and compares the results bitwise.
+std::string compareWithHost(int n, const std::vector<int>& devlist) {
+  std::vector<collComm_t> dcomms(n), hcomms(n);
+  if (collCommInitAll(dcomms.data(), n, devlist.data()) != collSuccess) return collGetLastError(nullptr);
+  if (collCommInitAll(hcomms.data(), n, nullptr) != collSuccess) return collGetLastError(nullptr);
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < n; ++rank)
+    threads.emplace_back([&, rank] {
+      std::string& e = errors[rank];
+      cudaSetDevice(devlist[rank]);
+      cudaStream_t stream;
+      if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+        e = "cudaStreamCreate failed";
+        return;
+      }
+      uint64_t seed = 1;
+      for (GColl c : {GColl::kAllReduce, GColl::kReduceScatter, GColl::kReduce, GColl::kBroadcast, GColl::kAllGather,
+                      GColl::kSendRecv})
+        for (collDataType_t t : {collFloat32, collFloat16, collBfloat16, collInt32, collFloat8e4m3, collFloat64})
+          for (collRedOp_t op : {collSum, collProd, collMax, collMin, collAvg})
+            for (size_t count : {size_t{1}, size_t{7}, size_t{1000}, size_t{262147}})
+              for (bool inPlace : {false, true}) {
+                const bool reduces = c == GColl::kAllReduce || c == GColl::kReduceScatter || c == GColl::kReduce;
+                if ((!reduces && op != collSum) || (c == GColl::kSendRecv && inPlace) || !e.empty()) continue;
+                const size_t es = dataTypeSize(t);
+                size_t nin, nout;
+                gsizes(c, count, n, &nin, &nout);
+                const size_t sbytes = std::max(nin, nout) * es, rbytes = nout * es;
+                std::vector<unsigned char> hs(sbytes), hr(rbytes, 0x5c), ds(sbytes), dr(rbytes);
+                fillRandom(hs, sbytes / es, t, seed++ * 131 + rank);
+                if (inPlace) {  // the input where the call reads it
+                  if (c == GColl::kAllGather) std::memcpy(hr.data() + rank * count * es, hs.data(), count * es);
+                  else if (c != GColl::kReduceScatter) std::memcpy(hr.data(), hs.data(), nin * es);
+                }
+                char *dsb = nullptr, *drb = nullptr;
+                if (cudaMalloc(&dsb, sbytes) != cudaSuccess || cudaMalloc(&drb, rbytes) != cudaSuccess) {
+                  e = "cudaMalloc failed";
+                  continue;
+                }
+                cudaMemcpy(dsb, hs.data(), sbytes, cudaMemcpyHostToDevice);
+                cudaMemcpy(drb, hr.data(), rbytes, cudaMemcpyHostToDevice);
+                std::string what = std::string(gcollName(c)) + " " + dataTypeName(t) + " " + redOpName(op) + " count " +
+                                   std::to_string(count) + (inPlace ? " in-place" : "") + " rank " +
+                                   std::to_string(rank) + " of " + std::to_string(n);
+                collResult_t rd = gcall(c, dsb, drb, count, t, op, rank, n, inPlace, dcomms[rank], stream);
+                collResult_t rh = gcall(c, reinterpret_cast<const char*>(hs.data()), reinterpret_cast<char*>(hr.data()),
+                                        count, t, op, rank, n, inPlace, hcomms[rank], nullptr);
+                if (rd != collSuccess) e = what + ": device call: " + collGetLastError(dcomms[rank]);
+                else if (rh != collSuccess) e = what + ": host call: " + collGetLastError(hcomms[rank]);
+                else if (cudaStreamSynchronize(stream) != cudaSuccess) e = what + ": stream failed";
+                if (e.empty()) {
+                  collResult_t async = collSuccess;
+                  collCommGetAsyncError(dcomms[rank], &async);
+                  if (async != collSuccess) e = what + ": async error: " + collGetLastError(dcomms[rank]);
+                }
+                cudaMemcpy(ds.data(), dsb, sbytes, cudaMemcpyDeviceToHost);
+                cudaMemcpy(dr.data(), drb, rbytes, cudaMemcpyDeviceToHost);
+                cudaFree(dsb);
+                cudaFree(drb);
+                if (!e.empty()) continue;
+                const bool rootOnly = c == GColl::kReduce && rank != n - 1;
+                if (c == GColl::kReduceScatter && inPlace) {
+                  if (std::memcmp(ds.data() + rank * count * es, hs.data() + rank * count * es, count * es) != 0)
+                    e = what + ": differs from the host executor";
+                } else if (!rootOnly && std::memcmp(dr.data(), hr.data(), rbytes) != 0) {
+                  e = what + ": differs from the host executor";
+                }
+              }
+      cudaStreamDestroy(stream);
+    });
+  for (auto& th : threads) th.join();
+  for (int r = 0; r < n; ++r) {
+    collCommDestroy(dcomms[r]);
+    collCommDestroy(hcomms[r]);
+  }
+  std::string all;
+  for (auto& e : errors)
+    if (!e.empty()) all += e + "\n";
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("every collective on device buffers equals the host executor, ranks as threads", "[gpu][collectives]") {
   std::string why;
   if (!cudaDeviceUsable(&why)) {
     WARN("skipped: no usable CUDA device (" << why << ")");
     return;
   }
-  collComm_t comm = nullptr;
-  REQUIRE(collCommInitAll(&comm, 1, nullptr) == collSuccess);
+  setenv("COLL_ONESHOT_BYTES", "0", 1);
+  setenv("COLL_NET_ONESHOT_BYTES", "0", 1);
+  setenv("COLL_DIRECT", "0", 1);
+  int ndev = 0;
+  CUDA_OK(cudaGetDeviceCount(&ndev));
+  for (int n : {1, 2, 4, 8}) {
+    std::vector<int> oneGpu(n, 0), spread(n);
+    for (int i = 0; i < n; ++i) spread[i] = i % ndev;
+    INFO(n << " ranks on GPU 0");
+    CHECK(compareWithHost(n, oneGpu).empty());
+    if (ndev > 1) {
+      INFO(n << " ranks over " << ndev << " GPUs");
+      CHECK(compareWithHost(n, spread).empty());
+    }
+  }
+  unsetenv("COLL_ONESHOT_BYTES");
+  unsetenv("COLL_NET_ONESHOT_BYTES");
+  unsetenv("COLL_DIRECT");
+}
+
+TEST_CASE("one thread drives device collectives of all ranks in a group", "[gpu][collectives][group]") {
+  std::string why;
+  if (!cudaDeviceUsable(&why)) {
+    WARN("skipped: no usable CUDA device (" << why << ")");
+    return;
+  }
+  const int n = 4;
+  const size_t count = 1 << 20;
+  std::vector<int> devlist(n, 0);
+  collComm_t comms[n];
+  REQUIRE(collCommInitAll(comms, n, devlist.data()) == collSuccess);
+  // Every rank on one stream: the group's ranks must run in one kernel, or the first
+  // rank's kernel would wait forever for ranks queued behind it.
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::vector<float*> buf(n);
+  for (int r = 0; r < n; ++r) {
+    CUDA_OK(cudaMalloc(&buf[r], count * sizeof(float)));
+    std::vector<float> h(count, static_cast<float>(r + 1));
+    CUDA_OK(cudaMemcpy(buf[r], h.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  REQUIRE(collGroupStart() == collSuccess);
+  for (int r = 0; r < n; ++r)
+    REQUIRE(collAllReduce(buf[r], buf[r], count, collFloat, collSum, comms[r], stream) == collSuccess);
+  REQUIRE(collGroupEnd() == collSuccess);
+  CUDA_OK(cudaStreamSynchronize(stream));
+  for (int r = 0; r < n; ++r) {
+    std::vector<float> h(count);
+    CUDA_OK(cudaMemcpy(h.data(), buf[r], count * sizeof(float), cudaMemcpyDeviceToHost));
+    CHECK(h[0] == 10.0f);
+    CHECK(h[count - 1] == 10.0f);
+    cudaFree(buf[r]);
+    collCommDestroy(comms[r]);
+  }
+  cudaStreamDestroy(stream);
+}
+
+TEST_CASE("device and host buffers in one call, or device buffers on a host rank, are refused by name",
+          "[gpu][api]") {
+  std::string why;
+  if (!cudaDeviceUsable(&why)) {
+    WARN("skipped: no usable CUDA device (" << why << ")");
+    return;
+  }
   float* d = nullptr;
   REQUIRE(cudaMalloc(&d, 64 * sizeof(float)) == cudaSuccess);
-  CHECK(collAllReduce(d, d, 64, collFloat, collSum, comm, nullptr) == collInvalidUsage);
-  CHECK_THAT(std::string(collGetLastError(comm)), Catch::Contains("sendbuff is CUDA device memory"));
-  cudaFree(d);
+  std::vector<float> h(64);
+  int dev0 = 0;
+  collComm_t comm = nullptr;
+  REQUIRE(collCommInitAll(&comm, 1, &dev0) == collSuccess);
+  CHECK(collAllReduce(d, h.data(), 64, collFloat, collSum, comm, nullptr) == collInvalidArgument);
+  CHECK_THAT(std::string(collGetLastError(comm)), Catch::Contains("sendbuff is CUDA device memory but recvbuff is host"));
   collCommDestroy(comm);
+  // A host-memory rank (no devlist) given device buffers.
+  REQUIRE(collCommInitAll(&comm, 1, nullptr) == collSuccess);
+  CHECK(collAllReduce(d, d, 64, collFloat, collSum, comm, nullptr) == collInvalidUsage);
+  CHECK_THAT(std::string(collGetLastError(comm)), Catch::Contains("not bound to a CUDA device"));
+  collCommDestroy(comm);
+  cudaFree(d);
 }
 
 TEST_CASE("collCommInitAll binds rank i to devlist[i], several ranks per device allowed", "[gpu][api]") {

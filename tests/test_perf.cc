@@ -8,6 +8,7 @@
 
 #include "launch.h"
 #include "perf.h"
+#include "device_mem.h"
 
 using namespace perf;
 
@@ -66,7 +67,13 @@ TEST_CASE("perf options: bad values are refused by name", "[perf]") {
   REQUIRE(parse(Coll::kAllReduce, {"-b", "lots"}, &o, &stop) == 2);
   REQUIRE(parse(Coll::kAllReduce, {"-b", "2M", "-e", "1M"}, &o, &stop) == 2);
   REQUIRE(parse(Coll::kAllReduce, {"-g", "2"}, &o, &stop) == 2);
-  REQUIRE(parse(Coll::kAllReduce, {"--mem", "device"}, &o, &stop) == 2);
+  REQUIRE(parse(Coll::kAllReduce, {"--mem", "gpu"}, &o, &stop) == 2);
+  // --mem device needs a usable GPU; auto (the default) picks device only where one is.
+  const bool gpu = perf::deviceUsable(nullptr);
+  REQUIRE(parse(Coll::kAllReduce, {"--mem", "device"}, &o, &stop) == (gpu ? 0 : 2));
+  Options a;
+  REQUIRE(parse(Coll::kAllReduce, {}, &a, &stop) == 0);
+  REQUIRE(a.mem == (gpu ? "device" : "host"));
   REQUIRE(parse(Coll::kAllReduce, {"-r", "-3"}, &o, &stop) != 0);
   REQUIRE(parse(Coll::kAllReduce, {"-n", "0"}, &o, &stop) != 0);
   REQUIRE(parse(Coll::kAllReduce, {"--bogus"}, &o, &stop) != 0);

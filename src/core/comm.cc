@@ -11,6 +11,7 @@
 #include "bootstrap/host_id.h"
 #include "core/log.h"
 #include "core/param.h"
+#include "device/device_exec.h"
 #include "device/proxy.h"
 #include "topology/probe.h"
 #include "transport/transport.h"
@@ -240,6 +241,7 @@ Result<collComm*> commInit(const UniqueIdData& id, int nranks, int rank, int cud
   self.cudaDev = cudaDev;
   COLL_ASSIGN(comm->bootstrap, Bootstrap::create(id, rank, nranks, self, comm->abort));
   Status st = initConnections(comm.get());
+  if (st.ok()) st = devicePrepare(comm.get());
   if (!st.ok()) {
     comm->bootstrap->leave();
     return st.prefix("rank " + std::to_string(rank) + " init: ");

@@ -80,6 +80,8 @@ struct DevLane {
   DevConn conns[kDevMaxConns];
 };
 
+static_assert(sizeof(DevLane) % 4 == 0, "kernels copy lanes word by word");
+
 // What the leader hands to the other threads of its group for one slice.
 struct DevSliceCtl {
   const char* in;
@@ -101,7 +103,7 @@ COLL_HD inline void devRunLane(const DevLane& L, B& b) {
     for (uint32_t i = 0; i < L.nconns; ++i)
       pos[i] = b.load(L.conns[i].isSend ? L.conns[i].tail : L.conns[i].head);
   for (uint32_t si = 0; si < L.nsteps; ++si) {
-    const DevStep& s = L.steps[si];
+    const DevStep s = L.steps[si];  // one read of the step (it may live in host memory)
     for (uint64_t off = 0; off < s.bytes; off += L.sliceBytes) {
       const uint64_t len = s.bytes - off < L.sliceBytes ? s.bytes - off : L.sliceBytes;
       if (b.leader()) {

@@ -38,6 +38,8 @@ struct DevLaunchHandle {
 // on every stream of `join`, which then waits for the kernel.
 Result<DevLaunchHandle> cudaLaunchLanes(std::vector<DevLane> lanes, const std::vector<DevStep>& steps,
                                         void* stream, const std::vector<void*>& join);
+// Puts a block in the launch pool if it is empty (at init, before any kernel runs).
+Status cudaWarmLaunchPool();
 // Whether the work before ev has finished; an error of the device (a faulted kernel)
 // ends it too, returned in *err.
 bool cudaEventDone(void* ev, Status* err);

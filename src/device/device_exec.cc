@@ -341,6 +341,27 @@ Status deviceRun(std::vector<DevicePart>& parts, collComm** failedComm) {
 #endif
 }
 
+Status devicePrepare(collComm* c) {
+#if COLL_HAVE_CUDA
+  if (c->cudaDev < 0 || c->deviceEmulate) return okStatus();
+  Result<DeviceProxy*> proxy = proxyOf(c);
+  if (!proxy.ok()) return proxy.takeStatus();
+  auto map = [](const FifoView* f) -> Status {
+    if (!f) return okStatus();
+    Result<char*> r = cudaMapHost(f->ctrl, fifoBytes(f->slotBytes), f->ctrl);
+    return r.ok() ? okStatus() : r.takeStatus();
+  };
+  for (auto& ch : c->channels) {
+    if (ch.send) COLL_CHECK(map(ch.send->fifo()));
+    if (ch.recv) COLL_CHECK(map(ch.recv->fifo()));
+  }
+  return cudaWarmLaunchPool();
+#else
+  (void)c;
+  return okStatus();
+#endif
+}
+
 void forgetDeviceMapping(void* base) {
 #if COLL_HAVE_CUDA
   cudaUnmapHost(base);

@@ -40,6 +40,12 @@ struct DevicePart {
 // errors (collCommGetAsyncError), and with emulation also returned.
 Status deviceRun(std::vector<DevicePart>& parts, struct ::collComm** failedComm);
 
+// At init of a rank bound to a CUDA device: its proxy's abort word, its channels' FIFOs
+// registered for kernels, and launch memory, all before any kernel runs (page-locking
+// memory later, between two ranks' launches, could keep their kernels from running
+// together). Nothing for host-memory ranks and for emulation.
+Status devicePrepare(struct ::collComm* c);
+
 // Waits until the communicator's device work has finished (before host-memory operations
 // reuse its connectors, and before it is freed). With `abort`, first tells running
 // kernels to give up.

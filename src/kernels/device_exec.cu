@@ -187,10 +187,17 @@ class BlockBackend {
   DevSliceCtl* ctl_;
 };
 
+// The lane is read from pinned host memory once, into shared memory: the interpreter reads
+// its fields on every slice.
 __global__ void __launch_bounds__(kThreads) devExecKernel(const DevLane* lanes) {
   __shared__ DevSliceCtl ctl;
+  __shared__ DevLane lane;
+  const auto* from = reinterpret_cast<const uint32_t*>(&lanes[blockIdx.x]);
+  auto* to = reinterpret_cast<uint32_t*>(&lane);
+  for (unsigned i = threadIdx.x; i < sizeof(DevLane) / 4; i += blockDim.x) to[i] = from[i];
+  __syncthreads();
   BlockBackend b(&ctl);
-  devRunLane(lanes[blockIdx.x], b);
+  devRunLane(lane, b);
 }
 
 // ---- Host side -------------------------------------------------------------------------
@@ -227,6 +234,16 @@ Result<std::pair<void*, size_t>> poolGet(size_t bytes) {
 }
 
 }  // namespace
+
+Status cudaWarmLaunchPool() {
+  {
+    std::lock_guard<std::mutex> lock(gPoolMu);
+    if (!gPool.empty()) return okStatus();
+  }
+  COLL_ASSIGN(auto block, poolGet(1));
+  poolPut(block.first, block.second);
+  return okStatus();
+}
 
 Result<char*> cudaMapHost(void* base, size_t bytes, const void* p) {
   char* b = static_cast<char*>(base);

@@ -1,0 +1,97 @@
+#include "device_mem.h"
+
+#include "collectives/config.h"
+#if COLL_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace perf {
+
+#if COLL_HAVE_CUDA
+namespace {
+std::string err(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return "";
+  return std::string(what) + ": " + cudaGetErrorString(e);
+}
+}  // namespace
+
+bool deviceUsable(std::string* why) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why) *why = err(e, "cudaGetDeviceCount");
+    cudaGetLastError();
+    return false;
+  }
+  if (n == 0 && why) *why = "no CUDA device is visible";
+  return n > 0;
+}
+
+int deviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+DeviceBuffers::~DeviceBuffers() {
+  if (send_) cudaFree(send_);
+  if (recv_) cudaFree(recv_);
+  if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+}
+
+std::string DeviceBuffers::init(int dev) {
+  std::string e = err(cudaSetDevice(dev), "cudaSetDevice");
+  if (!e.empty()) return e;
+  cudaStream_t s;
+  e = err(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  if (e.empty()) stream_ = s;
+  return e;
+}
+
+std::string DeviceBuffers::resize(size_t sendBytes, size_t recvBytes) {
+  auto grow = [](char** p, size_t* cap, size_t want) -> std::string {
+    if (want <= *cap && *p) return "";
+    if (*p) cudaFree(*p);
+    *p = nullptr;
+    *cap = 0;
+    std::string e = err(cudaMalloc(reinterpret_cast<void**>(p), want ? want : 1), "cudaMalloc");
+    if (e.empty()) *cap = want;
+    return e;
+  };
+  std::string e = grow(&send_, &sendCap_, sendBytes);
+  return e.empty() ? grow(&recv_, &recvCap_, recvBytes) : e;
+}
+
+std::string DeviceBuffers::toDevice(char* dst, const void* src, size_t bytes) {
+  return err(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
+}
+
+std::string DeviceBuffers::toHost(void* dst, const char* src, size_t bytes) {
+  return err(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+}
+
+std::string DeviceBuffers::sync() {
+  return err(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "cudaStreamSynchronize");
+}
+#else
+namespace {
+const char* kNone = "this build has no CUDA support";
+}
+
+bool deviceUsable(std::string* why) {
+  if (why) *why = kNone;
+  return false;
+}
+int deviceCount() { return 0; }
+DeviceBuffers::~DeviceBuffers() = default;
+std::string DeviceBuffers::init(int) { return kNone; }
+std::string DeviceBuffers::resize(size_t, size_t) { return kNone; }
+std::string DeviceBuffers::toDevice(char*, const void*, size_t) { return kNone; }
+std::string DeviceBuffers::toHost(void*, const char*, size_t) { return kNone; }
+std::string DeviceBuffers::sync() { return kNone; }
+#endif
+
+}  // namespace perf
