@@ -296,6 +296,26 @@ TEST_CASE("device and host buffers in one call, or device buffers on a host rank
   CHECK(collAllReduce(d, h.data(), 64, collFloat, collSum, comm, nullptr) == collInvalidArgument);
   CHECK_THAT(std::string(collGetLastError(comm)), Catch::Contains("sendbuff is CUDA device memory but recvbuff is host"));
   collCommDestroy(comm);
+  // Two ranks of this process on one device, each on the legacy default stream: refused
+  // (their kernels would serialise and wait for each other forever).
+  {
+    int both[2] = {0, 0};
+    collComm_t two[2];
+    REQUIRE(collCommInitAll(two, 2, both) == collSuccess);
+    collResult_t res[2];
+    std::vector<std::thread> ts;
+    for (int r = 0; r < 2; ++r)
+      ts.emplace_back([&, r] {
+        cudaSetDevice(0);
+        res[r] = collAllReduce(d, d, 64, collFloat, collSum, two[r], nullptr);
+      });
+    for (auto& t : ts) t.join();
+    for (int r = 0; r < 2; ++r) {
+      CHECK(res[r] == collInvalidUsage);
+      CHECK_THAT(std::string(collGetLastError(two[r])), Catch::Contains("legacy default stream"));
+      collCommDestroy(two[r]);
+    }
+  }
   // A host-memory rank (no devlist) given device buffers.
   REQUIRE(collCommInitAll(&comm, 1, nullptr) == collSuccess);
   CHECK(collAllReduce(d, d, 64, collFloat, collSum, comm, nullptr) == collInvalidUsage);

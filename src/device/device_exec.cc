@@ -248,6 +248,33 @@ Status runEmulated(std::vector<DevicePart>& parts, collComm** failedComm) {
 // ---- CUDA: one kernel per device -----------------------------------------------------
 
 #if COLL_HAVE_CUDA
+// Ranks of c's communicator that are threads of this process on c's device, c included.
+int ranksSharingDevice(const collComm* c) {
+  const auto& peers = c->bootstrap->peers();
+  const PeerInfo& me = peers[static_cast<size_t>(c->rank)];
+  int n = 0;
+  for (const PeerInfo& p : peers)
+    n += p.pid == me.pid && p.cudaDev == me.cudaDev && std::strncmp(p.hostId, me.hostId, sizeof(p.hostId)) == 0;
+  return n;
+}
+
+// The legacy default stream (0) serialises every blocking stream of the device: a rank's
+// kernel there would wait forever for a rank of the same process and device whose kernel
+// is queued behind it. Allowed when the launch holds all of them (a group driven by one
+// thread: one kernel), as with one rank per device.
+Status checkLegacyStream(const DevicePart& part, int partsOnDevice) {
+  const int sharing = ranksSharingDevice(part.comm);
+  if (sharing <= partsOnDevice) return okStatus();
+  for (void* s : part.streams)
+    if (s == nullptr || s == reinterpret_cast<void*>(1) /* cudaStreamLegacy */)
+      return invalidUsage("rank " + std::to_string(part.comm->rank) + " shares CUDA device " +
+                          std::to_string(part.comm->cudaDev) + " with " + std::to_string(sharing - 1) +
+                          " other rank(s) of this process but was given the legacy default stream (0): their "
+                          "kernels would wait for each other forever; give each rank its own stream (or "
+                          "cudaStreamPerThread), or drive them all from one thread in one group");
+  return okStatus();
+}
+
 Status runOnDevices(std::vector<DevicePart>& parts, collComm** failedComm) {
   const MapFn mapHost = [](void* base, size_t bytes, const void* p) { return cudaMapHost(base, bytes, p); };
   std::map<int, std::vector<size_t>> byDevice;
@@ -261,6 +288,14 @@ Status runOnDevices(std::vector<DevicePart>& parts, collComm** failedComm) {
     }
     byDevice[c->cudaDev].push_back(i);
   }
+  for (auto& [dev, idx] : byDevice)
+    for (size_t i : idx) {
+      Status st = checkLegacyStream(parts[i], static_cast<int>(idx.size()));
+      if (!st.ok()) {
+        *failedComm = parts[i].comm;
+        return st;
+      }
+    }
   const int before = cudaCurrentDevice();
   Status result;
   for (auto& [dev, idx] : byDevice) {
