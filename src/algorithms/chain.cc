@@ -33,8 +33,8 @@ void buildChainBroadcast(collComm* c, const OpDesc& od, uint16_t opIndex,
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
   forEachPiece(c, od, [&](int ch, size_t off, size_t bytes) {
-    SendConnector* s = n > 1 ? c->channels[ch].send.get() : nullptr;
-    RecvConnector* rv = n > 1 ? c->channels[ch].recv.get() : nullptr;
+    SendConnector* s = n > 1 ? channelOf(c, static_cast<size_t>(ch), od.device).send.get() : nullptr;
+    RecvConnector* rv = n > 1 ? channelOf(c, static_cast<size_t>(ch), od.device).recv.get() : nullptr;
     uint8_t flags;
     if (pos == 0) flags = (n > 1 ? kSend : 0) | kSrc | (src != dst ? kDst : 0);
     else if (pos == n - 1) flags = kRecv | kDst;
@@ -51,8 +51,8 @@ void buildChainReduce(collComm* c, const OpDesc& od, uint16_t opIndex,
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
   forEachPiece(c, od, [&](int ch, size_t off, size_t bytes) {
-    SendConnector* s = n > 1 ? c->channels[ch].send.get() : nullptr;
-    RecvConnector* rv = n > 1 ? c->channels[ch].recv.get() : nullptr;
+    SendConnector* s = n > 1 ? channelOf(c, static_cast<size_t>(ch), od.device).send.get() : nullptr;
+    RecvConnector* rv = n > 1 ? channelOf(c, static_cast<size_t>(ch), od.device).recv.get() : nullptr;
     uint8_t flags;
     if (n == 1) flags = kSrc | kDst | kFinal;
     else if (pos == 0) flags = kSrc | kSend;

@@ -90,8 +90,8 @@ void buildRingAllReduce(collComm* c, const OpDesc& od, uint16_t opIndex,
   const size_t nloops = loopsFor(block(0, 0).bytes, c->sliceBytes);  // block 0 is largest
   for (int ch = 0; ch < nch; ++ch) {
     Program& pg = progs[ch];
-    SendConnector* s = c->channels[ch].send.get();
-    RecvConnector* rv = c->channels[ch].recv.get();
+    SendConnector* s = channelOf(c, static_cast<size_t>(ch), od.device).send.get();
+    RecvConnector* rv = channelOf(c, static_cast<size_t>(ch), od.device).recv.get();
     for (size_t loop = 0; loop < nloops; ++loop) {
       auto step = [&](uint8_t flags, int k) {
         Piece p = subPiece(block(mod(k, n), ch), es, nloops, loop);
@@ -116,8 +116,8 @@ void forEachBlockPiece(collComm* c, const OpDesc& od, std::vector<Program>& prog
   const int nch = channelsFor(c, od.count * es * n);
   const size_t nloops = n > 1 ? loopsFor(piece(0, od.count, es, nch, 0).bytes, c->sliceBytes) : 1;
   for (int ch = 0; ch < nch; ++ch) {
-    SendConnector* s = n > 1 ? c->channels[ch].send.get() : nullptr;
-    RecvConnector* rv = n > 1 ? c->channels[ch].recv.get() : nullptr;
+    SendConnector* s = n > 1 ? channelOf(c, static_cast<size_t>(ch), od.device).send.get() : nullptr;
+    RecvConnector* rv = n > 1 ? channelOf(c, static_cast<size_t>(ch), od.device).recv.get() : nullptr;
     const Piece whole = piece(0, od.count, es, nch, ch);
     for (size_t loop = 0; loop < nloops; ++loop) f(progs[ch], s, rv, subPiece(whole, es, nloops, loop));
   }

@@ -84,7 +84,7 @@ void buildTreeAllReduce(collComm* c, const OpDesc& od, uint16_t opIndex, std::ve
     const size_t chunk = c->sliceBytes;
     const size_t nchunks = (e - b + chunk - 1) / chunk;
     auto edges = [&](size_t i) -> const collComm::TreeEdges& {
-      return c->trees[static_cast<size_t>(ch)][c->twoTrees ? i % 2 : 0];
+      return treesOf(c, od.device)[static_cast<size_t>(ch)][c->twoTrees ? i % 2 : 0];
     };
     auto up = [&](size_t i) {
       size_t off = b + i * chunk, len = std::min(chunk, e - off);

@@ -29,6 +29,7 @@ struct PeerInfo {
   char hostname[64];
   int32_t pid;
   int32_t cudaDev;     // -1 for host ranks
+  char busId[16];      // PCI bus id of that device ("" for host ranks): one GPU across processes
 };
 
 enum class RootMsg : uint32_t { kJoin = 1, kTable = 2, kError = 3, kRankFailed = 4, kBye = 5 };

@@ -11,7 +11,11 @@
 #include "bootstrap/host_id.h"
 #include "core/log.h"
 #include "core/param.h"
+#include "collectives/config.h"
 #include "device/device_exec.h"
+#if COLL_HAVE_CUDA
+#include "device/device_cuda.h"
+#endif
 #include "device/proxy.h"
 #include "topology/probe.h"
 #include "transport/transport.h"
@@ -239,6 +243,9 @@ Result<collComm*> commInit(const UniqueIdData& id, int nranks, int rank, int cud
   std::snprintf(self.hostname, sizeof(self.hostname), "%s", localHostName().c_str());
   self.pid = getpid();
   self.cudaDev = cudaDev;
+#if COLL_HAVE_CUDA
+  if (cudaDev >= 0) std::snprintf(self.busId, sizeof(self.busId), "%s", cudaBusIdOf(cudaDev).c_str());
+#endif
   COLL_ASSIGN(comm->bootstrap, Bootstrap::create(id, rank, nranks, self, comm->abort));
   Status st = initConnections(comm.get());
   if (st.ok()) st = devicePrepare(comm.get());

@@ -64,6 +64,19 @@ struct collComm {
   std::vector<std::array<TreeEdges, 2>> trees;  // [channel][tree]
   bool twoTrees = false;  // the two trees differ (two hosts or more)
   bool treesWired = false;
+  // Operations on device buffers run over connectors of their own (device/device_exec.h):
+  // between ranks that share a GPU or reach each other's (p2p) their FIFOs are in
+  // device memory, which the host executor cannot touch. Ring channels are wired at init
+  // for ranks bound to a device (and with COLL_DEVICE_EMULATE), tree edges and send/recv
+  // peers on first use, like the host ones. Null for host-memory ranks.
+  struct DeviceConns {
+    std::vector<Channel> channels;
+    std::vector<std::array<TreeEdges, 2>> trees;  // shape copied from `trees` when wired
+    bool treesWired = false;
+    std::map<int, std::unique_ptr<coll::SendConnector>> p2pSend;
+    std::map<int, std::unique_ptr<coll::RecvConnector>> p2pRecv;
+  };
+  std::unique_ptr<DeviceConns> dev;
   coll::TunerInput tuner;  // the cost model's inputs and the COLL_ALGO/PROTO filters
 
   // Lazily connected point-to-point connectors, one per peer and direction.
@@ -92,6 +105,14 @@ struct collComm {
 };
 
 namespace coll {
+
+// The connectors an operation runs over: the device set for device operations.
+inline collComm::Channel& channelOf(collComm* c, size_t ch, bool device) {
+  return device ? c->dev->channels[ch] : c->channels[ch];
+}
+inline std::vector<std::array<collComm::TreeEdges, 2>>& treesOf(collComm* c, bool device) {
+  return device ? c->dev->trees : c->trees;
+}
 
 // Creates rank `rank` of the communicator named by id.
 // cudaDev: the CUDA device this rank is bound to (-1: a host-memory rank).

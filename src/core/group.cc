@@ -50,13 +50,23 @@ bool llUnfiltered(const collComm* c, CollKind k) {
 }
 
 // Adds this rank's tree edges of every channel to a connection job (kTagTree, one tag
-// per tree and channel, shared by both directions of an edge).
-void wireTrees(ConnectJob* job, collComm* c) {
+// per tree and channel, shared by both directions of an edge). The device set's trees
+// take their shape from the host's.
+void wireTrees(ConnectJob* job, collComm* c, bool device) {
   const int ntrees = c->twoTrees ? 2 : 1;
-  for (size_t ch = 0; ch < c->trees.size(); ++ch)
+  auto& trees = treesOf(c, device);
+  if (device) {
+    trees.resize(c->trees.size());
+    for (size_t ch = 0; ch < c->trees.size(); ++ch)
+      for (size_t t = 0; t < 2; ++t) {
+        trees[ch][t].parent = c->trees[ch][t].parent;
+        trees[ch][t].children = c->trees[ch][t].children;
+      }
+  }
+  for (size_t ch = 0; ch < trees.size(); ++ch)
     for (int t = 0; t < ntrees; ++t) {
-      collComm::TreeEdges& e = c->trees[ch][static_cast<size_t>(t)];
-      const uint64_t tag = kTagTree | (static_cast<uint64_t>(t) << 8) | ch;
+      collComm::TreeEdges& e = trees[ch][static_cast<size_t>(t)];
+      const uint64_t tag = (device ? kTagDevice : 0) | kTagTree | (static_cast<uint64_t>(t) << 8) | ch;
       if (e.parent >= 0) {
         job->addRecv(e.parent, tag, &e.down);
         job->addSend(e.parent, tag, &e.up);
@@ -146,7 +156,7 @@ Status buildPrograms(CommLaunch& l) {
         Program& p = l.sends[od.root];
         if (!p.comm) initProgram(p, l, "send to rank " + std::to_string(od.root));
         p.add(kSrc | kSend, od, idx, static_cast<const char*>(od.sendbuff), nullptr,
-              od.count * dataTypeSize(od.dtype), c->p2pSend.at(od.root).get(), nullptr);
+              od.count * dataTypeSize(od.dtype), (od.device ? c->dev->p2pSend : c->p2pSend).at(od.root).get(), nullptr);
         break;
       }
       case CollKind::kRecv: {
@@ -154,7 +164,7 @@ Status buildPrograms(CommLaunch& l) {
         Program& p = l.recvs[od.root];
         if (!p.comm) initProgram(p, l, "receive from rank " + std::to_string(od.root));
         p.add(kRecv | kDst, od, idx, nullptr, static_cast<char*>(od.recvbuff),
-              od.count * dataTypeSize(od.dtype), nullptr, c->p2pRecv.at(od.root).get());
+              od.count * dataTypeSize(od.dtype), nullptr, (od.device ? c->dev->p2pRecv : c->p2pRecv).at(od.root).get());
         break;
       }
     }
@@ -212,6 +222,12 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
   for (auto& l : launches) {
     if (!guard.hold(l->comm))
       return invalidUsage("a communicator queued in this group was destroyed before collGroupEnd");
+    if (l->device && !l->comm->dev) {
+      *failedComm = l->comm;
+      return invalidUsage("rank " + std::to_string(l->comm->rank) +
+                          " was given CUDA device buffers but is not bound to a CUDA device (create it with "
+                          "collCommInitRank after cudaSetDevice, or collCommInitAll with a devlist)");
+    }
     if (l->comm->abort->raised()) {
       *failedComm = l->comm;
       return l->comm->abort->status().prefix("communicator is unusable after an earlier error: ");
@@ -227,7 +243,8 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
         return r.takeStatus().prefix(od.describe() + ": ");
       }
       l->routes.push_back(r.value());
-      l->wiresTrees |= r.value() == Route::kTree && !l->comm->treesWired;
+      const bool wired = l->device ? l->comm->dev->treesWired : l->comm->treesWired;
+      l->wiresTrees |= r.value() == Route::kTree && !wired;
     }
   }
 
@@ -235,16 +252,19 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
   std::vector<std::unique_ptr<ConnectJob>> jobs;
   for (auto& l : launches) {
     collComm* c = l->comm;
-    auto job = std::make_unique<ConnectJob>(c->bootstrap.get(), c->slotBytes);
-    if (l->wiresTrees) wireTrees(job.get(), c);
+    auto job = std::make_unique<ConnectJob>(c->bootstrap.get(), c->slotBytes, l->device);
+    if (l->wiresTrees) wireTrees(job.get(), c, l->device);
+    auto& sendMap = l->device ? c->dev->p2pSend : c->p2pSend;
+    auto& recvMap = l->device ? c->dev->p2pRecv : c->p2pRecv;
     std::set<int> wantSend, wantRecv;
     for (auto& od : l->ops) {
       if (od.root == c->rank || od.count == 0) continue;
-      if (od.kind == CollKind::kSend && !c->p2pSend.count(od.root)) wantSend.insert(od.root);
-      if (od.kind == CollKind::kRecv && !c->p2pRecv.count(od.root)) wantRecv.insert(od.root);
+      if (od.kind == CollKind::kSend && !sendMap.count(od.root)) wantSend.insert(od.root);
+      if (od.kind == CollKind::kRecv && !recvMap.count(od.root)) wantRecv.insert(od.root);
     }
-    for (int p : wantRecv) job->addRecv(p, kTagP2p, &c->p2pRecv[p]);
-    for (int p : wantSend) job->addSend(p, kTagP2p, &c->p2pSend[p]);
+    const uint64_t p2pTag = (l->device ? kTagDevice : 0) | kTagP2p;
+    for (int p : wantRecv) job->addRecv(p, p2pTag, &recvMap[p]);
+    for (int p : wantSend) job->addSend(p, p2pTag, &sendMap[p]);
     jobs.push_back(std::move(job));
   }
   for (size_t i = 0; i < jobs.size(); ++i) {
@@ -260,7 +280,7 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
     if (!st.ok()) { *failedComm = launches[i]->comm; return st; }
   }
   for (auto& l : launches)
-    if (l->wiresTrees) l->comm->treesWired = true;
+    if (l->wiresTrees) (l->device ? l->comm->dev->treesWired : l->comm->treesWired) = true;
 
   std::vector<Program*> programs;
   std::vector<DevicePart> deviceParts;

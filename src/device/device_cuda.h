@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -40,6 +41,20 @@ Result<DevLaunchHandle> cudaLaunchLanes(std::vector<DevLane> lanes, const std::v
                                         void* stream, const std::vector<void*>& join);
 // Puts a block in the launch pool if it is empty (at init, before any kernel runs).
 Status cudaWarmLaunchPool();
+// Device memory for p2p FIFOs (zeroed), on device dev; freed with cudaFreeDevice.
+Result<void*> cudaAllocDevice(int dev, size_t bytes);
+void cudaFreeDevice(void* p);
+// CUDA IPC of such an allocation (64-byte handles).
+Status cudaIpcExport(void* p, unsigned char handle[64]);
+Result<void*> cudaIpcImport(const unsigned char handle[64], int selfDev);
+void cudaIpcClose(void* p);
+// Peer access from device `from` to memory on device `to` (local ordinals).
+bool cudaCanAccess(int from, int to);
+Status cudaEnablePeer(int from, int to);
+// PCI bus id of a device, and the local ordinal of a bus id (-1: not visible here).
+std::string cudaBusIdOf(int dev);
+int cudaDeviceByBusId(const char* busId);
+
 // Whether the work before ev has finished; an error of the device (a faulted kernel)
 // ends it too, returned in *err.
 bool cudaEventDone(void* ev, Status* err);

@@ -17,6 +17,7 @@
 #include "core/wait.h"
 #include "device/dev_lane.h"
 #include "device/proxy.h"
+#include "transport/transport.h"
 #include "kernels/host_reduce.h"
 #if COLL_HAVE_CUDA
 #include "device/device_cuda.h"
@@ -96,14 +97,19 @@ struct LoweredPart {
   std::shared_ptr<PendingLaunch> pending;
 };
 
-Result<DevConn> lowerConn(const FifoView& f, bool isSend, int peer, const MapFn& map) {
+Result<DevConn> lowerConn(const FifoView& f, bool isSend, int peer, bool onDevice, const MapFn& map) {
+  // p2p FIFOs are device memory already; host-memory ones are mapped for the executor.
+  const MapFn identity = [](void*, size_t, const void* p) -> Result<char*> {
+    return const_cast<char*>(static_cast<const char*>(p));
+  };
+  const MapFn& m = onDevice ? identity : map;
   void* base = f.ctrl;
   const size_t bytes = fifoBytes(f.slotBytes);
   DevConn d{};
-  COLL_ASSIGN(char* tail, map(base, bytes, &f.ctrl->tail));
-  COLL_ASSIGN(char* head, map(base, bytes, &f.ctrl->head));
-  COLL_ASSIGN(char* sizes, map(base, bytes, f.ctrl->sizes));
-  COLL_ASSIGN(char* data, map(base, bytes, f.data));
+  COLL_ASSIGN(char* tail, m(base, bytes, &f.ctrl->tail));
+  COLL_ASSIGN(char* head, m(base, bytes, &f.ctrl->head));
+  COLL_ASSIGN(char* sizes, m(base, bytes, f.ctrl->sizes));
+  COLL_ASSIGN(char* data, m(base, bytes, f.data));
   d.tail = reinterpret_cast<uint32_t*>(tail);
   d.head = reinterpret_cast<uint32_t*>(head);
   d.sizes = reinterpret_cast<uint32_t*>(sizes);
@@ -124,7 +130,7 @@ Result<int8_t> connIndex(DevLane& lane, std::vector<const void*>& keys, Conn* co
     return internalError("rank " + std::to_string(p.rank) + " " + p.lane + " uses more than " +
                          std::to_string(kDevMaxConns) + " connectors, the device executor's limit");
   const FifoView* f = conn->fifo();
-  COLL_ASSIGN(lane.conns[keys.size()], lowerConn(*f, isSend, conn->peer(), map));
+  COLL_ASSIGN(lane.conns[keys.size()], lowerConn(*f, isSend, conn->peer(), conn->fifoInDeviceMemory(), map));
   if (conn->needsProgress()) {
     if constexpr (std::is_same_v<Conn, SendConnector>) pending.sends.push_back(conn);
     else pending.recvs.push_back(conn);
@@ -377,22 +383,42 @@ Status deviceRun(std::vector<DevicePart>& parts, collComm** failedComm) {
 }
 
 Status devicePrepare(collComm* c) {
+  bool bound = false;
 #if COLL_HAVE_CUDA
-  if (c->cudaDev < 0 || c->deviceEmulate) return okStatus();
+  bound = c->cudaDev >= 0 && !c->deviceEmulate;
+#endif
+  if (!bound && !c->deviceEmulate) return okStatus();
+  // The device set's ring channels (p2p where possible), wired like the host ones.
+  c->dev = std::make_unique<collComm::DeviceConns>();
+  c->dev->channels.resize(c->channels.size());
+  if (c->nranks > 1) {
+    ConnectJob job(c->bootstrap.get(), c->slotBytes, true);
+    for (size_t ch = 0; ch < c->channels.size(); ++ch) {
+      job.addRecv(c->ringPrev, kTagDevice | kTagRing | ch, &c->dev->channels[ch].recv);
+      job.addSend(c->ringNext, kTagDevice | kTagRing | ch, &c->dev->channels[ch].send);
+    }
+    COLL_CHECK(job.run());
+    COLL_INFO(INIT, "rank %d: device ring %d -> %d -> %d over %s/%s", c->rank, c->ringPrev, c->rank, c->ringNext,
+              c->dev->channels[0].recv->kind(), c->dev->channels[0].send->kind());
+  }
+#if COLL_HAVE_CUDA
+  if (!bound) return okStatus();
+  // Kernels reach host-memory FIFOs (shm, net) through mappings made now, before any
+  // kernel runs; the abort word and launch memory likewise.
   Result<DeviceProxy*> proxy = proxyOf(c);
   if (!proxy.ok()) return proxy.takeStatus();
-  auto map = [](const FifoView* f) -> Status {
-    if (!f) return okStatus();
+  auto map = [](auto& conn) -> Status {
+    if (!conn || conn->fifoInDeviceMemory()) return okStatus();
+    const FifoView* f = conn->fifo();
     Result<char*> r = cudaMapHost(f->ctrl, fifoBytes(f->slotBytes), f->ctrl);
     return r.ok() ? okStatus() : r.takeStatus();
   };
-  for (auto& ch : c->channels) {
-    if (ch.send) COLL_CHECK(map(ch.send->fifo()));
-    if (ch.recv) COLL_CHECK(map(ch.recv->fifo()));
+  for (auto& ch : c->dev->channels) {
+    COLL_CHECK(map(ch.send));
+    COLL_CHECK(map(ch.recv));
   }
   return cudaWarmLaunchPool();
 #else
-  (void)c;
   return okStatus();
 #endif
 }

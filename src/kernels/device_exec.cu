@@ -338,6 +338,106 @@ Result<DevLaunchHandle> cudaLaunchLanes(std::vector<DevLane> lanes, const std::v
   return h;
 }
 
+// ---- p2p FIFOs --------------------------------------------------------------------------
+
+namespace {
+
+// Runs f with dev current on the calling thread, then restores the previous device.
+template <typename F>
+auto onDevice(int dev, F f) {
+  int before = -1;
+  cudaGetDevice(&before);
+  cudaGetLastError();
+  if (before != dev) cudaSetDevice(dev);
+  auto r = f();
+  if (before >= 0 && before != dev) cudaSetDevice(before);
+  return r;
+}
+
+}  // namespace
+
+Result<void*> cudaAllocDevice(int dev, size_t bytes) {
+  return onDevice(dev, [&]() -> Result<void*> {
+    void* p = nullptr;
+    COLL_CHECK(cudaStatus(cudaMalloc(&p, bytes), "cudaMalloc(" + std::to_string(bytes) + ") of a p2p FIFO"));
+    Status st = cudaStatus(cudaMemset(p, 0, bytes), "cudaMemset of a p2p FIFO");
+    if (!st.ok()) {
+      cudaFree(p);
+      return st;
+    }
+    return p;
+  });
+}
+
+void cudaFreeDevice(void* p) {
+  if (p) cudaFree(p);
+  cudaGetLastError();
+}
+
+Status cudaIpcExport(void* p, unsigned char handle[64]) {
+  static_assert(sizeof(cudaIpcMemHandle_t) == 64, "IPC handles travel as 64 bytes");
+  cudaIpcMemHandle_t h;
+  COLL_CHECK(cudaStatus(cudaIpcGetMemHandle(&h, p), "cudaIpcGetMemHandle of a p2p FIFO"));
+  std::memcpy(handle, &h, 64);
+  return okStatus();
+}
+
+Result<void*> cudaIpcImport(const unsigned char handle[64], int selfDev) {
+  return onDevice(selfDev, [&]() -> Result<void*> {
+    cudaIpcMemHandle_t h;
+    std::memcpy(&h, handle, 64);
+    void* p = nullptr;
+    COLL_CHECK(cudaStatus(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess),
+                          "cudaIpcOpenMemHandle of a peer's p2p FIFO"));
+    return p;
+  });
+}
+
+void cudaIpcClose(void* p) {
+  if (p) cudaIpcCloseMemHandle(p);
+  cudaGetLastError();
+}
+
+bool cudaCanAccess(int from, int to) {
+  if (from == to) return true;
+  int ok = 0;
+  if (cudaDeviceCanAccessPeer(&ok, from, to) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return ok != 0;
+}
+
+Status cudaEnablePeer(int from, int to) {
+  if (from == to) return okStatus();
+  return onDevice(from, [&]() -> Status {
+    cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled) {
+      cudaGetLastError();
+      return okStatus();
+    }
+    return cudaStatus(e, "cudaDeviceEnablePeerAccess(" + std::to_string(from) + " -> " + std::to_string(to) + ")");
+  });
+}
+
+std::string cudaBusIdOf(int dev) {
+  char id[16] = {};
+  if (cudaDeviceGetPCIBusId(id, sizeof(id), dev) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  return id;
+}
+
+int cudaDeviceByBusId(const char* busId) {
+  int dev = -1;
+  if (!busId[0] || cudaDeviceGetByPCIBusId(&dev, busId) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return dev;
+}
+
 bool cudaEventDone(void* ev, Status* err) {
   if (!ev) return true;
   cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(ev));

@@ -71,6 +71,8 @@ class SendConnector {
   // where the host executor does. needsProgress: someone must call progress() meanwhile.
   virtual const FifoView* fifo() const = 0;
   virtual bool needsProgress() const { return false; }
+  // The FIFO is device memory (p2p): only device executors can use this connector.
+  virtual bool fifoInDeviceMemory() const { return false; }
   size_t slotBytes() const { return slotBytes_; }
   int peer() const { return peer_; }
   const char* kind() const { return kind_; }
@@ -92,6 +94,7 @@ class RecvConnector {
   virtual WaitTarget waitTarget() = 0;
   virtual const FifoView* fifo() const = 0;  // the FIFO this side consumes (as SendConnector)
   virtual bool needsProgress() const { return false; }
+  virtual bool fifoInDeviceMemory() const { return false; }
   size_t slotBytes() const { return slotBytes_; }
   int peer() const { return peer_; }
   const char* kind() const { return kind_; }

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "collectives/config.h"
 #include "core/log.h"
 #include "core/param.h"
 
@@ -17,12 +18,15 @@ struct ConnBlob {
   union {
     ShmHandle shm;
     NetConnectInfo net;
+    P2pHandle p2p;
   };
 };
 
 }  // namespace
 
-const char* transportName(TransportKind k) { return k == TransportKind::kShm ? "shm" : "net"; }
+const char* transportName(TransportKind k) {
+  return k == TransportKind::kShm ? "shm" : k == TransportKind::kP2p ? "p2p" : "net";
+}
 
 TransportKind chooseTransport(const PeerInfo& self, const PeerInfo& peer) {
   if (paramInt("SHM_DISABLE") != 0) return TransportKind::kNet;
@@ -30,8 +34,17 @@ TransportKind chooseTransport(const PeerInfo& self, const PeerInfo& peer) {
   return TransportKind::kShm;
 }
 
+TransportKind ConnectJob::kindFor(int peer) const {
+  const PeerInfo& self = bs_->peers()[bs_->rank()];
+  const PeerInfo& other = bs_->peers()[peer];
+#if COLL_HAVE_CUDA
+  if (device_ && p2pPossible(self, other)) return TransportKind::kP2p;
+#endif
+  return chooseTransport(self, other);
+}
+
 void ConnectJob::addRecv(int peer, uint64_t tag, std::unique_ptr<RecvConnector>* out) {
-  recvs_.push_back({peer, tag, out, TransportKind::kShm, nullptr, nullptr});
+  recvs_.push_back({peer, tag, out, TransportKind::kShm, nullptr, nullptr, nullptr});
 }
 
 void ConnectJob::addSend(int peer, uint64_t tag, std::unique_ptr<SendConnector>* out) {
@@ -46,13 +59,12 @@ void ConnectJob::addSend(int peer, uint64_t tag, std::unique_ptr<SendConnector>*
 // at init).
 void ConnectJob::pairDuplex() {
   if (paramInt("NET_DUPLEX") == 0) return;
-  const PeerInfo& self = bs_->peers()[bs_->rank()];
   bool checked = false;
   for (size_t i = 0; i < recvs_.size(); ++i) {
     RecvItem& r = recvs_[i];
     uint64_t kind = r.tag & ~((1ull << 56) - 1);
     if (kind != kTagLL && kind != kTagTree) continue;
-    if (chooseTransport(self, bs_->peers()[r.peer]) != TransportKind::kNet) continue;
+    if (kindFor(r.peer) != TransportKind::kNet) continue;
     if (!checked && !netDuplexSupported()) return;
     checked = true;
     for (size_t j = 0; j < sends_.size(); ++j) {
@@ -69,11 +81,16 @@ Status ConnectJob::phase1() {
   const PeerInfo& self = bs_->peers()[bs_->rank()];
   for (auto& r : recvs_) {
     const PeerInfo& peer = bs_->peers()[r.peer];
-    r.kind = chooseTransport(self, peer);
+    r.kind = kindFor(r.peer);
     ConnBlob blob{};
     blob.kind = r.kind;
     blob.duplex = r.partner >= 0 ? 1 : 0;
-    if (r.kind == TransportKind::kShm) {
+    if (r.kind == TransportKind::kP2p) {
+#if COLL_HAVE_CUDA
+      COLL_ASSIGN(r.p2p, p2pSetupRecv(r.peer, slotBytes_, self.cudaDev));
+      blob.p2p = r.p2p->handle();
+#endif
+    } else if (r.kind == TransportKind::kShm) {
       bool sameProcess = peer.pid == self.pid;  // same host id already established
       COLL_ASSIGN(r.shm, shmSetupRecv(r.peer, slotBytes_, sameProcess));
       blob.shm = r.shm->handle();
@@ -96,7 +113,14 @@ Status ConnectJob::phase2() {
     if (blob.kind == TransportKind::kNet && (blob.duplex != 0) != (s.partner >= 0))
       return internalError("rank " + std::to_string(s.peer) +
                            " and this rank disagree on a duplex connection (COLL_NET_DUPLEX)");
-    if (blob.kind == TransportKind::kShm) {
+    if (blob.kind == TransportKind::kP2p) {
+#if COLL_HAVE_CUDA
+      const PeerInfo& self = bs_->peers()[bs_->rank()];
+      COLL_ASSIGN(*s.out, p2pConnectSend(s.peer, blob.p2p, self.cudaDev, bs_->peers()[s.peer]));
+#else
+      return internalError("rank " + std::to_string(s.peer) + " chose p2p, which this build lacks (no CUDA)");
+#endif
+    } else if (blob.kind == TransportKind::kShm) {
       COLL_ASSIGN(*s.out, shmConnectSend(s.peer, blob.shm));
     } else if (blob.kind == TransportKind::kNet && s.partner >= 0) {
       if (bs_->rank() > s.peer) {  // connect; the lower rank accepts in phase 3
@@ -119,7 +143,9 @@ Status ConnectJob::phase3() {
   for (auto& r : recvs_) {
     char ack = 0;
     COLL_CHECK(bs_->recv(r.peer, r.tag | kTagAck, &ack, 1));
-    if (r.kind == TransportKind::kShm) {
+    if (r.kind == TransportKind::kP2p) {
+      *r.out = r.p2p->finish();
+    } else if (r.kind == TransportKind::kShm) {
       *r.out = r.shm->finish();
     } else if (r.partner >= 0) {
       if (bs_->rank() < r.peer) {  // accept the higher rank's duplex connection

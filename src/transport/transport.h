@@ -19,11 +19,12 @@
 
 #include "bootstrap/bootstrap.h"
 #include "transport/net/net.h"
+#include "transport/p2p/p2p.h"
 #include "transport/shm/shm.h"
 
 namespace coll {
 
-enum class TransportKind : uint32_t { kShm = 1, kNet = 2 };
+enum class TransportKind : uint32_t { kShm = 1, kNet = 2, kP2p = 3 };
 const char* transportName(TransportKind k);
 
 // Which transport this rank would use to receive from / send to `peer`.
@@ -31,7 +32,9 @@ TransportKind chooseTransport(const PeerInfo& self, const PeerInfo& peer);
 
 class ConnectJob {
  public:
-  ConnectJob(Bootstrap* bootstrap, size_t slotBytes) : bs_(bootstrap), slotBytes_(slotBytes) {}
+  // device: connectors for device executors (p2p where possible, transport/p2p/p2p.h).
+  ConnectJob(Bootstrap* bootstrap, size_t slotBytes, bool device = false)
+      : bs_(bootstrap), slotBytes_(slotBytes), device_(device) {}
   void addRecv(int peer, uint64_t tag, std::unique_ptr<RecvConnector>* out);
   void addSend(int peer, uint64_t tag, std::unique_ptr<SendConnector>* out);
   bool empty() const { return recvs_.empty() && sends_.empty(); }
@@ -50,6 +53,7 @@ class ConnectJob {
     TransportKind kind;
     std::unique_ptr<ShmPendingRecv> shm;
     std::unique_ptr<NetPendingRecv> net;
+    std::unique_ptr<P2pPendingRecv> p2p;
     int partner = -1;  // duplex: index of the send item to the same peer and tag
   };
   struct SendItem {
@@ -59,8 +63,10 @@ class ConnectJob {
     int partner = -1;  // duplex: index of the receive item
   };
   void pairDuplex();
+  TransportKind kindFor(int peer) const;
   Bootstrap* bs_;
   size_t slotBytes_;
+  bool device_;
   std::vector<RecvItem> recvs_;
   std::vector<SendItem> sends_;
 };
@@ -70,6 +76,7 @@ constexpr uint64_t kTagRing = 1ull << 56;
 constexpr uint64_t kTagP2p = 2ull << 56;
 constexpr uint64_t kTagTree = 6ull << 56;  // | tree << 8 | channel
 constexpr uint64_t kTagLL = 7ull << 56;    // the LL connection of two ranks over net
+constexpr uint64_t kTagDevice = 1ull << 54;  // | kTagRing/kTagTree/kTagP2p ...: the device set
 constexpr uint64_t kTagAck = 1ull << 55;
 
 }  // namespace coll

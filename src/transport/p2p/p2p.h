@@ -1,0 +1,44 @@
+// Peer-to-peer transport for device buffers: the FIFO lives in the receiver's GPU memory
+// and the sender's kernel writes the slots directly (same GPU, or another GPU it can
+// reach: NVLink or PCIe peer access). Between threads of one process the sender uses the
+// receiver's pointer; between processes it opens a CUDA IPC handle of the allocation.
+//
+// Only device executors touch these FIFOs (the host cannot dereference device memory):
+// the connectors belong to a communicator's device set (comm.h DeviceConns), never to
+// the host executor's; their host-side methods fail loudly instead of hanging.
+//
+// Chosen by the receiver (transport.cc) for device connection jobs when both ranks are
+// on one host and bound to GPUs that are the same or peer-accessible, unless
+// COLL_P2P_DISABLE=1; COLL_P2P_LEVEL=LOC keeps it to ranks on the same GPU. Built only
+// with CUDA.
+#pragma once
+
+#include <memory>
+
+#include "bootstrap/wire.h"
+#include "transport/connector.h"
+
+namespace coll {
+
+struct P2pHandle {
+  int32_t pid;            // the receiver's process
+  int32_t pad;
+  uint64_t localId;       // in-process registry key
+  uint64_t slotBytes;
+  unsigned char ipc[64];  // cudaIpcMemHandle_t of the FIFO allocation
+};
+
+class P2pPendingRecv {
+ public:
+  virtual ~P2pPendingRecv() = default;
+  virtual const P2pHandle& handle() const = 0;
+  virtual std::unique_ptr<RecvConnector> finish() = 0;
+};
+
+// Whether the receiver `self` and the sender `peer` can use p2p (decided by the receiver).
+bool p2pPossible(const PeerInfo& self, const PeerInfo& peer);
+Result<std::unique_ptr<P2pPendingRecv>> p2pSetupRecv(int peer, size_t slotBytes, int dev);
+Result<std::unique_ptr<SendConnector>> p2pConnectSend(int peer, const P2pHandle& h, int selfDev,
+                                                     const PeerInfo& receiver);
+
+}  // namespace coll
