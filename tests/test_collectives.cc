@@ -286,6 +286,7 @@ TEST_CASE("allreduce sweep on the tree over shm and net", "[collectives][tree]")
 TEST_CASE("device executor emulated on host threads: every collective over shm, net and the tree",
           "[collectives][device]") {
   ScopedEnv emulate("COLL_DEVICE_EMULATE", "1");
+  ScopedEnv channels("COLL_DEVICE_NCHANNELS", "3");  // the host set has 2 (sweep): 3 lanes per rank
   for (int n = 1; n <= 8; ++n) {
     SECTION("shm, nranks " + std::to_string(n)) { sweep(n, false); }
   }

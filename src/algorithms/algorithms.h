@@ -11,7 +11,7 @@ namespace coll {
 
 // Number of channels an operation of `bytes` bytes spreads over: one per
 // COLL_CHUNK_MIN_BYTES, at most the channels the communicator wired.
-int channelsFor(const collComm* c, size_t bytes);
+int channelsFor(const collComm* c, size_t bytes, bool device);
 
 // [begin, end) of part i when `total` is split into n nearly equal parts.
 inline size_t partBegin(size_t total, size_t n, size_t i) {

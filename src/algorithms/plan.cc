@@ -53,6 +53,21 @@ void Program::add(uint8_t flags, const OpDesc& od, uint16_t opIndex, const char*
     flushTargets.push_back(s.send);
 }
 
+void Program::addToken(uint16_t opIndex, SendConnector* send, RecvConnector* recv) {
+  // Send first, then receive: every rank of the ring does both, so none waits on another.
+  Step s{};
+  s.flags = kToken | kSend;
+  s.elemSize = 1;
+  s.op = opIndex;
+  s.send = send;
+  steps.push_back(s);
+  s.flags = kToken | kRecv;
+  s.send = nullptr;
+  s.recv = recv;
+  steps.push_back(s);
+  if (std::find(flushTargets.begin(), flushTargets.end(), send) == flushTargets.end()) flushTargets.push_back(send);
+}
+
 void Program::addOneShot(std::shared_ptr<OneShot> os, uint16_t opIndex) {
   Step s{};
   s.op = opIndex;

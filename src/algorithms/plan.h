@@ -32,6 +32,10 @@ enum StepFlags : uint8_t {
   kSend = 8,
   kFinal = 16,
   kStream = 32,  // write kDst with non-temporal stores (large operations)
+  // Device operations only: a zero-length slot sent, then one received, on a channel the
+  // operation leaves empty, so ranks that called different counts (and so spread over
+  // different channels) meet a size mismatch there instead of waiting forever.
+  kToken = 64,
 };
 
 struct Step {
@@ -87,6 +91,8 @@ struct Program {
   // Appends a step (skipping empty ones) and remembers its send connector for flushing.
   void add(uint8_t flags, const OpDesc& od, uint16_t opIndex, const char* src, char* dst,
            size_t bytes, SendConnector* send, RecvConnector* recv);
+  // Appends token steps (kToken): a zero-length slot sent on `send`, then one received.
+  void addToken(uint16_t opIndex, SendConnector* send, RecvConnector* recv);
   // Appends a one-shot operation as one step, ordered with the ring steps around it.
   void addOneShot(std::shared_ptr<class OneShot> os, uint16_t opIndex);
 };

@@ -32,10 +32,11 @@
 
 namespace coll {
 
-int channelsFor(const collComm* c, size_t bytes) {
+int channelsFor(const collComm* c, size_t bytes, bool device) {
+  const size_t have = device ? c->dev->channels.size() : c->channels.size();
   int64_t want = static_cast<int64_t>(bytes) / c->chunkMinBytes;
-  return static_cast<int>(std::clamp<int64_t>(want, c->minChannels,
-                                              static_cast<int64_t>(c->channels.size())));
+  return static_cast<int>(std::clamp<int64_t>(want, std::min<int64_t>(c->minChannels, static_cast<int64_t>(have)),
+                                              static_cast<int64_t>(have)));
 }
 
 namespace {
@@ -74,7 +75,7 @@ void buildRingAllReduce(collComm* c, const OpDesc& od, uint16_t opIndex,
   const size_t es = dataTypeSize(od.dtype);
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
-  const int nch = channelsFor(c, od.count * es);
+  const int nch = channelsFor(c, od.count * es, od.device);
   if (n == 1) {
     for (int ch = 0; ch < nch; ++ch) {
       Piece p = piece(0, od.count, es, nch, ch);
@@ -113,7 +114,7 @@ template <typename F>
 void forEachBlockPiece(collComm* c, const OpDesc& od, std::vector<Program>& progs, F f) {
   const int n = c->nranks;
   const size_t es = dataTypeSize(od.dtype);
-  const int nch = channelsFor(c, od.count * es * n);
+  const int nch = channelsFor(c, od.count * es * n, od.device);
   const size_t nloops = n > 1 ? loopsFor(piece(0, od.count, es, nch, 0).bytes, c->sliceBytes) : 1;
   for (int ch = 0; ch < nch; ++ch) {
     SendConnector* s = n > 1 ? channelOf(c, static_cast<size_t>(ch), od.device).send.get() : nullptr;

@@ -76,7 +76,8 @@ void buildTreeAllReduce(collComm* c, const OpDesc& od, uint16_t opIndex, std::ve
   const size_t es = dataTypeSize(od.dtype);
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
-  const int nch = channelsFor(c, od.count * es);
+  // Trees exist per host channel; the device set may have more channels than trees.
+  const int nch = std::min(channelsFor(c, od.count * es, od.device), static_cast<int>(c->trees.size()));
   for (int ch = 0; ch < nch; ++ch) {
     size_t b = partBegin(od.count, nch, ch) * es, e = partBegin(od.count, nch, ch + 1) * es;
     if (e == b) continue;

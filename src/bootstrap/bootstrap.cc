@@ -130,8 +130,19 @@ void Bootstrap::leave() {
   RootReply bye{};
   bye.magic = kWireMagic;
   bye.kind = RootMsg::kBye;
+  std::lock_guard<std::mutex> lock(rootMu_);
   if (root_.valid()) (void)root_.sendAll(&bye, sizeof(bye), deadlineIn(2));
   root_.close();
+}
+
+void Bootstrap::announceFailure(const std::string& why) {
+  RootReply msg{};
+  msg.magic = kWireMagic;
+  msg.kind = RootMsg::kRankFailed;
+  msg.rank = rank_;
+  std::snprintf(msg.text, sizeof(msg.text), "%s", why.c_str());
+  std::lock_guard<std::mutex> lock(rootMu_);
+  if (root_.valid() && !left_) (void)root_.sendAll(&msg, sizeof(msg), deadlineIn(2));
 }
 
 Status Bootstrap::connectTo(int peer) {
@@ -249,7 +260,10 @@ void Bootstrap::serviceLoop() {
         abort_->setRootLost("lost the bootstrap root hosted by " + who +
                             ": it exited or was killed");
       }
-      if (!st.ok()) root_.close();
+      if (!st.ok()) {
+        std::lock_guard<std::mutex> lock(rootMu_);
+        root_.close();
+      }
     }
     for (size_t i = 2; i < fds.size(); ++i) {
       if (!fds[i].revents) continue;

@@ -87,6 +87,9 @@ class Bootstrap {
 
   // Leaving cleanly tells the root this rank is not failing.
   void leave();
+  // Tells every other rank (through the root) that this rank failed an operation and why:
+  // they raise it as their communicator's error, so none keeps waiting for this rank.
+  void announceFailure(const std::string& why);
 
  private:
   Bootstrap() = default;
@@ -99,6 +102,7 @@ class Bootstrap {
   std::vector<PeerInfo> peers_;
   Socket listener_;
   Socket root_;
+  std::mutex rootMu_;  // writes to root_ (announceFailure, leave)
   int rootRank_ = -1;  // the rank whose process hosts the root, if any
   std::shared_ptr<AbortState> abort_;
   double timeoutS_ = 60;

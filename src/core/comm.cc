@@ -40,6 +40,7 @@ struct SharedConfig {
   int32_t direct;
   int32_t netDuplex;
   int32_t deviceEmulate;
+  int32_t deviceChannels;
   uint64_t algos;  // COLL_ALGO / COLL_PROTO filters (tuner.h)
   uint64_t protos;
   double tunerConsts[5];
@@ -150,6 +151,7 @@ static Status initConnections(collComm* c) {
   mine.direct = static_cast<int32_t>(std::clamp<int64_t>(paramInt("DIRECT"), 0, 2));
   mine.netDuplex = paramInt("NET_DUPLEX") != 0 ? 1 : 0;
   mine.deviceEmulate = paramInt("DEVICE_EMULATE") != 0 ? 1 : 0;
+  mine.deviceChannels = static_cast<int32_t>(std::clamp<int64_t>(paramInt("DEVICE_NCHANNELS"), 1, 32));
   COLL_CHECK(tunerInputFromParams(&c->tuner));
   mine.algos = c->tuner.algos;
   mine.protos = c->tuner.protos;
@@ -165,7 +167,8 @@ static Status initConnections(collComm* c) {
            ", COLL_SHM_DISABLE=" + std::to_string(s.shmDisable) +
            ", COLL_DIRECT=" + std::to_string(s.direct) +
            ", COLL_NET_DUPLEX=" + std::to_string(s.netDuplex) +
-           ", COLL_DEVICE_EMULATE=" + std::to_string(s.deviceEmulate) + ", COLL_ALGO/COLL_PROTO filters " +
+           ", COLL_DEVICE_EMULATE=" + std::to_string(s.deviceEmulate) +
+           ", COLL_DEVICE_NCHANNELS=" + std::to_string(s.deviceChannels) + ", COLL_ALGO/COLL_PROTO filters " +
            std::to_string(s.algos) + "/" + std::to_string(s.protos) + ", COLL_TUNER_* " +
            std::to_string(s.tunerConsts[0]) + "/" + std::to_string(s.tunerConsts[1]) + "/" +
            std::to_string(s.tunerConsts[2]) + "/" + std::to_string(s.tunerConsts[3]) + "/" +
@@ -176,7 +179,7 @@ static Status initConnections(collComm* c) {
         all[r].oneShotBytes != all[0].oneShotBytes ||
         all[r].netOneShotBytes != all[0].netOneShotBytes ||
         all[r].shmDisable != all[0].shmDisable || all[r].direct != all[0].direct ||
-        all[r].deviceEmulate != all[0].deviceEmulate ||
+        all[r].deviceEmulate != all[0].deviceEmulate || all[r].deviceChannels != all[0].deviceChannels ||
         all[r].netDuplex != all[0].netDuplex || all[r].algos != all[0].algos ||
         all[r].protos != all[0].protos ||
         std::memcmp(all[r].tunerConsts, all[0].tunerConsts, sizeof(all[r].tunerConsts)) != 0)
@@ -192,6 +195,7 @@ static Status initConnections(collComm* c) {
   c->streamMinBytes = static_cast<size_t>(std::max<int64_t>(0, paramInt("STREAM_MIN_BYTES")));
   c->netOneShotBytes = static_cast<size_t>(mine.netOneShotBytes);
   c->deviceEmulate = mine.deviceEmulate != 0;
+  c->deviceChannels = c->nranks > 1 ? mine.deviceChannels : 1;
   if (c->nranks > 1 && mine.oneShotBytes > 0 && !mine.shmDisable && allOnOneHost(c)) {
     COLL_ASSIGN(c->mailboxes, Mailboxes::create(c->bootstrap.get(),
                                                 static_cast<size_t>(mine.oneShotBytes),

@@ -97,6 +97,7 @@ struct collComm {
   // operation on device buffers.
   std::unique_ptr<coll::DeviceProxy> proxy;
   bool deviceEmulate = false;  // COLL_DEVICE_EMULATE: every operation takes the device path
+  int deviceChannels = 1;      // COLL_DEVICE_NCHANNELS: the device set's ring channels
 
   uint64_t seq = 0;  // operations issued
   std::string lastError;

@@ -129,7 +129,7 @@ Status buildSelfCopies(CommLaunch& l) {
 
 Status buildPrograms(CommLaunch& l) {
   collComm* c = l.comm;
-  l.channels.resize(c->channels.size());
+  l.channels.resize(l.device ? c->dev->channels.size() : c->channels.size());
   for (size_t ch = 0; ch < l.channels.size(); ++ch)
     initProgram(l.channels[ch], l, "channel " + std::to_string(ch));
   initProgram(l.self, l, "copy to self");
@@ -142,6 +142,12 @@ Status buildPrograms(CommLaunch& l) {
       l.channels[0].addOneShot(std::make_shared<OneShot>(c, od), idx);
       continue;
     }
+    // Device collectives: every channel the operation leaves empty gets a token.
+    std::vector<size_t> before;
+    const bool tokens = l.device && od.count > 0 && c->nranks > 1 && od.kind != CollKind::kSend &&
+                        od.kind != CollKind::kRecv;
+    if (tokens)
+      for (const Program& p : l.channels) before.push_back(p.steps.size());
     switch (od.kind) {
       case CollKind::kAllReduce:
         if (l.routes[i] == Route::kTree) buildTreeAllReduce(c, od, idx, l.channels);
@@ -168,6 +174,9 @@ Status buildPrograms(CommLaunch& l) {
         break;
       }
     }
+    for (size_t ch = 0; tokens && ch < l.channels.size(); ++ch)
+      if (l.channels[ch].steps.size() == before[ch])
+        l.channels[ch].addToken(idx, c->dev->channels[ch].send.get(), c->dev->channels[ch].recv.get());
   }
   return buildSelfCopies(l);
 }

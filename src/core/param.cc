@@ -75,6 +75,9 @@ const std::vector<ParamInfo>& allParams() {
       {"TUNER_LL_US", ParamType::kString, "0.25", "us", "tuner model: an LL (one-shot) operation inside a host"},
       {"TUNER_BW_GBS", ParamType::kString, "10.0", "GB/s", "tuner model: bandwidth inside a host"},
       {"TUNER_NET_BW_GBS", ParamType::kString, "3.0", "GB/s", "tuner model: bandwidth between hosts"},
+      {"DEVICE_NCHANNELS", ParamType::kInt, "8", "",
+       "channels of operations on device buffers (1..32): each is one thread block of the "
+       "device executor with its own ring connectors"},
       {"DEVICE_EMULATE", ParamType::kInt, "0", "",
        "1: run operations through the device executor on host threads, host buffers "
        "standing in for device buffers (tests the device path without a GPU)"},

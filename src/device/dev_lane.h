@@ -25,6 +25,7 @@ namespace coll {
 
 constexpr int kDevSteps = 8;        // slots per FIFO: equal to kSteps (checked in device_exec.cc)
 constexpr int kDevMaxConns = 16;    // connectors one lane may use (tree lanes use the most)
+constexpr uint8_t kDevToken = 64;   // StepFlags kToken (plan.h; checked in device_exec.cc)
 
 // One FIFO end. For a sender `tail` is this side's counter and `head` the consumer's; for
 // a receiver the other way round.
@@ -104,8 +105,12 @@ COLL_HD inline void devRunLane(const DevLane& L, B& b) {
       pos[i] = b.load(L.conns[i].isSend ? L.conns[i].tail : L.conns[i].head);
   for (uint32_t si = 0; si < L.nsteps; ++si) {
     const DevStep s = L.steps[si];  // one read of the step (it may live in host memory)
-    for (uint64_t off = 0; off < s.bytes; off += L.sliceBytes) {
-      const uint64_t len = s.bytes - off < L.sliceBytes ? s.bytes - off : L.sliceBytes;
+    // A token (kToken, plan.h) is one zero-length slice.
+    const bool token = s.flags & kDevToken;
+    const uint64_t nslices = token ? 1 : (s.bytes + L.sliceBytes - 1) / L.sliceBytes;
+    for (uint64_t k = 0; k < nslices; ++k) {
+      const uint64_t off = k * L.sliceBytes;
+      const uint64_t len = token ? 0 : s.bytes - off < L.sliceBytes ? s.bytes - off : L.sliceBytes;
       if (b.leader()) {
         DevSliceCtl& c = b.ctl();
         c.code = kDevRunning;

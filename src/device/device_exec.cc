@@ -26,6 +26,7 @@
 
 namespace coll {
 
+static_assert(kDevToken == kToken, "device lanes and plans must agree on the token flag");
 static_assert(kDevSteps == kSteps, "device lanes and connectors must agree on FIFO depth");
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "FIFO counters are read as plain words");
 
@@ -390,16 +391,17 @@ Status devicePrepare(collComm* c) {
   if (!bound && !c->deviceEmulate) return okStatus();
   // The device set's ring channels (p2p where possible), wired like the host ones.
   c->dev = std::make_unique<collComm::DeviceConns>();
-  c->dev->channels.resize(c->channels.size());
+  c->dev->channels.resize(static_cast<size_t>(c->deviceChannels));
   if (c->nranks > 1) {
     ConnectJob job(c->bootstrap.get(), c->slotBytes, true);
-    for (size_t ch = 0; ch < c->channels.size(); ++ch) {
+    for (size_t ch = 0; ch < c->dev->channels.size(); ++ch) {
       job.addRecv(c->ringPrev, kTagDevice | kTagRing | ch, &c->dev->channels[ch].recv);
       job.addSend(c->ringNext, kTagDevice | kTagRing | ch, &c->dev->channels[ch].send);
     }
     COLL_CHECK(job.run());
-    COLL_INFO(INIT, "rank %d: device ring %d -> %d -> %d over %s/%s", c->rank, c->ringPrev, c->rank, c->ringNext,
-              c->dev->channels[0].recv->kind(), c->dev->channels[0].send->kind());
+    COLL_INFO(INIT, "rank %d: device ring %d -> %d -> %d over %s/%s, %zu channel(s)", c->rank, c->ringPrev, c->rank,
+              c->ringNext, c->dev->channels[0].recv->kind(), c->dev->channels[0].send->kind(),
+              c->dev->channels.size());
   }
 #if COLL_HAVE_CUDA
   if (!bound) return okStatus();

@@ -92,7 +92,12 @@ void DeviceProxy::quiesce(bool abort) {
 }
 
 void DeviceProxy::finish(PendingLaunch& p, Status st) {
-  if (!st.ok() && !c_->abort->raised()) (void)recordFailure(c_, st);
+  if (!st.ok() && !c_->abort->raised()) {
+    // Found here (a size mismatch, a device fault): the peers may wait for this rank's
+    // data forever, so they are told.
+    (void)recordFailure(c_, st);
+    c_->bootstrap->announceFailure(st.message());
+  }
   if (!st.ok()) COLL_WARN(COLL, "%s", st.message().c_str());
   std::lock_guard<std::mutex> lock(mu_);
   p.status = std::move(st);
