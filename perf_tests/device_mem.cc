@@ -3,6 +3,8 @@
 #include "collectives/config.h"
 #if COLL_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "kernels/device_reduce.h"
 #endif
 
 namespace perf {
@@ -15,26 +17,9 @@ std::string err(cudaError_t e, const char* what) {
 }
 }  // namespace
 
-bool deviceUsable(std::string* why) {
-  int n = 0;
-  cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    if (why) *why = err(e, "cudaGetDeviceCount");
-    cudaGetLastError();
-    return false;
-  }
-  if (n == 0 && why) *why = "no CUDA device is visible";
-  return n > 0;
-}
+bool deviceUsable(std::string* why) { return coll::cudaDeviceUsable(why); }
 
-int deviceCount() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
+int deviceCount() { return coll::cudaDeviceCountOrZero(); }
 
 DeviceBuffers::~DeviceBuffers() {
   if (send_) cudaFree(send_);

@@ -41,18 +41,18 @@ Status hostUse(int peer) {
                        ") was used by the host executor; only device executors can");
 }
 
-class P2pSend : public SendConnector {
+// What both ends share: the region, its view, and refusing the host executor.
+template <typename Base>
+class P2pEnd : public Base {
  public:
-  P2pSend(int peer, std::shared_ptr<P2pRegion> r, size_t slotBytes)
+  P2pEnd(int peer, std::shared_ptr<P2pRegion> r, size_t slotBytes)
       : region_(std::move(r)), f_(region_->view(slotBytes)) {
-    slotBytes_ = slotBytes;
-    peer_ = peer;
-    kind_ = "p2p";
+    this->slotBytes_ = slotBytes;
+    this->peer_ = peer;
+    this->kind_ = "p2p";
   }
   bool ready() override { return false; }
-  char* slot() override { return nullptr; }
-  void post(size_t) override {}
-  Status progress() override { return hostUse(peer_); }
+  Status progress() override { return hostUse(this->peer_); }
   WaitTarget waitTarget() override { return {}; }
   const FifoView* fifo() const override { return &f_; }
   bool fifoInDeviceMemory() const override { return true; }
@@ -62,26 +62,19 @@ class P2pSend : public SendConnector {
   FifoView f_;
 };
 
-class P2pRecv : public RecvConnector {
+class P2pSend : public P2pEnd<SendConnector> {
  public:
-  P2pRecv(int peer, std::shared_ptr<P2pRegion> r, size_t slotBytes)
-      : region_(std::move(r)), f_(region_->view(slotBytes)) {
-    slotBytes_ = slotBytes;
-    peer_ = peer;
-    kind_ = "p2p";
-  }
-  bool ready() override { return false; }
+  using P2pEnd::P2pEnd;
+  char* slot() override { return nullptr; }
+  void post(size_t) override {}
+};
+
+class P2pRecv : public P2pEnd<RecvConnector> {
+ public:
+  using P2pEnd::P2pEnd;
   const char* slot() override { return nullptr; }
   size_t size() override { return 0; }
   void release() override {}
-  Status progress() override { return hostUse(peer_); }
-  WaitTarget waitTarget() override { return {}; }
-  const FifoView* fifo() const override { return &f_; }
-  bool fifoInDeviceMemory() const override { return true; }
-
- private:
-  std::shared_ptr<P2pRegion> region_;
-  FifoView f_;
 };
 
 class PendingRecv : public P2pPendingRecv {
