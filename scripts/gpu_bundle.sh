@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Builds here what a run on a lent GPU machine needs, into .gpu/ (ignored by git), for the
+# device tool to carry: that machine's image has CUDA but not Debian's hwloc, Catch2 or
+# CLI11, and nothing can be installed there. Release, sm_90 only (H100/H200), stripped;
+# the shared libraries the binaries need beside them.
+#
+#   bash scripts/gpu_bundle.sh        # then: run(command="bash scripts/gpu_check.sh", carry=[".gpu"])
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+B=build-gpu
+cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCOLL_ENABLE_CUDA=ON >/dev/null
+TARGETS=(gpu_tests reduce_kernel_perf collrun all_reduce_perf all_gather_perf broadcast_perf reduce_perf
+         reduce_scatter_perf sendrecv_perf)
+cmake --build "$B" -j"$(nproc)" --target "${TARGETS[@]}"
+rm -rf .gpu
+mkdir -p .gpu/build/tests .gpu/build/perf_tests .gpu/build/tools .gpu/lib
+cp "$B/tests/gpu_tests" .gpu/build/tests/
+cp "$B/tools/collrun" .gpu/build/tools/
+for t in "${TARGETS[@]}"; do
+  [ -x "$B/perf_tests/$t" ] && cp "$B/perf_tests/$t" .gpu/build/perf_tests/
+done
+strip .gpu/build/*/*
+# Libraries outside the C runtime, from this machine (Debian 12: glibc 2.36).
+for lib in $(ldd .gpu/build/tests/gpu_tests .gpu/build/perf_tests/all_reduce_perf | awk '/=>/ {print $3}' | sort -u); do
+  case "$(basename "$lib")" in
+    libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*) ;;
+    *) cp -L "$lib" .gpu/lib/ ;;
+  esac
+done
+EXCLUDE="$(git rev-parse --git-dir)/info/exclude"
+mkdir -p "$(dirname "$EXCLUDE")"
+grep -qx '/.gpu/' "$EXCLUDE" 2>/dev/null || echo '/.gpu/' >> "$EXCLUDE"
+du -sh .gpu
