@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -206,6 +207,38 @@ TEST_CASE("a killed peer fails every survivor naming it over TCP", "[multiproces
   killTest("1", 0);
   killTest("1", 1, 2);  // two ranks: one duplex connection carries both directions
   killTest("1", 1, 3, "1");  // device executor (emulated): the proxy sees the connection fail
+}
+
+TEST_CASE("a rank waiting for a late peer reports where it stands (COLL_STALL_WARN_S)", "[multiprocess][failure]") {
+  // Host executor and device executor (emulated): rank 1 comes 2.5 s late; rank 0's log
+  // names the operation and the rank it waits for, then the operation completes.
+  const char* emulate = GENERATE("0", "1");
+  ProcOptions o;
+  o.env = {{"TEST_NRANKS", "2"}, {"COLL_STALL_WARN_S", "1"}, {"COLL_DEBUG_FILE", "/tmp/coll-stall-test-%p.log"},
+           {"COLL_DEVICE_EMULATE", emulate}};
+  auto res = runProcs(2, [](int rank, std::string& report) {
+    collComm_t comm = nullptr;
+    collUniqueId id;
+    PCHECK(collGetUniqueId(&id));
+    PCHECK(collCommInitRank(&comm, 2, id, rank));
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    std::vector<float> buf(1 << 20, 1.0f);
+    PCHECK(collAllReduce(buf.data(), buf.data(), buf.size(), collFloat, collSum, comm, nullptr));
+    PCHECK(collCommDestroy(comm));
+    const std::string path = "/tmp/coll-stall-test-" + std::to_string(getpid()) + ".log";
+    if (rank == 1) std::remove(path.c_str());
+    if (buf[0] != 2.0f) return 4;
+    if (rank == 1) return 0;
+    std::ifstream f(path);
+    std::string log((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::remove(path.c_str());
+    report += log;
+    const bool named = log.find("stalled") != std::string::npos && log.find("collAllReduce #0") != std::string::npos &&
+                       log.find("rank 1") != std::string::npos;
+    return named ? 0 : 3;
+  }, o);
+  INFO("COLL_DEVICE_EMULATE=" << emulate << "\n" << describe(res));
+  for (auto& r : res) REQUIRE(r.exitCode == 0);
 }
 
 TEST_CASE("ranks that disagree on settings fail init naming both", "[multiprocess][failure]") {

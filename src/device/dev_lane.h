@@ -62,7 +62,7 @@ enum DevCode : uint32_t {
 // What a lane reports when it ends (written by its leader).
 struct DevLaneResult {
   uint32_t code;
-  uint32_t step;   // the step it ended in
+  uint32_t step;   // the step it is in (updated as it runs) or ended in
   uint64_t got;    // kDevSizeMismatch: the size found, and the size expected
   uint64_t want;
   int32_t peer;    // the connector's peer it was waiting on or that disagreed
@@ -105,6 +105,7 @@ COLL_HD inline void devRunLane(const DevLane& L, B& b) {
       pos[i] = b.load(L.conns[i].isSend ? L.conns[i].tail : L.conns[i].head);
   for (uint32_t si = 0; si < L.nsteps; ++si) {
     const DevStep s = L.steps[si];  // one read of the step (it may live in host memory)
+    if (b.leader()) b.store(&L.result->step, si);  // live progress, for stall reports
     // A token (kToken, plan.h) is one zero-length slice.
     const bool token = s.flags & kDevToken;
     const uint64_t nslices = token ? 1 : (s.bytes + L.sliceBytes - 1) / L.sliceBytes;

@@ -171,6 +171,10 @@ Status lowerProgram(const Program& p, const MapFn& map, LoweredPart& out) {
     }
     out.steps.push_back(d);
     info.stepOp.push_back(od.describe());
+    std::string peers;
+    if (s.recv) peers = "receiving from rank " + std::to_string(s.recv->peer());
+    if (s.send) peers += std::string(peers.empty() ? "" : ", ") + "sending to rank " + std::to_string(s.send->peer());
+    info.stepPeers.push_back(peers.empty() ? "local copy" : peers);
   }
   lane.nsteps = static_cast<uint32_t>(p.steps.size());
   out.lanes.push_back(lane);

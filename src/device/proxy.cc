@@ -124,7 +124,11 @@ bool DeviceProxy::pass(std::vector<std::shared_ptr<PendingLaunch>>& live) {
   if (c_->abort->raised()) __atomic_store_n(abortHost_, 1u, __ATOMIC_RELEASE);
   for (auto& p : live) {
     Status err;
-    if (!p->completion->done(&err)) continue;
+    if (!p->completion->done(&err)) {
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - p->submitted).count();
+      if (c_->stallWarnS > 0 && !p->stallReported && waited > c_->stallWarnS) reportStall(*p, waited);
+      continue;
+    }
     bool flushed = true;
     for (SendConnector* s : p->sends) flushed &= s->flushed();
     if (!flushed && err.ok() && !c_->abort->raised()) continue;  // the last slots are still leaving
@@ -134,6 +138,22 @@ bool DeviceProxy::pass(std::vector<std::shared_ptr<PendingLaunch>>& live) {
     moved = true;
   }
   return moved;
+}
+
+void DeviceProxy::reportStall(PendingLaunch& p, double seconds) {
+  p.stallReported = true;
+  for (size_t i = 0; i < p.lanes.size(); ++i) {
+    const PendingLaunch::Lane& lane = p.lanes[i];
+    const uint32_t code = __atomic_load_n(&p.results[i].code, __ATOMIC_ACQUIRE);
+    const uint32_t step = __atomic_load_n(&p.results[i].step, __ATOMIC_RELAXED);
+    std::string where = code == kDevDone ? "done"
+                        : step < lane.stepOp.size()
+                            ? lane.stepOp[step] + " step " + std::to_string(step + 1) + "/" +
+                                  std::to_string(lane.stepOp.size()) + ", " + lane.stepPeers[step]
+                            : "not started (the stream has work queued before it?)";
+    COLL_WARN(COLL, "device launch stalled for %.0f s: rank %d %s, %s", seconds, c_->rank, lane.name.c_str(),
+              where.c_str());
+  }
 }
 
 void DeviceProxy::loop() {

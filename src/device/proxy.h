@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -45,8 +46,11 @@ struct PendingLaunch {
   struct Lane {
     std::string name;                 // "channel 0"
     std::vector<std::string> stepOp;  // describe() of each step's operation
+    std::vector<std::string> stepPeers;  // "receiving from rank 1, sending to rank 2"
   };
   std::vector<Lane> lanes;
+  std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
+  bool stallReported = false;
   // Set by the proxy when the launch is over; status its first error.
   bool finished = false;
   Status status;
@@ -72,6 +76,8 @@ class DeviceProxy {
   void loop();
   // One pass over every pending launch; returns whether anything moved.
   bool pass(std::vector<std::shared_ptr<PendingLaunch>>& live);
+  // COLL_STALL_WARN_S: where each lane of a launch pending that long stands.
+  void reportStall(PendingLaunch& p, double seconds);
   void finish(PendingLaunch& p, Status st);
 
   struct ::collComm* c_;

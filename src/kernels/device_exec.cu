@@ -206,42 +206,64 @@ __global__ void __launch_bounds__(kThreads) devExecKernel(const DevLane* lanes) 
 std::mutex gMapMu;
 std::map<char*, std::pair<size_t, char*>> gMapped;
 
-// Pinned mapped blocks for launches, recycled: steady state allocates nothing.
+// Launch memory, recycled so that steady state allocates nothing: a pinned mapped host
+// block (the plan is written there, results are read from there) and a device block of
+// the same size on one device, into which the plan is copied in stream order so the
+// kernel reads its steps from device memory rather than across PCIe on every step.
+struct PoolBlock {
+  void* host = nullptr;
+  void* dev = nullptr;
+  size_t bytes = 0;
+  int device = -1;
+};
 std::mutex gPoolMu;
-std::multimap<size_t, void*> gPool;  // free blocks by size
+std::multimap<std::pair<int, size_t>, PoolBlock> gPool;  // free blocks by (device, size)
 
-void poolPut(void* p, size_t bytes) {
+void poolPut(const PoolBlock& b) {
   std::lock_guard<std::mutex> lock(gPoolMu);
-  gPool.emplace(bytes, p);
+  gPool.emplace(std::make_pair(b.device, b.bytes), b);
 }
 
-Result<std::pair<void*, size_t>> poolGet(size_t bytes) {
+Result<PoolBlock> poolGet(size_t bytes) {
+  int device = -1;
+  COLL_CHECK(cudaStatus(cudaGetDevice(&device), "cudaGetDevice"));
   {
     std::lock_guard<std::mutex> lock(gPoolMu);
-    auto it = gPool.lower_bound(bytes);
-    if (it != gPool.end()) {
-      std::pair<void*, size_t> b{it->second, it->first};
+    auto it = gPool.lower_bound(std::make_pair(device, bytes));
+    if (it != gPool.end() && it->first.first == device) {
+      PoolBlock b = it->second;
       gPool.erase(it);
       return b;
     }
   }
-  size_t size = 64 << 10;
-  while (size < bytes) size *= 2;
-  void* p = nullptr;
-  COLL_CHECK(cudaStatus(cudaHostAlloc(&p, size, cudaHostAllocMapped | cudaHostAllocPortable),
-                        "cudaHostAlloc(" + std::to_string(size) + " bytes) for a device launch"));
-  return std::pair<void*, size_t>{p, size};
+  PoolBlock b;
+  b.device = device;
+  b.bytes = 64 << 10;
+  while (b.bytes < bytes) b.bytes *= 2;
+  COLL_CHECK(cudaStatus(cudaHostAlloc(&b.host, b.bytes, cudaHostAllocMapped | cudaHostAllocPortable),
+                        "cudaHostAlloc(" + std::to_string(b.bytes) + " bytes) for a device launch"));
+  Status st = cudaStatus(cudaMalloc(&b.dev, b.bytes), "cudaMalloc(" + std::to_string(b.bytes) + ") for a device launch");
+  if (!st.ok()) {
+    cudaFreeHost(b.host);
+    return st;
+  }
+  return b;
 }
 
 }  // namespace
 
 Status cudaWarmLaunchPool() {
+  // Two blocks per device: a launch and the next one queued behind it.
+  int device = -1;
+  COLL_CHECK(cudaStatus(cudaGetDevice(&device), "cudaGetDevice"));
   {
     std::lock_guard<std::mutex> lock(gPoolMu);
-    if (!gPool.empty()) return okStatus();
+    if (gPool.count(std::make_pair(device, size_t{64} << 10)) >= 2) return okStatus();
   }
-  COLL_ASSIGN(auto block, poolGet(1));
-  poolPut(block.first, block.second);
+  COLL_ASSIGN(PoolBlock a, poolGet(1));
+  COLL_ASSIGN(PoolBlock b, poolGet(1));
+  poolPut(a);
+  poolPut(b);
   return okStatus();
 }
 
@@ -302,13 +324,15 @@ Result<DevLaunchHandle> cudaLaunchLanes(std::vector<DevLane> lanes, const std::v
   const size_t laneBytes = up(lanes.size() * sizeof(DevLane));
   const size_t stepBytes = up(steps.size() * sizeof(DevStep));
   const size_t resBytes = up(lanes.size() * sizeof(DevLaneResult));
-  COLL_ASSIGN(auto block, poolGet(laneBytes + stepBytes + resBytes));
-  char* host = static_cast<char*>(block.first);
-  const size_t blockBytes = block.second;
-  h.memory = std::shared_ptr<void>(host, [blockBytes](void* p) { poolPut(p, blockBytes); });
-  COLL_ASSIGN(char* dev, cudaMappedDevicePtr(host));
+  COLL_ASSIGN(PoolBlock block, poolGet(laneBytes + stepBytes + resBytes));
+  h.memory = std::shared_ptr<void>(block.host, [block](void*) { poolPut(block); });
+  char* host = static_cast<char*>(block.host);
+  char* dev = static_cast<char*>(block.dev);
+  COLL_ASSIGN(char* mapped, cudaMappedDevicePtr(host));
+  // Lanes and steps are read from the device block; results are written to the pinned
+  // block, where the proxy reads them.
   auto* devSteps = reinterpret_cast<const DevStep*>(dev + laneBytes);
-  auto* devResults = reinterpret_cast<DevLaneResult*>(dev + laneBytes + stepBytes);
+  auto* devResults = reinterpret_cast<DevLaneResult*>(mapped + laneBytes + stepBytes);
   h.results = reinterpret_cast<DevLaneResult*>(host + laneBytes + stepBytes);
   std::memset(h.results, 0, lanes.size() * sizeof(DevLaneResult));
   for (size_t i = 0; i < lanes.size(); ++i) {
@@ -327,6 +351,9 @@ Result<DevLaunchHandle> cudaLaunchLanes(std::vector<DevLane> lanes, const std::v
     cudaEventDestroy(e);
     COLL_CHECK(st);
   }
+  // The pinned source makes the copy asynchronous: the call never waits for the stream.
+  COLL_CHECK(cudaStatus(cudaMemcpyAsync(dev, host, laneBytes + stepBytes, cudaMemcpyHostToDevice, s),
+                        "cudaMemcpyAsync of a device launch's plan"));
   devExecKernel<<<static_cast<unsigned>(lanes.size()), kThreads, 0, s>>>(reinterpret_cast<const DevLane*>(dev));
   COLL_CHECK(cudaStatus(cudaGetLastError(), "device executor kernel launch"));
   cudaEvent_t done;
