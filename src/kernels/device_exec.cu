@@ -447,6 +447,15 @@ Status cudaEnablePeer(int from, int to) {
   });
 }
 
+int cudaSmCount(int dev) {
+  int n = 0;
+  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
 std::string cudaBusIdOf(int dev) {
   char id[16] = {};
   if (cudaDeviceGetPCIBusId(id, sizeof(id), dev) != cudaSuccess) {
