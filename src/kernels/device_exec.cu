@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "algorithms/plan.h"  // StepFlags
 #include "collectives/collectives.h"
@@ -253,17 +254,22 @@ Result<PoolBlock> poolGet(size_t bytes) {
 }  // namespace
 
 Status cudaWarmLaunchPool() {
-  // Two blocks per device: a launch and the next one queued behind it.
+  // Enough blocks for a queue of launches (a benchmark enqueues many before it waits),
+  // so allocation between ranks' launches stays rare.
+  constexpr size_t kWarm = 8;
   int device = -1;
   COLL_CHECK(cudaStatus(cudaGetDevice(&device), "cudaGetDevice"));
+  size_t have;
   {
     std::lock_guard<std::mutex> lock(gPoolMu);
-    if (gPool.count(std::make_pair(device, size_t{64} << 10)) >= 2) return okStatus();
+    have = gPool.count(std::make_pair(device, size_t{64} << 10));
   }
-  COLL_ASSIGN(PoolBlock a, poolGet(1));
-  COLL_ASSIGN(PoolBlock b, poolGet(1));
-  poolPut(a);
-  poolPut(b);
+  std::vector<PoolBlock> made;
+  for (size_t i = have; i < kWarm; ++i) {
+    COLL_ASSIGN(PoolBlock b, poolGet(1));
+    made.push_back(b);
+  }
+  for (const PoolBlock& b : made) poolPut(b);
   return okStatus();
 }
 
