@@ -225,6 +225,8 @@ void poolPut(const PoolBlock& b) {
   gPool.emplace(std::make_pair(b.device, b.bytes), b);
 }
 
+Result<PoolBlock> newBlock(int device, size_t bytes);
+
 Result<PoolBlock> poolGet(size_t bytes) {
   int device = -1;
   COLL_CHECK(cudaStatus(cudaGetDevice(&device), "cudaGetDevice"));
@@ -237,6 +239,10 @@ Result<PoolBlock> poolGet(size_t bytes) {
       return b;
     }
   }
+  return newBlock(device, bytes);
+}
+
+Result<PoolBlock> newBlock(int device, size_t bytes) {
   PoolBlock b;
   b.device = device;
   b.bytes = 64 << 10;
@@ -266,7 +272,7 @@ Status cudaWarmLaunchPool() {
   }
   std::vector<PoolBlock> made;
   for (size_t i = have; i < kWarm; ++i) {
-    COLL_ASSIGN(PoolBlock b, poolGet(1));
+    COLL_ASSIGN(PoolBlock b, newBlock(device, 1));
     made.push_back(b);
   }
   for (const PoolBlock& b : made) poolPut(b);
