@@ -123,6 +123,12 @@ Status checkBuf(const char* arg, const void* p, size_t count, const collComm* c,
   if (!p && count > 0)
     return coll::invalidArgument(std::string(arg) + " is NULL with count " + std::to_string(count));
   if (count == 0) return coll::okStatus();
+#if COLL_HAVE_CUDA
+  if (c->deviceEmulate && coll::isDeviceMemory(p))
+    return coll::invalidArgument(std::string(arg) +
+                                 " is CUDA device memory, but COLL_DEVICE_EMULATE=1 runs the device path on host "
+                                 "threads: host buffers only");
+#endif
   if (coll::devicePathFor(c, p)) {
     if (!kinds->deviceArg) kinds->deviceArg = arg;
   } else if (!kinds->hostArg) {
