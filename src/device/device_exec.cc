@@ -208,7 +208,6 @@ Status runEmulated(std::vector<DevicePart>& parts, collComm** failedComm) {
   };
   std::vector<LoweredPart> lowered(parts.size());
   auto completion = std::make_shared<EmulatedCompletion>();
-  std::vector<std::shared_ptr<std::vector<DevLaneResult>>> results;
   for (size_t i = 0; i < parts.size(); ++i) {
     Status st = lowerPart(parts[i], identity, lowered[i]);
     if (!st.ok()) {

@@ -86,7 +86,7 @@ Status DeviceProxy::wait(const std::shared_ptr<PendingLaunch>& p) {
 }
 
 void DeviceProxy::quiesce(bool abort) {
-  if (abort) __atomic_store_n(abortHost_, 1u, __ATOMIC_RELEASE);
+  if (abort && abortHost_) __atomic_store_n(abortHost_, 1u, __ATOMIC_RELEASE);
   std::unique_lock<std::mutex> lock(mu_);
   doneCv_.wait(lock, [&] { return pending_.empty(); });
 }
