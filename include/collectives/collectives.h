@@ -7,10 +7,17 @@
  * by renaming. It compiles as C99 and as C++ and needs no CUDA header: the stream type is
  * declared opaquely, and a cudaStream_t converts to it without a cast.
  *
- * Buffers may live in host memory (every rank of a communicator then uses host memory).
- * For host buffers a call returns when the operation is complete on this rank, except
+ * Buffers may live in host memory or in CUDA device memory; one call takes buffers of one
+ * kind, and every rank of a communicator issues each operation on the same kind.
+ * Host buffers: a call returns when the operation is complete on this rank, except
  * between collGroupStart() and collGroupEnd(), where queued operations complete at
- * collGroupEnd(). The stream argument is ignored for host buffers (pass NULL).
+ * collGroupEnd(); the stream argument is ignored (pass NULL).
+ * Device buffers (NCCL's semantics): the operation is enqueued on `stream` and the call
+ * returns; synchronise the stream for the result and check collCommGetAsyncError() for
+ * errors found while it ran. The rank must be bound to a device (collCommInitRank binds
+ * the calling thread's current device; collCommInitAll binds devlist[i]). Several ranks
+ * may share a GPU; ranks of one process on one GPU need a stream each (not the legacy
+ * default stream 0), unless one thread drives them all inside one group.
  *
  * Threading (NCCL's contract): one thread at a time per communicator; different
  * communicators may be driven by different threads at once; collCommAbort() and
@@ -113,12 +120,14 @@ collResult_t collGetVersion(int* version);
 collResult_t collGetUniqueId(collUniqueId* uniqueId);
 
 /* Creates this process's rank `rank` (0 <= rank < nranks) of a communicator of nranks
- * ranks. Blocks until all ranks have joined. A rank that never arrives is reported, by
+ * ranks, bound to the calling thread's current CUDA device where one is usable (else a
+ * host-memory rank). Blocks until all ranks have joined. A rank that never arrives is reported, by
  * rank number, after COLL_BOOTSTRAP_TIMEOUT_S seconds; a wrong secret, a duplicate rank
  * or a different nranks is refused. */
 collResult_t collCommInitRank(collComm_t* comm, int nranks, collUniqueId commId, int rank);
 
-/* Creates ndev ranks of one communicator inside this process, comms[i] being rank i.
+/* Creates ndev ranks of one communicator inside this process, comms[i] being rank i,
+ * bound to CUDA device devlist[i] (entries may repeat: several ranks per GPU).
  * devlist == NULL makes host-memory ranks. The comms may be driven by one thread inside
  * collGroupStart()/collGroupEnd(), or by one thread each. */
 collResult_t collCommInitAll(collComm_t* comms, int ndev, const int* devlist);
