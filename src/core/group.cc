@@ -261,7 +261,7 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
   std::vector<std::unique_ptr<ConnectJob>> jobs;
   for (auto& l : launches) {
     collComm* c = l->comm;
-    auto job = std::make_unique<ConnectJob>(c->bootstrap.get(), c->slotBytes, l->device);
+    auto job = std::make_unique<ConnectJob>(c->bootstrap.get(), c->slotBytes, l->device, c->deviceEmulate);
     if (l->wiresTrees) wireTrees(job.get(), c, l->device);
     auto& sendMap = l->device ? c->dev->p2pSend : c->p2pSend;
     auto& recvMap = l->device ? c->dev->p2pRecv : c->p2pRecv;

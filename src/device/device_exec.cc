@@ -396,7 +396,7 @@ Status devicePrepare(collComm* c) {
   c->dev = std::make_unique<collComm::DeviceConns>();
   c->dev->channels.resize(static_cast<size_t>(c->deviceChannels));
   if (c->nranks > 1) {
-    ConnectJob job(c->bootstrap.get(), c->slotBytes, true);
+    ConnectJob job(c->bootstrap.get(), c->slotBytes, true, c->deviceEmulate);
     for (size_t ch = 0; ch < c->dev->channels.size(); ++ch) {
       job.addRecv(c->ringPrev, kTagDevice | kTagRing | ch, &c->dev->channels[ch].recv);
       job.addSend(c->ringNext, kTagDevice | kTagRing | ch, &c->dev->channels[ch].send);

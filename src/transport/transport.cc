@@ -37,9 +37,7 @@ TransportKind chooseTransport(const PeerInfo& self, const PeerInfo& peer) {
 TransportKind ConnectJob::kindFor(int peer) const {
   const PeerInfo& self = bs_->peers()[bs_->rank()];
   const PeerInfo& other = bs_->peers()[peer];
-#if COLL_HAVE_CUDA
-  if (device_ && p2pPossible(self, other)) return TransportKind::kP2p;
-#endif
+  if (device_ && p2pPossible(self, other, emulated_)) return TransportKind::kP2p;
   return chooseTransport(self, other);
 }
 
@@ -86,10 +84,8 @@ Status ConnectJob::phase1() {
     blob.kind = r.kind;
     blob.duplex = r.partner >= 0 ? 1 : 0;
     if (r.kind == TransportKind::kP2p) {
-#if COLL_HAVE_CUDA
-      COLL_ASSIGN(r.p2p, p2pSetupRecv(r.peer, slotBytes_, self.cudaDev));
+      COLL_ASSIGN(r.p2p, p2pSetupRecv(r.peer, slotBytes_, self.cudaDev, emulated_));
       blob.p2p = r.p2p->handle();
-#endif
     } else if (r.kind == TransportKind::kShm) {
       bool sameProcess = peer.pid == self.pid;  // same host id already established
       COLL_ASSIGN(r.shm, shmSetupRecv(r.peer, slotBytes_, sameProcess));
@@ -114,12 +110,8 @@ Status ConnectJob::phase2() {
       return internalError("rank " + std::to_string(s.peer) +
                            " and this rank disagree on a duplex connection (COLL_NET_DUPLEX)");
     if (blob.kind == TransportKind::kP2p) {
-#if COLL_HAVE_CUDA
       const PeerInfo& self = bs_->peers()[bs_->rank()];
-      COLL_ASSIGN(*s.out, p2pConnectSend(s.peer, blob.p2p, self.cudaDev, bs_->peers()[s.peer]));
-#else
-      return internalError("rank " + std::to_string(s.peer) + " chose p2p, which this build lacks (no CUDA)");
-#endif
+      COLL_ASSIGN(*s.out, p2pConnectSend(s.peer, blob.p2p, self.cudaDev, bs_->peers()[s.peer], emulated_));
     } else if (blob.kind == TransportKind::kShm) {
       COLL_ASSIGN(*s.out, shmConnectSend(s.peer, blob.shm));
     } else if (blob.kind == TransportKind::kNet && s.partner >= 0) {

@@ -32,9 +32,10 @@ TransportKind chooseTransport(const PeerInfo& self, const PeerInfo& peer);
 
 class ConnectJob {
  public:
-  // device: connectors for device executors (p2p where possible, transport/p2p/p2p.h).
-  ConnectJob(Bootstrap* bootstrap, size_t slotBytes, bool device = false)
-      : bs_(bootstrap), slotBytes_(slotBytes), device_(device) {}
+  // device: connectors for device executors (p2p where possible, transport/p2p/p2p.h);
+  // emulated: COLL_DEVICE_EMULATE (p2p FIFOs in host memory between threads).
+  ConnectJob(Bootstrap* bootstrap, size_t slotBytes, bool device = false, bool emulated = false)
+      : bs_(bootstrap), slotBytes_(slotBytes), device_(device), emulated_(emulated) {}
   void addRecv(int peer, uint64_t tag, std::unique_ptr<RecvConnector>* out);
   void addSend(int peer, uint64_t tag, std::unique_ptr<SendConnector>* out);
   bool empty() const { return recvs_.empty() && sends_.empty(); }
@@ -67,6 +68,7 @@ class ConnectJob {
   Bootstrap* bs_;
   size_t slotBytes_;
   bool device_;
+  bool emulated_;
   std::vector<RecvItem> recvs_;
   std::vector<SendItem> sends_;
 };

@@ -6,22 +6,36 @@
 #include <map>
 #include <mutex>
 
+#include <new>
+
+#include "collectives/config.h"
 #include "core/log.h"
 #include "core/param.h"
-#include "device/device_cuda.h"
 #include "transport/shm/shm.h"  // shmRandomId
+#if COLL_HAVE_CUDA
+#include "device/device_cuda.h"
+#endif
 
 namespace coll {
 
 namespace {
 
-// Device memory holding one FIFO: the receiver's allocation, or a sender's IPC mapping.
+// Memory holding one FIFO: the receiver's GPU allocation, a sender's IPC mapping of one,
+// or (COLL_DEVICE_EMULATE) a host block standing in for GPU memory.
 class P2pRegion {
  public:
-  P2pRegion(void* p, bool imported) : p_(p), imported_(imported) {}
+  enum class Kind { kDevice, kImported, kHost };
+  P2pRegion(void* p, Kind kind) : p_(p), kind_(kind) {}
   ~P2pRegion() {
-    if (imported_) cudaIpcClose(p_);
-    else cudaFreeDevice(p_);
+    switch (kind_) {
+      case Kind::kHost: ::operator delete(p_, std::align_val_t(4096)); break;
+#if COLL_HAVE_CUDA
+      case Kind::kImported: cudaIpcClose(p_); break;
+      case Kind::kDevice: cudaFreeDevice(p_); break;
+#else
+      default: break;
+#endif
+    }
   }
   FifoView view(size_t slotBytes) const {
     return {static_cast<FifoCtrl*>(p_), static_cast<char*>(p_) + sizeof(FifoCtrl), slotBytes};
@@ -29,7 +43,7 @@ class P2pRegion {
 
  private:
   void* p_;
-  bool imported_;
+  Kind kind_;
 };
 
 // Receivers' allocations waiting for their in-process sender.
@@ -99,9 +113,11 @@ class PendingRecv : public P2pPendingRecv {
 
 }  // namespace
 
-bool p2pPossible(const PeerInfo& self, const PeerInfo& peer) {
+bool p2pPossible(const PeerInfo& self, const PeerInfo& peer, bool emulated) {
   if (paramInt("P2P_DISABLE") != 0) return false;
   if (std::strncmp(self.hostId, peer.hostId, sizeof(self.hostId)) != 0) return false;
+  if (emulated) return self.pid == peer.pid;  // host blocks stand in: threads of one process
+#if COLL_HAVE_CUDA
   if (self.cudaDev < 0 || peer.cudaDev < 0 || !self.busId[0] || !peer.busId[0]) return false;
   if (std::strncmp(self.busId, peer.busId, sizeof(self.busId)) == 0) return true;  // one GPU
   const std::string level = paramString("P2P_LEVEL");
@@ -109,26 +125,43 @@ bool p2pPossible(const PeerInfo& self, const PeerInfo& peer) {
   // The sender's GPU as this process numbers it: it writes into this rank's GPU memory.
   const int senderHere = cudaDeviceByBusId(peer.busId);
   return senderHere >= 0 && cudaCanAccess(senderHere, self.cudaDev);
+#else
+  return false;
+#endif
 }
 
-Result<std::unique_ptr<P2pPendingRecv>> p2pSetupRecv(int peer, size_t slotBytes, int dev) {
+Result<std::unique_ptr<P2pPendingRecv>> p2pSetupRecv(int peer, size_t slotBytes, int dev, bool emulated) {
   P2pHandle h{};
   h.pid = getpid();
   h.slotBytes = slotBytes;
   h.localId = shmRandomId();
-  COLL_ASSIGN(void* p, cudaAllocDevice(dev, fifoBytes(slotBytes)));
-  auto region = std::make_shared<P2pRegion>(p, false);
-  COLL_CHECK(cudaIpcExport(p, h.ipc));
+  std::shared_ptr<P2pRegion> region;
+  if (emulated) {
+    void* p = ::operator new(fifoBytes(slotBytes), std::align_val_t(4096));
+    std::memset(p, 0, fifoBytes(slotBytes));
+    new (p) FifoCtrl();
+    region = std::make_shared<P2pRegion>(p, P2pRegion::Kind::kHost);
+  } else {
+#if COLL_HAVE_CUDA
+    COLL_ASSIGN(void* p, cudaAllocDevice(dev, fifoBytes(slotBytes)));
+    region = std::make_shared<P2pRegion>(p, P2pRegion::Kind::kDevice);
+    COLL_CHECK(cudaIpcExport(p, h.ipc));
+#else
+    (void)dev;
+    return internalError("p2p FIFOs in GPU memory need a build with CUDA");
+#endif
+  }
   {
     std::lock_guard<std::mutex> lock(gMu);
     gPending[h.localId] = region;
   }
-  COLL_TRACE(P2P, "recv FIFO from rank %d in device %d memory, %zu-byte slots", peer, dev, slotBytes);
+  COLL_TRACE(P2P, "recv FIFO from rank %d in %s memory, %zu-byte slots", peer,
+             emulated ? "host (emulated device)" : ("device " + std::to_string(dev)).c_str(), slotBytes);
   return std::unique_ptr<P2pPendingRecv>(new PendingRecv(peer, std::move(region), h));
 }
 
 Result<std::unique_ptr<SendConnector>> p2pConnectSend(int peer, const P2pHandle& h, int selfDev,
-                                                     const PeerInfo& receiver) {
+                                                     const PeerInfo& receiver, bool emulated) {
   std::shared_ptr<P2pRegion> region;
   if (h.pid == getpid()) {
     {
@@ -137,12 +170,25 @@ Result<std::unique_ptr<SendConnector>> p2pConnectSend(int peer, const P2pHandle&
       if (it == gPending.end()) return internalError("rank " + std::to_string(peer) + "'s p2p FIFO is not registered");
       region = it->second;
     }
-    const int to = cudaDeviceByBusId(receiver.busId);
-    if (to < 0) return internalError("rank " + std::to_string(peer) + "'s GPU " + receiver.busId + " is not visible here");
-    COLL_CHECK(cudaEnablePeer(selfDev, to));
+#if COLL_HAVE_CUDA
+    if (!emulated) {
+      const int to = cudaDeviceByBusId(receiver.busId);
+      if (to < 0) return internalError("rank " + std::to_string(peer) + "'s GPU " + receiver.busId + " is not visible here");
+      COLL_CHECK(cudaEnablePeer(selfDev, to));
+    }
+#else
+    (void)selfDev;
+    (void)receiver;
+#endif
   } else {
+#if COLL_HAVE_CUDA
+    if (emulated) return internalError("emulated p2p between processes");
     COLL_ASSIGN(void* p, cudaIpcImport(h.ipc, selfDev));
-    region = std::make_shared<P2pRegion>(p, true);
+    region = std::make_shared<P2pRegion>(p, P2pRegion::Kind::kImported);
+#else
+    (void)emulated;
+    return internalError("rank " + std::to_string(peer) + " offered a p2p FIFO between processes, which needs CUDA");
+#endif
   }
   return std::unique_ptr<SendConnector>(new P2pSend(peer, std::move(region), h.slotBytes));
 }

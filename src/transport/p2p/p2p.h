@@ -9,8 +9,7 @@
 //
 // Chosen by the receiver (transport.cc) for device connection jobs when both ranks are
 // on one host and bound to GPUs that are the same or peer-accessible, unless
-// COLL_P2P_DISABLE=1; COLL_P2P_LEVEL=LOC keeps it to ranks on the same GPU. Built only
-// with CUDA.
+// COLL_P2P_DISABLE=1; COLL_P2P_LEVEL=LOC keeps it to ranks on the same GPU.
 #pragma once
 
 #include <memory>
@@ -36,9 +35,11 @@ class P2pPendingRecv {
 };
 
 // Whether the receiver `self` and the sender `peer` can use p2p (decided by the receiver).
-bool p2pPossible(const PeerInfo& self, const PeerInfo& peer);
-Result<std::unique_ptr<P2pPendingRecv>> p2pSetupRecv(int peer, size_t slotBytes, int dev);
+// emulated (COLL_DEVICE_EMULATE): host blocks stand in for GPU memory between threads of
+// one process, so CI exercises the handshake and the in-process path.
+bool p2pPossible(const PeerInfo& self, const PeerInfo& peer, bool emulated);
+Result<std::unique_ptr<P2pPendingRecv>> p2pSetupRecv(int peer, size_t slotBytes, int dev, bool emulated);
 Result<std::unique_ptr<SendConnector>> p2pConnectSend(int peer, const P2pHandle& h, int selfDev,
-                                                     const PeerInfo& receiver);
+                                                     const PeerInfo& receiver, bool emulated);
 
 }  // namespace coll
