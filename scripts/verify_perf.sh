@@ -3,7 +3,8 @@
 # every collective with -c 1 over every dtype and op, odd sizes (1, 7, 49, ... bytes up to
 # 2 MiB), 1, 2, 3, 5 and 8 processes on one host and on two simulated hosts, and 2 and 4
 # threads in one process. Prints one line per run; exits 1 if any run fails or finds a
-# wrong element.
+# wrong element. With COLL_DEVICE_EMULATE=1 every run goes through the device executor
+# (on host threads); on a GPU machine, perf_tests default to --mem device.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR="${BUILD_DIR:-build}"
