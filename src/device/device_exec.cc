@@ -170,11 +170,7 @@ Status lowerProgram(const Program& p, const MapFn& map, LoweredPart& out) {
       COLL_ASSIGN(d.recv, connIndex(lane, keys, s.recv, false, map, *out.pending, p));
     }
     out.steps.push_back(d);
-    info.stepOp.push_back(od.describe());
-    std::string peers;
-    if (s.recv) peers = "receiving from rank " + std::to_string(s.recv->peer());
-    if (s.send) peers += std::string(peers.empty() ? "" : ", ") + "sending to rank " + std::to_string(s.send->peer());
-    info.stepPeers.push_back(peers.empty() ? "local copy" : peers);
+    info.steps.push_back({s.op, s.recv ? s.recv->peer() : -1, s.send ? s.send->peer() : -1});
   }
   lane.nsteps = static_cast<uint32_t>(p.steps.size());
   out.lanes.push_back(lane);
@@ -184,6 +180,8 @@ Status lowerProgram(const Program& p, const MapFn& map, LoweredPart& out) {
 
 Status lowerPart(const DevicePart& part, const MapFn& map, LoweredPart& out) {
   out.pending = std::make_shared<PendingLaunch>();
+  if (!part.programs.empty() && part.programs.front()->ops)
+    out.pending->ops = std::make_shared<const std::vector<OpDesc>>(*part.programs.front()->ops);
   for (const Program* p : part.programs) COLL_CHECK(lowerProgram(*p, map, out));
   return okStatus();
 }

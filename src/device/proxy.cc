@@ -17,10 +17,10 @@ namespace coll {
 namespace {
 
 // A lane's report turned into an error naming rank, lane, operation and peer.
-Status laneStatus(collComm* c, const PendingLaunch::Lane& lane, const DevLaneResult& r) {
+Status laneStatus(collComm* c, const PendingLaunch& p, const PendingLaunch::Lane& lane, const DevLaneResult& r) {
   if (r.code == kDevDone) return okStatus();
   std::string where = "rank " + std::to_string(c->rank) + " " + lane.name;
-  if (r.step < lane.stepOp.size()) where += ", " + lane.stepOp[r.step];
+  if (r.step < lane.steps.size()) where += ", " + p.stepOp(lane, r.step);
   const std::string peer = std::to_string(r.peer);
   switch (r.code) {
     case kDevSizeMismatch:
@@ -37,6 +37,20 @@ Status laneStatus(collComm* c, const PendingLaunch::Lane& lane, const DevLaneRes
 }
 
 }  // namespace
+
+std::string PendingLaunch::stepOp(const Lane& l, uint32_t step) const {
+  if (step >= l.steps.size() || !ops || l.steps[step].op >= ops->size()) return "";
+  return (*ops)[l.steps[step].op].describe();
+}
+
+std::string PendingLaunch::stepPeers(const Lane& l, uint32_t step) const {
+  if (step >= l.steps.size()) return "";
+  const StepInfo& s = l.steps[step];
+  std::string out;
+  if (s.from >= 0) out = "receiving from rank " + std::to_string(s.from);
+  if (s.to >= 0) out += std::string(out.empty() ? "" : ", ") + "sending to rank " + std::to_string(s.to);
+  return out.empty() ? "local copy" : out;
+}
 
 Status DeviceProxy::init() {
 #if COLL_HAVE_CUDA
@@ -133,7 +147,7 @@ bool DeviceProxy::pass(std::vector<std::shared_ptr<PendingLaunch>>& live) {
     for (SendConnector* s : p->sends) flushed &= s->flushed();
     if (!flushed && err.ok() && !c_->abort->raised()) continue;  // the last slots are still leaving
     Status st = err;
-    for (size_t i = 0; st.ok() && i < p->lanes.size(); ++i) st = laneStatus(c_, p->lanes[i], p->results[i]);
+    for (size_t i = 0; st.ok() && i < p->lanes.size(); ++i) st = laneStatus(c_, *p, p->lanes[i], p->results[i]);
     finish(*p, st);
     moved = true;
   }
@@ -147,9 +161,9 @@ void DeviceProxy::reportStall(PendingLaunch& p, double seconds) {
     const uint32_t code = __atomic_load_n(&p.results[i].code, __ATOMIC_ACQUIRE);
     const uint32_t step = __atomic_load_n(&p.results[i].step, __ATOMIC_RELAXED);
     std::string where = code == kDevDone ? "done"
-                        : step < lane.stepOp.size()
-                            ? lane.stepOp[step] + " step " + std::to_string(step + 1) + "/" +
-                                  std::to_string(lane.stepOp.size()) + ", " + lane.stepPeers[step]
+                        : step < lane.steps.size()
+                            ? p.stepOp(lane, step) + " step " + std::to_string(step + 1) + "/" +
+                                  std::to_string(lane.steps.size()) + ", " + p.stepPeers(lane, step)
                             : "not started (the stream has work queued before it?)";
     COLL_WARN(COLL, "device launch stalled for %.0f s: rank %d %s, %s", seconds, c_->rank, lane.name.c_str(),
               where.c_str());

@@ -43,12 +43,22 @@ struct PendingLaunch {
   std::vector<RecvConnector*> recvs;
   const DevLaneResult* results = nullptr;  // host view, one per lane
   std::shared_ptr<void> resultsOwner;
+  // For messages only, formatted when one is needed (a launch may hold thousands of steps).
+  struct StepInfo {
+    uint16_t op;     // index into ops
+    int32_t from;    // rank it receives from, -1: none
+    int32_t to;      // rank it sends to, -1: none
+  };
   struct Lane {
-    std::string name;                 // "channel 0"
-    std::vector<std::string> stepOp;  // describe() of each step's operation
-    std::vector<std::string> stepPeers;  // "receiving from rank 1, sending to rank 2"
+    std::string name;  // "channel 0"
+    std::vector<StepInfo> steps;
   };
   std::vector<Lane> lanes;
+  std::shared_ptr<const std::vector<OpDesc>> ops;  // the launch's operations
+  // "collAllReduce #3 (count 1024, float32, sum)" for step `step` of lane l, or "".
+  std::string stepOp(const Lane& l, uint32_t step) const;
+  // "receiving from rank 1, sending to rank 2" for that step.
+  std::string stepPeers(const Lane& l, uint32_t step) const;
   std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
   bool stallReported = false;
   // Set by the proxy when the launch is over; status its first error.
