@@ -55,12 +55,7 @@ constexpr uint64_t kTagMailbox = 5ull << 56;
 int32_t deviceChannelCap(const collComm* c) {
 #if COLL_HAVE_CUDA
   if (c->cudaDev < 0) return 32;
-  const auto& peers = c->bootstrap->peers();
-  const PeerInfo& me = peers[static_cast<size_t>(c->rank)];
-  int sharing = 0;
-  for (const PeerInfo& p : peers)
-    sharing += std::strncmp(p.hostId, me.hostId, sizeof(p.hostId)) == 0 && p.busId[0] &&
-               std::strncmp(p.busId, me.busId, sizeof(p.busId)) == 0;
+  const int sharing = ranksOnGpu(c, false);
   const int sms = cudaSmCount(c->cudaDev);
   if (sms <= 0 || sharing <= 0) return 32;
   return static_cast<int32_t>(std::clamp(sms * 3 / 4 / sharing, 1, 32));

@@ -98,11 +98,12 @@ struct LoweredPart {
   std::shared_ptr<PendingLaunch> pending;
 };
 
+// The address as it is: emulation, and FIFOs already in device memory (p2p).
+Result<char*> identityMap(void*, size_t, const void* p) { return const_cast<char*>(static_cast<const char*>(p)); }
+
 Result<DevConn> lowerConn(const FifoView& f, bool isSend, int peer, bool onDevice, const MapFn& map) {
   // p2p FIFOs are device memory already; host-memory ones are mapped for the executor.
-  const MapFn identity = [](void*, size_t, const void* p) -> Result<char*> {
-    return const_cast<char*>(static_cast<const char*>(p));
-  };
+  static const MapFn identity(identityMap);
   const MapFn& m = onDevice ? identity : map;
   void* base = f.ctrl;
   const size_t bytes = fifoBytes(f.slotBytes);
@@ -201,13 +202,10 @@ Result<DeviceProxy*> proxyOf(collComm* c) {
 // ---- Emulation: lanes on host threads ------------------------------------------------
 
 Status runEmulated(std::vector<DevicePart>& parts, collComm** failedComm) {
-  const MapFn identity = [](void*, size_t, const void* p) -> Result<char*> {
-    return const_cast<char*>(static_cast<const char*>(p));
-  };
   std::vector<LoweredPart> lowered(parts.size());
   auto completion = std::make_shared<EmulatedCompletion>();
   for (size_t i = 0; i < parts.size(); ++i) {
-    Status st = lowerPart(parts[i], identity, lowered[i]);
+    Status st = lowerPart(parts[i], identityMap, lowered[i]);
     if (!st.ok()) {
       *failedComm = parts[i].comm;
       return st;
@@ -256,22 +254,12 @@ Status runEmulated(std::vector<DevicePart>& parts, collComm** failedComm) {
 // ---- CUDA: one kernel per device -----------------------------------------------------
 
 #if COLL_HAVE_CUDA
-// Ranks of c's communicator that are threads of this process on c's device, c included.
-int ranksSharingDevice(const collComm* c) {
-  const auto& peers = c->bootstrap->peers();
-  const PeerInfo& me = peers[static_cast<size_t>(c->rank)];
-  int n = 0;
-  for (const PeerInfo& p : peers)
-    n += p.pid == me.pid && p.cudaDev == me.cudaDev && std::strncmp(p.hostId, me.hostId, sizeof(p.hostId)) == 0;
-  return n;
-}
-
 // The legacy default stream (0) serialises every blocking stream of the device: a rank's
 // kernel there would wait forever for a rank of the same process and device whose kernel
 // is queued behind it. Allowed when the launch holds all of them (a group driven by one
 // thread: one kernel), as with one rank per device.
 Status checkLegacyStream(const DevicePart& part, int partsOnDevice) {
-  const int sharing = ranksSharingDevice(part.comm);
+  const int sharing = ranksOnGpu(part.comm, true);
   if (sharing <= partsOnDevice) return okStatus();
   for (void* s : part.streams)
     if (s == nullptr || s == reinterpret_cast<void*>(1) /* cudaStreamLegacy */)
@@ -285,17 +273,10 @@ Status checkLegacyStream(const DevicePart& part, int partsOnDevice) {
 
 Status runOnDevices(std::vector<DevicePart>& parts, collComm** failedComm) {
   const MapFn mapHost = [](void* base, size_t bytes, const void* p) { return cudaMapHost(base, bytes, p); };
+  // Every part's rank is bound to a device: launch() refuses device buffers on ranks
+  // without a device set, which only device-bound (or emulated) ranks have.
   std::map<int, std::vector<size_t>> byDevice;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    collComm* c = parts[i].comm;
-    if (c->cudaDev < 0) {
-      *failedComm = c;
-      return invalidUsage("rank " + std::to_string(c->rank) +
-                          " was given CUDA device buffers but is not bound to a CUDA device (create it with "
-                          "collCommInitRank after cudaSetDevice, or collCommInitAll with a devlist)");
-    }
-    byDevice[c->cudaDev].push_back(i);
-  }
+  for (size_t i = 0; i < parts.size(); ++i) byDevice[parts[i].comm->cudaDev].push_back(i);
   for (auto& [dev, idx] : byDevice)
     for (size_t i : idx) {
       Status st = checkLegacyStream(parts[i], static_cast<int>(idx.size()));
@@ -356,6 +337,17 @@ Status runOnDevices(std::vector<DevicePart>& parts, collComm** failedComm) {
 #endif
 
 }  // namespace
+
+int ranksOnGpu(const collComm* c, bool sameProcess) {
+  const auto& peers = c->bootstrap->peers();
+  const PeerInfo& me = peers[static_cast<size_t>(c->rank)];
+  if (!me.busId[0]) return 0;
+  int n = 0;
+  for (const PeerInfo& p : peers)
+    n += std::strncmp(p.hostId, me.hostId, sizeof(p.hostId)) == 0 &&
+         std::strncmp(p.busId, me.busId, sizeof(p.busId)) == 0 && (!sameProcess || p.pid == me.pid);
+  return n;
+}
 
 bool devicePathFor(const collComm* c, const void* p) {
   if (c->deviceEmulate) return true;

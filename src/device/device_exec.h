@@ -27,6 +27,10 @@ namespace coll {
 // or c was made with COLL_DEVICE_EMULATE=1.
 bool devicePathFor(const struct ::collComm* c, const void* p);
 
+// Ranks of c's communicator on c's GPU (one host, the same PCI bus id), c included;
+// sameProcess: only threads of this process. 0 for a rank bound to no GPU.
+int ranksOnGpu(const struct ::collComm* c, bool sameProcess);
+
 // One communicator's share of a device launch.
 struct DevicePart {
   struct ::collComm* comm;

@@ -56,8 +56,7 @@ Status DeviceProxy::init() {
 #if COLL_HAVE_CUDA
   if (!c_->deviceEmulate) {
     COLL_ASSIGN(void* p, cudaAllocMapped(sizeof(uint32_t)));
-    abortHost_ = static_cast<uint32_t*>(p);
-    *abortHost_ = 0;
+    abortHost_ = static_cast<uint32_t*>(p);  // zeroed by cudaAllocMapped
     mappedWord_ = true;
     COLL_ASSIGN(char* d, cudaMappedDevicePtr(p));
     abortDevice_ = reinterpret_cast<const uint32_t*>(d);

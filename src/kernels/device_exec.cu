@@ -18,6 +18,7 @@
 #include "collectives/collectives.h"
 #include "device/dev_lane.h"
 #include "device/device_cuda.h"
+#include "kernels/cuda_status.h"
 #include "kernels/reduce_ops.h"
 
 namespace coll {
@@ -25,11 +26,6 @@ namespace coll {
 namespace {
 
 constexpr int kThreads = 512;
-
-Status cudaStatus(cudaError_t e, const std::string& what) {
-  if (e == cudaSuccess) return okStatus();
-  return Status(Code::kSystem, what + ": " + cudaGetErrorString(e));
-}
 
 // ---- Data movement of one slice, by every thread of the block ---------------------------
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/device_reduce.h"
+#include "kernels/cuda_status.h"
 #include "kernels/reduce_ops.h"
 
 namespace coll {
@@ -55,11 +56,6 @@ unsigned gridFor(size_t items) {
   size_t blocks = (items + kThreads - 1) / kThreads;
   if (blocks > 4096) blocks = 4096;  // grid-stride beyond: enough to fill any current GPU
   return static_cast<unsigned>(blocks == 0 ? 1 : blocks);
-}
-
-Status cudaStatus(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return okStatus();
-  return Status(Code::kSystem, std::string(what) + ": " + cudaGetErrorString(e));
 }
 
 template <typename T, typename Op, bool kAvg>
