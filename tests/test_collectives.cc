@@ -12,6 +12,8 @@
 #include <catch2/catch.hpp>
 
 #include "core/datatype.h"
+#include "device/dev_lane.h"
+#include "device/device_exec.h"
 #include "harness.h"
 
 using testing::ScopedEnv;
@@ -299,6 +301,65 @@ TEST_CASE("device executor emulated on host threads: every collective over shm, 
       sweep(n, true, true);
     }
   }
+}
+
+// A GPU keeps only so many blocks resident, and lanes wait on each other: if the lanes of
+// all ranks sharing it outnumber its resident blocks, the ones left queued are never run
+// and the resident ones wait for them forever. COLL_DEVICE_EMULATE_BLOCKS gives the
+// emulation such a GPU (lanes beyond it wait for a running one to end). 8 ranks on 40
+// blocks: 5 lanes each, while an all-to-all alone used to take 7 send + 7 receive lanes
+// per rank and hung here.
+TEST_CASE("device lanes of all ranks on a GPU fit its resident blocks (emulated GPU of 40 blocks)",
+          "[collectives][device]") {
+  ScopedEnv emulate("COLL_DEVICE_EMULATE", "1");
+  ScopedEnv blocks("COLL_DEVICE_EMULATE_BLOCKS", "40");
+  ScopedEnv buff("COLL_BUFFSIZE", "4096");  // 512-byte slots: every message below spans many
+  ScopedEnv oneShot("COLL_ONESHOT_BYTES", "0");
+  const int n = 8;
+  const size_t cnt = 3001;  // int32 per peer: 12 KiB, 24 slots
+  auto errors = testing::runRanks(n, [&](int rank, collComm_t comm) -> std::string {
+    for (bool withAllReduce : {false, true}) {
+      const std::string what = withAllReduce ? "all-to-all with an allreduce in one group: " : "all-to-all: ";
+      std::vector<int32_t> in(cnt * n), out(cnt * n, -1), red(cnt), sum(cnt, -1);
+      for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int32_t>(rank * 1000003 + i);
+      for (size_t i = 0; i < cnt; ++i) red[i] = static_cast<int32_t>(rank + i);
+      collResult_t r = collGroupStart();
+      if (withAllReduce && r == collSuccess) r = collAllReduce(red.data(), sum.data(), cnt, collInt32, collSum, comm, nullptr);
+      for (int k = 0; k < n && r == collSuccess; ++k) {
+        const int p = (rank + k) % n, q = (rank + n - k) % n;
+        r = collSend(in.data() + p * cnt, cnt, collInt32, p, comm, nullptr);
+        if (r == collSuccess) r = collRecv(out.data() + q * cnt, cnt, collInt32, q, comm, nullptr);
+      }
+      collResult_t e = collGroupEnd();
+      if (r == collSuccess) r = e;
+      if (r != collSuccess) return what + collGetErrorString(r) + ": " + collGetLastError(comm);
+      for (int p = 0; p < n; ++p)
+        for (size_t i = 0; i < cnt; ++i)
+          if (out[p * cnt + i] != static_cast<int32_t>(p * 1000003 + rank * cnt + i))
+            return what + "element " + std::to_string(i) + " from rank " + std::to_string(p) + " is wrong";
+      for (size_t i = 0; withAllReduce && i < cnt; ++i)
+        if (sum[i] != static_cast<int32_t>(n * i + n * (n - 1) / 2))
+          return what + "allreduce element " + std::to_string(i) + " is " + std::to_string(sum[i]);
+    }
+    return "";
+  });
+  for (auto& e : errors) FAIL_CHECK(e);
+  REQUIRE(errors.empty());
+}
+
+TEST_CASE("device shape: a launch's lanes fit the budget, and send lanes reach every peer", "[device]") {
+  for (int n = 2; n <= 300; ++n)
+    for (int budget = 1; budget <= 300; ++budget)
+      for (int requested : {1, 8, 32}) {
+        const coll::DeviceShape s = coll::deviceShape(n, budget, requested);
+        const int minP2p = (n - 1 + coll::kDevMaxConns - 1) / coll::kDevMaxConns;
+        INFO("nranks " << n << ", budget " << budget << ", requested " << requested << ": " << s.channels
+                       << " channels, " << s.p2pLanes << " send/recv lanes each way");
+        REQUIRE(s.channels >= 1);
+        REQUIRE(s.channels <= std::max(1, requested));
+        REQUIRE(s.p2pLanes * coll::kDevMaxConns >= n - 1);  // no lane over its connector limit
+        if (budget >= 1 + 2 * minP2p) REQUIRE(s.channels + 2 * s.p2pLanes <= budget);
+      }
 }
 
 TEST_CASE("large messages over 16 MiB with default slices", "[collectives][large]") {

@@ -41,29 +41,12 @@ struct SharedConfig {
   int32_t netDuplex;
   int32_t deviceEmulate;
   int32_t deviceChannels;
-  int32_t deviceBlocksCap;  // not compared: the smallest over all ranks applies
+  int32_t deviceLaneBudget;  // not compared: the smallest over all ranks applies
   uint64_t algos;  // COLL_ALGO / COLL_PROTO filters (tuner.h)
   uint64_t protos;
   double tunerConsts[5];
 };
 constexpr uint64_t kTagMailbox = 5ull << 56;
-
-// The most device channels (one block each) this rank's GPU can keep resident next to
-// the other ranks of the communicator on it (ranks of one host with the same bus id):
-// three quarters of its multiprocessors shared among them (the rest for the send/recv
-// and copy lanes of a group), at most 32. Host ranks impose no limit.
-int32_t deviceChannelCap(const collComm* c) {
-#if COLL_HAVE_CUDA
-  if (c->cudaDev < 0) return 32;
-  const int sharing = ranksOnGpu(c, false);
-  const int sms = cudaSmCount(c->cudaDev);
-  if (sms <= 0 || sharing <= 0) return 32;
-  return static_cast<int32_t>(std::clamp(sms * 3 / 4 / sharing, 1, 32));
-#else
-  (void)c;
-  return 32;
-#endif
-}
 
 // Every rank on this host (and shared memory allowed): the one-shot mailboxes.
 bool allOnOneHost(const collComm* c) {
@@ -170,7 +153,7 @@ static Status initConnections(collComm* c) {
   mine.netDuplex = paramInt("NET_DUPLEX") != 0 ? 1 : 0;
   mine.deviceEmulate = paramInt("DEVICE_EMULATE") != 0 ? 1 : 0;
   mine.deviceChannels = static_cast<int32_t>(std::clamp<int64_t>(paramInt("DEVICE_NCHANNELS"), 1, 32));
-  mine.deviceBlocksCap = deviceChannelCap(c);
+  mine.deviceLaneBudget = deviceLaneBudget(c, mine.deviceEmulate != 0);
   COLL_CHECK(tunerInputFromParams(&c->tuner));
   mine.algos = c->tuner.algos;
   mine.protos = c->tuner.protos;
@@ -215,10 +198,13 @@ static Status initConnections(collComm* c) {
   c->netOneShotBytes = static_cast<size_t>(mine.netOneShotBytes);
   c->deviceEmulate = mine.deviceEmulate != 0;
   // Every rank's kernel blocks must be resident together (they wait on each other): ranks
-  // sharing a GPU divide its multiprocessors, and every rank uses the smallest share.
-  int32_t cap = mine.deviceChannels;
-  for (const SharedConfig& o : all) cap = std::min(cap, o.deviceBlocksCap);
-  c->deviceChannels = c->nranks > 1 ? std::max(1, cap) : 1;
+  // sharing a GPU divide its resident blocks, and every rank uses the smallest share.
+  int32_t budget = kUnlimitedLanes;
+  for (const SharedConfig& o : all) budget = std::min(budget, o.deviceLaneBudget);
+  c->deviceLaneBudget = budget;
+  const DeviceShape shape = deviceShape(c->nranks, budget, mine.deviceChannels);
+  c->deviceChannels = shape.channels;
+  c->deviceP2pLanes = shape.p2pLanes;
   if (c->nranks > 1 && mine.oneShotBytes > 0 && !mine.shmDisable && allOnOneHost(c)) {
     COLL_ASSIGN(c->mailboxes, Mailboxes::create(c->bootstrap.get(),
                                                 static_cast<size_t>(mine.oneShotBytes),

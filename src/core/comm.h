@@ -98,6 +98,8 @@ struct collComm {
   std::unique_ptr<coll::DeviceProxy> proxy;
   bool deviceEmulate = false;  // COLL_DEVICE_EMULATE: every operation takes the device path
   int deviceChannels = 1;      // COLL_DEVICE_NCHANNELS: the device set's ring channels
+  int deviceP2pLanes = 1;      // lanes per direction for device send/recv (device_exec.h)
+  int deviceLaneBudget = 1;    // the most lanes one device launch may hold
 
   uint64_t seq = 0;  // operations issued
   std::string lastError;

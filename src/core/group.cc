@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "algorithms/algorithms.h"
@@ -88,8 +89,9 @@ struct CommLaunch {
   std::vector<Route> routes;  // per op
   bool wiresTrees = false;
   std::vector<Program> channels;
-  std::map<int, Program> sends, recvs;  // per peer
-  Program self;                         // send/recv to oneself
+  // Host: one program per peer. Device: per lane, peers spread by distance (p2pLane).
+  std::map<int, Program> sends, recvs;
+  Program self;  // send/recv to oneself
 };
 
 void initProgram(Program& p, CommLaunch& l, std::string lane) {
@@ -127,13 +129,39 @@ Status buildSelfCopies(CommLaunch& l) {
   return okStatus();
 }
 
+// Distance from the sender to the receiver along the ring of ranks: the same number on
+// both ends of a send/recv pair.
+int p2pDistance(const collComm* c, const OpDesc& od) {
+  const int from = od.kind == CollKind::kSend ? c->rank : od.root;
+  const int to = od.kind == CollKind::kSend ? od.root : c->rank;
+  return (to - from + c->nranks) % c->nranks;
+}
+
+// Device send/recv lanes. A device lane runs its steps in order and blocks, and only so
+// many fit on the GPU (device_exec.h), so a rank's sends share deviceP2pLanes lanes (its
+// receives as many more): the pair at distance d goes to lane d % lanes on both ends,
+// and every lane takes its peers by increasing distance. The lowest distance any lane
+// waits at can always progress (its partner lane is at that distance too, or done with
+// the ones below), so the lanes of all ranks never wait on each other in a cycle.
+int p2pLane(const collComm* c, const OpDesc& od) { return p2pDistance(c, od) % c->deviceP2pLanes; }
+
 Status buildPrograms(CommLaunch& l) {
   collComm* c = l.comm;
   l.channels.resize(l.device ? c->dev->channels.size() : c->channels.size());
   for (size_t ch = 0; ch < l.channels.size(); ++ch)
     initProgram(l.channels[ch], l, "channel " + std::to_string(ch));
   initProgram(l.self, l, "copy to self");
-  for (size_t i = 0; i < l.ops.size(); ++i) {
+  // Call order; device send/recv by distance (collectives keep theirs: other programs).
+  std::vector<size_t> order(l.ops.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  if (l.device)
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      auto key = [&](const OpDesc& od) {
+        return od.kind == CollKind::kSend || od.kind == CollKind::kRecv ? p2pDistance(c, od) : 0;
+      };
+      return key(l.ops[a]) < key(l.ops[b]);
+    });
+  for (size_t i : order) {
     const OpDesc& od = l.ops[i];
     auto idx = static_cast<uint16_t>(i);
     if (l.routes[i] == Route::kOneShot) {
@@ -159,16 +187,21 @@ Status buildPrograms(CommLaunch& l) {
       case CollKind::kReduce: buildChainReduce(c, od, idx, l.channels); break;
       case CollKind::kSend: {
         if (od.root == c->rank || od.count == 0) break;
-        Program& p = l.sends[od.root];
-        if (!p.comm) initProgram(p, l, "send to rank " + std::to_string(od.root));
+        const int key = l.device ? p2pLane(c, od) : od.root;
+        Program& p = l.sends[key];
+        if (!p.comm)
+          initProgram(p, l, l.device ? "send lane " + std::to_string(key) : "send to rank " + std::to_string(key));
         p.add(kSrc | kSend, od, idx, static_cast<const char*>(od.sendbuff), nullptr,
               od.count * dataTypeSize(od.dtype), (od.device ? c->dev->p2pSend : c->p2pSend).at(od.root).get(), nullptr);
         break;
       }
       case CollKind::kRecv: {
         if (od.root == c->rank || od.count == 0) break;
-        Program& p = l.recvs[od.root];
-        if (!p.comm) initProgram(p, l, "receive from rank " + std::to_string(od.root));
+        const int key = l.device ? p2pLane(c, od) : od.root;
+        Program& p = l.recvs[key];
+        if (!p.comm)
+          initProgram(p, l,
+                      l.device ? "receive lane " + std::to_string(key) : "receive from rank " + std::to_string(key));
         p.add(kRecv | kDst, od, idx, nullptr, static_cast<char*>(od.recvbuff),
               od.count * dataTypeSize(od.dtype), nullptr, (od.device ? c->dev->p2pRecv : c->p2pRecv).at(od.root).get());
         break;
@@ -178,7 +211,15 @@ Status buildPrograms(CommLaunch& l) {
       if (l.channels[ch].steps.size() == before[ch])
         l.channels[ch].addToken(idx, c->dev->channels[ch].send.get(), c->dev->channels[ch].recv.get());
   }
-  return buildSelfCopies(l);
+  COLL_CHECK(buildSelfCopies(l));
+  if (l.device && !l.self.steps.empty()) {
+    // Copies to oneself wait for nobody: first in send lane 0, not a lane of their own.
+    Program& p = l.sends[0];
+    if (!p.comm) initProgram(p, l, "send lane 0");
+    p.steps.insert(p.steps.begin(), l.self.steps.begin(), l.self.steps.end());
+    l.self.steps.clear();
+  }
+  return okStatus();
 }
 
 // Keeps every communicator of a launch "in use" so collCommAbort from another thread
@@ -301,6 +342,14 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
     for (auto& [peer, p] : l->sends) if (!p.steps.empty()) mine.push_back(&p);
     for (auto& [peer, p] : l->recvs) if (!p.steps.empty()) mine.push_back(&p);
     if (!l->self.steps.empty()) mine.push_back(&l->self);
+    if (l->device && mine.size() > static_cast<size_t>(l->comm->deviceLaneBudget)) {
+      *failedComm = l->comm;
+      return invalidUsage("rank " + std::to_string(l->comm->rank) + ": this group needs " +
+                          std::to_string(mine.size()) + " device lanes (thread blocks) but only " +
+                          std::to_string(l->comm->deviceLaneBudget) +
+                          " fit beside the other ranks sharing its GPU (the GPU's resident blocks divided "
+                          "among them); put fewer ranks on one GPU");
+    }
     if (l->device) {
       DevicePart part{l->comm, std::move(mine), {}};
       for (const OpDesc& od : l->ops)

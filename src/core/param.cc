@@ -81,6 +81,9 @@ const std::vector<ParamInfo>& allParams() {
       {"DEVICE_EMULATE", ParamType::kInt, "0", "",
        "1: run operations through the device executor on host threads, host buffers "
        "standing in for device buffers (tests the device path without a GPU)"},
+      {"DEVICE_EMULATE_BLOCKS", ParamType::kInt, "0", "",
+       "with DEVICE_EMULATE: the emulated GPU runs at most this many lanes at once (a GPU's "
+       "resident blocks), shared by the ranks of the process; 0 = no limit"},
       {"SPIN_US", ParamType::kInt, "50", "us", "busy-wait this long before yielding"},
       {"STALL_WARN_S", ParamType::kInt, "0", "s",
        "0 off; otherwise warn what a blocked op waits for after this long"},

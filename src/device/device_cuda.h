@@ -51,8 +51,9 @@ void cudaIpcClose(void* p);
 // Peer access from device `from` to memory on device `to` (local ordinals).
 bool cudaCanAccess(int from, int to);
 Status cudaEnablePeer(int from, int to);
-// Multiprocessors of a device (0 when unknown).
-int cudaSmCount(int dev);
+// Lanes (blocks of the executor kernel) a device keeps resident at once: its
+// multiprocessors times the kernel's occupancy (0 when unknown).
+int cudaResidentLanes(int dev);
 // PCI bus id of a device, and the local ordinal of a bus id (-1: not visible here).
 std::string cudaBusIdOf(int dev);
 int cudaDeviceByBusId(const char* busId);

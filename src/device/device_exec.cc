@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "collectives/config.h"
@@ -62,6 +64,33 @@ class HostLaneBackend {
  private:
   DevSliceCtl ctl_{};
   uint32_t waits_ = 0;
+};
+
+// The emulated GPU's block scheduler (COLL_DEVICE_EMULATE_BLOCKS): a lane waits for a
+// free block before it runs, as a block beyond a GPU's resident ones waits for one to end.
+class EmulatedBlocks {
+ public:
+  static EmulatedBlocks& instance() {
+    static EmulatedBlocks b;
+    return b;
+  }
+  void acquire(int64_t capacity) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return capacity <= 0 || running_ < capacity; });
+    ++running_;
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --running_;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t running_ = 0;
 };
 
 class EmulatedCompletion : public Completion {
@@ -232,11 +261,14 @@ Status runEmulated(std::vector<DevicePart>& parts, collComm** failedComm) {
     l.pending->completion = completion;
     completion->left += l.lanes.size();
   }
+  const int64_t blocks = paramInt("DEVICE_EMULATE_BLOCKS");
   for (auto& l : lowered)
     for (const DevLane& lane : l.lanes)
-      completion->threads.emplace_back([&lane, completion = completion.get()] {
+      completion->threads.emplace_back([&lane, blocks, completion = completion.get()] {
         HostLaneBackend b;
+        EmulatedBlocks::instance().acquire(blocks);
         devRunLane(lane, b);
+        EmulatedBlocks::instance().release();
         completion->left.fetch_sub(1, std::memory_order_acq_rel);
       });
   for (size_t i = 0; i < parts.size(); ++i) proxies[i]->submit(lowered[i].pending);
@@ -347,6 +379,36 @@ int ranksOnGpu(const collComm* c, bool sameProcess) {
     n += std::strncmp(p.hostId, me.hostId, sizeof(p.hostId)) == 0 &&
          std::strncmp(p.busId, me.busId, sizeof(p.busId)) == 0 && (!sameProcess || p.pid == me.pid);
   return n;
+}
+
+int deviceLaneBudget(const collComm* c, bool emulate) {
+  const auto& peers = c->bootstrap->peers();
+  const PeerInfo& me = peers[static_cast<size_t>(c->rank)];
+  if (emulate) {
+    const int64_t blocks = paramInt("DEVICE_EMULATE_BLOCKS");
+    if (blocks <= 0) return kUnlimitedLanes;
+    int sharing = 0;  // the emulated GPU is the process's
+    for (const PeerInfo& p : peers)
+      sharing += std::strncmp(p.hostId, me.hostId, sizeof(p.hostId)) == 0 && p.pid == me.pid;
+    return static_cast<int>(std::min<int64_t>(blocks / std::max(1, sharing), kUnlimitedLanes));
+  }
+#if COLL_HAVE_CUDA
+  // Every rank on the GPU counts, other processes' too: under MPS their blocks share it.
+  const int sharing = ranksOnGpu(c, false);
+  const int resident = c->cudaDev >= 0 ? cudaResidentLanes(c->cudaDev) : 0;
+  if (sharing > 0 && resident > 0) return resident / sharing;
+#endif
+  return kUnlimitedLanes;
+}
+
+DeviceShape deviceShape(int nranks, int budget, int requested) {
+  if (nranks <= 1) return {1, 1};
+  // A lane holds at most kDevMaxConns connectors: enough send lanes for every peer.
+  const int minP2p = (nranks - 1 + kDevMaxConns - 1) / kDevMaxConns;
+  DeviceShape s{};
+  s.channels = std::clamp(std::min(requested, budget - 2 * minP2p), 1, 32);
+  s.p2pLanes = std::max(minP2p, std::min((budget - s.channels) / 2, 8));
+  return s;
 }
 
 bool devicePathFor(const collComm* c, const void* p) {

@@ -31,6 +31,24 @@ bool devicePathFor(const struct ::collComm* c, const void* p);
 // sameProcess: only threads of this process. 0 for a rank bound to no GPU.
 int ranksOnGpu(const struct ::collComm* c, bool sameProcess);
 
+// The most lanes (kernel blocks) one launch of c may hold, so that the lanes of every rank
+// sharing its GPU are resident together (lanes wait on each other: a block left queued
+// behind spinning ones would never run): the GPU's resident blocks divided among those
+// ranks. With COLL_DEVICE_EMULATE, COLL_DEVICE_EMULATE_BLOCKS divided among the ranks of
+// this process. kUnlimitedLanes where nothing limits them.
+constexpr int kUnlimitedLanes = 1 << 20;
+int deviceLaneBudget(const struct ::collComm* c, bool emulate);
+
+// The device set's shape for a lane budget agreed by all ranks: ring channels (at most
+// `requested`, leaving room for one send and one receive lane set), and the lanes per
+// direction that send/recv operations are spread over (by distance between the ranks,
+// so every rank orders them alike and no two lanes wait on each other in a cycle).
+struct DeviceShape {
+  int channels;
+  int p2pLanes;
+};
+DeviceShape deviceShape(int nranks, int budget, int requested);
+
 // One communicator's share of a device launch.
 struct DevicePart {
   struct ::collComm* comm;

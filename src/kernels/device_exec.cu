@@ -455,13 +455,20 @@ Status cudaEnablePeer(int from, int to) {
   });
 }
 
-int cudaSmCount(int dev) {
-  int n = 0;
-  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+int cudaResidentLanes(int dev) {
+  int sms = 0, perSm = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
     cudaGetLastError();
     return 0;
   }
-  return n;
+  const cudaError_t e = onDevice(dev, [&] {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, devExecKernel, kThreads, 0);
+  });
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return sms * perSm;
 }
 
 std::string cudaBusIdOf(int dev) {
