@@ -15,7 +15,8 @@
  * Device buffers (NCCL's semantics): the operation is enqueued on `stream` and the call
  * returns; synchronise the stream for the result and check collCommGetAsyncError() for
  * errors found while it ran. The rank must be bound to a device (collCommInitRank binds
- * the calling thread's current device; collCommInitAll binds devlist[i]). Several ranks
+ * the calling thread's current device once the process has used CUDA there, e.g. after
+ * cudaSetDevice; collCommInitAll binds devlist[i]). Several ranks
  * may share a GPU; ranks of one process on one GPU need a stream each (not the legacy
  * default stream 0), unless one thread drives them all inside one group.
  *
@@ -120,8 +121,10 @@ collResult_t collGetVersion(int* version);
 collResult_t collGetUniqueId(collUniqueId* uniqueId);
 
 /* Creates this process's rank `rank` (0 <= rank < nranks) of a communicator of nranks
- * ranks, bound to the calling thread's current CUDA device where one is usable (else a
- * host-memory rank). Blocks until all ranks have joined. A rank that never arrives is reported, by
+ * ranks, bound to the calling thread's current CUDA device where one is usable and this
+ * process has started CUDA on it (cudaSetDevice, an allocation; as NCCL expects
+ * cudaSetDevice first). Otherwise it is a host-memory rank, which creates no CUDA context
+ * and takes no GPU or pinned memory. Blocks until all ranks have joined. A rank that never arrives is reported, by
  * rank number, after COLL_BOOTSTRAP_TIMEOUT_S seconds; a wrong secret, a duplicate rank
  * or a different nranks is refused. */
 collResult_t collCommInitRank(collComm_t* comm, int nranks, collUniqueId commId, int rank);

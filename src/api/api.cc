@@ -207,11 +207,19 @@ collResult_t collCommInitRank(collComm_t* comm, int nranks, collUniqueId commId,
     std::memcpy(&id, commId.internal, sizeof(id));
     if (id.magic != coll::kIdMagic)
       return coll::invalidArgument("commId was not made by collGetUniqueId (bad magic)");
-    // NCCL's rule: the rank is bound to the calling thread's current device (-1 where no
-    // CUDA device is usable: a host-memory rank).
+    // NCCL's rule: the rank is bound to the calling thread's current device, once the
+    // application has started CUDA there (cudaSetDevice, an allocation). A process that
+    // never used CUDA, or has no usable device, gets a host-memory rank (-1): CPU jobs on
+    // GPU machines pay no CUDA context, GPU memory or pinned memory for a device path
+    // they do not use.
     int dev = -1;
 #if COLL_HAVE_CUDA
     dev = coll::cudaCurrentDevice();
+    if (dev >= 0 && !coll::cudaDeviceStarted(dev)) {
+      COLL_INFO(INIT, "rank %d: host-memory rank: this process has not used CUDA device %d (call cudaSetDevice "
+                "before collCommInitRank to bind it)", rank, dev);
+      dev = -1;
+    }
 #endif
     COLL_ASSIGN(*comm, coll::commInit(id, nranks, rank, dev));
     return coll::okStatus();

@@ -134,6 +134,29 @@ int cudaCurrentDevice() {
   return dev;
 }
 
+bool cudaDeviceStarted(int dev) {
+  // Driver calls through the runtime's entry points (cudart is static; libcuda is the
+  // driver's own): cuDeviceGet(CUdevice*, int), cuDevicePrimaryCtxGetState(CUdevice,
+  // unsigned*, int*); CUdevice is an int, CUresult 0 is success.
+  using DeviceGet = int (*)(int*, int);
+  using PrimaryState = int (*)(int, unsigned*, int*);
+  void* get = nullptr;
+  void* state = nullptr;
+  cudaDriverEntryPointQueryResult q1{}, q2{};
+  if (cudaGetDriverEntryPointByVersion("cuDeviceGet", &get, 12000, cudaEnableDefault, &q1) != cudaSuccess ||
+      cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &state, 12000, cudaEnableDefault, &q2) !=
+          cudaSuccess ||
+      q1 != cudaDriverEntryPointSuccess || q2 != cudaDriverEntryPointSuccess || !get || !state) {
+    cudaGetLastError();
+    return true;
+  }
+  int device = 0, active = 0;
+  unsigned flags = 0;
+  if (reinterpret_cast<DeviceGet>(get)(&device, dev) != 0) return true;
+  if (reinterpret_cast<PrimaryState>(state)(device, &flags, &active) != 0) return true;
+  return active != 0;
+}
+
 int cudaDeviceCountOrZero() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {

@@ -30,6 +30,9 @@ bool cudaDeviceUsable(std::string* why);
 
 // The calling thread's current CUDA device, or -1 without a usable one.
 int cudaCurrentDevice();
+// Whether the application has started CUDA on device dev: its primary context is active
+// (cudaSetDevice, an allocation or a launch made it). True when the driver cannot say.
+bool cudaDeviceStarted(int dev);
 // How many CUDA devices this process sees (0 without a usable one).
 int cudaDeviceCountOrZero();
 // Makes dev the calling thread's current device.
