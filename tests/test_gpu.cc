@@ -349,3 +349,34 @@ TEST_CASE("collCommInitAll binds rank i to devlist[i], several ranks per device 
   CHECK(collCommInitAll(comms, 1, bad) == collInvalidArgument);
   CHECK_THAT(std::string(collGetLastError(nullptr)), Catch::Contains("is not a CUDA device"));
 }
+
+TEST_CASE("collCommInitRank binds the current device once the process has used CUDA there", "[gpu][api]") {
+  std::string why;
+  if (!cudaDeviceUsable(&why)) {
+    WARN("skipped: no usable CUDA device (" << why << ")");
+    return;
+  }
+  int count = 0;
+  REQUIRE(cudaGetDeviceCount(&count) == cudaSuccess);
+  const int want = count - 1;
+  std::string err;
+  int got = -2;
+  std::thread t([&] {
+    if (cudaSetDevice(want) != cudaSuccess) {
+      err = "cudaSetDevice failed";
+      return;
+    }
+    if (!cudaDeviceStarted(want)) err = "cudaDeviceStarted(" + std::to_string(want) + ") is false after cudaSetDevice";
+    collUniqueId id;
+    collComm_t comm = nullptr;
+    if (collGetUniqueId(&id) != collSuccess || collCommInitRank(&comm, 1, id, 0) != collSuccess) {
+      err = std::string("init: ") + collGetLastError(nullptr);
+      return;
+    }
+    collCommCuDevice(comm, &got);
+    collCommDestroy(comm);
+  });
+  t.join();
+  REQUIRE(err.empty());
+  CHECK(got == want);
+}
