@@ -308,11 +308,15 @@ TEST_CASE("device executor emulated on host threads: every collective over shm, 
 // and the resident ones wait for them forever. COLL_DEVICE_EMULATE_BLOCKS gives the
 // emulation such a GPU (lanes beyond it wait for a running one to end). 8 ranks on 40
 // blocks: 5 lanes each, while an all-to-all alone used to take 7 send + 7 receive lanes
-// per rank and hung here.
+// per rank and hung here. With 8 channels asked for: 3 channels and one send and one
+// receive lane for all peers; with 1: two of each, peers at odd and even distances.
 TEST_CASE("device lanes of all ranks on a GPU fit its resident blocks (emulated GPU of 40 blocks)",
           "[collectives][device]") {
   ScopedEnv emulate("COLL_DEVICE_EMULATE", "1");
   ScopedEnv blocks("COLL_DEVICE_EMULATE_BLOCKS", "40");
+  const char* channels = GENERATE("8", "1");
+  ScopedEnv nch("COLL_DEVICE_NCHANNELS", channels);
+  INFO("COLL_DEVICE_NCHANNELS=" << channels);
   ScopedEnv buff("COLL_BUFFSIZE", "4096");  // 512-byte slots: every message below spans many
   ScopedEnv oneShot("COLL_ONESHOT_BYTES", "0");
   const int n = 8;
@@ -326,7 +330,7 @@ TEST_CASE("device lanes of all ranks on a GPU fit its resident blocks (emulated 
       collResult_t r = collGroupStart();
       if (withAllReduce && r == collSuccess) r = collAllReduce(red.data(), sum.data(), cnt, collInt32, collSum, comm, nullptr);
       for (int k = 0; k < n && r == collSuccess; ++k) {
-        const int p = (rank + k) % n, q = (rank + n - k) % n;
+        const int p = (rank * 3 + k) % n, q = (rank * 5 + 3 * k) % n;  // rank-dependent orders (n = 8)
         r = collSend(in.data() + p * cnt, cnt, collInt32, p, comm, nullptr);
         if (r == collSuccess) r = collRecv(out.data() + q * cnt, cnt, collInt32, q, comm, nullptr);
       }
