@@ -2,7 +2,7 @@
 # On a lent GPU machine, from the repository root, with .gpu/ carried (scripts/gpu_bundle.sh):
 # the [gpu] tests, the gpu_launch tests, compute-sanitizer (memcheck, racecheck) over the
 # device path, and the benchmarks of docs/PERFORMANCE.md. Logs under $OUT; a summary last.
-# Every step has its own time limit so the whole fits one 10-minute call.
+# Every step has its own time limit; together they fit one 10-minute call (590 s).
 set -uo pipefail
 export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 B=.gpu/build
@@ -21,17 +21,19 @@ step() {  # step NAME SECONDS command...
   return 0
 }
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; } >> "$S" 2>&1
-step gpu_tests 150 "$B/tests/gpu_tests"
-for c in threads procs hosts; do step "launch_$c" 100 bash tests/gpu_launch_test.sh "$B" "$c"; done
-step memcheck 90 "$CS" --tool memcheck --error-exitcode 9 "$B/perf_tests/all_reduce_perf" -t 2 --mem device -b 8 -e 1M -f 32 -c 1 -n 1 -w 0
-step racecheck 60 "$CS" --tool racecheck --error-exitcode 9 "$B/perf_tests/all_reduce_perf" -t 2 --mem device -b 1K -e 64K -f 64 -c 1 -n 1 -w 0
-step reduce_kernel 40 "$B/perf_tests/reduce_kernel_perf" -b 1M -e 256M
-step allreduce_t2 60 "$B/perf_tests/all_reduce_perf" -t 2 --mem device -b 8 -e 256M -f 4 -c 1
+step gpu_tests 110 "$B/tests/gpu_tests"
+for c in threads procs hosts; do step "launch_$c" 55 bash tests/gpu_launch_test.sh "$B" "$c"; done
+step memcheck 75 "$CS" --tool memcheck --error-exitcode 9 "$B/perf_tests/all_reduce_perf" -t 2 --mem device -b 8 -e 1M -f 32 -c 1 -n 1 -w 0
+step racecheck 50 "$CS" --tool racecheck --error-exitcode 9 "$B/perf_tests/all_reduce_perf" -t 2 --mem device -b 1K -e 64K -f 64 -c 1 -n 1 -w 0
+step reduce_kernel 30 "$B/perf_tests/reduce_kernel_perf" -b 1M -e 256M
+step allreduce_t2 50 "$B/perf_tests/all_reduce_perf" -t 2 --mem device -b 8 -e 256M -f 4 -c 1
 for ch in 4 8 16 32; do
-  step "allreduce_256M_ch$ch" 30 env COLL_DEVICE_NCHANNELS=$ch "$B/perf_tests/all_reduce_perf" -t 2 --mem device -b 256M -e 256M -n 20 -c 0
+  step "allreduce_256M_ch$ch" 20 env COLL_DEVICE_NCHANNELS=$ch "$B/perf_tests/all_reduce_perf" -t 2 --mem device -b 256M -e 256M -n 20 -c 0
 done
+# 8 ranks on one GPU as threads: send/recv lanes share the GPU's resident blocks.
+step alltoall_t8 30 "$B/perf_tests/alltoall_perf" -t 8 --mem device -b 8 -e 8M -f 8 -c 1
 # The last lines of each benchmark and failures, for the reply's tail.
-for f in reduce_kernel allreduce_t2 allreduce_256M_ch4 allreduce_256M_ch8 allreduce_256M_ch16 allreduce_256M_ch32; do
+for f in reduce_kernel allreduce_t2 alltoall_t8 allreduce_256M_ch4 allreduce_256M_ch8 allreduce_256M_ch16 allreduce_256M_ch32; do
   echo "== $f" >> "$S"
   grep -E "^ +[0-9]+ |Out of bounds|fraction|copy|reduce" "$OUT/$f.log" | tail -12 >> "$S"
 done
