@@ -13,14 +13,13 @@
 #include "collectives/config.h"
 #include "core/comm.h"
 #include "core/datatype.h"
-#include "core/executor.h"
 #include "core/log.h"
 #include "core/param.h"
 #include "core/wait.h"
 #include "device/dev_lane.h"
+#include "kernels/dev_slice.h"
 #include "device/proxy.h"
 #include "transport/transport.h"
-#include "kernels/host_reduce.h"
 #if COLL_HAVE_CUDA
 #include "device/device_cuda.h"
 #include "kernels/device_reduce.h"
@@ -54,11 +53,12 @@ class HostLaneBackend {
     else if (waits_ < 2048) std::this_thread::yield();
     else std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
+  // The kernel's own slice code (kernels/dev_slice.h), its block's threads taken one
+  // after another (3 of them: the split over threads is exercised; the GPU runs 512).
   void slice(const DevStep& s, const char* in, const char* src, char* dst, char* out, uint64_t len, int nranks) {
     waits_ = 0;
-    const ReduceKernels& k =
-        hostReduceKernels(static_cast<collDataType_t>(s.dtype), static_cast<collRedOp_t>(s.redop));
-    hostSlice(s.flags, &k, s.elemSize, in, src, dst, out, len, nranks);
+    constexpr unsigned kThreads = 3;
+    for (unsigned t = 0; t < kThreads; ++t) devSlice(t, kThreads, s, in, src, dst, out, len, nranks);
   }
 
  private:

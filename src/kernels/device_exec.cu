@@ -1,9 +1,10 @@
 // The device executor kernel: one thread block per lane runs devRunLane (dev_lane.h), the
 // interpreter the host emulation runs in CI. Thread 0 waits on and moves the FIFO
 // counters with system-scope acquire/release (the other side may be another kernel, the
-// host or another process); all threads move a slice's data, 16 bytes per load where
-// every operand is 16-byte aligned, combining elements with the host's Elem/Op code
-// (reduce_ops.h) so results equal the host executor's.
+// host or another process); all threads move a slice's data (kernels/dev_slice.h, the
+// code the host emulation runs too): 16 bytes per load where every operand is 16-byte
+// aligned, elements combined with the host's Elem/Op code, so results equal the host
+// executor's.
 //
 // Also here: mapping FIFO memory for kernels, pinned launch memory, events.
 #include <cuda_runtime.h>
@@ -19,143 +20,13 @@
 #include "device/dev_lane.h"
 #include "device/device_cuda.h"
 #include "kernels/cuda_status.h"
-#include "kernels/reduce_ops.h"
+#include "kernels/dev_slice.h"
 
 namespace coll {
 
 namespace {
 
 constexpr int kThreads = 512;
-
-// ---- Data movement of one slice, by every thread of the block ---------------------------
-
-__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
-
-// dst and/or out = in (bytes).
-__device__ void copySlice(const char* in, char* dst, char* out, uint64_t len) {
-  uint64_t done = 0;
-  if (aligned16(in) && (!dst || aligned16(dst)) && (!out || aligned16(out))) {
-    const uint64_t nv = len / 16;
-    const uint4* s = reinterpret_cast<const uint4*>(in);
-    for (uint64_t i = threadIdx.x; i < nv; i += blockDim.x) {
-      const uint4 v = s[i];
-      if (dst) reinterpret_cast<uint4*>(dst)[i] = v;
-      if (out) reinterpret_cast<uint4*>(out)[i] = v;
-    }
-    done = nv * 16;
-  }
-  for (uint64_t i = done + threadIdx.x; i < len; i += blockDim.x) {
-    const char v = in[i];
-    if (dst) dst[i] = v;
-    if (out) out[i] = v;
-  }
-}
-
-template <typename T>
-struct alignas(16) Pack {
-  static constexpr int kN = 16 / static_cast<int>(sizeof(T));
-  T e[kN];
-};
-
-// Element i of the result: op(a, b) (b absent: a alone), with Avg's division when kAvg.
-template <typename T, typename Op, bool kAvg>
-__device__ __forceinline__ T combineElem(const T* a, const T* b, uint64_t i, int nranks) {
-  auto r = Elem<T>::load(a[i]);
-  if (b) r = Op::apply(r, Elem<T>::load(b[i]));
-  if constexpr (kAvg) r = avgOf<T>(r, nranks);
-  return Elem<T>::store(r);
-}
-
-// dst and/or out = op(a, b) over n elements (b may be null: a scaled by Avg).
-template <typename T, typename Op, bool kAvg>
-__device__ void reduceSlice(const T* a, const T* b, T* dst, T* out, uint64_t n, int nranks) {
-  uint64_t done = 0;
-  if (aligned16(a) && (!b || aligned16(b)) && (!dst || aligned16(dst)) && (!out || aligned16(out))) {
-    const uint64_t np = n / Pack<T>::kN;
-    const auto* pa = reinterpret_cast<const Pack<T>*>(a);
-    const auto* pb = reinterpret_cast<const Pack<T>*>(b);
-    for (uint64_t i = threadIdx.x; i < np; i += blockDim.x) {
-      const Pack<T> x = pa[i];
-      Pack<T> y;
-      if (pb) y = pb[i];
-      Pack<T> r;
-#pragma unroll
-      for (int k = 0; k < Pack<T>::kN; ++k) r.e[k] = combineElem<T, Op, kAvg>(x.e, pb ? y.e : nullptr, k, nranks);
-      if (dst) reinterpret_cast<Pack<T>*>(dst)[i] = r;
-      if (out) reinterpret_cast<Pack<T>*>(out)[i] = r;
-    }
-    done = np * Pack<T>::kN;
-  }
-  for (uint64_t i = done + threadIdx.x; i < n; i += blockDim.x) {
-    const T r = combineElem<T, Op, kAvg>(a, b, i, nranks);
-    if (dst) dst[i] = r;
-    if (out) out[i] = r;
-  }
-}
-
-// The host executor's hostSlice (core/executor.cc), case for case.
-template <typename T, typename Op, bool kAvgFinal>
-__device__ void sliceT(uint8_t flags, const char* in, const char* src, char* dst, char* out, uint64_t len,
-                       int nranks) {
-  const uint64_t n = len / sizeof(T);
-  const bool final = flags & kFinal;
-  if (in && src) {
-    if (final && kAvgFinal)
-      reduceSlice<T, Op, true>(reinterpret_cast<const T*>(in), reinterpret_cast<const T*>(src),
-                               reinterpret_cast<T*>(dst), reinterpret_cast<T*>(out), n, nranks);
-    else
-      reduceSlice<T, Op, false>(reinterpret_cast<const T*>(in), reinterpret_cast<const T*>(src),
-                                reinterpret_cast<T*>(dst), reinterpret_cast<T*>(out), n, nranks);
-  } else if (in) {
-    copySlice(in, dst, out, len);
-  } else if (src) {
-    if (dst && final && kAvgFinal) {
-      // dst gets the scaled value, out the input as it is (as on the host).
-      reduceSlice<T, Op, true>(reinterpret_cast<const T*>(src), nullptr, reinterpret_cast<T*>(dst), nullptr, n,
-                               nranks);
-      if (out) copySlice(src, nullptr, out, len);
-    } else {
-      copySlice(src, dst != src ? dst : nullptr, out, len);
-    }
-  }
-}
-
-template <typename T>
-__device__ void sliceOp(uint8_t redop, uint8_t flags, const char* in, const char* src, char* dst, char* out,
-                        uint64_t len, int nranks) {
-  switch (redop) {
-    case collProd: sliceT<T, OpProd, false>(flags, in, src, dst, out, len, nranks); break;
-    case collMax: sliceT<T, OpMax, false>(flags, in, src, dst, out, len, nranks); break;
-    case collMin: sliceT<T, OpMin, false>(flags, in, src, dst, out, len, nranks); break;
-    case collAvg: sliceT<T, OpSum, true>(flags, in, src, dst, out, len, nranks); break;
-    default: sliceT<T, OpSum, false>(flags, in, src, dst, out, len, nranks); break;
-  }
-}
-
-__device__ void sliceAny(const DevStep& s, const char* in, const char* src, char* dst, char* out, uint64_t len,
-                         int nranks) {
-  // Pure copies need no element type.
-  if (!(in && src) && !((s.flags & kFinal) && s.redop == collAvg)) {
-    if (in) copySlice(in, dst, out, len);
-    else if (src) copySlice(src, dst != src ? dst : nullptr, out, len);
-    return;
-  }
-  switch (s.dtype) {
-    case collInt8: sliceOp<int8_t>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    case collUint8: sliceOp<uint8_t>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    case collInt32: sliceOp<int32_t>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    case collUint32: sliceOp<uint32_t>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    case collInt64: sliceOp<int64_t>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    case collUint64: sliceOp<uint64_t>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    case collFloat16: sliceOp<Half>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    case collFloat32: sliceOp<float>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    case collFloat64: sliceOp<double>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    case collBfloat16: sliceOp<Bf16>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    case collFloat8e4m3: sliceOp<E4M3>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    case collFloat8e5m2: sliceOp<E5M2>(s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    default: break;  // validated by the API
-  }
-}
 
 // ---- The block backend of devRunLane ---------------------------------------------------
 
@@ -175,9 +46,9 @@ class BlockBackend {
   }
   __device__ void fence() const { __threadfence_system(); }
   __device__ void pause() const { __nanosleep(100); }
-  __device__ void slice(const DevStep& s, const char* in, const char* src, char* dst, char* out, uint64_t len,
+  __device__ __noinline__ void slice(const DevStep& s, const char* in, const char* src, char* dst, char* out, uint64_t len,
                         int nranks) const {
-    sliceAny(s, in, src, dst, out, len, nranks);
+    devSlice(threadIdx.x, blockDim.x, s, in, src, dst, out, len, nranks);
   }
 
  private:

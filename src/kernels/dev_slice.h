@@ -1,0 +1,165 @@
+// Data movement of one slice of a device lane (dev_lane.h): the code every thread of the
+// executor kernel's block runs (kernels/device_exec.cu), and, with its threads taken one
+// after another, the code the host emulation runs (device/device_exec.cc). So CI, which
+// has no GPU, runs the GPU's copy and reduction code (16-byte packs, the strided split
+// over threads, scalar tails, Avg) through the whole emulated sweep.
+//
+// Thread `tid` of `nt` handles packs and tail elements tid, tid + nt, ...: no thread reads
+// what another writes within a slice (every element is read and written at one index),
+// so running the threads in sequence gives what running them together does.
+// Elements are combined with the host's Elem/Op code (reduce_ops.h): results equal the
+// host executor's bit for bit.
+#pragma once
+
+#include <cstdint>
+
+#include "algorithms/plan.h"  // StepFlags
+#include "collectives/collectives.h"
+#include "device/dev_lane.h"
+#include "kernels/reduce_ops.h"
+
+namespace coll {
+namespace slice {
+
+COLL_HD inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// 16 bytes moved by one load and one store (ld/st.v4 on the GPU).
+struct alignas(16) Bytes16 {
+  uint32_t w[4];
+};
+
+// dst and/or out = in (len bytes).
+COLL_HD inline void copy(unsigned tid, unsigned nt, const char* in, char* dst, char* out, uint64_t len) {
+  uint64_t done = 0;
+  if (aligned16(in) && (!dst || aligned16(dst)) && (!out || aligned16(out))) {
+    const uint64_t nv = len / 16;
+    const auto* s = reinterpret_cast<const Bytes16*>(in);
+    for (uint64_t i = tid; i < nv; i += nt) {
+      const Bytes16 v = s[i];
+      if (dst) reinterpret_cast<Bytes16*>(dst)[i] = v;
+      if (out) reinterpret_cast<Bytes16*>(out)[i] = v;
+    }
+    done = nv * 16;
+  }
+  for (uint64_t i = done + tid; i < len; i += nt) {
+    const char v = in[i];
+    if (dst) dst[i] = v;
+    if (out) out[i] = v;
+  }
+}
+
+template <typename T>
+struct alignas(16) Pack {
+  static constexpr int kN = 16 / static_cast<int>(sizeof(T));
+  T e[kN];
+};
+
+// Element i of the result: op(a, b) (b absent: a alone), with Avg's division when kAvg.
+template <typename T, typename Op, bool kAvg>
+COLL_HD inline T combine(const T* a, const T* b, uint64_t i, int nranks) {
+  auto r = Elem<T>::load(a[i]);
+  if (b) r = Op::apply(r, Elem<T>::load(b[i]));
+  if constexpr (kAvg) r = avgOf<T>(r, nranks);
+  return Elem<T>::store(r);
+}
+
+// dst and/or out = op(a, b) over n elements (b may be null: a scaled by Avg).
+template <typename T, typename Op, bool kAvg>
+COLL_HD inline void reduce(unsigned tid, unsigned nt, const T* a, const T* b, T* dst, T* out, uint64_t n,
+                           int nranks) {
+  uint64_t done = 0;
+  if (aligned16(a) && (!b || aligned16(b)) && (!dst || aligned16(dst)) && (!out || aligned16(out))) {
+    const uint64_t np = n / Pack<T>::kN;
+    const auto* pa = reinterpret_cast<const Pack<T>*>(a);
+    const auto* pb = reinterpret_cast<const Pack<T>*>(b);
+    for (uint64_t i = tid; i < np; i += nt) {
+      const Pack<T> x = pa[i];
+      Pack<T> y{};
+      if (pb) y = pb[i];
+      Pack<T> r;
+#if defined(__CUDACC__)
+#pragma unroll
+#endif
+      for (int k = 0; k < Pack<T>::kN; ++k) r.e[k] = combine<T, Op, kAvg>(x.e, pb ? y.e : nullptr, k, nranks);
+      if (dst) reinterpret_cast<Pack<T>*>(dst)[i] = r;
+      if (out) reinterpret_cast<Pack<T>*>(out)[i] = r;
+    }
+    done = np * Pack<T>::kN;
+  }
+  for (uint64_t i = done + tid; i < n; i += nt) {
+    const T r = combine<T, Op, kAvg>(a, b, i, nranks);
+    if (dst) dst[i] = r;
+    if (out) out[i] = r;
+  }
+}
+
+// The host executor's hostSlice (core/executor.cc), case for case.
+template <typename T, typename Op, bool kAvgFinal>
+COLL_HD inline void typed(unsigned tid, unsigned nt, uint8_t flags, const char* in, const char* src, char* dst,
+                          char* out, uint64_t len, int nranks) {
+  const uint64_t n = len / sizeof(T);
+  const bool final = flags & kFinal;
+  if (in && src) {
+    if (final && kAvgFinal)
+      reduce<T, Op, true>(tid, nt, reinterpret_cast<const T*>(in), reinterpret_cast<const T*>(src),
+                          reinterpret_cast<T*>(dst), reinterpret_cast<T*>(out), n, nranks);
+    else
+      reduce<T, Op, false>(tid, nt, reinterpret_cast<const T*>(in), reinterpret_cast<const T*>(src),
+                           reinterpret_cast<T*>(dst), reinterpret_cast<T*>(out), n, nranks);
+  } else if (in) {
+    copy(tid, nt, in, dst, out, len);
+  } else if (src) {
+    if (dst && final && kAvgFinal) {
+      // dst gets the scaled value, out the input as it is (as on the host).
+      reduce<T, Op, true>(tid, nt, reinterpret_cast<const T*>(src), nullptr, reinterpret_cast<T*>(dst), nullptr, n,
+                          nranks);
+      if (out) copy(tid, nt, src, nullptr, out, len);
+    } else {
+      copy(tid, nt, src, dst != src ? dst : nullptr, out, len);
+    }
+  }
+}
+
+template <typename T>
+COLL_HD inline void withOp(unsigned tid, unsigned nt, uint8_t redop, uint8_t flags, const char* in, const char* src,
+                           char* dst, char* out, uint64_t len, int nranks) {
+  switch (redop) {
+    case collProd: typed<T, OpProd, false>(tid, nt, flags, in, src, dst, out, len, nranks); break;
+    case collMax: typed<T, OpMax, false>(tid, nt, flags, in, src, dst, out, len, nranks); break;
+    case collMin: typed<T, OpMin, false>(tid, nt, flags, in, src, dst, out, len, nranks); break;
+    case collAvg: typed<T, OpSum, true>(tid, nt, flags, in, src, dst, out, len, nranks); break;
+    default: typed<T, OpSum, false>(tid, nt, flags, in, src, dst, out, len, nranks); break;
+  }
+}
+
+}  // namespace slice
+
+// Thread tid of nt's share of one slice of step s: in (the received slot), src and dst
+// (the step's buffers at this slice), out (the slot to send); absent ones are null.
+COLL_HD inline void devSlice(unsigned tid, unsigned nt, const DevStep& s, const char* in, const char* src, char* dst,
+                             char* out, uint64_t len, int nranks) {
+  using namespace slice;
+  // Pure copies need no element type.
+  if (!(in && src) && !((s.flags & kFinal) && s.redop == collAvg)) {
+    if (in) copy(tid, nt, in, dst, out, len);
+    else if (src) copy(tid, nt, src, dst != src ? dst : nullptr, out, len);
+    return;
+  }
+  switch (s.dtype) {
+    case collInt8: withOp<int8_t>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    case collUint8: withOp<uint8_t>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    case collInt32: withOp<int32_t>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    case collUint32: withOp<uint32_t>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    case collInt64: withOp<int64_t>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    case collUint64: withOp<uint64_t>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    case collFloat16: withOp<Half>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    case collFloat32: withOp<float>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    case collFloat64: withOp<double>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    case collBfloat16: withOp<Bf16>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    case collFloat8e4m3: withOp<E4M3>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    case collFloat8e5m2: withOp<E5M2>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
+    default: break;  // validated by the API
+  }
+}
+
+}  // namespace coll
