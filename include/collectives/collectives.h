@@ -18,7 +18,11 @@
  * the calling thread's current device once the process has used CUDA there, e.g. after
  * cudaSetDevice; collCommInitAll binds devlist[i]). Several ranks
  * may share a GPU; ranks of one process on one GPU need a stream each (not the legacy
- * default stream 0), unless one thread drives them all inside one group.
+ * default stream 0), unless one thread drives them all inside one group. Device kernels
+ * wait for each other: a communicator's kernels are sized to be resident together on
+ * their GPUs, but kernels of different communicators running on one GPU at the same time
+ * may not fit; as with NCCL, order such communicators' operations (same order on every
+ * rank) rather than overlapping them.
  *
  * Threading (NCCL's contract): one thread at a time per communicator; different
  * communicators may be driven by different threads at once; collCommAbort() and
