@@ -351,6 +351,30 @@ TEST_CASE("device lanes of all ranks on a GPU fit its resident blocks (emulated 
   REQUIRE(errors.empty());
 }
 
+// With fewer resident blocks than a group needs, the group is refused by name, not hung:
+// 8 ranks on 8 emulated blocks have one lane each, a send/recv group needs two.
+TEST_CASE("a device group needing more lanes than fit on the GPU is refused", "[collectives][device]") {
+  ScopedEnv emulate("COLL_DEVICE_EMULATE", "1");
+  ScopedEnv blocks("COLL_DEVICE_EMULATE_BLOCKS", "8");
+  const int n = 8;
+  auto errors = testing::runRanks(n, [&](int rank, collComm_t comm) -> std::string {
+    int32_t x = rank, y = -1;
+    if (collAllReduce(&x, &y, 1, collInt32, collSum, comm, nullptr) != collSuccess || y != n * (n - 1) / 2)
+      return "allreduce on one lane failed: " + std::string(collGetLastError(comm));
+    collGroupStart();
+    collSend(&x, 1, collInt32, (rank + 1) % n, comm, nullptr);
+    collRecv(&y, 1, collInt32, (rank + n - 1) % n, comm, nullptr);
+    const collResult_t r = collGroupEnd();
+    const std::string e = collGetLastError(comm);
+    if (r != collInvalidUsage || e.find("needs 2 device lanes") == std::string::npos ||
+        e.find("only 1 fit") == std::string::npos)
+      return std::string("send/recv group: ") + collGetErrorString(r) + ": " + e;
+    return "";
+  });
+  for (auto& e : errors) FAIL_CHECK(e);
+  REQUIRE(errors.empty());
+}
+
 TEST_CASE("device shape: a launch's lanes fit the budget, and send lanes reach every peer", "[device]") {
   for (int n = 2; n <= 300; ++n)
     for (int budget = 1; budget <= 300; ++budget)
