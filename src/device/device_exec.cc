@@ -228,56 +228,97 @@ Result<DeviceProxy*> proxyOf(collComm* c) {
   return c->proxy.get();
 }
 
+// ---- One kernel's worth of lanes ------------------------------------------------------
+
+// The lanes of the parts one kernel runs (on one device; with emulation, all of them): the
+// parts' lanes one after another, each lane's `steps` the index of its first step in
+// `steps`. Both executors start from this, so the offsets that tie a part to its lanes
+// and results are the code CI runs.
+struct Assembly {
+  std::vector<size_t> parts;  // indices into the launch's parts
+  std::vector<LoweredPart> lowered;
+  std::vector<size_t> firstLane;  // per part: its first lane in `lanes`
+  std::vector<DevLane> lanes;
+  std::vector<DevStep> steps;
+  std::vector<void*> streams;  // distinct streams of the parts, in order
+};
+
+Status assemble(std::vector<DevicePart>& parts, Assembly& a, const MapFn& map, collComm** failedComm) {
+  a.lowered.resize(a.parts.size());
+  for (size_t k = 0; k < a.parts.size(); ++k) {
+    DevicePart& part = parts[a.parts[k]];
+    LoweredPart& l = a.lowered[k];
+    Status st = lowerPart(part, map, l);
+    Result<DeviceProxy*> proxy = st.ok() ? proxyOf(part.comm) : Result<DeviceProxy*>(st);
+    if (!proxy.ok()) {
+      *failedComm = part.comm;
+      return proxy.takeStatus();
+    }
+    const size_t stepBase = a.steps.size();
+    a.firstLane.push_back(a.lanes.size());
+    for (DevLane lane : l.lanes) {
+      lane.steps = reinterpret_cast<const DevStep*>(reinterpret_cast<uintptr_t>(lane.steps) + stepBase);
+      lane.abortWord = proxy.value()->abortWordDevice();
+      a.lanes.push_back(lane);
+    }
+    a.steps.insert(a.steps.end(), l.steps.begin(), l.steps.end());
+    for (void* s : part.streams)
+      if (std::find(a.streams.begin(), a.streams.end(), s) == a.streams.end()) a.streams.push_back(s);
+  }
+  return okStatus();
+}
+
+// Hands every part's launch to its proxy: `results` holds one result per lane of the
+// assembly, owned by `owner`.
+void submitParts(std::vector<DevicePart>& parts, Assembly& a, const std::shared_ptr<Completion>& completion,
+                 const DevLaneResult* results, const std::shared_ptr<void>& owner) {
+  for (size_t k = 0; k < a.parts.size(); ++k) {
+    PendingLaunch& p = *a.lowered[k].pending;
+    p.completion = completion;
+    p.results = results + a.firstLane[k];
+    p.resultsOwner = owner;
+    parts[a.parts[k]].comm->proxy->submit(a.lowered[k].pending);
+  }
+}
+
 // ---- Emulation: lanes on host threads ------------------------------------------------
 
 Status runEmulated(std::vector<DevicePart>& parts, collComm** failedComm) {
-  std::vector<LoweredPart> lowered(parts.size());
+  Assembly a;
+  for (size_t i = 0; i < parts.size(); ++i) a.parts.push_back(i);
+  COLL_CHECK(assemble(parts, a, identityMap, failedComm));
+  // As the kernel's launch memory: steps and results in one block, lanes pointing there.
+  struct Memory {
+    std::vector<DevStep> steps;
+    std::vector<DevLaneResult> results;
+    std::vector<DevLane> lanes;
+  };
+  auto mem = std::make_shared<Memory>();
+  mem->steps = std::move(a.steps);
+  mem->results.resize(a.lanes.size());
+  mem->lanes = std::move(a.lanes);
+  for (size_t i = 0; i < mem->lanes.size(); ++i) {
+    mem->lanes[i].steps = mem->steps.data() + reinterpret_cast<uintptr_t>(mem->lanes[i].steps);
+    mem->lanes[i].result = &mem->results[i];
+  }
   auto completion = std::make_shared<EmulatedCompletion>();
-  for (size_t i = 0; i < parts.size(); ++i) {
-    Status st = lowerPart(parts[i], identityMap, lowered[i]);
-    if (!st.ok()) {
-      *failedComm = parts[i].comm;
-      return st;
-    }
-  }
-  std::vector<DeviceProxy*> proxies;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    Result<DeviceProxy*> proxy = proxyOf(parts[i].comm);
-    if (!proxy.ok()) {
-      *failedComm = parts[i].comm;
-      return proxy.takeStatus();
-    }
-    proxies.push_back(proxy.value());
-    LoweredPart& l = lowered[i];
-    auto res = std::make_shared<std::vector<DevLaneResult>>(l.lanes.size());
-    for (size_t k = 0; k < l.lanes.size(); ++k) {
-      DevLane& lane = l.lanes[k];
-      lane.steps = l.steps.data() + reinterpret_cast<uintptr_t>(lane.steps);
-      lane.result = &(*res)[k];
-      lane.abortWord = proxy.value()->abortWordDevice();
-    }
-    l.pending->results = res->data();
-    l.pending->resultsOwner = res;
-    l.pending->completion = completion;
-    completion->left += l.lanes.size();
-  }
+  completion->left = mem->lanes.size();
   const int64_t blocks = paramInt("DEVICE_EMULATE_BLOCKS");
-  for (auto& l : lowered)
-    for (const DevLane& lane : l.lanes)
-      completion->threads.emplace_back([&lane, blocks, completion = completion.get()] {
-        HostLaneBackend b;
-        EmulatedBlocks::instance().acquire(blocks);
-        devRunLane(lane, b);
-        EmulatedBlocks::instance().release();
-        completion->left.fetch_sub(1, std::memory_order_acq_rel);
-      });
-  for (size_t i = 0; i < parts.size(); ++i) proxies[i]->submit(lowered[i].pending);
+  for (const DevLane& lane : mem->lanes)
+    completion->threads.emplace_back([&lane, blocks, completion = completion.get()] {
+      HostLaneBackend b;
+      EmulatedBlocks::instance().acquire(blocks);
+      devRunLane(lane, b);
+      EmulatedBlocks::instance().release();
+      completion->left.fetch_sub(1, std::memory_order_acq_rel);
+    });
+  submitParts(parts, a, completion, mem->results.data(), mem);
   Status first;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    Status st = proxies[i]->wait(lowered[i].pending);
+  for (size_t k = 0; k < a.parts.size(); ++k) {
+    Status st = parts[a.parts[k]].comm->proxy->wait(a.lowered[k].pending);
     if (!st.ok() && first.ok()) {
       first = st;
-      *failedComm = parts[i].comm;
+      *failedComm = parts[a.parts[k]].comm;
     }
   }
   return first;
@@ -320,48 +361,24 @@ Status runOnDevices(std::vector<DevicePart>& parts, collComm** failedComm) {
   const int before = cudaCurrentDevice();
   Status result;
   for (auto& [dev, idx] : byDevice) {
+    Assembly a;
+    a.parts = idx;
     Status st = cudaUseDevice(dev);
-    std::vector<DevLane> lanes;
-    std::vector<DevStep> steps;
-    std::vector<LoweredPart> lowered(idx.size());
-    std::vector<void*> streams;
-    std::vector<size_t> firstLane;
-    for (size_t k = 0; st.ok() && k < idx.size(); ++k) {
-      DevicePart& part = parts[idx[k]];
-      LoweredPart& l = lowered[k];
-      st = lowerPart(part, mapHost, l);
-      Result<DeviceProxy*> proxy = st.ok() ? proxyOf(part.comm) : Result<DeviceProxy*>(st);
-      if (!proxy.ok()) {
-        st = proxy.takeStatus();
-        break;
-      }
-      const size_t stepBase = steps.size();
-      firstLane.push_back(lanes.size());
-      for (DevLane lane : l.lanes) {
-        lane.steps = reinterpret_cast<const DevStep*>(reinterpret_cast<uintptr_t>(lane.steps) + stepBase);
-        lane.abortWord = proxy.value()->abortWordDevice();
-        lanes.push_back(lane);
-      }
-      steps.insert(steps.end(), l.steps.begin(), l.steps.end());
-      for (void* s : part.streams)
-        if (std::find(streams.begin(), streams.end(), s) == streams.end()) streams.push_back(s);
+    if (!st.ok()) {
+      *failedComm = parts[idx.front()].comm;
+      result = st;
+      break;
     }
-    Result<DevLaunchHandle> h = st.ok() ? cudaLaunchLanes(lanes, steps, streams.front(),
-                                                          std::vector<void*>(streams.begin() + 1, streams.end()))
-                                        : Result<DevLaunchHandle>(st);
+    result = assemble(parts, a, mapHost, failedComm);  // names the part that failed
+    if (!result.ok()) break;
+    Result<DevLaunchHandle> h = cudaLaunchLanes(a.lanes, a.steps, a.streams.front(),
+                                                std::vector<void*>(a.streams.begin() + 1, a.streams.end()));
     if (!h.ok()) {
       *failedComm = parts[idx.front()].comm;
       result = h.takeStatus();
       break;
     }
-    auto completion = std::make_shared<CudaCompletion>(h.value().event);
-    for (size_t k = 0; k < idx.size(); ++k) {
-      PendingLaunch& p = *lowered[k].pending;
-      p.completion = completion;
-      p.results = h.value().results + firstLane[k];
-      p.resultsOwner = h.value().memory;
-      parts[idx[k]].comm->proxy->submit(lowered[k].pending);
-    }
+    submitParts(parts, a, std::make_shared<CudaCompletion>(h.value().event), h.value().results, h.value().memory);
   }
   if (before >= 0) (void)cudaUseDevice(before);
   return result;
