@@ -29,10 +29,13 @@ Result<NetBackend*> netBackend() {
 
 namespace {
 
-// A heap FIFO local to one side of a net connection.
+// A heap FIFO local to one side of a net connection. Whole pages: kernels reach it through
+// cudaHostRegister, which locks whole pages, so no other allocation may share its last one
+// (registering that one's memory would then fail as already registered).
 struct LocalFifo {
+  static size_t pages(size_t slotBytes) { return (fifoBytes(slotBytes) + 4095) & ~size_t{4095}; }
   explicit LocalFifo(size_t slotBytes)
-      : mem(static_cast<char*>(::operator new(fifoBytes(slotBytes), std::align_val_t(4096)))) {
+      : mem(static_cast<char*>(::operator new(pages(slotBytes), std::align_val_t(4096)))) {
     view.ctrl = new (mem) FifoCtrl();
     view.data = mem + sizeof(FifoCtrl);
     view.slotBytes = slotBytes;
