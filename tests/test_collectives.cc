@@ -4,6 +4,7 @@
 // in the chain order the algorithms use (ring and one-shot alike). COLL_BUFFSIZE is shrunk so that small counts
 // walk the multi-slice, multi-loop and multi-channel paths.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <sstream>
@@ -11,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "core/comm.h"
 #include "core/datatype.h"
 #include "device/dev_lane.h"
 #include "device/device_exec.h"
@@ -373,6 +375,26 @@ TEST_CASE("a device group needing more lanes than fit on the GPU is refused", "[
   });
   for (auto& e : errors) FAIL_CHECK(e);
   REQUIRE(errors.empty());
+}
+
+TEST_CASE("ring order groups ranks by host, then by GPU, keeping rank order inside a group", "[ring]") {
+  auto peers = [](std::vector<std::pair<const char*, const char*>> hostBus) {
+    std::vector<coll::PeerInfo> p(hostBus.size());
+    for (size_t r = 0; r < p.size(); ++r) {
+      std::snprintf(p[r].hostId, sizeof(p[r].hostId), "%s", hostBus[r].first);
+      std::snprintf(p[r].busId, sizeof(p[r].busId), "%s", hostBus[r].second);
+    }
+    return p;
+  };
+  using V = std::vector<int>;
+  CHECK(coll::ringOrder(peers({{"A", ""}, {"A", ""}, {"B", ""}, {"B", ""}})) == V{0, 1, 2, 3});
+  CHECK(coll::ringOrder(peers({{"A", ""}, {"B", ""}, {"A", ""}, {"B", ""}})) == V{0, 2, 1, 3});
+  CHECK(coll::ringOrder(peers({{"B", ""}, {"A", ""}, {"B", ""}})) == V{0, 2, 1});
+  CHECK(coll::ringOrder(peers({{"A", "g0"}, {"A", "g1"}, {"A", "g0"}, {"A", "g1"}})) == V{0, 2, 1, 3});
+  CHECK(coll::ringOrder(peers({{"A", "g0"}, {"B", "g0"}, {"A", "g1"}, {"B", "g0"}, {"A", "g0"}})) ==
+        V{0, 4, 2, 1, 3});
+  CHECK(coll::ringOrder(peers({{"A", ""}, {"A", "g0"}, {"A", ""}})) == V{0, 2, 1});
+  CHECK(coll::ringOrder(peers({{"A", ""}})) == V{0});
 }
 
 TEST_CASE("device shape: a launch's lanes fit the budget, and send lanes reach every peer", "[device]") {

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -112,6 +113,71 @@ TEST_CASE("simulated hosts mix shm and net in one ring", "[multiprocess]") {
   o.perRankEnv = [](int rank) { setenv("COLL_HOSTID", rank < 2 ? "hostA" : "hostB", 1); };
   auto res = runProcs(4, basicOps, o);
   INFO(describe(res));
+  for (auto& r : res) REQUIRE(r.exitCode == 0);
+}
+
+// Ranks placed round robin over two simulated hosts (A B A B, as mpirun --map-by node
+// does): the ring visits each host once (0 -> 2 -> 1 -> 3 -> 0, two TCP hops) instead of
+// crossing between them at every hop, and every collective stays correct (one-shot,
+// ring, chain; host executor and emulated device executor, whose ring follows too).
+int ringThenBasicOps(int rank, std::string& report) {
+  {
+    collComm_t comm = nullptr;
+    collUniqueId id;
+    PCHECK(collGetUniqueId(&id));
+    PCHECK(collCommInitRank(&comm, 4, id, rank));
+    collCommDestroy(comm);
+  }
+  const int next[4] = {2, 3, 1, 0}, prev[4] = {3, 2, 0, 1};
+  std::ifstream log(std::getenv("COLL_DEBUG_FILE"));
+  const std::string want = "ring " + std::to_string(prev[rank]) + " -> " + std::to_string(rank) + " -> " +
+                           std::to_string(next[rank]);
+  std::string line;
+  bool found = false;
+  while (std::getline(log, line)) found |= line.find(want) != std::string::npos;
+  if (!found) {
+    report += "no \"" + want + "\" in the INIT log";
+    return 1;
+  }
+  if (int rc = basicOps(rank, report)) return rc;
+  // Float sums whose bits depend on the order of combining: every rank must get the same
+  // ones (each combines the inputs in one agreed order, whatever the ring's).
+  collComm_t comm = nullptr;
+  collUniqueId id;
+  PCHECK(collGetUniqueId(&id));
+  PCHECK(collCommInitRank(&comm, 4, id, rank));
+  for (size_t count : {size_t{1}, size_t{1000}, size_t{300000}}) {
+    std::vector<float> in(count), out(count), all(count * 4);
+    const float scale[4] = {1e8f, 1.0f, -1e8f, 3.0f};
+    for (size_t i = 0; i < count; ++i) in[i] = scale[rank] * (1.0f + static_cast<float>(i % 7) / 3.0f);
+    PCHECK(collAllReduce(in.data(), out.data(), count, collFloat32, collSum, comm, nullptr));
+    PCHECK(collAllGather(out.data(), all.data(), count, collFloat32, comm, nullptr));
+    for (int r = 1; r < 4; ++r)
+      if (std::memcmp(all.data(), all.data() + r * count, count * sizeof(float)) != 0) {
+        report += "float allreduce of " + std::to_string(count) + ": rank " + std::to_string(r) +
+                  " got other bits than rank 0";
+        collCommDestroy(comm);
+        return 1;
+      }
+  }
+  collCommDestroy(comm);
+  return 0;
+}
+
+TEST_CASE("round-robin placement over hosts: the ring visits each host once", "[multiprocess]") {
+  const char* emulate = GENERATE("0", "1");
+  const std::string dir = "/tmp/coll-rr-" + std::to_string(getpid());
+  REQUIRE(std::system(("mkdir -p " + dir).c_str()) == 0);
+  ProcOptions o;
+  o.env = {{"TEST_NRANKS", "4"}, {"COLL_DEBUG", "INFO"}, {"COLL_DEBUG_SUBSYS", "INIT"},
+           {"COLL_DEVICE_EMULATE", emulate}, {"COLL_SOCKET_IFNAME", "lo"}};
+  o.perRankEnv = [dir](int rank) {
+    setenv("COLL_HOSTID", rank % 2 == 0 ? "hostA" : "hostB", 1);
+    setenv("COLL_DEBUG_FILE", (dir + "/rank" + std::to_string(rank) + ".log").c_str(), 1);
+  };
+  auto res = runProcs(4, ringThenBasicOps, o);
+  (void)std::system(("rm -rf " + dir).c_str());
+  INFO("COLL_DEVICE_EMULATE=" << emulate << "\n" << describe(res));
   for (auto& r : res) REQUIRE(r.exitCode == 0);
 }
 

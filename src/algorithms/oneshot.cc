@@ -17,7 +17,9 @@ namespace {
 
 // dst[0, cnt) = src(o0) op src(o1) op ... op src(o_{n-1}) with o_j = last+1+j (mod n),
 // where src(r) points at rank r's elements; the op's post-step applies at the last
-// combine. The same chain the ring uses for the block ending at rank `last`.
+// combine. The same chain the ring uses for the block ending at rank `last` when the ring
+// is in rank order (contiguous placement; comm.h ringOrder); otherwise the bits may differ
+// from the ring's in the last place, but every rank computes the same ones.
 template <typename Src>
 void reduceChain(const ReduceKernels& k, char* dst, Src src, size_t cnt, int n, int last) {
   auto at = [&](int j) { return src((last + 1 + j) % n); };
@@ -374,7 +376,7 @@ Status OneShot::pollRing(bool* done, WaitTarget* wait) {
         return okStatus();
       }
     }
-    const int j = received_ + 1;          // the j-th block in comes from rank me - j
+    const int j = received_ + 1;  // the j-th block in comes from ring position me - j
     const bool forward = j <= n - 2;
     if (recv.size() != bytes)
       return invalidUsage("rank " + std::to_string(recv.peer()) + " sent " +
@@ -385,7 +387,7 @@ Status OneShot::pollRing(bool* done, WaitTarget* wait) {
       *wait = send.waitTarget();
       return okStatus();
     }
-    const int origin = (me - j + n) % n;
+    const int origin = c_->ring[static_cast<size_t>((c_->ringPos - j + n) % n)];
     std::memcpy(staging + static_cast<size_t>(origin) * bytes, recv.slot(), bytes);
     if (forward) {
       std::memcpy(send.slot(), recv.slot(), bytes);

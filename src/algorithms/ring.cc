@@ -5,6 +5,11 @@
 // into one piece per channel; channel ch handles piece ch of every block, so channels
 // never share a connector and run concurrently.
 //
+// Positions, not ranks: the rank at ring position p (comm.h ringOrder; p = r when ranks
+// are placed contiguously) plays the part described here for rank r. Allreduce blocks
+// are numbered by position; reduce-scatter and allgather blocks are the user's, so block
+// k below is the block of the rank at position k.
+//
 // Reduce-scatter: in step j (0 <= j < n) rank r handles block r-1-j. Step 0 sends its own
 // contribution; steps 1..n-2 receive the partial sum of that block from the left, add
 // their own and pass it right; step n-1 receives block r, adds its own and keeps the
@@ -71,7 +76,7 @@ Piece subPiece(Piece p, size_t elemSize, size_t nloops, size_t loop) {
 
 void buildRingAllReduce(collComm* c, const OpDesc& od, uint16_t opIndex,
                         std::vector<Program>& progs) {
-  const int n = c->nranks, r = c->rank;
+  const int n = c->nranks, r = c->ringPos;
   const size_t es = dataTypeSize(od.dtype);
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
@@ -124,14 +129,17 @@ void forEachBlockPiece(collComm* c, const OpDesc& od, std::vector<Program>& prog
   }
 }
 
+// The user's block of the rank at ring position k (mod n).
+size_t userBlock(const collComm* c, int k) { return static_cast<size_t>(c->ring[static_cast<size_t>(mod(k, c->nranks))]); }
+
 void buildRingReduceScatter(collComm* c, const OpDesc& od, uint16_t opIndex,
                             std::vector<Program>& progs) {
-  const int n = c->nranks, r = c->rank;
+  const int n = c->nranks, r = c->ringPos;
   const size_t blockBytes = od.count * dataTypeSize(od.dtype);
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
   forEachBlockPiece(c, od, progs, [&](Program& pg, SendConnector* s, RecvConnector* rv, Piece mine) {
-    auto srcOf = [&](int k) { return src + static_cast<size_t>(mod(k, n)) * blockBytes + mine.offset; };
+    auto srcOf = [&](int k) { return src + userBlock(c, k) * blockBytes + mine.offset; };
     if (n == 1) {
       pg.add(kSrc | kDst | kFinal, od, opIndex, srcOf(0), dst + mine.offset, mine.bytes, s, rv);
       return;
@@ -145,12 +153,12 @@ void buildRingReduceScatter(collComm* c, const OpDesc& od, uint16_t opIndex,
 
 void buildRingAllGather(collComm* c, const OpDesc& od, uint16_t opIndex,
                         std::vector<Program>& progs) {
-  const int n = c->nranks, r = c->rank;
+  const int n = c->nranks, r = c->ringPos;
   const size_t blockBytes = od.count * dataTypeSize(od.dtype);
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
   forEachBlockPiece(c, od, progs, [&](Program& pg, SendConnector* s, RecvConnector* rv, Piece mine) {
-    auto dstOf = [&](int k) { return dst + static_cast<size_t>(mod(k, n)) * blockBytes + mine.offset; };
+    auto dstOf = [&](int k) { return dst + userBlock(c, k) * blockBytes + mine.offset; };
     uint8_t first = n > 1 ? (kSrc | kDst | kSend) : (kSrc | kDst);
     pg.add(first, od, opIndex, src + mine.offset, dstOf(r), mine.bytes, s, rv);
     for (int j = 1; j < n - 1; ++j)

@@ -212,10 +212,12 @@ static Status initConnections(collComm* c) {
     c->directOn = c->mailboxes && c->mailboxes->directOk();
   }
 
-  c->ring.resize(c->nranks);
-  for (int r = 0; r < c->nranks; ++r) c->ring[r] = r;
-  c->ringNext = (c->rank + 1) % c->nranks;
-  c->ringPrev = (c->rank + c->nranks - 1) % c->nranks;
+  c->ring = ringOrder(c->bootstrap->peers());
+  c->ringPosOf.assign(static_cast<size_t>(c->nranks), 0);
+  for (int p = 0; p < c->nranks; ++p) c->ringPosOf[static_cast<size_t>(c->ring[p])] = p;
+  c->ringPos = c->ringPosOf[static_cast<size_t>(c->rank)];
+  c->ringNext = c->ring[(c->ringPos + 1) % c->nranks];
+  c->ringPrev = c->ring[(c->ringPos + c->nranks - 1) % c->nranks];
   int nch = c->nranks > 1 ? mine.nChannels : 1;
   c->minChannels = static_cast<int>(std::min<int64_t>(minCh, nch));
   c->channels.resize(nch);
@@ -237,6 +239,29 @@ static Status initConnections(collComm* c) {
             c->rank, c->nranks, c->ringPrev, c->rank, c->ringNext, c->channels[0].recv->kind(),
             c->channels[0].send->kind(), nch, c->sliceBytes);
   return okStatus();
+}
+
+std::vector<int> ringOrder(const std::vector<PeerInfo>& peers) {
+  const int n = static_cast<int>(peers.size());
+  std::vector<std::string> hosts, gpus;  // first appearances; gpus keyed by host + bus id
+  std::vector<std::pair<int, int>> key(static_cast<size_t>(n));
+  auto indexOf = [](std::vector<std::string>& seen, const std::string& k) {
+    auto it = std::find(seen.begin(), seen.end(), k);
+    if (it != seen.end()) return static_cast<int>(it - seen.begin());
+    seen.push_back(k);
+    return static_cast<int>(seen.size() - 1);
+  };
+  for (int r = 0; r < n; ++r) {
+    const PeerInfo& p = peers[static_cast<size_t>(r)];
+    const std::string host(p.hostId, strnlen(p.hostId, sizeof(p.hostId)));
+    const std::string bus(p.busId, strnlen(p.busId, sizeof(p.busId)));
+    key[static_cast<size_t>(r)] = {indexOf(hosts, host), indexOf(gpus, host + '\n' + bus)};
+  }
+  std::vector<int> order(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) order[static_cast<size_t>(r)] = r;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return key[static_cast<size_t>(a)] < key[static_cast<size_t>(b)]; });
+  return order;
 }
 
 Result<collComm*> commInit(const UniqueIdData& id, int nranks, int rank, int cudaDev) {

@@ -47,7 +47,9 @@ struct collComm {
   // connections (sharing a socket serialises bulk sends and receives on its lock:
   // measured -20-35 % bandwidth). Empty otherwise.
   Channel ll;
-  std::vector<int> ring;  // ring order of ranks
+  std::vector<int> ring;       // ranks in ring order (ringOrder)
+  std::vector<int> ringPosOf;  // rank -> its position in `ring`
+  int ringPos = 0;             // this rank's position
   int ringNext = 0, ringPrev = 0;
 
   // Double binary trees over hosts with a chain inside each (algorithms/tree.cc): this
@@ -116,6 +118,13 @@ inline collComm::Channel& channelOf(collComm* c, size_t ch, bool device) {
 inline std::vector<std::array<collComm::TreeEdges, 2>>& treesOf(collComm* c, bool device) {
   return device ? c->dev->trees : c->trees;
 }
+
+// The ring's order of ranks: grouped by host (hosts in order of their first rank), inside
+// a host by GPU (bus id; GPUs in order of their first rank, host-memory ranks as one
+// group), by rank inside a group. Contiguous placements keep rank order; round-robin
+// ones (mpirun --map-by node, threads spread over GPUs) then cross between hosts and
+// GPUs once per group instead of at every hop.
+std::vector<int> ringOrder(const std::vector<PeerInfo>& peers);
 
 // Creates rank `rank` of the communicator named by id.
 // cudaDev: the CUDA device this rank is bound to (-1: a host-memory rank).
