@@ -82,13 +82,14 @@ void retireComm(collComm* comm) {
 }
 
 // The double binary trees over hosts (ranks grouped by host id in order of first
-// appearance, rank order inside a host) and the tuner's view of the communicator. The
-// trees' connectors are wired by the first operation that runs on them (group.cc).
+// appearance, in ring order inside a host: by GPU, then rank) and the tuner's view of
+// the communicator. The trees' connectors are wired by the first operation that runs on
+// them (group.cc).
 static void initTrees(collComm* c, int nch, bool shmDisable) {
   const auto& peers = c->bootstrap->peers();
   std::vector<std::string> ids;
   std::vector<std::vector<int>> members;
-  for (int r = 0; r < c->nranks; ++r) {
+  for (int r : c->ring) {
     std::string h(peers[r].hostId, strnlen(peers[r].hostId, sizeof(peers[r].hostId)));
     auto it = std::find(ids.begin(), ids.end(), h);
     if (it == ids.end()) {
