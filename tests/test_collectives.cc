@@ -4,6 +4,9 @@
 // in the chain order the algorithms use (ring and one-shot alike). COLL_BUFFSIZE is shrunk so that small counts
 // walk the multi-slice, multi-loop and multi-channel paths.
 #include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <thread>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -16,6 +19,7 @@
 #include "core/datatype.h"
 #include "device/dev_lane.h"
 #include "device/device_exec.h"
+#include "device/proxy.h"
 #include "harness.h"
 
 using testing::ScopedEnv;
@@ -395,6 +399,50 @@ TEST_CASE("ring order groups ranks by host, then by GPU, keeping rank order insi
         V{0, 4, 2, 1, 3});
   CHECK(coll::ringOrder(peers({{"A", ""}, {"A", "g0"}, {"A", ""}})) == V{0, 2, 1});
   CHECK(coll::ringOrder(peers({{"A", ""}})) == V{0});
+}
+
+// Kernels over p2p or shm FIFOs need nothing from the proxy but a look at their end: with
+// launches ending back to back and nobody waiting, it must not keep a core spinning
+// (it did: every finished launch restarted its spin).
+TEST_CASE("the device proxy does not spin while launches it has nothing to move run back to back", "[device]") {
+  ScopedEnv emulate("COLL_DEVICE_EMULATE", "1");  // a host abort word: no CUDA needed
+  auto errors = testing::runRanks(1, [](int, collComm_t comm) -> std::string {
+    using clock = std::chrono::steady_clock;
+    struct EndsAt : coll::Completion {
+      clock::time_point end;
+      bool done(coll::Status*) override { return clock::now() >= end; }
+    };
+    auto cpuNow = [] {
+      timespec t{};
+      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+      return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+    };
+    coll::DeviceProxy proxy(comm);
+    if (!proxy.init().ok()) return "proxy init failed";
+    const auto t0 = clock::now();
+    const int launches = 150;  // one ending every millisecond
+    std::shared_ptr<coll::PendingLaunch> last;
+    for (int i = 0; i < launches; ++i) {
+      auto p = std::make_shared<coll::PendingLaunch>();
+      auto done = std::make_shared<EndsAt>();
+      done->end = t0 + std::chrono::milliseconds(i + 1);
+      p->completion = done;
+      proxy.submit(p);
+      last = p;
+    }
+    const double cpu0 = cpuNow();
+    const auto w0 = clock::now();
+    std::this_thread::sleep_until(t0 + std::chrono::milliseconds(launches));
+    const double cpu = cpuNow() - cpu0;
+    const double wall = std::chrono::duration<double>(clock::now() - w0).count();
+    if (!proxy.wait(last).ok()) return "the last launch failed";
+    if (cpu > 0.3 * wall)
+      return "the process used " + std::to_string(cpu * 1e3) + " ms of CPU in " + std::to_string(wall * 1e3) +
+             " ms while its proxy had nothing to move";
+    return "";
+  });
+  for (auto& e : errors) FAIL_CHECK(e);
+  REQUIRE(errors.empty());
 }
 
 TEST_CASE("device shape: a launch's lanes fit the budget, and send lanes reach every peer", "[device]") {

@@ -88,20 +88,27 @@ DeviceProxy::~DeviceProxy() {
 void DeviceProxy::submit(std::shared_ptr<PendingLaunch> p) {
   std::lock_guard<std::mutex> lock(mu_);
   pending_.push_back(std::move(p));
+  ++submitted_;
   if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
   cv_.notify_all();
 }
 
 Status DeviceProxy::wait(const std::shared_ptr<PendingLaunch>& p) {
   std::unique_lock<std::mutex> lock(mu_);
+  ++waiters_;  // the proxy polls busily while someone waits
+  cv_.notify_all();
   doneCv_.wait(lock, [&] { return p->finished; });
+  --waiters_;
   return p->status;
 }
 
 void DeviceProxy::quiesce(bool abort) {
   if (abort && abortHost_) __atomic_store_n(abortHost_, 1u, __ATOMIC_RELEASE);
   std::unique_lock<std::mutex> lock(mu_);
+  ++waiters_;
+  cv_.notify_all();
   doneCv_.wait(lock, [&] { return pending_.empty(); });
+  --waiters_;
 }
 
 void DeviceProxy::finish(PendingLaunch& p, Status st) {
@@ -173,6 +180,8 @@ void DeviceProxy::loop() {
   Waiter waiter(c_->spinNs);
   for (;;) {
     std::vector<std::shared_ptr<PendingLaunch>> live;
+    bool urgent = false;
+    uint64_t seen = 0;
     {
       std::unique_lock<std::mutex> lock(mu_);
       // Drop finished launches and tell waiters.
@@ -188,9 +197,18 @@ void DeviceProxy::loop() {
         continue;
       }
       live = pending_;
+      urgent = waiters_ > 0;
+      seen = submitted_;
     }
+    for (const auto& p : live) urgent |= !p->sends.empty() || !p->recvs.empty();
     if (pass(live)) {
       waiter.reset();
+    } else if (!urgent) {
+      // Nothing to move and nobody waiting: look again in a while, or when a launch
+      // arrives or a thread starts waiting.
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::microseconds(kLazyPollUs),
+                   [&] { return stop_ || waiters_ > 0 || submitted_ != seen; });
     } else if (waiter.idleSeconds() < 0.002) {
       waiter.idle(WaitTarget{});  // spin, then yield: kernels wake nobody, so poll
     } else {

@@ -8,9 +8,12 @@
 // lane that ended early into the communicator's error (collCommGetAsyncError), naming the
 // rank, lane, operation and peer.
 //
-// The thread starts with the first device launch, sleeps on a condition variable while
-// nothing is pending, backs off to short sleeps while a launch runs without needing it,
-// and stops when the communicator is freed (after its launches are done).
+// The thread starts with the first device launch and stops when the communicator is
+// freed (after its launches are done). It sleeps on a condition variable while nothing is
+// pending. While launches run it polls busily only when it must: they have net
+// connectors to move, or a thread waits for one of them (wait, quiesce). Otherwise
+// (kernels over p2p or shm FIFOs, the caller gone on to queue more work) it checks them
+// every kLazyPollUs, so back-to-back kernels do not keep a host core spinning.
 #pragma once
 
 #include <atomic>
@@ -68,6 +71,7 @@ struct PendingLaunch {
 
 class DeviceProxy {
  public:
+  static constexpr int kLazyPollUs = 200;
   explicit DeviceProxy(struct ::collComm* c) : c_(c) {}
   ~DeviceProxy();
   // The word kernels poll (host view and the address kernels use).
@@ -98,6 +102,8 @@ class DeviceProxy {
   std::condition_variable cv_;      // work arrived / stop
   std::condition_variable doneCv_;  // a launch finished
   std::vector<std::shared_ptr<PendingLaunch>> pending_;
+  uint64_t submitted_ = 0;  // launches ever submitted (wakes a lazy wait)
+  int waiters_ = 0;         // threads in wait() or quiesce()
   bool stop_ = false;
   std::thread thread_;
 };
