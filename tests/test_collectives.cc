@@ -381,7 +381,7 @@ TEST_CASE("a device group needing more lanes than fit on the GPU is refused", "[
   REQUIRE(errors.empty());
 }
 
-TEST_CASE("ring order groups ranks by host, then by GPU, keeping rank order inside a group", "[ring]") {
+TEST_CASE("ring order groups ranks by host, then by GPU in bus order, keeping rank order inside a group", "[ring]") {
   auto peers = [](std::vector<std::pair<const char*, const char*>> hostBus) {
     std::vector<coll::PeerInfo> p(hostBus.size());
     for (size_t r = 0; r < p.size(); ++r) {
@@ -399,6 +399,9 @@ TEST_CASE("ring order groups ranks by host, then by GPU, keeping rank order insi
         V{0, 4, 2, 1, 3});
   CHECK(coll::ringOrder(peers({{"A", ""}, {"A", "g0"}, {"A", ""}})) == V{0, 2, 1});
   CHECK(coll::ringOrder(peers({{"A", ""}})) == V{0});
+  // Device numbering across sockets: ranks on buses 0x18, 0x9a, 0x2a, 0xab (GPUs 0, 4, 1, 5).
+  CHECK(coll::ringOrder(peers({{"A", "0000:18:00.0"}, {"A", "0000:9a:00.0"}, {"A", "0000:2a:00.0"},
+                               {"A", "0000:ab:00.0"}})) == V{0, 2, 1, 3});
 }
 
 // Kernels over p2p or shm FIFOs need nothing from the proxy but a look at their end: with

@@ -244,24 +244,26 @@ static Status initConnections(collComm* c) {
 
 std::vector<int> ringOrder(const std::vector<PeerInfo>& peers) {
   const int n = static_cast<int>(peers.size());
-  std::vector<std::string> hosts, gpus;  // first appearances; gpus keyed by host + bus id
-  std::vector<std::pair<int, int>> key(static_cast<size_t>(n));
-  auto indexOf = [](std::vector<std::string>& seen, const std::string& k) {
-    auto it = std::find(seen.begin(), seen.end(), k);
-    if (it != seen.end()) return static_cast<int>(it - seen.begin());
-    seen.push_back(k);
-    return static_cast<int>(seen.size() - 1);
-  };
+  std::vector<std::string> hosts;  // in order of first appearance
+  std::vector<int> hostOf(static_cast<size_t>(n));
+  std::vector<std::string> busOf(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
     const PeerInfo& p = peers[static_cast<size_t>(r)];
     const std::string host(p.hostId, strnlen(p.hostId, sizeof(p.hostId)));
-    const std::string bus(p.busId, strnlen(p.busId, sizeof(p.busId)));
-    key[static_cast<size_t>(r)] = {indexOf(hosts, host), indexOf(gpus, host + '\n' + bus)};
+    auto it = std::find(hosts.begin(), hosts.end(), host);
+    if (it == hosts.end()) it = hosts.insert(hosts.end(), host);
+    hostOf[static_cast<size_t>(r)] = static_cast<int>(it - hosts.begin());
+    busOf[static_cast<size_t>(r)] = std::string(p.busId, strnlen(p.busId, sizeof(p.busId)));
   }
+  // Host, then bus id (PCI order follows the machine's switches and sockets, whatever the
+  // device numbering; host-memory ranks, with none, first), then rank.
   std::vector<int> order(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) order[static_cast<size_t>(r)] = r;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return key[static_cast<size_t>(a)] < key[static_cast<size_t>(b)]; });
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
+    if (hostOf[ua] != hostOf[ub]) return hostOf[ua] < hostOf[ub];
+    return busOf[ua] < busOf[ub];
+  });
   return order;
 }
 
