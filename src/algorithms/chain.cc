@@ -29,7 +29,8 @@ void forEachPiece(collComm* c, const OpDesc& od, F f) {
 void buildChainBroadcast(collComm* c, const OpDesc& od, uint16_t opIndex,
                          std::vector<Program>& progs) {
   const int n = c->nranks;
-  const int pos = (c->ringPos - c->ringPosOf[static_cast<size_t>(od.root)] + n) % n;  // distance from the root along the ring
+  const int rootPos = c->ringPosOf[static_cast<size_t>(od.root)];
+  const int pos = (c->ringPos - rootPos + n) % n;  // distance from the root along the ring
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
   forEachPiece(c, od, [&](int ch, size_t off, size_t bytes) {
@@ -47,7 +48,8 @@ void buildChainBroadcast(collComm* c, const OpDesc& od, uint16_t opIndex,
 void buildChainReduce(collComm* c, const OpDesc& od, uint16_t opIndex,
                       std::vector<Program>& progs) {
   const int n = c->nranks;
-  const int pos = (c->ringPos - c->ringPosOf[static_cast<size_t>(od.root)] - 1 + 2 * n) % n;  // root is last (pos n-1)
+  const int rootPos = c->ringPosOf[static_cast<size_t>(od.root)];
+  const int pos = (c->ringPos - rootPos - 1 + 2 * n) % n;  // root is last (pos n-1)
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
   forEachPiece(c, od, [&](int ch, size_t off, size_t bytes) {

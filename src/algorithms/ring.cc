@@ -130,7 +130,9 @@ void forEachBlockPiece(collComm* c, const OpDesc& od, std::vector<Program>& prog
 }
 
 // The user's block of the rank at ring position k (mod n).
-size_t userBlock(const collComm* c, int k) { return static_cast<size_t>(c->ring[static_cast<size_t>(mod(k, c->nranks))]); }
+size_t userBlock(const collComm* c, int k) {
+  return static_cast<size_t>(c->ring[static_cast<size_t>(mod(k, c->nranks))]);
+}
 
 void buildRingReduceScatter(collComm* c, const OpDesc& od, uint16_t opIndex,
                             std::vector<Program>& progs) {

@@ -46,8 +46,10 @@ class BlockBackend {
   }
   __device__ void fence() const { __threadfence_system(); }
   __device__ void pause() const { __nanosleep(100); }
-  __device__ __noinline__ void slice(const DevStep& s, const char* in, const char* src, char* dst, char* out, uint64_t len,
-                        int nranks) const {
+  // Out of line: inlined, the 12 x 5 slice variants made ptxas outline devRunLane instead,
+  // with spills in its waiting loop.
+  __device__ __noinline__ void slice(const DevStep& s, const char* in, const char* src, char* dst, char* out,
+                                     uint64_t len, int nranks) const {
     devSlice(threadIdx.x, blockDim.x, s, in, src, dst, out, len, nranks);
   }
 
