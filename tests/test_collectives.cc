@@ -295,6 +295,9 @@ TEST_CASE("device executor emulated on host threads: every collective over shm, 
           "[collectives][device]") {
   ScopedEnv emulate("COLL_DEVICE_EMULATE", "1");
   ScopedEnv channels("COLL_DEVICE_NCHANNELS", "3");  // the host set has 2 (sweep): 3 lanes per rank
+  // An H100's 132 resident blocks: 8 ranks get 16 lanes each, so 7 peers share 6 send
+  // (and 6 receive) lanes and some lanes serve two peers, as on the GPU.
+  ScopedEnv blocks("COLL_DEVICE_EMULATE_BLOCKS", "132");
   for (int n = 1; n <= 8; ++n) {
     SECTION("shm, nranks " + std::to_string(n)) { sweep(n, false); }
   }
