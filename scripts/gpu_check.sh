@@ -9,6 +9,9 @@ if [ -f .gpu/bundle.tar.xz ] && [ ! -d .gpu/build ]; then
   (cd .gpu && { xz -dc bundle.tar.xz 2>/dev/null | tar xf - ; } ||
     python3 -c "import tarfile; tarfile.open('bundle.tar.xz').extractall('.')") || { echo "cannot unpack .gpu/bundle.tar.xz"; exit 1; }
 fi
+# A launch stuck for 10 s reports each lane's operation, step and peers into the step's
+# log, so a hang the step's time limit cuts off still says where it stood.
+export COLL_STALL_WARN_S="${COLL_STALL_WARN_S:-10}"
 export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 B=.gpu/build
 CS="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
