@@ -11,25 +11,17 @@
 
 #include "kernels/device_reduce.h"
 #include "kernels/cuda_status.h"
+#include "kernels/dev_slice.h"
 #include "kernels/reduce_ops.h"
 
 namespace coll {
 
 namespace {
 
-template <typename T>
-struct alignas(16) Pack {
-  static constexpr int kN = 16 / static_cast<int>(sizeof(T));
-  T e[kN];
-};
-
-// kAvg: the sum, then divided by nranks (FinalFn for Avg).
-template <typename T, typename Op, bool kAvg>
-__device__ __forceinline__ T combine(T x, T y, int nranks) {
-  auto r = Op::apply(Elem<T>::load(x), Elem<T>::load(y));
-  if constexpr (kAvg) r = avgOf<T>(r, nranks);
-  return Elem<T>::store(r);
-}
+// The executor's 16-byte packs and element combine (dev_slice.h): one definition of how
+// elements are combined on the device.
+using slice::combine;
+using slice::Pack;
 
 template <typename T, typename Op, bool kAvg>
 __global__ void reducePacks(Pack<T>* d, const Pack<T>* a, const Pack<T>* b, size_t npacks, int nranks) {
@@ -38,7 +30,7 @@ __global__ void reducePacks(Pack<T>* d, const Pack<T>* a, const Pack<T>* b, size
     const Pack<T> x = a[i], y = b[i];
     Pack<T> r;
 #pragma unroll
-    for (int k = 0; k < Pack<T>::kN; ++k) r.e[k] = combine<T, Op, kAvg>(x.e[k], y.e[k], nranks);
+    for (int k = 0; k < Pack<T>::kN; ++k) r.e[k] = combine<T, Op, kAvg>(x.e, y.e, k, nranks);
     d[i] = r;
   }
 }
@@ -47,7 +39,7 @@ template <typename T, typename Op, bool kAvg>
 __global__ void reduceScalar(T* d, const T* a, const T* b, size_t n, int nranks) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    d[i] = combine<T, Op, kAvg>(a[i], b[i], nranks);
+    d[i] = combine<T, Op, kAvg>(a, b, i, nranks);
 }
 
 constexpr int kThreads = 256;
