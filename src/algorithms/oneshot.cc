@@ -354,9 +354,8 @@ Status OneShot::pollRing(bool* done, WaitTarget* wait) {
   const int n = c_->nranks, me = c_->rank;
   const size_t bytes = od_.count * es_;
   char* staging = c_->staging.data();
-  COLL_CHECK(recv.progress());
   COLL_CHECK(send.progress());
-  if (sent_ == 0) {
+  if (sent_ == 0) {  // send before anything else: the peers wait for it
     if (!send.ready()) {
       blockedPeer_ = send.peer();
       *wait = send.waitTarget();
@@ -367,6 +366,7 @@ Status OneShot::pollRing(bool* done, WaitTarget* wait) {
     COLL_CHECK(send.progress());
     sent_ = 1;
   }
+  COLL_CHECK(recv.progress());
   while (received_ < n - 1) {
     if (!recv.ready()) {
       COLL_CHECK(recv.progress());
