@@ -161,6 +161,14 @@ std::vector<size_t> sizeList(const Options& o) {
   return v;
 }
 
+void bufferBytes(Coll coll, const Shape& s, size_t es, int n, size_t* sendBytes, size_t* recvBytes) {
+  const size_t c = s.callCount * es, all = c * static_cast<size_t>(n);
+  const bool multi = coll == Coll::kReduceScatter || coll == Coll::kAllToAll;
+  const bool gathers = coll == Coll::kAllGather || coll == Coll::kAllToAll;
+  *sendBytes = multi ? all : c;
+  *recvBytes = gathers ? all : c;
+}
+
 Shape shapeFor(Coll coll, size_t bytes, size_t es, int n) {
   size_t count = bytes / es;
   switch (coll) {
@@ -296,11 +304,10 @@ class Rank {
   }
 
   std::string allocate(const Shape& s, size_t es) {
-    size_t c = s.callCount * es, all = c * n_;
-    bool multi = coll_ == Coll::kReduceScatter || coll_ == Coll::kAllToAll;
-    bool gathers = coll_ == Coll::kAllGather || coll_ == Coll::kAllToAll;
-    b_.send.assign(multi ? all : c, 0);
-    b_.recv.assign(gathers ? all : c, 0);
+    size_t sendBytes, recvBytes;
+    bufferBytes(coll_, s, es, n_, &sendBytes, &recvBytes);
+    b_.send.assign(sendBytes, 0);
+    b_.recv.assign(recvBytes, 0);
     return dev_ ? dev_->resize(b_.send.size(), b_.recv.size()) : "";
   }
 
@@ -494,7 +501,21 @@ int runPerf(Coll coll, int argc, char** argv) {
     const int cudaDev = o.mem == "device" ? (L.localRank * o.nthreads + t) % std::max(1, deviceCount()) : -1;
     if (o.mem == "device") {
       dev = std::make_unique<DeviceBuffers>();
+      // The largest buffers of the sweep, allocated before init (which no rank leaves
+      // before all reach it): cudaFree and cudaMalloc may wait for the kernels running
+      // on the GPU, and with several ranks on it, once collectives run, one of those
+      // kernels may be waiting for this rank.
+      size_t maxSend = 0, maxRecv = 0;
+      for (size_t bytes : sizes)
+        for (collDataType_t type : o.types) {
+          const size_t es = coll::dataTypeSize(type);
+          size_t sb, rb;
+          bufferBytes(coll, shapeFor(coll, bytes, es, nranks), es, nranks, &sb, &rb);
+          maxSend = std::max(maxSend, sb);
+          maxRecv = std::max(maxRecv, rb);
+        }
       std::string e = dev->init(cudaDev);
+      if (e.empty()) e = dev->resize(maxSend, maxRecv);
       if (!e.empty()) {
         std::lock_guard<std::mutex> lock(mu);
         if (firstError.empty()) firstError = "rank " + std::to_string(rank) + ": " + e;

@@ -50,6 +50,8 @@ struct Shape {
   size_t printBytes;   // "size" column
 };
 Shape shapeFor(Coll coll, size_t bytes, size_t typeSize, int nranks);
+// Bytes of the send and receive buffers one rank needs for a call of shape s.
+void bufferBytes(Coll coll, const Shape& s, size_t typeSize, int nranks, size_t* sendBytes, size_t* recvBytes);
 
 const char* typeName(collDataType_t t);
 const char* opName(collRedOp_t op);

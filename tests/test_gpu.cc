@@ -4,7 +4,10 @@
 // checking, so CI (no GPU) stays green; run them on a GPU machine.
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -107,6 +110,35 @@ void gsizes(GColl c, size_t count, int n, size_t* in, size_t* out) {
   *out = c == GColl::kAllGather ? count * n : count;
 }
 
+// A rank's stream and device buffers, made and freed by the main thread while no
+// collective runs.
+struct RankDevice {
+  cudaStream_t stream = nullptr;
+  char* send = nullptr;
+  char* recv = nullptr;
+  char* host = nullptr;  // pinned, as large as each device buffer
+  int dev = 0;
+  RankDevice() = default;
+  RankDevice(const RankDevice&) = delete;
+  RankDevice& operator=(const RankDevice&) = delete;
+  std::string init(int device, size_t bytes, bool nonBlocking) {
+    dev = device;
+    if (cudaSetDevice(dev) != cudaSuccess) return "cudaSetDevice failed";
+    cudaError_t err = nonBlocking ? cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) : cudaStreamCreate(&stream);
+    if (err != cudaSuccess) return std::string("cudaStreamCreate: ") + cudaGetErrorString(err);
+    if (cudaMalloc(&send, bytes) != cudaSuccess || cudaMalloc(&recv, bytes) != cudaSuccess) return "cudaMalloc failed";
+    if (cudaMallocHost(&host, bytes) != cudaSuccess) return "cudaMallocHost failed";
+    return "";
+  }
+  ~RankDevice() {
+    cudaSetDevice(dev);
+    if (send) cudaFree(send);
+    if (recv) cudaFree(recv);
+    if (host) cudaFreeHost(host);
+    if (stream) cudaStreamDestroy(stream);
+  }
+};
+
 // One call; buffers may be host or device (the library decides), `stream` for device.
 collResult_t gcall(GColl c, const char* sb, char* rb, size_t count, collDataType_t t, collRedOp_t op, int rank,
                    int n, bool inPlace, collComm_t comm, cudaStream_t stream) {
@@ -135,6 +167,15 @@ collResult_t gcall(GColl c, const char* sb, char* rb, size_t count, collDataType
 // devlist) and on host buffers with the host executor's ring (one-shot and direct reads
 // off, so both reduce in the same order), and compares the results bitwise.
 std::string compareWithHost(int n, const std::vector<int>& devlist) {
+  // Streams and the largest buffers, made before any rank runs a collective: cudaMalloc,
+  // cudaFree and stream creation may wait for the kernels running on the GPU, one of
+  // which may be waiting for the calling rank (a deadlock the library cannot see).
+  const size_t maxBytes = size_t{262147} * 8 * static_cast<size_t>(n);
+  std::vector<RankDevice> rd(n);
+  for (int rank = 0; rank < n; ++rank) {
+    std::string e = rd[rank].init(devlist[rank], maxBytes, true);
+    if (!e.empty()) return "rank " + std::to_string(rank) + ": " + e;
+  }
   std::vector<collComm_t> dcomms(n), hcomms(n);
   if (collCommInitAll(dcomms.data(), n, devlist.data()) != collSuccess) return collGetLastError(nullptr);
   if (collCommInitAll(hcomms.data(), n, nullptr) != collSuccess) return collGetLastError(nullptr);
@@ -144,11 +185,9 @@ std::string compareWithHost(int n, const std::vector<int>& devlist) {
     threads.emplace_back([&, rank] {
       std::string& e = errors[rank];
       cudaSetDevice(devlist[rank]);
-      cudaStream_t stream;
-      if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
-        e = "cudaStreamCreate failed";
-        return;
-      }
+      cudaStream_t stream = rd[rank].stream;
+      char* const dsb = rd[rank].send;
+      char* const drb = rd[rank].recv;
       uint64_t seed = 1;
       for (GColl c : {GColl::kAllReduce, GColl::kReduceScatter, GColl::kReduce, GColl::kBroadcast, GColl::kAllGather,
                       GColl::kSendRecv})
@@ -168,11 +207,6 @@ std::string compareWithHost(int n, const std::vector<int>& devlist) {
                   if (c == GColl::kAllGather) std::memcpy(hr.data() + rank * count * es, hs.data(), count * es);
                   else if (c != GColl::kReduceScatter) std::memcpy(hr.data(), hs.data(), nin * es);
                 }
-                char *dsb = nullptr, *drb = nullptr;
-                if (cudaMalloc(&dsb, sbytes) != cudaSuccess || cudaMalloc(&drb, rbytes) != cudaSuccess) {
-                  e = "cudaMalloc failed";
-                  continue;
-                }
                 cudaMemcpy(dsb, hs.data(), sbytes, cudaMemcpyHostToDevice);
                 cudaMemcpy(drb, hr.data(), rbytes, cudaMemcpyHostToDevice);
                 std::string what = std::string(gcollName(c)) + " " + dataTypeName(t) + " " + redOpName(op) + " count " +
@@ -191,8 +225,6 @@ std::string compareWithHost(int n, const std::vector<int>& devlist) {
                 }
                 cudaMemcpy(ds.data(), dsb, sbytes, cudaMemcpyDeviceToHost);
                 cudaMemcpy(dr.data(), drb, rbytes, cudaMemcpyDeviceToHost);
-                cudaFree(dsb);
-                cudaFree(drb);
                 if (!e.empty()) continue;
                 const bool rootOnly = c == GColl::kReduce && rank != n - 1;
                 if (c == GColl::kReduceScatter && inPlace) {
@@ -202,7 +234,6 @@ std::string compareWithHost(int n, const std::vector<int>& devlist) {
                   e = what + ": differs from the host executor";
                 }
               }
-      cudaStreamDestroy(stream);
     });
   for (auto& th : threads) th.join();
   for (int r = 0; r < n; ++r) {
@@ -241,6 +272,75 @@ TEST_CASE("every collective on device buffers equals the host executor, ranks as
   unsetenv("COLL_ONESHOT_BYTES");
   unsetenv("COLL_NET_ONESHOT_BYTES");
   unsetenv("COLL_DIRECT");
+}
+
+// Send/recv peers are wired on first use, while other ranks' kernels may already run and
+// wait for this rank. Users' streams are often blocking ones (plain cudaStreamCreate), and
+// the legacy default stream waits for those: the library must not touch it (it zeroed
+// p2p FIFOs with cudaMemset, which would then wait forever). Ranks start their first
+// all-to-all 150 ms apart, so the later ones wire while the first ones' kernels run.
+TEST_CASE("ranks on one GPU with blocking streams wire send/recv peers while others' kernels run",
+          "[gpu][collectives][p2p]") {
+  std::string why;
+  if (!cudaDeviceUsable(&why)) {
+    WARN("skipped: no usable CUDA device (" << why << ")");
+    return;
+  }
+  const int n = 4;
+  const size_t count = 4099;
+  std::vector<int> devlist(n, 0);
+  std::vector<RankDevice> rd(n);
+  for (int r = 0; r < n; ++r) REQUIRE(rd[r].init(0, count * n * sizeof(float), false).empty());
+  std::vector<collComm_t> comms(n);
+  REQUIRE(collCommInitAll(comms.data(), n, devlist.data()) == collSuccess);
+  std::vector<std::string> errors(n);
+  std::atomic<int> finished{0};
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < n; ++rank)
+    threads.emplace_back([&, rank] {
+      std::string& e = errors[rank];
+      cudaSetDevice(0);
+      float* sb = reinterpret_cast<float*>(rd[rank].send);
+      float* rb = reinterpret_cast<float*>(rd[rank].recv);
+      // Copies through pinned memory on the rank's own stream: a plain cudaMemcpy would
+      // run on the legacy default stream and wait for the other ranks' kernels.
+      float* h = reinterpret_cast<float*>(rd[rank].host);
+      for (int p = 0; p < n; ++p)
+        for (size_t i = 0; i < count; ++i) h[p * count + i] = static_cast<float>(rank * 100 + p) + static_cast<float>(i % 7);
+      cudaMemcpyAsync(sb, h, count * n * sizeof(float), cudaMemcpyHostToDevice, rd[rank].stream);
+      cudaStreamSynchronize(rd[rank].stream);
+      std::this_thread::sleep_for(std::chrono::milliseconds(150 * rank));
+      collGroupStart();
+      for (int p = 0; p < n; ++p) {
+        collSend(sb + p * count, count, collFloat, p, comms[rank], rd[rank].stream);
+        collRecv(rb + p * count, count, collFloat, p, comms[rank], rd[rank].stream);
+      }
+      if (collGroupEnd() != collSuccess) e = std::string("all-to-all: ") + collGetLastError(comms[rank]);
+      if (e.empty() && cudaStreamSynchronize(rd[rank].stream) != cudaSuccess) e = "stream failed";
+      if (e.empty()) {
+        cudaMemcpyAsync(h, rb, count * n * sizeof(float), cudaMemcpyDeviceToHost, rd[rank].stream);
+        if (cudaStreamSynchronize(rd[rank].stream) != cudaSuccess) e = "copy back failed";
+        for (int p = 0; p < n && e.empty(); ++p)
+          for (size_t i = 0; i < count; ++i)
+            if (h[p * count + i] != static_cast<float>(p * 100 + rank) + static_cast<float>(i % 7)) {
+              e = "rank " + std::to_string(rank) + ": element " + std::to_string(i) + " from rank " +
+                  std::to_string(p) + " wrong";
+              break;
+            }
+      }
+      ++finished;
+    });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (finished.load() < n && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (finished.load() < n) {  // threads stuck in CUDA calls cannot be joined: report and stop
+    std::fprintf(stderr, "FAILED: first-use wiring on one GPU with blocking streams hung (%d of %d ranks done)\n",
+                 finished.load(), n);
+    std::_Exit(1);
+  }
+  for (auto& th : threads) th.join();
+  for (auto& e : errors) CHECK(e == "");
+  for (int r = 0; r < n; ++r) collCommDestroy(comms[r]);
 }
 
 TEST_CASE("one thread drives device collectives of all ranks in a group", "[gpu][collectives][group]") {

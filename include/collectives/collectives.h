@@ -22,7 +22,9 @@
  * wait for each other: a communicator's kernels are sized to be resident together on
  * their GPUs, but kernels of different communicators running on one GPU at the same time
  * may not fit; as with NCCL, order such communicators' operations (same order on every
- * rank) rather than overlapping them.
+ * rank) rather than overlapping them. For the same reason, threads of ranks sharing a
+ * GPU should not call cudaMalloc/cudaFree (which may wait for the GPU's kernels) while
+ * collectives run: allocate buffers before.
  *
  * Threading (NCCL's contract): one thread at a time per communicator; different
  * communicators may be driven by different threads at once; collCommAbort() and

@@ -39,9 +39,12 @@ struct DevLaunchHandle {
 // on every stream of `join`, which then waits for the kernel.
 Result<DevLaunchHandle> cudaLaunchLanes(std::vector<DevLane> lanes, const std::vector<DevStep>& steps,
                                         void* stream, const std::vector<void*>& join);
-// Puts a block in the launch pool if it is empty (at init, before any kernel runs).
+// At init, before any kernel runs: fills the launch pool and creates the current
+// device's side stream (non-blocking, for the library's own fills).
 Status cudaWarmLaunchPool();
-// Device memory for p2p FIFOs (zeroed), on device dev; freed with cudaFreeDevice.
+// Device memory for p2p FIFOs (zeroed on the side stream, never the legacy default
+// stream, which would wait for kernels of other ranks on the GPU), on device dev; freed
+// with cudaFreeDevice.
 Result<void*> cudaAllocDevice(int dev, size_t bytes);
 void cudaFreeDevice(void* p);
 // CUDA IPC of such an allocation (64-byte handles).

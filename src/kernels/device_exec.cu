@@ -9,6 +9,9 @@
 // Also here: mapping FIFO memory for kernels, pinned launch memory, events.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -85,30 +88,77 @@ struct PoolBlock {
   void* dev = nullptr;
   size_t bytes = 0;
   int device = -1;
+  void* stream = nullptr;  // of the launch holding it
 };
 std::mutex gPoolMu;
+std::condition_variable gPoolCv;
 std::multimap<std::pair<int, size_t>, PoolBlock> gPool;  // free blocks by (device, size)
+std::map<std::pair<int, void*>, int> gInFlight;          // blocks held, by (device, stream)
+std::map<int, int> gBlocks, gWarmTarget;                 // blocks made / wanted, by device
 
-void poolPut(const PoolBlock& b) {
-  std::lock_guard<std::mutex> lock(gPoolMu);
-  gPool.emplace(std::make_pair(b.device, b.bytes), b);
+// Returns a block: one a launch held (`held`), or a new one.
+void poolPut(const PoolBlock& b, bool held = true) {
+  {
+    std::lock_guard<std::mutex> lock(gPoolMu);
+    auto it = held ? gInFlight.find(std::make_pair(b.device, b.stream)) : gInFlight.end();
+    if (it != gInFlight.end() && --it->second == 0) gInFlight.erase(it);
+    gPool.emplace(std::make_pair(b.device, b.bytes), b);
+  }
+  gPoolCv.notify_all();
 }
 
 Result<PoolBlock> newBlock(int device, size_t bytes);
 
-Result<PoolBlock> poolGet(size_t bytes) {
+// One non-blocking stream per device for the library's own copies and fills (zeroing a
+// p2p FIFO). Plain cudaMemset runs on the legacy default stream, which waits for every
+// blocking stream of the device: when ranks share a GPU and one wires a connection on
+// first use while another's kernel waits for it on a cudaStreamCreate'd stream, that
+// wait never ends. Created at init, since creating a stream may itself wait for
+// running kernels.
+std::mutex gSideMu;
+std::map<int, cudaStream_t> gSide;
+
+Result<cudaStream_t> sideStream(int device) {
+  std::lock_guard<std::mutex> lock(gSideMu);
+  auto it = gSide.find(device);
+  if (it != gSide.end()) return it->second;
+  cudaStream_t s = nullptr;
+  COLL_CHECK(cudaStatus(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
+  gSide.emplace(device, s);
+  return s;
+}
+
+// A free block of at least `bytes` for a launch on `stream` (current device). When none
+// is free, allocating one (cudaHostAlloc, cudaMalloc) may wait for the kernels on the
+// GPU, or for a driver lock held by a thread that waits for them (another rank's thread
+// copying to pageable memory), and one of those kernels may be waiting for this very
+// launch. So while earlier launches on the same stream hold blocks, wait for one of them
+// to end instead: their kernels need only launches that other ranks make without waiting
+// for this one. Allocate only when this stream holds none (its first launches, or a plan
+// larger than every block it had).
+Result<PoolBlock> poolGet(size_t bytes, void* stream) {
   int device = -1;
   COLL_CHECK(cudaStatus(cudaGetDevice(&device), "cudaGetDevice"));
-  {
-    std::lock_guard<std::mutex> lock(gPoolMu);
+  const auto key = std::make_pair(device, stream);
+  std::unique_lock<std::mutex> lock(gPoolMu);
+  for (;;) {
     auto it = gPool.lower_bound(std::make_pair(device, bytes));
     if (it != gPool.end() && it->first.first == device) {
       PoolBlock b = it->second;
       gPool.erase(it);
+      b.stream = stream;
+      ++gInFlight[key];
       return b;
     }
+    if (gInFlight.count(key) == 0) break;
+    gPoolCv.wait_for(lock, std::chrono::milliseconds(100));
   }
-  return newBlock(device, bytes);
+  lock.unlock();
+  COLL_ASSIGN(PoolBlock b, newBlock(device, bytes));
+  b.stream = stream;
+  lock.lock();
+  ++gInFlight[key];
+  return b;
 }
 
 Result<PoolBlock> newBlock(int device, size_t bytes) {
@@ -123,28 +173,35 @@ Result<PoolBlock> newBlock(int device, size_t bytes) {
     cudaFreeHost(b.host);
     return st;
   }
+  std::lock_guard<std::mutex> lock(gPoolMu);
+  ++gBlocks[device];
   return b;
 }
 
 }  // namespace
 
 Status cudaWarmLaunchPool() {
-  // Enough blocks for a queue of launches (a benchmark enqueues many before it waits),
-  // so allocation between ranks' launches stays rare.
-  constexpr size_t kWarm = 8;
+  // Blocks for a queue of launches of every rank on the device (a benchmark enqueues
+  // many before it waits), so that a stream's first launches rarely find none free
+  // while other ranks' kernels run (poolGet: later ones wait for their own stream).
+  constexpr int kWarmPerRank = 4;
   int device = -1;
   COLL_CHECK(cudaStatus(cudaGetDevice(&device), "cudaGetDevice"));
-  size_t have;
+  COLL_ASSIGN(cudaStream_t side, sideStream(device));  // made now, used on first-use wiring
+  (void)side;
+  int missing;
   {
     std::lock_guard<std::mutex> lock(gPoolMu);
-    have = gPool.count(std::make_pair(device, size_t{64} << 10));
+    int& target = gWarmTarget[device];
+    target = std::max(target + kWarmPerRank, 2 * kWarmPerRank);
+    missing = target - gBlocks[device];
   }
   std::vector<PoolBlock> made;
-  for (size_t i = have; i < kWarm; ++i) {
+  for (int i = 0; i < missing; ++i) {
     COLL_ASSIGN(PoolBlock b, newBlock(device, 1));
     made.push_back(b);
   }
-  for (const PoolBlock& b : made) poolPut(b);
+  for (const PoolBlock& b : made) poolPut(b, false);
   return okStatus();
 }
 
@@ -205,7 +262,7 @@ Result<DevLaunchHandle> cudaLaunchLanes(std::vector<DevLane> lanes, const std::v
   const size_t laneBytes = up(lanes.size() * sizeof(DevLane));
   const size_t stepBytes = up(steps.size() * sizeof(DevStep));
   const size_t resBytes = up(lanes.size() * sizeof(DevLaneResult));
-  COLL_ASSIGN(PoolBlock block, poolGet(laneBytes + stepBytes + resBytes));
+  COLL_ASSIGN(PoolBlock block, poolGet(laneBytes + stepBytes + resBytes, stream));
   h.memory = std::shared_ptr<void>(block.host, [block](void*) { poolPut(block); });
   char* host = static_cast<char*>(block.host);
   char* dev = static_cast<char*>(block.dev);
@@ -267,8 +324,10 @@ auto onDevice(int dev, F f) {
 Result<void*> cudaAllocDevice(int dev, size_t bytes) {
   return onDevice(dev, [&]() -> Result<void*> {
     void* p = nullptr;
+    COLL_ASSIGN(cudaStream_t side, sideStream(dev));
     COLL_CHECK(cudaStatus(cudaMalloc(&p, bytes), "cudaMalloc(" + std::to_string(bytes) + ") of a p2p FIFO"));
-    Status st = cudaStatus(cudaMemset(p, 0, bytes), "cudaMemset of a p2p FIFO");
+    Status st = cudaStatus(cudaMemsetAsync(p, 0, bytes, side), "cudaMemsetAsync of a p2p FIFO");
+    if (st.ok()) (void)(st = cudaStatus(cudaStreamSynchronize(side), "zeroing a p2p FIFO"));
     if (!st.ok()) {
       cudaFree(p);
       return st;
