@@ -137,17 +137,7 @@ Socket& Socket::operator=(Socket&& o) noexcept {
 }
 
 void Socket::close() {
-  if (fd_ >= 0) {
-    // Read away input nobody will read first: closing a TCP socket with unread input makes
-    // Linux send a reset instead of a FIN, and the reset drops whatever of our own bytes
-    // the kernel still holds for the peer (a send returning does not mean its bytes left:
-    // autocorking holds a small segment until earlier ones complete). Bounded; a peer that
-    // keeps sending gets the reset.
-    char sink[4096];
-    for (int i = 0; i < 64 && ::recv(fd_, sink, sizeof(sink), MSG_DONTWAIT) > 0; ++i) {
-    }
-    ::close(fd_);
-  }
+  if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
 }
 

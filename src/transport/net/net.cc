@@ -49,11 +49,11 @@ struct LocalFifo {
 };
 
 // Tests outstanding requests oldest first (a connection completes them in order),
-// advancing *next past each completed one (at most `most`) and handing its size to onDone.
+// advancing *next past each completed one and handing its size to onDone.
 template <typename F>
 Status completeInOrder(NetBackend* b, NetRequest* const* reqs, uint32_t* next, uint32_t posted,
-                       uint32_t most, const char* what, int peer, F onDone) {
-  for (uint32_t n = 0; *next != posted && n < most; ++n) {
+                       const char* what, int peer, F onDone) {
+  while (*next != posted) {
     bool done = false;
     size_t size = 0;
     Status st = b->test(reqs[*next % kSteps], &done, &size);
@@ -94,8 +94,7 @@ class NetSend : public SendConnector {
       ++posted_;
     }
     uint32_t d = done();
-    Status st = completeInOrder(backend_, reqs_, &d, posted_, kSteps, "send to", peer_,
-                                [](uint32_t, size_t) {});
+    Status st = completeInOrder(backend_, reqs_, &d, posted_, "send to", peer_, [](uint32_t, size_t) {});
     fifo_.view.ctrl->head.store(d, std::memory_order_release);
     return st;
   }
@@ -152,9 +151,7 @@ class NetRecv : public RecvConnector {
       ++posted_;
     }
     uint32_t a = arrived();
-    // One arrival per call: testing the next request right away would cost a syscall
-    // between the consumer learning of this message and acting on it.
-    Status st = completeInOrder(backend_, reqs_, &a, posted_, 1, "receive from", peer_,
+    Status st = completeInOrder(backend_, reqs_, &a, posted_, "receive from", peer_,
                                 [this](uint32_t i, size_t size) {
                                   fifo_.view.ctrl->sizes[i % kSteps] = static_cast<uint32_t>(size);
                                 });
