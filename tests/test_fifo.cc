@@ -1,6 +1,7 @@
 // Connector FIFOs: ordering, sizes and back-pressure through the shm transport, both as
 // plain in-process memory and as a real POSIX shm segment (mapped twice here), and the
-// segment's removal from /dev/shm once both sides hold it.
+// segment's removal from /dev/shm once both sides hold it; the net connectors over
+// loopback sockets.
 #include <dirent.h>
 
 #include <atomic>
@@ -10,6 +11,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "harness.h"
+#include "transport/net/net.h"
 #include "transport/net/socket/socket_net.h"
 #include "transport/shm/shm.h"
 
@@ -95,5 +98,49 @@ TEST_CASE("socket striping covers every byte exactly once", "[fifo][net]") {
       REQUIRE((parts == 1 || static_cast<size_t>(parts - 1) * partLen < size));
       if (size < 65536) REQUIRE(parts == 1);
     }
+  }
+}
+
+// A sender may finish and close while its last messages still wait at the receiver (the
+// last rank of a collective to finish). The receiver must hand over every one of them,
+// however many arrived in one read and however it paces its consumption, and only then
+// report the closed connection. Once lost the last of several such messages when the
+// receiver took one arrival per progress call and failed to post a receive on the closed
+// connection before testing the arrivals it already held.
+TEST_CASE("net connector delivers what a peer sent before closing, then reports the close", "[fifo][net]") {
+  testing::ScopedEnv ifname("COLL_SOCKET_IFNAME", "lo");
+  const size_t slot = 512;
+  for (int messages : {1, 2, 3, kSteps}) {
+    INFO(messages << " messages");
+    auto pending = netSetupRecv(0, slot);
+    REQUIRE(pending.ok());
+    auto send = netConnectSend(1, pending.value()->info());
+    REQUIRE(send.ok());
+    auto recv = pending.value()->finish();
+    REQUIRE(recv.ok());
+    {
+      std::unique_ptr<SendConnector> sender = send.take();
+      for (int i = 0; i < messages; ++i) {
+        REQUIRE(sender->ready());
+        std::memset(sender->slot(), 'a' + i, static_cast<size_t>(i) + 1);
+        sender->post(static_cast<size_t>(i) + 1);
+      }
+      while (!sender->flushed()) REQUIRE(sender->progress().ok());
+    }  // closed: everything is in the receiver's socket, then its end of stream
+    std::unique_ptr<RecvConnector> receiver = recv.take();
+    for (int i = 0; i < messages; ++i) {
+      INFO("message " << i);
+      Status st;
+      while (st.ok() && !receiver->ready()) st = receiver->progress();
+      REQUIRE(st.ok());
+      REQUIRE(receiver->size() == static_cast<size_t>(i) + 1);
+      REQUIRE(std::string(receiver->slot(), receiver->size()) == std::string(static_cast<size_t>(i) + 1, static_cast<char>('a' + i)));
+      receiver->release();
+    }
+    Status st;
+    for (int n = 0; n < 1000 && st.ok(); ++n) st = receiver->progress();
+    REQUIRE(!st.ok());
+    CHECK_THAT(st.message(), Catch::Contains("connection closed"));
+    REQUIRE(!receiver->ready());
   }
 }

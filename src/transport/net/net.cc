@@ -49,11 +49,11 @@ struct LocalFifo {
 };
 
 // Tests outstanding requests oldest first (a connection completes them in order),
-// advancing *next past each completed one and handing its size to onDone.
+// advancing *next past each completed one (at most `most`) and handing its size to onDone.
 template <typename F>
 Status completeInOrder(NetBackend* b, NetRequest* const* reqs, uint32_t* next, uint32_t posted,
-                       const char* what, int peer, F onDone) {
-  while (*next != posted) {
+                       uint32_t most, const char* what, int peer, F onDone) {
+  for (uint32_t n = 0; *next != posted && n < most; ++n) {
     bool done = false;
     size_t size = 0;
     Status st = b->test(reqs[*next % kSteps], &done, &size);
@@ -94,7 +94,8 @@ class NetSend : public SendConnector {
       ++posted_;
     }
     uint32_t d = done();
-    Status st = completeInOrder(backend_, reqs_, &d, posted_, "send to", peer_, [](uint32_t, size_t) {});
+    Status st = completeInOrder(backend_, reqs_, &d, posted_, kSteps, "send to", peer_,
+                                [](uint32_t, size_t) {});
     fifo_.view.ctrl->head.store(d, std::memory_order_release);
     return st;
   }
@@ -144,19 +145,28 @@ class NetRecv : public RecvConnector {
   uint32_t arrived() const { return fifo_.view.ctrl->tail.load(std::memory_order_acquire); }
   uint32_t consumed() const { return fifo_.view.ctrl->head.load(std::memory_order_acquire); }
   Status progressConnection() {
-    while (posted_ - consumed() < static_cast<uint32_t>(kSteps)) {
-      COLL_ASSIGN(NetRequest * r,
-                  backend_->irecv(comm_.get(), fifo_.view.slotAt(posted_), slotBytes_));
-      reqs_[posted_ % kSteps] = r;
+    // A receive that cannot be posted (the peer closed) must not hold back the messages
+    // that arrived before: they are published below, and the failure reported after.
+    Status posting;
+    while (posting.ok() && posted_ - consumed() < static_cast<uint32_t>(kSteps)) {
+      Result<NetRequest*> r = backend_->irecv(comm_.get(), fifo_.view.slotAt(posted_), slotBytes_);
+      if (!r.ok()) {
+        posting = r.takeStatus().prefix("receive from rank " + std::to_string(peer_) + ": ");
+        break;
+      }
+      reqs_[posted_ % kSteps] = r.take();
       ++posted_;
     }
     uint32_t a = arrived();
-    Status st = completeInOrder(backend_, reqs_, &a, posted_, "receive from", peer_,
-                                [this](uint32_t i, size_t size) {
+    // One arrival per call: testing the next request right away would cost a syscall
+    // between the consumer learning of this message and acting on it. Once the
+    // connection failed there is no next call (progress() latches the error): all of them.
+    Status st = completeInOrder(backend_, reqs_, &a, posted_, posting.ok() ? 1 : kSteps,
+                                "receive from", peer_, [this](uint32_t i, size_t size) {
                                   fifo_.view.ctrl->sizes[i % kSteps] = static_cast<uint32_t>(size);
                                 });
     fifo_.view.ctrl->tail.store(a, std::memory_order_release);
-    return st;
+    return st.ok() ? posting : st;
   }
 
   Status error_;
