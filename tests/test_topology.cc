@@ -16,6 +16,7 @@
 
 #include "algorithms/graph.h"
 #include "algorithms/tuner.h"
+#include "core/comm.h"
 #include "topology/probe.h"
 #include "topology/topo.h"
 #include "topology/xml.h"
@@ -31,7 +32,7 @@ const std::vector<std::string>& fixtures() {
       "azure/ndv2-topo.xml",     "azure/ndv4-topo.xml",          "azure/ndv5-topo.xml",
       "azure/ncv4-topo.xml",     "simai/topo_1A100_1CX6.xml",    "simai/topo_2A100_1CX6.xml",
       "simai/topo_4A100_2CX6.xml", "simai/topo_8A100_4CX6.xml",  "dgx-h100-like.xml",
-      "pcie-8gpu-2socket.xml",   "vm-debian12-2core.xml"};
+      "pcie-8gpu-2socket.xml",   "vm-debian12-2core.xml",        "dgx1-like-cubemesh.xml"};
   return f;
 }
 
@@ -392,6 +393,49 @@ TEST_CASE("rings maximise the slowest hop", "[topology][rings]") {
     // Channel c enters next to GPU c (its NIC's switch mate).
     for (size_t c = 0; c < g.value().rings.size(); ++c) CHECK(g.value().rings[c].gpus[0] == static_cast<int>(c));
   }
+}
+
+// A DGX-1-like hybrid cube-mesh: in bus order (0..7) two hops have no NVLink of their own
+// (3 -> 4 and 7 -> 0 go through another GPU's links, NVB), while rings of direct NVLinks
+// exist. Ranks bound to
+// those GPUs, in device order, must form such a ring (comm.h ringOrder with the places
+// gpuRingPosition gives, as commInit sends them).
+TEST_CASE("the ring of a host's GPUs follows NVLink, not bus order", "[topology][rings]") {
+  auto t = loadTopo("dgx1-like-cubemesh.xml");
+  std::vector<std::string> bus(8);
+  for (int g : t->gpus()) bus[static_cast<size_t>(t->node(g).index)] = t->node(g).busId;
+  CHECK(t->path(gpuByDev(*t, 3), gpuByDev(*t, 4)).type == PathType::kNvb);
+  CHECK(t->path(gpuByDev(*t, 7), gpuByDev(*t, 0)).type == PathType::kNvb);
+  std::vector<coll::PeerInfo> peers(8);
+  for (size_t r = 0; r < 8; ++r) {
+    std::snprintf(peers[r].hostId, sizeof(peers[r].hostId), "host");
+    std::snprintf(peers[r].busId, sizeof(peers[r].busId), "%s", bus[r].c_str());
+    peers[r].ringPos = gpuRingPosition(*t, bus[r]);
+    CHECK(peers[r].ringPos >= 0);
+  }
+  // Without the places: bus order, which takes the PCI hops.
+  std::vector<coll::PeerInfo> byBus = peers;
+  for (auto& p : byBus) p.ringPos = -1;
+  CHECK(coll::ringOrder(byBus) == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  const std::vector<int> ring = coll::ringOrder(peers);
+  std::vector<int> sorted = ring;
+  std::sort(sorted.begin(), sorted.end());
+  REQUIRE(sorted == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  for (size_t i = 0; i < 8; ++i) {
+    INFO("hop " << ring[i] << " -> " << ring[(i + 1) % 8]);
+    CHECK(t->path(gpuByDev(*t, ring[i]), gpuByDev(*t, ring[(i + 1) % 8])).type == PathType::kNvl);
+  }
+  // Addresses as CUDA and NVML write them (upper case, 8-digit domain) find the same GPU.
+  CHECK(gpuRingPosition(*t, "0000:0A:00.0") == gpuRingPosition(*t, "0000:0a:00.0"));
+  CHECK(gpuRingPosition(*t, "00000000:8a:00.0") == gpuRingPosition(*t, "0000:8a:00.0"));
+  CHECK(gpuRingPosition(*t, "0000:42:00.0") == -1);  // not a GPU of this host
+  CHECK(gpuRingPosition(*t, "") == -1);
+  CHECK(gpuRingPosition(*t, "gpu0") == -1);
+  // Host-memory ranks (no GPU, place -1) come first, then the GPUs in ring order.
+  std::vector<coll::PeerInfo> mixed(peers.begin(), peers.begin() + 4);
+  mixed.push_back(coll::PeerInfo{});
+  std::snprintf(mixed.back().hostId, sizeof(mixed.back().hostId), "host");
+  CHECK(coll::ringOrder(mixed).front() == 4);
 }
 
 TEST_CASE("host ranks without GPUs get rank-order rings and trees over hosts", "[topology][trees]") {

@@ -1,6 +1,7 @@
 #include "algorithms/graph.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 
 namespace coll {
@@ -186,6 +187,31 @@ std::vector<int> bestRingOrder(const Topology& topo, double* bw, PathType* worst
   *bw = b;
   *worst = w;
   return order;
+}
+
+namespace {
+
+// domain:bus:device of a PCI address; false if it is not one.
+bool parsePciAddress(const std::string& s, unsigned out[3]) {
+  unsigned fn = 0;
+  return std::sscanf(s.c_str(), "%x:%x:%x.%x", &out[0], &out[1], &out[2], &fn) == 4;
+}
+
+}  // namespace
+
+int gpuRingPosition(const Topology& topo, const std::string& busId) {
+  unsigned want[3];
+  if (!parsePciAddress(busId, want)) return -1;
+  double bw;
+  PathType worst;
+  const std::vector<int> order = bestRingOrder(topo, &bw, &worst);
+  for (size_t i = 0; i < order.size(); ++i) {
+    unsigned have[3];
+    if (parsePciAddress(topo.node(order[i]).busId, have) && have[0] == want[0] &&
+        have[1] == want[1] && have[2] == want[2])
+      return static_cast<int>(i);
+  }
+  return -1;
 }
 
 Result<Graphs> searchGraphs(const Topology& topo, int nodes, int maxChannels, int hostRanksPerNode) {

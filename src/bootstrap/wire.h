@@ -30,6 +30,7 @@ struct PeerInfo {
   int32_t pid;
   int32_t cudaDev;     // -1 for host ranks
   char busId[16];      // PCI bus id of that device ("" for host ranks): one GPU across processes
+  int32_t ringPos = -1;  // that GPU's place in its host's best GPU ring (-1: unknown, host ranks)
 };
 
 enum class RootMsg : uint32_t { kJoin = 1, kTable = 2, kError = 3, kRankFailed = 4, kBye = 5 };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 
@@ -242,11 +243,39 @@ static Status initConnections(collComm* c) {
   return okStatus();
 }
 
+// Where this rank's GPU sits in its host's best GPU ring (graph.h gpuRingPosition), from
+// the machine's topology: COLL_TOPO_FILE merged with the probe, or the probe (hwloc,
+// NVML). Every rank of a host sees the same machine, so they agree; and since the ring
+// order is computed from what all ranks sent, even ranks that do not agree build one ring.
+// Topologies are kept per process (by COLL_TOPO_FILE): threads as ranks probe once.
+// -1 (bus order) when the topology cannot be had or does not show this GPU.
+[[maybe_unused]] static int hostGpuRingPos(int rank, const std::string& busId) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<Topology>> topos;  // by COLL_TOPO_FILE; null: failed
+  std::lock_guard<std::mutex> lock(mu);
+  const std::string file = paramString("TOPO_FILE");
+  auto it = topos.find(file);
+  if (it == topos.end()) {
+    std::string origin;
+    Result<std::unique_ptr<Topology>> t = loadSystemTopology(&origin);
+    if (!t.ok())
+      COLL_INFO(GRAPH, "rank %d: no topology for the GPU ring (%s): GPUs in bus order", rank,
+                t.status().message().c_str());
+    it = topos.emplace(file, t.ok() ? t.take() : nullptr).first;
+  }
+  if (!it->second) return -1;
+  const int pos = gpuRingPosition(*it->second, busId);
+  COLL_INFO(GRAPH, "rank %d: GPU %s is %d in this host's GPU ring of %zu", rank, busId.c_str(), pos,
+            it->second->gpus().size());
+  return pos;
+}
+
 std::vector<int> ringOrder(const std::vector<PeerInfo>& peers) {
   const int n = static_cast<int>(peers.size());
   std::vector<std::string> hosts;  // in order of first appearance
   std::vector<int> hostOf(static_cast<size_t>(n));
   std::vector<std::string> busOf(static_cast<size_t>(n));
+  std::vector<int> posOf(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
     const PeerInfo& p = peers[static_cast<size_t>(r)];
     const std::string host(p.hostId, strnlen(p.hostId, sizeof(p.hostId)));
@@ -254,14 +283,17 @@ std::vector<int> ringOrder(const std::vector<PeerInfo>& peers) {
     if (it == hosts.end()) it = hosts.insert(hosts.end(), host);
     hostOf[static_cast<size_t>(r)] = static_cast<int>(it - hosts.begin());
     busOf[static_cast<size_t>(r)] = std::string(p.busId, strnlen(p.busId, sizeof(p.busId)));
+    posOf[static_cast<size_t>(r)] = p.ringPos;
   }
-  // Host, then bus id (PCI order follows the machine's switches and sockets, whatever the
-  // device numbering; host-memory ranks, with none, first), then rank.
+  // Host, then place in the host's GPU ring (-1 first: host-memory ranks, GPUs not
+  // placed), then bus id (PCI order follows the machine's switches and sockets, whatever
+  // the device numbering; host-memory ranks, with none, first), then rank.
   std::vector<int> order(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) order[static_cast<size_t>(r)] = r;
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
     const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
     if (hostOf[ua] != hostOf[ub]) return hostOf[ua] < hostOf[ub];
+    if (posOf[ua] != posOf[ub]) return posOf[ua] < posOf[ub];
     return busOf[ua] < busOf[ub];
   });
   return order;
@@ -285,7 +317,10 @@ Result<collComm*> commInit(const UniqueIdData& id, int nranks, int rank, int cud
   self.pid = getpid();
   self.cudaDev = cudaDev;
 #if COLL_HAVE_CUDA
-  if (cudaDev >= 0) std::snprintf(self.busId, sizeof(self.busId), "%s", cudaBusIdOf(cudaDev).c_str());
+  if (cudaDev >= 0) {
+    std::snprintf(self.busId, sizeof(self.busId), "%s", cudaBusIdOf(cudaDev).c_str());
+    self.ringPos = hostGpuRingPos(rank, self.busId);
+  }
 #endif
   COLL_ASSIGN(comm->bootstrap, Bootstrap::create(id, rank, nranks, self, comm->abort));
   Status st = initConnections(comm.get());

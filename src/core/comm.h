@@ -120,11 +120,12 @@ inline std::vector<std::array<collComm::TreeEdges, 2>>& treesOf(collComm* c, boo
 }
 
 // The ring's order of ranks: grouped by host (hosts in order of their first rank), inside
-// a host by GPU in PCI bus id order (host-memory ranks first), by rank inside a group.
-// Contiguous placements keep rank order; round-robin ones (mpirun --map-by node, threads
-// spread over GPUs) cross between hosts and GPUs once per group instead of at every hop,
-// and a device numbering that jumps between sockets (CUDA_VISIBLE_DEVICES=0,4,1,5) does
-// not make the ring jump with it.
+// a host by GPU: in the host's best GPU ring (PeerInfo::ringPos, from the topology: NVLink
+// and PCIe distance, graph.h), then in PCI bus id order (host-memory ranks and GPUs the
+// topology did not show first), by rank inside a group. Contiguous placements keep rank
+// order; round-robin ones (mpirun --map-by node, threads spread over GPUs) cross between
+// hosts and GPUs once per group instead of at every hop, and a device numbering that
+// jumps between sockets (CUDA_VISIBLE_DEVICES=0,4,1,5) does not make the ring jump with it.
 std::vector<int> ringOrder(const std::vector<PeerInfo>& peers);
 
 // Creates rank `rank` of the communicator named by id.
