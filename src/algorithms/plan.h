@@ -84,6 +84,7 @@ struct Program {
   size_t cur = 0;
   size_t off = 0;
   std::vector<SendConnector*> flushTargets;  // senders that must drain before done
+  bool directPending = false;  // slices sent from the caller's memory may not have left
   WaitTarget blockedOn;                      // set when the last advance stalled
   const char* blockedWhat = "";              // "data from" / "room at"
   int blockedPeer = -1;

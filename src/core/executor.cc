@@ -55,11 +55,52 @@ void hostSlice(uint8_t flags, const ReduceKernels* kernels, size_t elemSize, con
 
 namespace {
 
-// Does one slice of step s at byte offset off, of length len.
-void doSlice(const Step& s, size_t off, size_t len, int nranks) {
+// Where the caller's memory already holds exactly what the slice at `off` of step s sends,
+// so a connector that can (net) sends it from there instead of from a copy in its slot:
+// the result the slice writes to the destination, or a source the slice does not
+// overwrite (Avg's final scaling in place would). Null: copy into the slot.
+//
+// The memory must stay unchanged until the send has left (connector.h postDirect). Within
+// an operation the schedules guarantee it: a region sent from is written again only by
+// data that depends on it (in place, an allreduce's or a tree's result for a block comes
+// back only after this rank's part of it arrived), and every other write goes to a
+// different block. Between operations of a program the executor waits for the sends to
+// leave first (Program::directPending). Point-to-point sends copy: a group may receive
+// into the buffer it sends from.
+const char* directSource(const Program& p, const Step& s, size_t off) {
+  if (!s.send || !s.send->canPostDirect()) return nullptr;
+  if (p.ops && (*p.ops)[s.op].kind == CollKind::kSend) return nullptr;
+  if ((s.flags & kRecv) && (s.flags & kDst)) return s.dst + off;
+  if ((s.flags & kSrc) && !(s.flags & kRecv) && !((s.flags & kFinal) && (s.flags & kDst)))
+    return s.src + off;
+  return nullptr;
+}
+
+// Does one slice of step s at byte offset off, of length len; the send slot is left
+// alone when the slice is sent from `direct` (directSource).
+void doSlice(const Step& s, size_t off, size_t len, int nranks, const char* direct) {
   hostSlice(s.flags, s.kernels, s.elemSize, s.recv ? s.recv->slot() : nullptr,
             (s.flags & kSrc) ? s.src + off : nullptr, (s.flags & kDst) ? s.dst + off : nullptr,
-            s.send ? s.send->slot() : nullptr, len, nranks);
+            s.send && !direct ? s.send->slot() : nullptr, len, nranks);
+}
+
+// Before a program's next operation: the sends of the previous one that went straight
+// from the caller's memory must have left, since this one may write that memory.
+// *drained is false (and the lane's wait target set) while they have not.
+Status drainDirectSends(Program& p, bool* drained) {
+  *drained = true;
+  for (SendConnector* sc : p.flushTargets) {
+    COLL_CHECK(sc->progress());
+    if (!sc->flushed()) {
+      p.blockedOn = sc->waitTarget();
+      p.blockedWhat = "delivery to";
+      p.blockedPeer = sc->peer();
+      *drained = false;
+      return okStatus();
+    }
+  }
+  p.directPending = false;
+  return okStatus();
 }
 
 // A one-shot step: starts the operation once, then polls it.
@@ -97,6 +138,11 @@ Status pumpSends(Program& p, const SendConnector* current) {
 Status advance(Program& p, bool* moved, bool* done) {
   while (p.cur < p.steps.size()) {
     const Step& s = p.steps[p.cur];
+    if (p.directPending && p.off == 0 && p.cur > 0 && s.op != p.steps[p.cur - 1].op) {
+      bool drained = false;
+      COLL_CHECK(drainDirectSends(p, &drained));
+      if (!drained) return okStatus();
+    }
     if (s.oneShot) {
       bool finished = false;
       COLL_CHECK(advanceOneShot(p, *s.oneShot, moved, &finished));
@@ -126,10 +172,16 @@ Status advance(Program& p, bool* moved, bool* done) {
                          std::to_string(s.recv->size()) + " bytes where " +
                          std::to_string(len) +
                          " were expected: the ranks called different operations or counts");
-    doSlice(s, p.off, len, p.nranks);
+    const char* direct = directSource(p, s, p.off);
+    doSlice(s, p.off, len, p.nranks, direct);
     if (s.recv) s.recv->release();
     if (s.send) {
-      s.send->post(len);
+      if (direct) {
+        s.send->postDirect(direct, len);
+        p.directPending = true;
+      } else {
+        s.send->post(len);
+      }
       // Push it out now: the next step may not use this connector (net only; shm no-op).
       COLL_CHECK(s.send->progress());
     }

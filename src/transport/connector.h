@@ -65,6 +65,12 @@ class SendConnector {
   virtual void post(size_t bytes) = 0;   // hands the slot to the receiver
   virtual Status progress() { return okStatus(); }
   virtual bool flushed() { return true; }  // everything posted has left this rank
+  // Connectors that can send straight from the caller's memory (net: the backend copies
+  // it into the kernel when it sends): postDirect hands over `bytes` at `data` in place
+  // of the slot, which stays reserved as if filled. `data` must stay unchanged until
+  // flushed(). Others copy into slot() and post().
+  virtual bool canPostDirect() const { return false; }
+  virtual void postDirect(const char* /*data*/, size_t /*bytes*/) {}
   virtual WaitTarget waitTarget() = 0;   // what to sleep on when !ready() or !flushed()
   // The FIFO this side fills, for device executors (device/device_exec.h): every
   // transport keeps its counters in the FIFO's control block, so a kernel can produce

@@ -79,18 +79,18 @@ class NetSend : public SendConnector {
   }
   bool ready() override { return filled() - done() < static_cast<uint32_t>(kSteps); }
   char* slot() override { return fifo_.view.slotAt(filled()); }
-  void post(size_t bytes) override {
-    const uint32_t t = filled();
-    fifo_.view.ctrl->sizes[t % kSteps] = static_cast<uint32_t>(bytes);
-    fifo_.view.ctrl->tail.store(t + 1, std::memory_order_release);
-  }
+  void post(size_t bytes) override { postFrom(nullptr, bytes); }
+  bool canPostDirect() const override { return true; }
+  void postDirect(const char* data, size_t bytes) override { postFrom(data, bytes); }
   bool flushed() override { return done() == filled(); }
   Status progress() override {
     const uint32_t filledNow = fifo_.view.ctrl->tail.load(std::memory_order_acquire);
     while (posted_ != filledNow) {
-      COLL_ASSIGN(NetRequest * r, backend_->isend(comm_.get(), fifo_.view.slotAt(posted_),
+      const char* from = from_[posted_ % kSteps];
+      COLL_ASSIGN(NetRequest * r, backend_->isend(comm_.get(), from ? from : fifo_.view.slotAt(posted_),
                                                   fifo_.view.ctrl->sizes[posted_ % kSteps]));
       reqs_[posted_ % kSteps] = r;
+      from_[posted_ % kSteps] = nullptr;
       ++posted_;
     }
     uint32_t d = done();
@@ -106,10 +106,19 @@ class NetSend : public SendConnector {
  private:
   uint32_t filled() const { return fifo_.view.ctrl->tail.load(std::memory_order_acquire); }
   uint32_t done() const { return fifo_.view.ctrl->head.load(std::memory_order_acquire); }
+  // Host producers only (a device kernel fills the slots and advances tail itself, and
+  // from_ stays null: its slots are sent).
+  void postFrom(const char* data, size_t bytes) {
+    const uint32_t t = filled();
+    from_[t % kSteps] = data;
+    fifo_.view.ctrl->sizes[t % kSteps] = static_cast<uint32_t>(bytes);
+    fifo_.view.ctrl->tail.store(t + 1, std::memory_order_release);
+  }
   NetBackend* backend_;
   std::unique_ptr<NetSendComm> comm_;
   LocalFifo fifo_;
   NetRequest* reqs_[kSteps] = {};
+  const char* from_[kSteps] = {};  // per slot: the caller's memory to send instead (postDirect)
   uint32_t posted_ = 0;
 };
 
