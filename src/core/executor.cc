@@ -84,22 +84,20 @@ void doSlice(const Step& s, size_t off, size_t len, int nranks, const char* dire
             s.send && !direct ? s.send->slot() : nullptr, len, nranks);
 }
 
-// Before a program's next operation: the sends of the previous one that went straight
-// from the caller's memory must have left, since this one may write that memory.
-// *drained is false (and the lane's wait target set) while they have not.
-Status drainDirectSends(Program& p, bool* drained) {
-  *drained = true;
+// Pushes out everything the program's send connectors hold. *flushed is false (and the
+// lane's wait target set) while some of it has not left this rank.
+Status flushSends(Program& p, bool* flushed) {
+  *flushed = true;
   for (SendConnector* sc : p.flushTargets) {
     COLL_CHECK(sc->progress());
     if (!sc->flushed()) {
       p.blockedOn = sc->waitTarget();
       p.blockedWhat = "delivery to";
       p.blockedPeer = sc->peer();
-      *drained = false;
+      *flushed = false;
       return okStatus();
     }
   }
-  p.directPending = false;
   return okStatus();
 }
 
@@ -138,10 +136,13 @@ Status pumpSends(Program& p, const SendConnector* current) {
 Status advance(Program& p, bool* moved, bool* done) {
   while (p.cur < p.steps.size()) {
     const Step& s = p.steps[p.cur];
+    // Before the program's next operation, which may write the caller's memory that
+    // slices of the previous one are being sent from (directSource), those must be out.
     if (p.directPending && p.off == 0 && p.cur > 0 && s.op != p.steps[p.cur - 1].op) {
-      bool drained = false;
-      COLL_CHECK(drainDirectSends(p, &drained));
-      if (!drained) return okStatus();
+      bool flushed = false;
+      COLL_CHECK(flushSends(p, &flushed));
+      if (!flushed) return okStatus();
+      p.directPending = false;
     }
     if (s.oneShot) {
       bool finished = false;
@@ -192,16 +193,9 @@ Status advance(Program& p, bool* moved, bool* done) {
       p.off = 0;
     }
   }
-  for (SendConnector* sc : p.flushTargets) {
-    COLL_CHECK(sc->progress());
-    if (!sc->flushed()) {
-      p.blockedOn = sc->waitTarget();
-      p.blockedWhat = "delivery to";
-      p.blockedPeer = sc->peer();
-      return okStatus();
-    }
-  }
-  *done = true;
+  bool flushed = false;
+  COLL_CHECK(flushSends(p, &flushed));
+  *done = flushed;
   return okStatus();
 }
 
