@@ -12,15 +12,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 ROUNDS="${1:-8}"
-export PEERS_BUILD="${PEERS_BUILD:-/tmp/peers-build}"
-BUILD_DIR="${BUILD_DIR:-build}"
-[ -x "$BUILD_DIR/perf_tests/all_reduce_perf" ] || bash scripts/build.sh
-mkdir -p "$PEERS_BUILD"
-bash "$ROOT/../shared/peers/setup.sh" >&2 || { echo "peers setup failed" >&2; exit 1; }
-OMPI=(mpirun.openmpi --allow-run-as-root -np 2 --bind-to core --map-by core --mca pml ob1
-      --mca oob_tcp_if_include lo --mca btl tcp,self --mca btl_tcp_if_include lo)
-RAW=$(mktemp)
-trap 'rm -f "$RAW"' EXIT
+source scripts/tcp_compare_setup.sh
 for k in $(seq 1 "$ROUNDS"); do
   COLL_SOCKET_IFNAME=lo "$BUILD_DIR/tools/collrun" -np 2 --nodes 2 --bind core -- \
     "$BUILD_DIR/perf_tests/all_reduce_perf" -b 8 -e 1024 -f 8 -w 200 -n 5000 -c 0 2>&1 |

@@ -1,0 +1,12 @@
+# Sourced by compare_tcp_latency.sh and compare_tcp_bandwidth.sh (from the repository
+# root, with ROOT set): our build, the peers' drivers, the Open MPI TCP command line for
+# 2 ranks on loopback, and RAW, a scratch file removed on exit.
+export PEERS_BUILD="${PEERS_BUILD:-/tmp/peers-build}"
+BUILD_DIR="${BUILD_DIR:-build}"
+[ -x "$BUILD_DIR/perf_tests/all_reduce_perf" ] || bash scripts/build.sh
+mkdir -p "$PEERS_BUILD"
+bash "$ROOT/../shared/peers/setup.sh" >&2 || { echo "peers setup failed" >&2; exit 1; }
+OMPI=(mpirun.openmpi --allow-run-as-root -np 2 --bind-to core --map-by core --mca pml ob1
+      --mca oob_tcp_if_include lo --mca btl tcp,self --mca btl_tcp_if_include lo)
+RAW=$(mktemp)
+trap 'rm -f "$RAW"' EXIT
