@@ -133,10 +133,14 @@ bool DeviceProxy::pass(std::vector<std::shared_ptr<PendingLaunch>>& live) {
       if (st.ok()) st = s->progress();
       moved |= before != s->flushed();
     }
+    // A receiver publishes one arrival per progress call (net.cc): count what it
+    // published, not whether a slot is ready (one may be already, and then the next
+    // arrival would look like no progress and the proxy would back off while more
+    // arrived messages wait to be published).
     for (RecvConnector* r : p->recvs) {
-      const bool before = r->ready();
+      const uint32_t before = r->fifo()->ctrl->tail.load(std::memory_order_acquire);
       if (st.ok()) st = r->progress();
-      moved |= before != r->ready();
+      moved |= before != r->fifo()->ctrl->tail.load(std::memory_order_acquire);
     }
     if (!st.ok() && !c_->abort->raised()) (void)recordFailure(c_, st.prefix("rank " + std::to_string(c_->rank) + ": "));
   }
