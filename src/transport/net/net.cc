@@ -75,12 +75,13 @@ class NetSend : public SendConnector {
     slotBytes_ = slotBytes;
     peer_ = peer;
     kind_ = "net";
+    direct_ = backend_->sendsOnlyWhenTested(comm_.get());
     (void)backend_->regMr(fifo_.view.data, kSteps * slotBytes);
   }
   bool ready() override { return filled() - done() < static_cast<uint32_t>(kSteps); }
   char* slot() override { return fifo_.view.slotAt(filled()); }
   void post(size_t bytes) override { postFrom(nullptr, bytes); }
-  bool canPostDirect() const override { return true; }
+  bool canPostDirect() const override { return direct_; }
   void postDirect(const char* data, size_t bytes) override { postFrom(data, bytes); }
   bool flushed() override { return done() == filled(); }
   Status progress() override {
@@ -119,6 +120,7 @@ class NetSend : public SendConnector {
   LocalFifo fifo_;
   NetRequest* reqs_[kSteps] = {};
   const char* from_[kSteps] = {};  // per slot: the caller's memory to send instead (postDirect)
+  bool direct_ = false;             // the backend reads sends only while tested
   uint32_t posted_ = 0;
 };
 

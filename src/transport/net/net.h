@@ -52,6 +52,11 @@ class NetBackend {
   virtual Result<NetRequest*> irecv(NetRecvComm* comm, void* data, size_t maxSize) = 0;
   // Progresses and checks a request; a completed request is freed by test().
   virtual Status test(NetRequest* req, bool* done, size_t* size) = 0;
+  // True when a send's bytes are read only inside test() calls on this comm (no thread of
+  // the backend's own reads them later), so they may be the caller's memory: once an
+  // operation failed nobody tests again, and nothing reads a buffer the caller may have
+  // freed (connector.h postDirect).
+  virtual bool sendsOnlyWhenTested(NetSendComm*) { return false; }
   // What an idle caller may sleep on until this comm can make progress.
   virtual WaitTarget waitTarget(NetSendComm*) { return {}; }
   virtual WaitTarget waitTarget(NetRecvComm*) { return {}; }

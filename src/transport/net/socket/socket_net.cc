@@ -496,6 +496,9 @@ class SocketBackend : public NetBackend {
     return okStatus();
   }
 
+  // Helper threads go on sending queued data by themselves.
+  bool sendsOnlyWhenTested(NetSendComm* sc) override { return !static_cast<SockSend*>(sc)->conn.hasHelpers(); }
+
   bool duplex() const override { return true; }
   Result<std::unique_ptr<NetRecvComm>> reverse(NetSendComm* sc) override {
     COLL_ASSIGN(auto r, reverseOf<SockRecv>(*static_cast<SockSend*>(sc), false));
