@@ -11,11 +11,7 @@
 #
 # Environment: PEERS_BUILD [/tmp/peers-build] (built by ../shared/peers/setup.sh, which
 # this runs), BUILD_DIR [build].
-set -uo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT"
-ROUNDS="${1:-8}"
-source scripts/tcp_compare_setup.sh
+source "$(dirname "${BASH_SOURCE[0]}")/tcp_compare_setup.sh" "$@"
 for k in $(seq 1 "$ROUNDS"); do
   COLL_SOCKET_IFNAME=lo timeout 300 "$BUILD_DIR/tools/collrun" -np 2 --nodes 2 --bind core -- \
     "$BUILD_DIR/perf_tests/all_reduce_perf" -b 1M -e 128M -f 2 -w 3 -n 20 -c 0 2>&1 |
