@@ -10,19 +10,19 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 B=build-gpu
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCOLL_ENABLE_CUDA=ON >/dev/null
-TARGETS=(gpu_tests reduce_kernel_perf collrun all_reduce_perf all_gather_perf broadcast_perf reduce_perf
+TARGETS=(gpu_tests reduce_kernel_perf collrun colltopo all_reduce_perf all_gather_perf broadcast_perf reduce_perf
          reduce_scatter_perf sendrecv_perf alltoall_perf)
 cmake --build "$B" -j"$(nproc)" --target "${TARGETS[@]}"
 rm -rf .gpu
 mkdir -p .gpu/build/tests .gpu/build/perf_tests .gpu/build/tools .gpu/lib
 cp "$B/tests/gpu_tests" .gpu/build/tests/
-cp "$B/tools/collrun" .gpu/build/tools/
+cp "$B/tools/collrun" "$B/tools/colltopo" .gpu/build/tools/
 for t in "${TARGETS[@]}"; do
   [ -x "$B/perf_tests/$t" ] && cp "$B/perf_tests/$t" .gpu/build/perf_tests/
 done
 strip .gpu/build/*/*
 # Libraries outside the C runtime, from this machine (Debian 12: glibc 2.36).
-for lib in $(ldd .gpu/build/tests/gpu_tests .gpu/build/perf_tests/all_reduce_perf | awk '/=>/ {print $3}' | sort -u); do
+for lib in $(ldd .gpu/build/tests/gpu_tests .gpu/build/perf_tests/all_reduce_perf .gpu/build/tools/colltopo | awk '/=>/ {print $3}' | sort -u); do
   case "$(basename "$lib")" in
     libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*) ;;
     *) cp -L "$lib" .gpu/lib/ ;;

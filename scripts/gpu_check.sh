@@ -29,7 +29,10 @@ step() {  # step NAME SECONDS command...
   return 0
 }
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; } >> "$S" 2>&1
-step gpu_tests 110 "$B/tests/gpu_tests"
+# The probe (hwloc, NVML, the driver's bus ids) as device ranks now run it at init to
+# order a host's GPUs: the machine's topology as NCCL XML, and its rings.
+step colltopo 10 "$B/tools/colltopo" --xml
+step gpu_tests 100 "$B/tests/gpu_tests"
 for c in threads procs hosts; do step "launch_$c" 55 bash tests/gpu_launch_test.sh "$B" "$c"; done
 step memcheck 75 "$CS" --tool memcheck --error-exitcode 9 "$B/perf_tests/all_reduce_perf" -t 2 --mem device -b 8 -e 1M -f 32 -c 1 -n 1 -w 0
 step racecheck 50 "$CS" --tool racecheck --error-exitcode 9 "$B/perf_tests/all_reduce_perf" -t 2 --mem device -b 1K -e 64K -f 64 -c 1 -n 1 -w 0
