@@ -488,6 +488,36 @@ TEST_CASE("large messages over 16 MiB with default slices", "[collectives][large
   }
 }
 
+// Rings that cross the network take COLL_NET_BUFFSIZE FIFOs (over TCP, 256 KiB slices
+// beat 128 KiB ones), unless COLL_BUFFSIZE is set, which then applies everywhere.
+TEST_CASE("rings over the network use COLL_NET_BUFFSIZE unless COLL_BUFFSIZE is set", "[collectives][net]") {
+  ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  ScopedEnv ncclBuff("NCCL_BUFFSIZE", nullptr);
+  ScopedEnv ncclNetBuff("NCCL_NET_BUFFSIZE", nullptr);
+  struct Row {
+    const char* shmDisable;
+    const char* buff;
+    const char* netBuff;
+    size_t slice;
+  };
+  const Row rows[] = {{"0", nullptr, nullptr, 131072},   {"1", nullptr, nullptr, 262144},
+                      {"1", nullptr, "524288", 65536},   {"1", "1048576", nullptr, 131072},
+                      {"0", nullptr, "524288", 131072},  {"1", "4096", "524288", 512}};
+  for (const Row& row : rows) {
+    ScopedEnv shm("COLL_SHM_DISABLE", row.shmDisable);
+    ScopedEnv buff("COLL_BUFFSIZE", row.buff);
+    ScopedEnv netBuff("COLL_NET_BUFFSIZE", row.netBuff);
+    auto errors = testing::runRanks(2, [&](int, collComm_t comm) -> std::string {
+      if (comm->sliceBytes == row.slice) return "";
+      return "slices of " + std::to_string(comm->sliceBytes) + " bytes, expected " + std::to_string(row.slice);
+    });
+    INFO("COLL_SHM_DISABLE=" << row.shmDisable << " COLL_BUFFSIZE=" << (row.buff ? row.buff : "(unset)")
+                             << " COLL_NET_BUFFSIZE=" << (row.netBuff ? row.netBuff : "(unset)"));
+    for (auto& e : errors) FAIL_CHECK(e);
+    REQUIRE(errors.empty());
+  }
+}
+
 TEST_CASE("net with helper threads and several sockets per connection", "[collectives][net]") {
   ScopedEnv shm("COLL_SHM_DISABLE", "1");
   ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");

@@ -50,7 +50,13 @@ const std::vector<ParamInfo>& allParams() {
        "so on host buffers more than one only adds interleaving (measured: 1 beats 2 by "
        "1.1-1.6x over shm and TCP)"},
       {"BUFFSIZE", ParamType::kInt, "1048576", "bytes",
-       "bytes of one connector FIFO (8 slots); the pipelining slice is BUFFSIZE/8"},
+       "bytes of one connector FIFO (8 slots); the pipelining slice is BUFFSIZE/8. When set, "
+       "it applies everywhere; unset, communicators whose ring crosses the network use "
+       "NET_BUFFSIZE"},
+      {"NET_BUFFSIZE", ParamType::kInt, "2097152", "bytes",
+       "FIFO bytes per connector when ranks span hosts (or SHM_DISABLE is set) and BUFFSIZE "
+       "is unset: over TCP, slices of 256 KiB beat 128 KiB (fewer syscalls and headers per "
+       "byte), over shared memory the reverse"},
       {"CHUNK_MIN_BYTES", ParamType::kInt, "65536", "bytes",
        "an op uses one more channel per this many bytes, up to MAX_NCHANNELS"},
       {"ONESHOT_BYTES", ParamType::kInt, "32768", "bytes",
