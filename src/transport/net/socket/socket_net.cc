@@ -88,6 +88,7 @@ class SockConn {
     socks_ = std::move(socks);
     queues_.resize(socks_.size());
     dry_.assign(socks_.size(), false);
+    closed_.assign(socks_.size(), false);
     send_ = send;
     peerName_ = std::move(peer);
     for (int h = 0; h < nhelpers; ++h)
@@ -136,6 +137,20 @@ class SockConn {
     return error_;
   }
 
+  // Receive side: r, not complete, waits for bytes on a socket the peer has closed, so
+  // they will never come. Only r fails, not the connection: the peer closes once it has
+  // sent everything, and its close may reach one socket while the last parts of earlier
+  // messages are still unread on another (the receiver posts ahead on socket 0).
+  Status closedUnder(const SockRequest* r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < socks_.size(); ++i) {
+      if (!closed_[i] || (i == 0 && bounceHead_ < bounceTail_)) continue;
+      for (const SockTask& t : queues_[i])
+        if (t.req == r) return remoteError("connection closed by " + peerName_ + " (peer exited or was killed)");
+    }
+    return okStatus();
+  }
+
   // Called by the caller's test(): moves headers along and, without helpers, pumps.
   Status progress() {
     if (failed_.load(std::memory_order_acquire)) return error();
@@ -180,7 +195,12 @@ class SockConn {
       t.waiters = &waiters_;
       t.seen = completions_.load();
     } else {
-      t.fd = socks_[0].fd();
+      // The first socket with work (the caller alone touches the queues without helpers):
+      // socket 0 may be idle, or closed, while a message's last part waits on another.
+      size_t w = 0;
+      while (w + 1 < socks_.size() && (queues_[w].empty() || closed_[w])) ++w;
+      if (queues_[w].empty() || closed_[w]) w = 0;
+      t.fd = socks_[w].fd();
       t.events = send_ ? POLLOUT : POLLIN;
     }
     return t;
@@ -208,6 +228,7 @@ class SockConn {
     auto& q = queues_[i];
     int fd = socks_[i].fd();
     while (!q.empty()) {
+      if (closed_[i] && !(i == 0 && bounceHead_ < bounceTail_)) break;  // closedUnder()
       ssize_t n;
       if (send_) {
         constexpr int kMaxIov = 16;
@@ -267,8 +288,16 @@ class SockConn {
         }
         continue;
       }
-      if (n == 0 && !send_)
-        return remoteError("connection closed by " + peerName_ + " (peer exited or was killed)");
+      if (n == 0 && !send_) {
+        // Not an error yet: the other sockets may still hold the peer's last bytes.
+        closed_[i] = true;
+        *progressed = true;
+        if (hasHelpers()) {  // the caller sleeps on completions: let it look again
+          completions_.fetch_add(1, std::memory_order_release);
+          futexWakeIfWaiting(&completions_, &waiters_, false);
+        }
+        break;
+      }
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
         if (!send_) dry_[i] = true;
         break;
@@ -306,7 +335,7 @@ class SockConn {
       {
         std::unique_lock<std::mutex> lock(mu_);
         for (size_t i : mine) {
-          if (queues_[i].empty()) continue;
+          if (queues_[i].empty() || closed_[i]) continue;
           busy = true;
           Status st = pump(i, &progressed);
           if (!st.ok()) {
@@ -324,7 +353,8 @@ class SockConn {
       if (!progressed) {
         // Work queued but the sockets are full/empty: sleep until one is ready.
         std::vector<pollfd> fds;
-        for (size_t i : mine) fds.push_back({socks_[i].fd(), static_cast<short>(send_ ? POLLOUT : POLLIN), 0});
+        for (size_t i : mine)
+          if (!closed_[i]) fds.push_back({socks_[i].fd(), static_cast<short>(send_ ? POLLOUT : POLLIN), 0});
         ::poll(fds.data(), fds.size(), 10);
       }
     }
@@ -333,6 +363,7 @@ class SockConn {
   std::vector<Socket> socks_;
   std::vector<std::deque<SockTask>> queues_;
   std::vector<bool> dry_;  // receive: the last recv on socket i found nothing
+  std::vector<bool> closed_;  // receive: the peer closed socket i (read to its end)
   bool delivered_ = false;  // receive without helpers: a message completed in this progress()
   std::vector<char> bounce_ = std::vector<char>(16384);  // receive side, socket 0
   size_t bounceHead_ = 0, bounceTail_ = 0;                // unread bytes in bounce_
@@ -486,6 +517,7 @@ class SocketBackend : public NetBackend {
     Status st = c.progress();
     *done = r->state == SockRequest::kData && r->pending.load(std::memory_order_acquire) == 0;
     if (!st.ok() && !*done) return st;
+    if (!*done && !r->send) COLL_CHECK(c.closedUnder(r));
     if (*done) {
       *size = r->size;
       if (c.reqs.empty() || c.reqs.front() != r)
