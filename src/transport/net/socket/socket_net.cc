@@ -142,6 +142,7 @@ class SockConn {
   // sent everything, and its close may reach one socket while the last parts of earlier
   // messages are still unread on another (the receiver posts ahead on socket 0).
   Status closedUnder(const SockRequest* r) {
+    if (!anyClosed_.load(std::memory_order_acquire)) return okStatus();  // the usual case, no lock
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < socks_.size(); ++i) {
       if (!closed_[i] || (i == 0 && bounceHead_ < bounceTail_)) continue;
@@ -291,6 +292,7 @@ class SockConn {
       if (n == 0 && !send_) {
         // Not an error yet: the other sockets may still hold the peer's last bytes.
         closed_[i] = true;
+        anyClosed_.store(true, std::memory_order_release);
         *progressed = true;
         if (hasHelpers()) {  // the caller sleeps on completions: let it look again
           completions_.fetch_add(1, std::memory_order_release);
@@ -374,6 +376,7 @@ class SockConn {
   std::vector<std::thread> helpers_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> failed_{false};
+  std::atomic<bool> anyClosed_{false};  // some closed_[i] is set
   Status error_;
   std::atomic<uint32_t> completions_{0};
   std::atomic<uint32_t> waiters_{0};
