@@ -6,7 +6,10 @@
 // only). Every socket carries its parts of successive messages in message order, so the
 // receiver reassembles without extra headers. The caller's thread progresses all sockets
 // from test(); nothing blocks. A duplex pair (NetBackend::reverse) runs the opposite
-// direction over duplicates of the same sockets, with its own queues.
+// direction over duplicates of the same sockets, with its own queues. A peer that sent
+// everything may close: each socket is read to its end, and only a receive that still
+// waits for bytes on a closed socket fails (the peer's close reaches the sockets one by
+// one, and the receiver posts ahead of the last message).
 #pragma once
 
 #include <memory>
