@@ -145,7 +145,7 @@ class SockConn {
     if (!anyClosed_.load(std::memory_order_acquire)) return okStatus();  // the usual case, no lock
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < socks_.size(); ++i) {
-      if (!closed_[i] || (i == 0 && bounceHead_ < bounceTail_)) continue;
+      if (!closed_[i]) continue;
       for (const SockTask& t : queues_[i])
         if (t.req == r) return remoteError("connection closed by " + peerName_ + " (peer exited or was killed)");
     }
@@ -199,8 +199,11 @@ class SockConn {
       // The first socket with work (the caller alone touches the queues without helpers):
       // socket 0 may be idle, or closed, while a message's last part waits on another.
       size_t w = 0;
-      while (w + 1 < socks_.size() && (queues_[w].empty() || closed_[w])) ++w;
-      if (queues_[w].empty() || closed_[w]) w = 0;
+      for (size_t i = 0; i < socks_.size(); ++i)
+        if (!queues_[i].empty() && !closed_[i]) {
+          w = i;
+          break;
+        }
       t.fd = socks_[w].fd();
       t.events = send_ ? POLLOUT : POLLIN;
     }
@@ -229,7 +232,7 @@ class SockConn {
     auto& q = queues_[i];
     int fd = socks_[i].fd();
     while (!q.empty()) {
-      if (closed_[i] && !(i == 0 && bounceHead_ < bounceTail_)) break;  // closedUnder()
+      if (closed_[i]) break;  // read to its end (bounce_ too: a close is seen only once it is empty)
       ssize_t n;
       if (send_) {
         constexpr int kMaxIov = 16;
