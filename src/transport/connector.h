@@ -57,24 +57,16 @@ struct FifoView {
   char* slotAt(uint32_t i) const { return data + (i % kSteps) * slotBytes; }
 };
 
-class SendConnector {
+// What both halves of a connection have: the FIFO, the peer, and how they are driven.
+class Connector {
  public:
-  virtual ~SendConnector() = default;
-  virtual bool ready() = 0;              // a slot is free
-  virtual char* slot() = 0;              // the free slot
-  virtual void post(size_t bytes) = 0;   // hands the slot to the receiver
+  virtual ~Connector() = default;
   virtual Status progress() { return okStatus(); }
-  virtual bool flushed() { return true; }  // everything posted has left this rank
-  // Connectors that can send straight from the caller's memory (net: the backend copies
-  // it into the kernel when it sends): postDirect hands over `bytes` at `data` in place
-  // of the slot, which stays reserved as if filled. `data` must stay unchanged until
-  // flushed(). Others copy into slot() and post().
-  virtual bool canPostDirect() const { return false; }
-  virtual void postDirect(const char* /*data*/, size_t /*bytes*/) {}
-  virtual WaitTarget waitTarget() = 0;   // what to sleep on when !ready() or !flushed()
-  // The FIFO this side fills, for device executors (device/device_exec.h): every
-  // transport keeps its counters in the FIFO's control block, so a kernel can produce
-  // where the host executor does. needsProgress: someone must call progress() meanwhile.
+  virtual WaitTarget waitTarget() = 0;  // what to sleep on while the half cannot move
+  // The FIFO this side fills (send) or consumes (receive), for device executors
+  // (device/device_exec.h): every transport keeps its counters in the FIFO's control
+  // block, so a kernel can produce and consume where the host executor does.
+  // needsProgress: someone must call progress() meanwhile.
   virtual const FifoView* fifo() const = 0;
   virtual bool needsProgress() const { return false; }
   // The FIFO is device memory (p2p): only device executors can use this connector.
@@ -89,26 +81,26 @@ class SendConnector {
   const char* kind_ = "";
 };
 
-class RecvConnector {
+class SendConnector : public Connector {
  public:
-  virtual ~RecvConnector() = default;
+  virtual bool ready() = 0;              // a slot is free
+  virtual char* slot() = 0;              // the free slot
+  virtual void post(size_t bytes) = 0;   // hands the slot to the receiver
+  virtual bool flushed() { return true; }  // everything posted has left this rank
+  // Connectors that can send straight from the caller's memory (net: the backend copies
+  // it into the kernel when it sends): postDirect hands over `bytes` at `data` in place
+  // of the slot, which stays reserved as if filled. `data` must stay unchanged until
+  // flushed(). Others copy into slot() and post().
+  virtual bool canPostDirect() const { return false; }
+  virtual void postDirect(const char* /*data*/, size_t /*bytes*/) {}
+};
+
+class RecvConnector : public Connector {
+ public:
   virtual bool ready() = 0;          // a filled slot is available
   virtual const char* slot() = 0;    // the filled slot
   virtual size_t size() = 0;         // its byte count
   virtual void release() = 0;        // gives the slot back
-  virtual Status progress() { return okStatus(); }
-  virtual WaitTarget waitTarget() = 0;
-  virtual const FifoView* fifo() const = 0;  // the FIFO this side consumes (as SendConnector)
-  virtual bool needsProgress() const { return false; }
-  virtual bool fifoInDeviceMemory() const { return false; }
-  size_t slotBytes() const { return slotBytes_; }
-  int peer() const { return peer_; }
-  const char* kind() const { return kind_; }
-
- protected:
-  size_t slotBytes_ = 0;
-  int peer_ = -1;
-  const char* kind_ = "";
 };
 
 }  // namespace coll
