@@ -92,6 +92,10 @@ int parseOptions(Coll coll, int argc, char** argv, Options* o, bool* stop) {
   app.add_option("-J,--output_file", o->outputFile, "also write every row and the environment as JSON");
   app.add_option("--mem", o->mem, "buffer memory: host, device (CUDA), or auto: device where a GPU is usable")
       ->capture_default_str();
+  app.add_option("--offset", o->offset,
+                 "host buffers start this many bytes past a page boundary (0-4095; -1: where the "
+                 "allocator puts them). Pinned and mmap'd buffers are page-aligned")
+      ->capture_default_str()->check(CLI::Range(-1, 4095));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& ex) {
@@ -262,16 +266,44 @@ int64_t countWrong(const void* got, const void* want, size_t count, size_t es) {
   return w;
 }
 
+// Host bytes that start `offset` bytes past a page boundary (-1: wherever the allocator
+// puts them), since where a buffer sits in its page can change the speed of the kernel's
+// copies (docs/PERFORMANCE.md).
+class HostBuffer {
+ public:
+  explicit HostBuffer(int offset = -1) : offset_(offset) {}
+  void assign(size_t n, char v) {
+    const size_t pad = offset_ < 0 ? 0 : 4096 + static_cast<size_t>(offset_);
+    mem_.assign(n + pad, v);
+    data_ = mem_.data();
+    if (offset_ >= 0) {
+      auto a = reinterpret_cast<uintptr_t>(data_);
+      data_ += ((a + 4095) & ~uintptr_t{4095}) + static_cast<uintptr_t>(offset_) - a;
+    }
+    size_ = n;
+  }
+  char* data() { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  int offset_;
+  std::vector<char> mem_;
+  char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 struct Buffers {
-  std::vector<char> send, recv, want;
+  explicit Buffers(int offset) : send(offset), recv(offset) {}
+  HostBuffer send, recv;
+  std::vector<char> want;
 };
 
 // One rank's operations. With device buffers (--mem device) the host vectors stage the
 // inputs and results of checked calls, and every call is enqueued on the rank's stream.
 class Rank {
  public:
-  Rank(Coll coll, int rank, int n, collComm_t comm, DeviceBuffers* dev)
-      : coll_(coll), rank_(rank), n_(n), comm_(comm), dev_(dev) {}
+  Rank(Coll coll, int rank, int n, collComm_t comm, DeviceBuffers* dev, int offset)
+      : coll_(coll), rank_(rank), n_(n), comm_(comm), dev_(dev), b_(offset) {}
 
   // One operation with the given buffers. inPlace picks NCCL's in-place layout.
   collResult_t run(const Shape& s, collDataType_t t, collRedOp_t op, int root, bool inPlace) {
@@ -529,7 +561,7 @@ int runPerf(Coll coll, int argc, char** argv) {
       ++failures;
       return;
     }
-    Rank R(coll, rank, nranks, comm, dev.get());
+    Rank R(coll, rank, nranks, comm, dev.get(), o.offset);
     // Who is where, and over what: every rank's line reaches rank 0.
     struct Info { char text[200]; } mine{}, *all = new Info[nranks];
     char host[64] = {};

@@ -31,6 +31,7 @@ struct Options {
   int ngpus = 1;
   std::string outputFile;    // -J
   std::string mem = "auto";  // host, device, or auto (device where a GPU is usable); resolved by parseOptions
+  int offset = -1;           // host buffers start this many bytes past a page boundary; -1: as allocated
 };
 
 // Parses argv. Returns 0 to go on, otherwise the exit code (help printed: 0 via *stop).

@@ -33,10 +33,12 @@ TEST_CASE("perf options: nccl-tests letters and defaults", "[perf]") {
   REQUIRE(o.iters == 20);
   REQUIRE(o.check == 1);
   REQUIRE(o.types == std::vector<collDataType_t>{collFloat32});
+  REQUIRE(o.offset == -1);
 
   Options p;
   REQUIRE(parse(Coll::kAllReduce, {"-b", "8", "-e", "128M", "-f", "2", "-n", "5", "-w", "2", "-m", "3", "-c", "0",
-                                   "-o", "all", "-d", "all", "-z", "1", "-a", "3", "-t", "4", "-J", "out.json"},
+                                   "-o", "all", "-d", "all", "-z", "1", "-a", "3", "-t", "4", "-J", "out.json",
+                                   "--offset", "56"},
                 &p, &stop) == 0);
   REQUIRE(p.minBytes == 8);
   REQUIRE(p.maxBytes == 128u << 20);
@@ -50,6 +52,7 @@ TEST_CASE("perf options: nccl-tests letters and defaults", "[perf]") {
   REQUIRE(p.average == 3);
   REQUIRE(p.nthreads == 4);
   REQUIRE(p.outputFile == "out.json");
+  REQUIRE(p.offset == 56);
 
   Options q;
   REQUIRE(parse(Coll::kBroadcast, {"--minbytes", "1K", "--maxbytes", "1K", "--root", "all", "--datatype", "fp8_e5m2", "--op", "max"}, &q, &stop) == 0);
@@ -77,6 +80,7 @@ TEST_CASE("perf options: bad values are refused by name", "[perf]") {
   REQUIRE(parse(Coll::kAllReduce, {"-r", "-3"}, &o, &stop) != 0);
   REQUIRE(parse(Coll::kAllReduce, {"-n", "0"}, &o, &stop) != 0);
   REQUIRE(parse(Coll::kAllReduce, {"--bogus"}, &o, &stop) != 0);
+  REQUIRE(parse(Coll::kAllReduce, {"--offset", "4096"}, &o, &stop) != 0);
 }
 
 TEST_CASE("perf sizes, shapes and bus bandwidth follow nccl-tests", "[perf]") {
