@@ -35,9 +35,19 @@ int socketStripe(size_t size, int nsocks, size_t* partLen) {
   return static_cast<int>(parts);
 }
 
+size_t socketHeaderPad(const void* data, size_t size) {
+  constexpr size_t kMinBytes = 16384;  // smaller ones are read through the bounce buffer anyway
+  if (size < kMinBytes) return 0;
+  return (reinterpret_cast<uintptr_t>(data) - 8) & 63;
+}
+
 namespace {
 
 constexpr uint32_t kSockMagic = 0xC0115C0Cu;
+// The length word: the message's bytes below kPadShift, the padding's above.
+constexpr int kPadShift = 56;
+constexpr uint64_t kLenMask = (uint64_t{1} << kPadShift) - 1;
+constexpr char kZeros[64] = {};
 
 struct SockHandle {
   uint32_t magic;
@@ -169,11 +179,16 @@ class SockConn {
             queue(0, {r, reinterpret_cast<char*>(&r->hdr), sizeof(r->hdr), 0});
           }
           if (r->pending.load(std::memory_order_acquire) > 0) break;  // header on its way
-          if (r->hdr > r->size)
-            return fail(remoteError("message of " + std::to_string(r->hdr) + " bytes from " +
+          const uint64_t len = r->hdr & kLenMask, pad = r->hdr >> kPadShift;
+          if (pad >= sizeof(padSink_))
+            return fail(remoteError("corrupt message header from " + peerName_ + " (padding " +
+                                    std::to_string(pad) + ")"));
+          if (len > r->size)
+            return fail(remoteError("message of " + std::to_string(len) + " bytes from " +
                                     peerName_ + " exceeds the posted " + std::to_string(r->size) +
                                     " bytes (do the ranks use the same COLL_BUFFSIZE?)"));
-          r->size = r->hdr;
+          r->size = len;
+          if (pad > 0) queue(0, {r, padSink_, pad, 0});
           queueData(r);
           progressed = true;
         }
@@ -371,6 +386,7 @@ class SockConn {
   std::vector<bool> closed_;  // receive: the peer closed socket i (read to its end)
   bool delivered_ = false;  // receive without helpers: a message completed in this progress()
   std::vector<char> bounce_ = std::vector<char>(16384);  // receive side, socket 0
+  char padSink_[64];                                      // receive side: header padding
   size_t bounceHead_ = 0, bounceTail_ = 0;                // unread bytes in bounce_
   bool send_ = false;
   std::string peerName_;
@@ -492,14 +508,19 @@ class SocketBackend : public NetBackend {
   Result<NetRequest*> isend(NetSendComm* sc, const void* data, size_t size) override {
     SockConn& c = static_cast<SockSend*>(sc)->conn;
     COLL_CHECK(c.error());
+    if (size > kLenMask)
+      return invalidArgument("socket send of " + std::to_string(size) + " bytes: at most " +
+                             std::to_string(kLenMask) + " per message");
     auto* r = new SockRequest();
     r->conn = &c;
     r->send = true;
     r->data = const_cast<char*>(static_cast<const char*>(data));
     r->size = size;
-    r->hdr = size;
+    const size_t pad = socketHeaderPad(data, size);
+    r->hdr = size | (uint64_t{pad} << kPadShift);
     c.reqs.push_back(r);
     c.queue(0, {r, reinterpret_cast<char*>(&r->hdr), sizeof(r->hdr), 0});
+    if (pad > 0) c.queue(0, {r, const_cast<char*>(kZeros), pad, 0});
     c.queueData(r);
     return static_cast<NetRequest*>(r);
   }
