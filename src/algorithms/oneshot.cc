@@ -9,6 +9,7 @@
 #include "core/datatype.h"
 #include "core/executor.h"
 #include "core/wait.h"
+#include "kernels/host_copy.h"
 #include "transport/shm/mailbox.h"
 
 namespace coll {
@@ -130,7 +131,7 @@ Status OneShot::start() {
   const size_t bytes = od_.count * es_;
   if (mode_ == Mode::kMailbox) {
     size_t pub = mailBytes(c_, od_, es_);
-    if (pub) std::memcpy(c_->mailboxes->mine(seqs_[0]), od_.sendbuff, pub);
+    if (pub) hostCopy(c_->mailboxes->mine(seqs_[0]), od_.sendbuff, pub);
     c_->mailboxes->publish(seqs_[0], signatureOf(od_));
     return okStatus();
   }
@@ -144,7 +145,7 @@ Status OneShot::start() {
   // Ring: stage our own input (in-place callers overwrite it while reducing).
   const size_t need = bytes * static_cast<size_t>(c_->nranks);
   if (c_->staging.size() < need) c_->staging.resize(need);
-  std::memcpy(c_->staging.data() + static_cast<size_t>(c_->rank) * bytes, od_.sendbuff, bytes);
+  hostCopy(c_->staging.data() + static_cast<size_t>(c_->rank) * bytes, od_.sendbuff, bytes);
   return okStatus();
 }
 
@@ -215,7 +216,7 @@ Status OneShot::reduceDirect(char* dst, Base base, size_t cnt, int last) {
     // destination (in place): keep a copy, since the chain overwrites d before using it.
     const char* own = base(me) + off * es_;
     if (own == d && n > 2) {
-      std::memcpy(tmp + 2 * kDirectChunk, own, bytes);
+      hostCopy(tmp + 2 * kDirectChunk, own, bytes);
       own = tmp + 2 * kDirectChunk;
     }
     auto get = [&](int r, int slot, const char** p) -> Status {
@@ -255,7 +256,7 @@ Status OneShot::directPhase(int round) {
   };
   auto copyIn = [&](int r, char* dst, const char* remote, size_t len) -> Status {
     if (r == me || mb.pid(r) == getpid()) {
-      if (dst != remote) std::memcpy(dst, remote, len);
+      if (dst != remote) hostCopy(dst, remote, len);
       return okStatus();
     }
     return mb.readPeer(r, dst, remote, len);
@@ -333,14 +334,14 @@ void OneShot::finishMailbox() {
       break;
     }
     case CollKind::kBroadcast:
-      if (me != od_.root) std::memcpy(out, mb.data(od_.root, seqs_[0]), bytes);
-      else if (out != od_.sendbuff) std::memcpy(out, od_.sendbuff, bytes);
+      if (me != od_.root) hostCopy(out, mb.data(od_.root, seqs_[0]), bytes);
+      else if (out != od_.sendbuff) hostCopy(out, od_.sendbuff, bytes);
       break;
     case CollKind::kAllGather:
       for (int r = 0; r < n; ++r) {
         char* dst = out + static_cast<size_t>(r) * bytes;
         const char* src = r == me ? static_cast<const char*>(od_.sendbuff) : mb.data(r, seqs_[0]);
-        if (dst != src) std::memcpy(dst, src, bytes);
+        if (dst != src) hostCopy(dst, src, bytes);
       }
       break;
     default:
@@ -361,7 +362,7 @@ Status OneShot::pollRing(bool* done, WaitTarget* wait) {
       *wait = send.waitTarget();
       return okStatus();
     }
-    std::memcpy(send.slot(), staging + static_cast<size_t>(me) * bytes, bytes);
+    hostCopy(send.slot(), staging + static_cast<size_t>(me) * bytes, bytes);
     send.post(bytes);
     COLL_CHECK(send.progress());
     sent_ = 1;
@@ -388,9 +389,9 @@ Status OneShot::pollRing(bool* done, WaitTarget* wait) {
       return okStatus();
     }
     const int origin = c_->ring[static_cast<size_t>((c_->ringPos - j + n) % n)];
-    std::memcpy(staging + static_cast<size_t>(origin) * bytes, recv.slot(), bytes);
+    hostCopy(staging + static_cast<size_t>(origin) * bytes, recv.slot(), bytes);
     if (forward) {
-      std::memcpy(send.slot(), recv.slot(), bytes);
+      hostCopy(send.slot(), recv.slot(), bytes);
       send.post(bytes);
       COLL_CHECK(send.progress());
       ++sent_;

@@ -30,7 +30,7 @@ void hostSlice(uint8_t flags, const ReduceKernels* kernels, size_t elemSize, con
   const bool stream = flags & kStream;
   auto toDst = [&](const char* from) {
     if (stream) ntCopy(dst, from, len);
-    else std::memcpy(dst, from, len);
+    else hostCopy(dst, from, len);
   };
 
   if (in && src) {
@@ -38,18 +38,18 @@ void hostSlice(uint8_t flags, const ReduceKernels* kernels, size_t elemSize, con
     if (final) kernels->final(target, in, src, n, nranks);
     else kernels->reduce(target, in, src, n);
     if (dst && out) {
-      if (target == dst) std::memcpy(out, dst, len);
+      if (target == dst) hostCopy(out, dst, len);
       else toDst(out);
     }
   } else if (in) {
     if (dst) toDst(in);
-    if (out) std::memcpy(out, in, len);
+    if (out) hostCopy(out, in, len);
   } else if (src) {
     if (dst) {
       if (final) kernels->scale(dst, src, n, nranks);
       else if (dst != src) toDst(src);
     }
-    if (out) std::memcpy(out, src, len);
+    if (out) hostCopy(out, src, len);
   }
 }
 

@@ -10,6 +10,7 @@
 #endif
 
 #include "kernels/float_conv.h"
+#include "kernels/host_copy.h"
 #include "kernels/reduce_ops.h"
 
 namespace coll {
@@ -48,7 +49,12 @@ void finalImpl(void* dst, const void* a, const void* b, size_t n, int) {
 
 template <typename T>
 void copyScale(void* dst, const void* src, size_t n, int) {
-  if (dst != src) std::memmove(dst, src, n * sizeof(T));
+  if (dst == src) return;
+  const auto* s = static_cast<const char*>(src);
+  auto* d = static_cast<char*>(dst);
+  const size_t bytes = n * sizeof(T);
+  if (d < s + bytes && s < d + bytes) std::memmove(dst, src, bytes);  // overlapping
+  else hostCopy(dst, src, bytes);
 }
 
 // fp8: a result depends only on the two 8-bit inputs, so sum/prod/max/min are one

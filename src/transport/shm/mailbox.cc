@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "kernels/host_copy.h"
 #include "core/wait.h"
 #include "transport/shm/shm.h"
 
@@ -104,7 +105,7 @@ Result<std::unique_ptr<Mailboxes>> Mailboxes::create(Bootstrap* bs, size_t capac
 
 Status Mailboxes::readPeer(int rank, void* dst, const void* remote, size_t bytes) const {
   if (pids_[rank] == getpid()) {
-    std::memcpy(dst, remote, bytes);
+    hostCopy(dst, remote, bytes);
     return okStatus();
   }
   char* d = static_cast<char*>(dst);

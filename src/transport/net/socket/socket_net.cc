@@ -21,6 +21,7 @@
 #include "core/log.h"
 #include "core/param.h"
 #include "core/wait.h"
+#include "kernels/host_copy.h"
 
 namespace coll {
 
@@ -272,7 +273,7 @@ class SockConn {
         SockTask& t = q.front();
         if (bounceHead_ < bounceTail_) {
           size_t take = std::min(bounceTail_ - bounceHead_, t.len - t.off);
-          std::memcpy(t.ptr + t.off, bounce_.data() + bounceHead_, take);
+          hostCopy(t.ptr + t.off, bounce_.data() + bounceHead_, take);
           bounceHead_ += take;
           t.off += take;
           *progressed = true;
