@@ -28,8 +28,9 @@
 // Loops: a step that only sends (step 0) must leave room in the FIFO, or every rank
 // fills its successor's FIFO and then waits for room while holding the slot its
 // predecessor waits for: a cycle. So each channel's piece of a block is cut into loops
-// of at most kSteps/2 slices, and the whole step sequence runs once per loop, as NCCL
-// does with its chunk steps.
+// of at most kSteps/2 slices (collComm::loopSlices: 2 where the ring crosses the network,
+// faster there), and the whole step sequence runs once per loop, as NCCL does with its
+// chunk steps.
 #include <algorithm>
 
 #include "algorithms/algorithms.h"
@@ -59,9 +60,10 @@ Piece piece(size_t blockOffsetElems, size_t blockCount, size_t elemSize, int nch
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
-// Number of loops so that no block's piece per loop exceeds half a FIFO.
-size_t loopsFor(size_t maxPieceBytes, size_t sliceBytes) {
-  size_t loopBytes = sliceBytes * (kSteps / 2);
+// Number of loops so that no block's piece per loop exceeds c->loopSlices slices (at most
+// half a FIFO).
+size_t loopsFor(const collComm* c, size_t maxPieceBytes) {
+  size_t loopBytes = c->sliceBytes * c->loopSlices;
   return std::max<size_t>(1, (maxPieceBytes + loopBytes - 1) / loopBytes);
 }
 
@@ -93,7 +95,7 @@ void buildRingAllReduce(collComm* c, const OpDesc& od, uint16_t opIndex,
     size_t b = partBegin(od.count, n, k), e = partBegin(od.count, n, k + 1);
     return piece(b, e - b, es, nch, ch);
   };
-  const size_t nloops = loopsFor(block(0, 0).bytes, c->sliceBytes);  // block 0 is largest
+  const size_t nloops = loopsFor(c, block(0, 0).bytes);  // block 0 is largest
   for (int ch = 0; ch < nch; ++ch) {
     Program& pg = progs[ch];
     SendConnector* s = channelOf(c, static_cast<size_t>(ch), od.device).send.get();
@@ -120,7 +122,7 @@ void forEachBlockPiece(collComm* c, const OpDesc& od, std::vector<Program>& prog
   const int n = c->nranks;
   const size_t es = dataTypeSize(od.dtype);
   const int nch = channelsFor(c, od.count * es * n, od.device);
-  const size_t nloops = n > 1 ? loopsFor(piece(0, od.count, es, nch, 0).bytes, c->sliceBytes) : 1;
+  const size_t nloops = n > 1 ? loopsFor(c, piece(0, od.count, es, nch, 0).bytes) : 1;
   for (int ch = 0; ch < nch; ++ch) {
     SendConnector* s = n > 1 ? channelOf(c, static_cast<size_t>(ch), od.device).send.get() : nullptr;
     RecvConnector* rv = n > 1 ? channelOf(c, static_cast<size_t>(ch), od.device).recv.get() : nullptr;
