@@ -9,6 +9,28 @@
 
 namespace coll {
 
+#if defined(__x86_64__)
+namespace {
+
+// Copies `blocks` 64-byte blocks from s to d (unaligned loads; d 16-byte aligned where
+// kStream) and advances both pointers past them.
+template <bool kStream>
+void copyBlocks(char*& d, const char*& s, size_t blocks) {
+  for (; blocks > 0; --blocks) {
+    __m128i v[4];
+    for (int i = 0; i < 4; ++i) v[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16 * i));
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (kStream) _mm_stream_si128(reinterpret_cast<__m128i*>(d + 16 * i), v[i]);
+      else _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 16 * i), v[i]);
+    }
+    d += 64;
+    s += 64;
+  }
+}
+
+}  // namespace
+#endif
+
 void ntCopy(void* dst, const void* src, size_t n) {
 #if defined(__x86_64__)
   char* d = static_cast<char*>(dst);
@@ -19,18 +41,7 @@ void ntCopy(void* dst, const void* src, size_t n) {
   d += head;
   s += head;
   n -= head;
-  for (size_t blocks = n / 64; blocks > 0; --blocks) {
-    __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-    __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16));
-    __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32));
-    __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 48));
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d), a);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 16), b);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 32), c);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 48), e);
-    d += 64;
-    s += 64;
-  }
+  copyBlocks<true>(d, s, n / 64);
   _mm_sfence();  // streaming stores are weakly ordered: publish before any flag
   std::memcpy(d, s, n % 64);
 #else
@@ -45,18 +56,7 @@ void hostCopy(void* dst, const void* src, size_t n) {
   if (n >= kMinBytes && ahead != 0 && ahead < 64) {
     char* d = static_cast<char*>(dst);
     const char* s = static_cast<const char*>(src);
-    for (size_t blocks = n / 64; blocks > 0; --blocks) {
-      __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-      __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16));
-      __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32));
-      __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 48));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(d), a);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 16), b);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 32), c);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 48), e);
-      d += 64;
-      s += 64;
-    }
+    copyBlocks<false>(d, s, n / 64);
     std::memcpy(d, s, n % 64);
     return;
   }
