@@ -32,7 +32,7 @@ struct collComm {
   std::shared_ptr<coll::AbortState> abort;
   size_t slotBytes = 0;
   size_t sliceBytes = 0;
-  size_t loopSlices = 4;  // slices of a block per ring loop (algorithms/ring.cc), 1..kSteps/2
+  size_t loopSlices = coll::kSteps / 2;  // slices of a block per ring loop (algorithms/ring.cc), 1..kSteps/2
   int64_t chunkMinBytes = 0;
   int minChannels = 1;
   double stallWarnS = 0;  // 0: no stall reports

@@ -50,8 +50,7 @@ void finalImpl(void* dst, const void* a, const void* b, size_t n, int) {
 template <typename T>
 void copyScale(void* dst, const void* src, size_t n, int) {
   if (dst == src) return;
-  const auto* s = static_cast<const char*>(src);
-  auto* d = static_cast<char*>(dst);
+  const auto s = reinterpret_cast<uintptr_t>(src), d = reinterpret_cast<uintptr_t>(dst);
   const size_t bytes = n * sizeof(T);
   if (d < s + bytes && s < d + bytes) std::memmove(dst, src, bytes);  // overlapping
   else hostCopy(dst, src, bytes);
