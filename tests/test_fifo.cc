@@ -1,8 +1,10 @@
 // Connector FIFOs: ordering, sizes and back-pressure through the shm transport, both as
 // plain in-process memory and as a real POSIX shm segment (mapped twice here), and the
 // segment's removal from /dev/shm once both sides hold it; the net connectors over
-// loopback sockets.
+// loopback sockets. The adaptive spin of the Waiter every connector wait goes through.
 #include <dirent.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <atomic>
 #include <cstring>
@@ -14,6 +16,7 @@
 #include "harness.h"
 #include "transport/net/net.h"
 #include "transport/net/socket/socket_net.h"
+#include "core/wait.h"
 #include "transport/shm/shm.h"
 
 using namespace coll;
@@ -143,4 +146,78 @@ TEST_CASE("net connector delivers what a peer sent before closing, then reports 
     CHECK_THAT(st.message(), Catch::Contains("connection closed"));
     REQUIRE(!receiver->ready());
   }
+}
+
+namespace {
+
+// The first CPU this thread may run on.
+int firstAllowedCpu() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  sched_getaffinity(0, sizeof set, &set);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &set)) return cpu;
+  return 0;
+}
+
+void pinTo(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  REQUIRE(pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("waiter: spin budget shrinks when the awaited thread shares the CPU, then recovers",
+          "[fifo][wait]") {
+  // Two threads on one CPU pass a counter back and forth. Each wait can only end after the
+  // waiter yields the CPU to its peer, so spinning the full 50 us first is pure delay:
+  // the budget must come down (to the 1 us floor unless a tick preemption intervened).
+  constexpr int64_t kSpinNs = 50000;
+  constexpr int kRounds = 40;
+  const int cpu = firstAllowedCpu();
+  std::atomic<int> turn{0};
+  std::atomic<int> pinned{0};
+  int64_t budgets[2] = {-1, -1};
+  int64_t recovered = -1;
+  auto player = [&](int me) {
+    pinTo(cpu);
+    pinned.fetch_add(1);
+    while (pinned.load() < 2) sched_yield();
+    for (int i = 0; i < kRounds; ++i) {
+      Waiter w(kSpinNs);
+      while (turn.load(std::memory_order_acquire) % 2 != me) w.idle(WaitTarget{});
+      w.reset();
+      turn.fetch_add(1, std::memory_order_release);
+    }
+    budgets[me] = Waiter(kSpinNs).spinBudgetNs();
+    if (me == 0) {
+      // Waits that end while still spinning (nothing to yield to) double it back.
+      for (int i = 0; i < 8; ++i) {
+        Waiter w(kSpinNs);
+        w.idle(WaitTarget{});
+        w.idle(WaitTarget{});
+        w.reset();
+      }
+      recovered = Waiter(kSpinNs).spinBudgetNs();
+    }
+  };
+  std::thread a(player, 0), b(player, 1);
+  a.join();
+  b.join();
+  INFO("cpu " << cpu << ", budgets after " << kRounds << " handoffs: " << budgets[0] << " and "
+              << budgets[1] << " ns");
+  CHECK(budgets[0] <= kSpinNs / 4);
+  CHECK(budgets[1] <= kSpinNs / 4);
+  CHECK(recovered == kSpinNs);
+  // A fresh thread starts with the configured spin, and a waiter configured with less
+  // never spins longer than that.
+  int64_t fresh = -1, smaller = -1;
+  std::thread([&] {
+    fresh = Waiter(kSpinNs).spinBudgetNs();
+    smaller = Waiter(2000).spinBudgetNs();
+  }).join();
+  CHECK(fresh == kSpinNs);
+  CHECK(smaller == 2000);
 }

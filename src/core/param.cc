@@ -90,7 +90,7 @@ const std::vector<ParamInfo>& allParams() {
       {"DEVICE_EMULATE_BLOCKS", ParamType::kInt, "0", "",
        "with DEVICE_EMULATE: the emulated GPU runs at most this many lanes at once (a GPU's "
        "resident blocks), shared by the ranks of the process; 0 = no limit"},
-      {"SPIN_US", ParamType::kInt, "50", "us", "busy-wait this long before yielding"},
+      {"SPIN_US", ParamType::kInt, "50", "us", "busy-wait at most this long before yielding"},
       {"STALL_WARN_S", ParamType::kInt, "0", "s",
        "0 off; otherwise warn what a blocked op waits for after this long"},
   };

@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <ctime>
 
 #include "core/param.h"
@@ -30,6 +31,33 @@ void futexWakeIfWaiting(std::atomic<uint32_t>* word, std::atomic<uint32_t>* wait
 
 Waiter::Waiter() : spinNs_(paramInt("SPIN_US") * 1000) {}
 
+// The calling thread's spin budget; INT64_MAX until a wait first shrinks it (then clamped
+// to whatever spin the waiter was configured with).
+static thread_local int64_t tlSpinBudgetNs = INT64_MAX;
+
+int64_t Waiter::spinBudgetNs() const { return std::min(spinNs_, tlSpinBudgetNs); }
+
+void Waiter::adapt() {
+  // The floor keeps a short spin: on separate CPUs most handoffs land within it, and on a
+  // shared CPU it costs about as much as the switch it precedes.
+  const int64_t floor = std::min<int64_t>(spinNs_, 1000);
+  int64_t budget = spinBudgetNs();
+  tlSpinBudgetNs = yieldedToOther_ ? std::max(floor, budget / 2) : std::min(spinNs_, budget * 2);
+}
+
+void Waiter::yieldCpu() {
+  if (yieldedToOther_) {
+    sched_yield();
+    return;
+  }
+  // A yield that found nothing else to run returns in well under a microsecond; one that
+  // ran another task for a slice (or lost the CPU to the hypervisor) takes longer.
+  // Timing it costs two vDSO clock reads, where counting context switches cost syscalls.
+  auto before = std::chrono::steady_clock::now();
+  sched_yield();
+  yieldedToOther_ = std::chrono::steady_clock::now() - before > std::chrono::microseconds(3);
+}
+
 double Waiter::idleSeconds() const {
   if (idle_ == 0) return 0;
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - spinStart_).count();
@@ -48,13 +76,13 @@ void Waiter::idle(const WaitTarget& t) {
   }
   auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(
                      std::chrono::steady_clock::now() - spinStart_).count();
-  inSpin_ = elapsed < spinNs_;
+  inSpin_ = elapsed < spinBudgetNs();
   if (inSpin_) {
     cpuRelax();
     return;
   }
   if (elapsed < 4 * spinNs_ + 200000) {
-    sched_yield();
+    yieldCpu();
     return;
   }
   if (t.fd >= 0) {
@@ -71,7 +99,7 @@ void Waiter::idle(const WaitTarget& t) {
     t.waiters->fetch_sub(1, std::memory_order_relaxed);
     return;
   }
-  sched_yield();
+  yieldCpu();
 }
 
 }  // namespace coll

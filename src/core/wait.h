@@ -2,6 +2,12 @@
 // (or poll a socket) with a short timeout, so that 8 ranks on 2 cores still progress
 // and 2 ranks on 2 cores still hand off in well under a microsecond. Every sleep is
 // bounded so that callers re-check abort flags and deadlines.
+//
+// The spin is adaptive per thread: a wait that ended only after this thread yielded its
+// CPU to another task (the peer it waits for shares the CPU, e.g. two rank threads the
+// scheduler stacked on one core, or more ranks than cores) halves the thread's spin
+// budget, and a wait that ended without that doubles it back toward COLL_SPIN_US. Spinning
+// on a CPU the peer needs only delays the peer.
 #pragma once
 
 #include <atomic>
@@ -30,16 +36,34 @@ class Waiter {
  public:
   Waiter();
   explicit Waiter(int64_t spinNs) : spinNs_(spinNs) {}
-  // Called when a pass made progress.
-  void reset() { idle_ = 0; inSpin_ = true; spinStart_ = {}; }
+  ~Waiter() {
+    if (idle_ > 1) adapt();
+  }
+  Waiter(const Waiter&) = delete;
+  Waiter& operator=(const Waiter&) = delete;
+  // Called when a pass made progress (and, in effect, when the waiter is destroyed): ends
+  // the current wait.
+  void reset() {
+    if (idle_ > 1) adapt();
+    idle_ = 0;
+    inSpin_ = true;
+    yieldedToOther_ = false;
+    spinStart_ = {};
+  }
   // Called when a pass made none: spins, yields, or sleeps on target (at most ~10 ms).
   void idle(const WaitTarget& target);
   // How long the caller has been idle without interruption.
   double idleSeconds() const;
+  // The calling thread's current spin budget in nanoseconds (at most the configured spin).
+  int64_t spinBudgetNs() const;
 
  private:
+  void adapt();
+  void yieldCpu();
+
   uint64_t idle_ = 0;
   bool inSpin_ = true;
+  bool yieldedToOther_ = false;
   std::chrono::steady_clock::time_point spinStart_{};
   int64_t spinNs_;
 };
