@@ -13,10 +13,10 @@
 
 #include <catch2/catch.hpp>
 
+#include "core/wait.h"
 #include "harness.h"
 #include "transport/net/net.h"
 #include "transport/net/socket/socket_net.h"
-#include "core/wait.h"
 #include "transport/shm/shm.h"
 
 using namespace coll;

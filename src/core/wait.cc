@@ -31,8 +31,8 @@ void futexWakeIfWaiting(std::atomic<uint32_t>* word, std::atomic<uint32_t>* wait
 
 Waiter::Waiter() : spinNs_(paramInt("SPIN_US") * 1000) {}
 
-// The calling thread's spin budget; INT64_MAX until a wait first shrinks it (then clamped
-// to whatever spin the waiter was configured with).
+// The calling thread's spin budget; INT64_MAX (read as the waiter's configured spin)
+// until the thread's first wait ends.
 static thread_local int64_t tlSpinBudgetNs = INT64_MAX;
 
 int64_t Waiter::spinBudgetNs() const { return std::min(spinNs_, tlSpinBudgetNs); }

@@ -36,13 +36,10 @@ class Waiter {
  public:
   Waiter();
   explicit Waiter(int64_t spinNs) : spinNs_(spinNs) {}
-  ~Waiter() {
-    if (idle_ > 1) adapt();
-  }
+  ~Waiter() { reset(); }
   Waiter(const Waiter&) = delete;
   Waiter& operator=(const Waiter&) = delete;
-  // Called when a pass made progress (and, in effect, when the waiter is destroyed): ends
-  // the current wait.
+  // Called when a pass made progress, and by the destructor: ends the current wait.
   void reset() {
     if (idle_ > 1) adapt();
     idle_ = 0;
