@@ -38,6 +38,7 @@
 #ifndef COLLECTIVES_COLLECTIVES_H_
 #define COLLECTIVES_COLLECTIVES_H_
 
+#include <limits.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -57,6 +58,18 @@ typedef struct collComm* collComm_t;
 /* Passing this color to collCommSplit() makes the calling rank take no part in any new
  * communicator; *newcomm is set to NULL. */
 #define COLL_SPLIT_NOCOLOR -1
+
+/* A registered memory window (collCommWindowRegister). Opaque. */
+typedef struct collWindow* collWindow_t;
+#define COLL_WIN_DEFAULT 0x00
+#define COLL_WIN_COLL_SYMMETRIC 0x01
+#define COLL_WIN_REQUIRED_ALIGNMENT 4096
+
+/* collCommShrink() flags. */
+#define COLL_SHRINK_DEFAULT 0x00 /* the parent is healthy or revoked: shrink it as it is */
+#define COLL_SHRINK_ABORT 0x01   /* first stop the parent's operations in flight, then shrink */
+/* collCommRevoke() flags: none defined, pass 0. */
+#define COLL_REVOKE_DEFAULT 0x00
 
 /* Size of the opaque unique id that ranks share to form a communicator. */
 #define COLL_UNIQUE_ID_BYTES 128
@@ -113,8 +126,95 @@ typedef enum {
   collMax = 2,
   collMin = 3,
   collAvg = 4,
-  collNumOps = 5
+  /* The first value of the operations made at run time (collRedOpCreatePreMulSum): every
+   * value from here to collMaxRedOp may name one, on the communicator that made it. */
+  collNumOps = 5,
+  collMaxRedOp = 0x7fffffff
 } collRedOp_t;
+
+/* Where the scalar of collRedOpCreatePreMulSum() lives and when it is read. */
+typedef enum {
+  /* Read by every operation that uses the op, when it runs: host memory of this process
+   * or device memory (a device operation reads it on the GPU, in stream order). */
+  collScalarDevice = 0,
+  /* Host memory, read once, before collRedOpCreatePreMulSum() returns. */
+  collScalarHostImmediate = 1
+} collScalarResidence_t;
+
+/* Communicator options, field for field NCCL's ncclConfig_t of NCCL 2.28 (same layout),
+ * for collCommInitRankConfig(), collCommInitRankScalable(), collCommSplit() and
+ * collCommShrink(). Start from COLL_CONFIG_INITIALIZER and set what you need: every
+ * field left at COLL_CONFIG_UNDEF_INT / NULL takes its default. size, magic and version
+ * identify the struct; a config whose size, magic or version is not one this library
+ * made is refused (collInvalidArgument), so an uninitialised struct never passes as
+ * options. What each field does here:
+ *   blocking    1 (default): init returns when the communicator is ready. 0: init
+ *               returns collInProgress at once and completes in the background; poll
+ *               collCommGetAsyncError() until it stops returning collInProgress. Other
+ *               calls on the communicator before then are collInvalidUsage.
+ *   minCTAs, maxCTAs
+ *               bounds on the channels (rings) of the communicator: they override
+ *               COLL_MIN_NCHANNELS / COLL_MAX_NCHANNELS (1..32). Every rank must pass the
+ *               same values.
+ *   netName     the net backend for connections between hosts ("Socket"); overrides
+ *               COLL_NET. An unknown name fails init naming it.
+ *   commName    a name printed in every log line about this communicator.
+ *   splitShare, shrinkShare
+ *               accepted; a child communicator never shares its parent's resources
+ *               here (its connections are its own), which NCCL also allows.
+ *   cgaClusterSize, trafficClass, collnetEnable, CTAPolicy, nvlsCTAs,
+ *   nChannelsPerNetPeer, nvlinkCentricSched
+ *               accepted and logged once at INFO (subsystem INIT): nothing here has
+ *               a use for them yet. */
+#define COLL_CONFIG_UNDEF_INT INT_MIN
+#define COLL_CONFIG_UNDEF_PTR NULL
+#define COLL_CONFIG_MAGIC 0xcafebeef
+/* The config layout's version: that of NCCL 2.28.9, whose ncclConfig_t this mirrors. */
+#define COLL_CONFIG_VERSION 22809
+typedef struct collConfig_v22800 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int blocking;
+  int cgaClusterSize;
+  int minCTAs;
+  int maxCTAs;
+  const char* netName;
+  int splitShare;
+  int trafficClass;
+  const char* commName;
+  int collnetEnable;
+  int CTAPolicy;
+  int shrinkShare;
+  int nvlsCTAs;
+  int nChannelsPerNetPeer;
+  int nvlinkCentricSched;
+} collConfig_t;
+
+#define COLL_CONFIG_INITIALIZER                                                     \
+  {                                                                                 \
+    sizeof(collConfig_t), COLL_CONFIG_MAGIC, COLL_CONFIG_VERSION,                   \
+        COLL_CONFIG_UNDEF_INT /* blocking */, COLL_CONFIG_UNDEF_INT /* cgaClusterSize */, \
+        COLL_CONFIG_UNDEF_INT /* minCTAs */, COLL_CONFIG_UNDEF_INT /* maxCTAs */,   \
+        COLL_CONFIG_UNDEF_PTR /* netName */, COLL_CONFIG_UNDEF_INT /* splitShare */, \
+        COLL_CONFIG_UNDEF_INT /* trafficClass */, COLL_CONFIG_UNDEF_PTR /* commName */, \
+        COLL_CONFIG_UNDEF_INT /* collnetEnable */, COLL_CONFIG_UNDEF_INT /* CTAPolicy */, \
+        COLL_CONFIG_UNDEF_INT /* shrinkShare */, COLL_CONFIG_UNDEF_INT /* nvlsCTAs */, \
+        COLL_CONFIG_UNDEF_INT /* nChannelsPerNetPeer */,                            \
+        COLL_CONFIG_UNDEF_INT /* nvlinkCentricSched */                              \
+  }
+
+/* What collGroupSimulateEnd() reports: NCCL's ncclSimInfo_t, same layout. */
+#define COLL_SIM_INFO_MAGIC 0x74685283
+#define COLL_SIM_INFO_VERSION 22809
+typedef struct collSimInfo_v22200 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  float estimatedTime; /* microseconds the group is predicted to take */
+} collSimInfo_t;
+#define COLL_SIM_INFO_INITIALIZER \
+  { sizeof(collSimInfo_t), COLL_SIM_INFO_MAGIC, COLL_SIM_INFO_VERSION, -1.0f }
 
 /* Stores COLL_VERSION_CODE of the loaded library in *version. */
 collResult_t collGetVersion(int* version);
@@ -135,6 +235,21 @@ collResult_t collGetUniqueId(collUniqueId* uniqueId);
  * or a different nranks is refused. */
 collResult_t collCommInitRank(collComm_t* comm, int nranks, collUniqueId commId, int rank);
 
+/* collCommInitRank() with options (config may be NULL: the defaults). With
+ * config->blocking == 0 it returns collInProgress once *comm is set, and the rank joins
+ * in the background; collCommGetAsyncError(*comm) says collInProgress until then, and
+ * collSuccess or the error after. collCommAbort()/collCommDestroy() may be called at any
+ * time. */
+collResult_t collCommInitRankConfig(collComm_t* comm, int nranks, collUniqueId commId, int rank,
+                                    collConfig_t* config);
+
+/* collCommInitRankConfig() given nId ids (1 <= nId <= nranks), the same ids in the same
+ * order on every rank, as NCCL's scalable init takes them. This library's rendezvous
+ * takes O(nranks) messages on its root whatever the count, so it uses commIds[0] and
+ * checks that every id was made by collGetUniqueId. */
+collResult_t collCommInitRankScalable(collComm_t* newcomm, int nranks, int myrank, int nId,
+                                      collUniqueId* commIds, collConfig_t* config);
+
 /* Creates ndev ranks of one communicator inside this process, comms[i] being rank i,
  * bound to CUDA device devlist[i] (entries may repeat: several ranks per GPU).
  * devlist == NULL makes host-memory ranks. The comms may be driven by one thread inside
@@ -152,10 +267,27 @@ collResult_t collCommDestroy(collComm_t comm);
 collResult_t collCommAbort(collComm_t comm);
 
 /* Splits comm into new communicators, one per distinct non-negative color, ranked by
- * (key, old rank). Collective over comm. config may be NULL. color COLL_SPLIT_NOCOLOR
- * gives *newcomm = NULL. */
+ * (key, old rank). Collective over comm. config NULL: the new communicator takes comm's
+ * options; with config->blocking == 0 the split still completes before returning (and
+ * returns collSuccess). color COLL_SPLIT_NOCOLOR gives *newcomm = NULL. */
 collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newcomm,
-                           void* config);
+                           collConfig_t* config);
+
+/* Makes a communicator of comm's ranks less those in excludeRanksList (ranks of comm,
+ * no repeats), keeping their order: called by every rank that stays, not by the
+ * excluded ones. Works when excluded ranks have died, and after collCommRevoke(): the
+ * survivors rendezvous afresh without them, and a rank whose peers do not all come
+ * is told which within COLL_BOOTSTRAP_TIMEOUT_S. shrinkFlags COLL_SHRINK_ABORT first
+ * stops comm's operations in flight (comm then stays revoked); COLL_SHRINK_DEFAULT
+ * expects none. config NULL: comm's options. comm stays to be destroyed. */
+collResult_t collCommShrink(collComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                            collComm_t* newcomm, collConfig_t* config, int shrinkFlags);
+
+/* Stops comm: operations in flight on any thread end with collInvalidUsage ("revoked"),
+ * as does every later operation, collCommSplit() included; collCommShrink(),
+ * collCommDestroy() and collCommAbort() still work on it. revokeFlags must be
+ * COLL_REVOKE_DEFAULT. */
+collResult_t collCommRevoke(collComm_t comm, int revokeFlags);
 
 /* Stores in *asyncError the error that stopped comm (a dead peer, an abort), or
  * collSuccess. Callable from any thread. */
@@ -176,6 +308,48 @@ const char* collGetErrorString(collResult_t result);
 /* Text of the last error on comm, or of the calling thread's last call made without a
  * usable communicator when comm is NULL. Never NULL; "" when there was none. */
 const char* collGetLastError(collComm_t comm);
+
+/* Stores in *count how many CUDA devices this process can use: 0 without CUDA support
+ * in this build, without a driver or without a device. */
+collResult_t collCudaDeviceCount(int* count);
+
+/* Re-reads COLL_DEBUG / COLL_DEBUG_SUBSYS / COLL_DEBUG_FILE (and their NCCL_ names):
+ * log lines after the call follow the environment as it is now. */
+void collResetDebugInit(void);
+
+/* Allocates size bytes for buffers of collectives: device memory (cudaMalloc) when the
+ * calling thread has started CUDA on its current device, as a rank bound to it would be;
+ * page-aligned host memory otherwise. size 0 gives NULL. Free with collMemFree(). */
+collResult_t collMemAlloc(void** ptr, size_t size);
+/* Frees what collMemAlloc() returned; any other pointer is collInvalidArgument. */
+collResult_t collMemFree(void* ptr);
+
+/* Registers [buff, buff+size) with comm and returns a handle for collCommDeregister().
+ * Operations whose buffer lies inside a registered range take the zero-copy paths the
+ * transports offer for memory that stays valid and unmoved until deregistered (see the
+ * docs, "Registered buffers"). Registrations may overlap; each handle is freed once. */
+collResult_t collCommRegister(const collComm_t comm, void* buff, size_t size, void** handle);
+/* Drops a registration of comm. A handle comm never made, or already dropped, is
+ * collInvalidArgument. */
+collResult_t collCommDeregister(const collComm_t comm, void* handle);
+
+/* Registers a window: collCommRegister() plus NCCL's rules for windows. buff must be
+ * COLL_WIN_REQUIRED_ALIGNMENT-aligned; winFlags COLL_WIN_DEFAULT or
+ * COLL_WIN_COLL_SYMMETRIC (every rank registers a window of the same size, collective
+ * over comm: the sizes are checked). */
+collResult_t collCommWindowRegister(collComm_t comm, void* buff, size_t size, collWindow_t* win,
+                                    int winFlags);
+collResult_t collCommWindowDeregister(collComm_t comm, collWindow_t win);
+
+/* Makes a reduction op for comm: each rank multiplies its input by *scalar (of
+ * datatype, the operation's type), then the results are summed. residence says when
+ * the scalar is read (collScalarResidence_t). Use the op only with comm and datatype;
+ * free it with collRedOpDestroy() once the last call using it has returned. */
+collResult_t collRedOpCreatePreMulSum(collRedOp_t* op, void* scalar, collDataType_t datatype,
+                                      collScalarResidence_t residence, collComm_t comm);
+/* Frees an op made by collRedOpCreatePreMulSum() on comm. Built-in ops, ops of other
+ * communicators and ops already freed are collInvalidArgument. */
+collResult_t collRedOpDestroy(collRedOp_t op, collComm_t comm);
 
 /* recvbuff[i] = op over ranks of sendbuff[i], i < count, on every rank.
  * In place when sendbuff == recvbuff. */
@@ -207,6 +381,23 @@ collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
                                collDataType_t datatype, collRedOp_t op, collComm_t comm,
                                collStream_t stream);
 
+/* Every rank sends count elements to every rank: the block for rank j is
+ * sendbuff + j*count, and the block from rank i lands at recvbuff + i*count. In place
+ * (sendbuff == recvbuff) works on host buffers (the input is staged first). */
+collResult_t collAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                          collDataType_t datatype, collComm_t comm, collStream_t stream);
+
+/* Every rank sends count elements to root, which stores rank i's at recvbuff + i*count.
+ * recvbuff is used on root only. In place when sendbuff == recvbuff + root*count. */
+collResult_t collGather(const void* sendbuff, void* recvbuff, size_t count,
+                        collDataType_t datatype, int root, collComm_t comm, collStream_t stream);
+
+/* Root sends sendbuff + i*count (count elements) to rank i, which stores it in
+ * recvbuff. sendbuff is used on root only. In place when recvbuff == sendbuff +
+ * root*count. */
+collResult_t collScatter(const void* sendbuff, void* recvbuff, size_t count,
+                         collDataType_t datatype, int root, collComm_t comm, collStream_t stream);
+
 /* Sends count elements to peer, which must post a matching collRecv(). Outside a group
  * the call returns when the peer has received the data; inside a group, sends and
  * receives never deadlock whatever their order. */
@@ -224,6 +415,12 @@ collResult_t collGroupStart(void);
 /* Closes a group; the outermost one runs everything queued since collGroupStart() and
  * returns when it is complete. Without an open group: collInvalidUsage. */
 collResult_t collGroupEnd(void);
+
+/* Closes a group like collGroupEnd() but runs nothing: everything queued since the
+ * outermost collGroupStart() is dropped, and simInfo->estimatedTime gets the time in
+ * microseconds the tuner's cost model predicts for it (the same model that picks
+ * algorithms). simInfo must come from COLL_SIM_INFO_INITIALIZER. */
+collResult_t collGroupSimulateEnd(collSimInfo_t* simInfo);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -29,6 +29,7 @@ std::string OpDesc::describe() const {
   if (kind == CollKind::kBroadcast || kind == CollKind::kReduce)
     s += ", root " + std::to_string(root);
   if (kind == CollKind::kSend || kind == CollKind::kRecv) s += ", peer " + std::to_string(root);
+  if (via) s += std::string(", part of ") + via;
   return s + ")";
 }
 

@@ -13,167 +13,19 @@
 #include <thread>
 #include <vector>
 
+#include "api/guard.h"
+#include "api/options.h"
 #include "bootstrap/bootstrap.h"
-#include "collectives/collectives.h"
-#include "collectives/config.h"
-#include "core/comm.h"
-#include "core/datatype.h"
-#include "core/group.h"
-#include "core/log.h"
-#include "device/device_exec.h"
-#if COLL_HAVE_CUDA
-#include "kernels/device_reduce.h"
-#endif
 
 using coll::Status;
+using namespace coll::api;
 
-namespace {
-
-thread_local std::string tlsLastError;
-
-std::string ptrStr(const void* p) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%p", p);
-  return buf;
+namespace coll::api {
+std::string& lastErrorText() {
+  thread_local std::string text;
+  return text;
 }
-
-void record(collComm* comm, const char* fn, const Status& st) {
-  std::string text = std::string(fn) + ": " + st.message();
-  if (st.code() == coll::Code::kInvalidArgument || st.code() == coll::Code::kInvalidUsage)
-    COLL_INFO(COLL, "%s", text.c_str());
-  else
-    COLL_WARN(COLL, "%s", text.c_str());
-  tlsLastError = text;
-  if (comm && coll::isLiveComm(comm)) comm->lastError = text;
-}
-
-// Runs body, mapping every outcome to a collResult_t. `comm` is where the error is
-// recorded (may be null).
-template <typename F>
-collResult_t guarded(const char* fn, collComm* comm, F&& body) {
-  Status st;
-  try {
-    st = body();
-  } catch (const std::bad_alloc&) {
-    st = Status(coll::Code::kSystem, "out of memory");
-  } catch (const std::exception& e) {
-    st = coll::internalError(std::string("unexpected exception: ") + e.what());
-  } catch (...) {
-    st = coll::internalError("unexpected exception");
-  }
-  if (!st.ok()) record(comm, fn, st);
-  return st.result();
-}
-
-// Holds comm "in use" for the duration of a call so collCommAbort waits for it.
-class CommUse {
- public:
-  explicit CommUse(collComm* c) : c_(c), ok_(c && coll::acquireComm(c)) {}
-  ~CommUse() {
-    if (ok_) coll::releaseComm(c_);
-  }
-  Status check(const char* arg = "comm") const {
-    if (!c_) return coll::invalidArgument(std::string(arg) + " is NULL");
-    if (!ok_)
-      return coll::invalidArgument(std::string(arg) + " " + ptrStr(c_) +
-                                   " is not a live communicator (destroyed, aborted or never "
-                                   "initialized)");
-    return coll::okStatus();
-  }
-
- private:
-  collComm* c_;
-  bool ok_;
-};
-
-Status checkType(collDataType_t t) {
-  if (!coll::validDataType(static_cast<int>(t)))
-    return coll::invalidArgument("datatype " + std::to_string(static_cast<int>(t)) +
-                                 " is not a collDataType_t (0.." +
-                                 std::to_string(collNumTypes - 1) + ")");
-  return coll::okStatus();
-}
-
-Status checkOp(collRedOp_t op) {
-  if (!coll::validRedOp(static_cast<int>(op)))
-    return coll::invalidArgument("op " + std::to_string(static_cast<int>(op)) +
-                                 " is not a collRedOp_t (0.." + std::to_string(collNumOps - 1) +
-                                 ")");
-  return coll::okStatus();
-}
-
-// count elements of t times `mult` must fit in size_t bytes.
-Status checkBytes(const char* arg, size_t count, size_t mult, collDataType_t t) {
-  size_t es = coll::dataTypeSize(t);
-  size_t bytes;
-  if (__builtin_mul_overflow(count, es, &bytes) || __builtin_mul_overflow(bytes, mult, &bytes))
-    return coll::invalidArgument(std::string(arg) + " " + std::to_string(count) + " of " +
-                                 coll::dataTypeName(t) + (mult > 1 ? " x nranks " + std::to_string(mult) : "") +
-                                 " overflows size_t bytes");
-  return coll::okStatus();
-}
-
-// Which kinds of buffers an operation was given (only those it will touch are checked).
-struct BufKinds {
-  const char* deviceArg = nullptr;  // the first buffer on the device path
-  const char* hostArg = nullptr;    // the first host buffer
-};
-
-Status checkBuf(const char* arg, const void* p, size_t count, const collComm* c, BufKinds* kinds) {
-  if (!p && count > 0)
-    return coll::invalidArgument(std::string(arg) + " is NULL with count " + std::to_string(count));
-  if (count == 0) return coll::okStatus();
-#if COLL_HAVE_CUDA
-  if (c->deviceEmulate && coll::isDeviceMemory(p))
-    return coll::invalidArgument(std::string(arg) +
-                                 " is CUDA device memory, but COLL_DEVICE_EMULATE=1 runs the device path on host "
-                                 "threads: host buffers only");
-#endif
-  if (coll::devicePathFor(c, p)) {
-    if (!kinds->deviceArg) kinds->deviceArg = arg;
-  } else if (!kinds->hostArg) {
-    kinds->hostArg = arg;
-  }
-  return coll::okStatus();
-}
-
-Status checkRank(const char* arg, int r, int nranks) {
-  if (r < 0 || r >= nranks)
-    return coll::invalidArgument(std::string(arg) + " " + std::to_string(r) +
-                                 " is out of range for a communicator of " +
-                                 std::to_string(nranks) + " ranks");
-  return coll::okStatus();
-}
-
-// The device path for device buffers (never mixed with host buffers in one call), on
-// the caller's stream.
-Status placeOp(coll::OpDesc* od, const BufKinds& kinds, collStream_t stream) {
-  if (kinds.deviceArg && kinds.hostArg)
-    return coll::invalidArgument(std::string(kinds.deviceArg) + " is CUDA device memory but " + kinds.hostArg +
-                                 " is host memory: one operation takes buffers of one kind");
-  od->device = kinds.deviceArg != nullptr;
-  od->stream = stream;
-  return coll::okStatus();
-}
-
-template <typename Validate>
-collResult_t runOp(const char* fn, collComm* comm, coll::OpDesc od, collStream_t stream, Validate&& validate) {
-  CommUse use(comm);
-  return guarded(fn, comm, [&]() -> Status {
-    COLL_CHECK(use.check());
-    COLL_CHECK(checkType(od.dtype));
-    BufKinds kinds;
-    COLL_CHECK(validate(comm, &kinds));
-    COLL_CHECK(placeOp(&od, kinds, stream));
-    collComm* failed = nullptr;
-    Status st = coll::enqueue(comm, od, &failed);
-    if (!st.ok() && failed && failed != comm && coll::isLiveComm(failed))
-      failed->lastError = std::string(fn) + ": " + st.message();
-    return st;
-  });
-}
-
-}  // namespace
+}  // namespace coll::api
 
 // The library is built with hidden visibility; the C ABI is its only export.
 #pragma GCC visibility push(default)
@@ -198,32 +50,7 @@ collResult_t collGetUniqueId(collUniqueId* uniqueId) {
 }
 
 collResult_t collCommInitRank(collComm_t* comm, int nranks, collUniqueId commId, int rank) {
-  return guarded("collCommInitRank", nullptr, [&]() -> Status {
-    if (!comm) return coll::invalidArgument("comm is NULL");
-    *comm = nullptr;
-    if (nranks < 1) return coll::invalidArgument("nranks " + std::to_string(nranks) + " is < 1");
-    COLL_CHECK(checkRank("rank", rank, nranks));
-    coll::UniqueIdData id;
-    std::memcpy(&id, commId.internal, sizeof(id));
-    if (id.magic != coll::kIdMagic)
-      return coll::invalidArgument("commId was not made by collGetUniqueId (bad magic)");
-    // NCCL's rule: the rank is bound to the calling thread's current device, once the
-    // application has started CUDA there (cudaSetDevice, an allocation). A process that
-    // never used CUDA, or has no usable device, gets a host-memory rank (-1): CPU jobs on
-    // GPU machines pay no CUDA context, GPU memory or pinned memory for a device path
-    // they do not use.
-    int dev = -1;
-#if COLL_HAVE_CUDA
-    dev = coll::cudaCurrentDevice();
-    if (dev >= 0 && !coll::cudaDeviceStarted(dev)) {
-      COLL_INFO(INIT, "rank %d: host-memory rank: this process has not used CUDA device %d (call cudaSetDevice "
-                "before collCommInitRank to bind it)", rank, dev);
-      dev = -1;
-    }
-#endif
-    COLL_ASSIGN(*comm, coll::commInit(id, nranks, rank, dev));
-    return coll::okStatus();
-  });
+  return collCommInitRankConfig(comm, nranks, commId, rank, nullptr);
 }
 
 collResult_t collCommInitAll(collComm_t* comms, int ndev, const int* devlist) {
@@ -286,7 +113,7 @@ collResult_t collCommInitAll(collComm_t* comms, int ndev, const int* devlist) {
 collResult_t collCommFinalize(collComm_t comm) {
   CommUse use(comm);
   return guarded("collCommFinalize", comm, [&]() -> Status {
-    COLL_CHECK(use.check());
+    COLL_CHECK(use.ready());
     // Host operations complete before their call returns: nothing is outstanding.
     return coll::okStatus();
   });
@@ -316,21 +143,19 @@ collResult_t collCommAbort(collComm_t comm) {
 }
 
 collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newcomm,
-                           void* config) {
+                           collConfig_t* config) {
   CommUse use(comm);
   return guarded("collCommSplit", comm, [&]() -> Status {
-    COLL_CHECK(use.check());
+    COLL_CHECK(use.ready());
     if (!newcomm) return coll::invalidArgument("newcomm is NULL");
     *newcomm = nullptr;
-    if (config)
-      return coll::invalidArgument("config " + ptrStr(config) +
-                                   ": no communicator options exist yet; pass NULL");
+    COLL_ASSIGN(coll::CommOptions opts, optionsFromConfig(config, &comm->options));
     if (color < COLL_SPLIT_NOCOLOR)
       return coll::invalidArgument("color " + std::to_string(color) +
                                    " is negative and not COLL_SPLIT_NOCOLOR");
     if (coll::inGroup())
       return coll::invalidUsage("collCommSplit inside a group is not supported");
-    COLL_ASSIGN(*newcomm, coll::commSplit(comm, color, key));
+    COLL_ASSIGN(*newcomm, coll::commSplit(comm, color, key, opts));
     return coll::okStatus();
   });
 }
@@ -340,7 +165,15 @@ collResult_t collCommGetAsyncError(collComm_t comm, collResult_t* asyncError) {
   return guarded("collCommGetAsyncError", comm, [&]() -> Status {
     COLL_CHECK(use.check());
     if (!asyncError) return coll::invalidArgument("asyncError is NULL");
-    *asyncError = comm->abort->raised() ? comm->abort->status().result() : collSuccess;
+    const int state = comm->initState.load(std::memory_order_acquire);
+    if (state == collInProgress) {
+      *asyncError = collInProgress;
+    } else {
+      *asyncError = comm->abort->raised() && !comm->revoked.load() ? comm->abort->status().result() : collSuccess;
+      // A failed non-blocking init, or a revoked communicator, explains itself here.
+      if (*asyncError != collSuccess && comm->lastError.empty())
+        comm->lastError = "collCommGetAsyncError: " + comm->abort->status().message();
+    }
     return coll::okStatus();
   });
 }
@@ -393,7 +226,7 @@ const char* collGetErrorString(collResult_t result) {
 const char* collGetLastError(collComm_t comm) {
   try {
     if (comm && coll::isLiveComm(comm)) return comm->lastError.c_str();
-    return tlsLastError.c_str();
+    return lastErrorText().c_str();
   } catch (...) {
     return "";
   }
@@ -404,7 +237,7 @@ collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            collStream_t stream) {
   coll::OpDesc od{coll::CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, -1, 0};
   return runOp("collAllReduce", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
-    COLL_CHECK(checkOp(op));
+    COLL_CHECK(checkOp(op, datatype, c));
     COLL_CHECK(checkBytes("count", count, 1, datatype));
     COLL_CHECK(checkBuf("sendbuff", sendbuff, count, c, k));
     COLL_CHECK(checkBuf("recvbuff", recvbuff, count, c, k));
@@ -430,7 +263,7 @@ collResult_t collReduce(const void* sendbuff, void* recvbuff, size_t count,
                         collStream_t stream) {
   coll::OpDesc od{coll::CollKind::kReduce, sendbuff, recvbuff, count, datatype, op, root, 0};
   return runOp("collReduce", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
-    COLL_CHECK(checkOp(op));
+    COLL_CHECK(checkOp(op, datatype, c));
     COLL_CHECK(checkRank("root", root, c->nranks));
     COLL_CHECK(checkBytes("count", count, 1, datatype));
     COLL_CHECK(checkBuf("sendbuff", sendbuff, count, c, k));
@@ -455,7 +288,7 @@ collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
                                collStream_t stream) {
   coll::OpDesc od{coll::CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, -1, 0};
   return runOp("collReduceScatter", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
-    COLL_CHECK(checkOp(op));
+    COLL_CHECK(checkOp(op, datatype, c));
     COLL_CHECK(checkBytes("recvcount", recvcount, static_cast<size_t>(c->nranks), datatype));
     COLL_CHECK(checkBuf("sendbuff", sendbuff, recvcount, c, k));
     COLL_CHECK(checkBuf("recvbuff", recvbuff, recvcount, c, k));

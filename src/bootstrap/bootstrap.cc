@@ -145,29 +145,29 @@ void Bootstrap::announceFailure(const std::string& why) {
   if (root_.valid() && !left_) (void)root_.sendAll(&msg, sizeof(msg), deadlineIn(2));
 }
 
-Status Bootstrap::connectTo(int peer) {
-  COLL_ASSIGN(Socket s, Socket::connect(peers_[peer].bootAddr, deadlineIn(timeoutS_),
-                                        &abort_->flag));
+Status Bootstrap::connectTo(int peer, const std::atomic<bool>* cancel) {
+  COLL_ASSIGN(Socket s, Socket::connect(peers_[peer].bootAddr, deadlineIn(timeoutS_), cancel));
   HelloMsg h{kWireMagic, rank_, secret_};
-  COLL_CHECK(s.sendAll(&h, sizeof(h), deadlineIn(timeoutS_), &abort_->flag));
+  COLL_CHECK(s.sendAll(&h, sizeof(h), deadlineIn(timeoutS_), cancel));
   out_.emplace(peer, std::move(s));
   return okStatus();
 }
 
-Status Bootstrap::send(int peer, uint64_t tag, const void* data, size_t len) {
+Status Bootstrap::send(int peer, uint64_t tag, const void* data, size_t len, bool ignoreAbort) {
   std::lock_guard<std::mutex> lock(sendMu_);
-  if (!out_.count(peer)) COLL_CHECK(connectTo(peer));
+  const std::atomic<bool>* cancel = ignoreAbort ? nullptr : &abort_->flag;
+  if (!out_.count(peer)) COLL_CHECK(connectTo(peer, cancel));
   Socket& s = out_.at(peer);
   FrameHeader h{tag, len};
-  Status st = s.sendAll(&h, sizeof(h), deadlineIn(timeoutS_), &abort_->flag);
-  if (st.ok() && len) st = s.sendAll(data, len, deadlineIn(timeoutS_), &abort_->flag);
+  Status st = s.sendAll(&h, sizeof(h), deadlineIn(timeoutS_), cancel);
+  if (st.ok() && len) st = s.sendAll(data, len, deadlineIn(timeoutS_), cancel);
   if (!st.ok())
     return Status(st.code(), "bootstrap send to rank " + std::to_string(peer) + " (" +
                                  peers_[peer].hostname + "): " + st.message());
   return okStatus();
 }
 
-Status Bootstrap::recv(int peer, uint64_t tag, std::vector<char>* out) {
+Status Bootstrap::recv(int peer, uint64_t tag, std::vector<char>* out, bool ignoreAbort) {
   std::unique_lock<std::mutex> lock(mu_);
   auto key = std::make_pair(peer, tag);
   Deadline deadline = deadlineIn(timeoutS_);
@@ -179,7 +179,7 @@ Status Bootstrap::recv(int peer, uint64_t tag, std::vector<char>* out) {
       if (it->second.empty()) mailbox_.erase(it);
       return okStatus();
     }
-    if (abort_->raised()) return abort_->status();
+    if (abort_->raised() && !ignoreAbort) return abort_->status();
     if (std::chrono::steady_clock::now() >= deadline)
       return timeoutError("bootstrap: no message from rank " + std::to_string(peer) +
                           " (tag " + std::to_string(tag) + ") within " +
@@ -188,9 +188,9 @@ Status Bootstrap::recv(int peer, uint64_t tag, std::vector<char>* out) {
   }
 }
 
-Status Bootstrap::recv(int peer, uint64_t tag, void* data, size_t len) {
+Status Bootstrap::recv(int peer, uint64_t tag, void* data, size_t len, bool ignoreAbort) {
   std::vector<char> buf;
-  COLL_CHECK(recv(peer, tag, &buf));
+  COLL_CHECK(recv(peer, tag, &buf, ignoreAbort));
   if (buf.size() != len)
     return internalError("bootstrap message from rank " + std::to_string(peer) + " has " +
                          std::to_string(buf.size()) + " bytes, expected " + std::to_string(len));

@@ -79,9 +79,11 @@ class Bootstrap {
   int nranks() const { return nranks_; }
   const std::vector<PeerInfo>& peers() const { return peers_; }
 
-  Status send(int peer, uint64_t tag, const void* data, size_t len);
-  Status recv(int peer, uint64_t tag, std::vector<char>* out);
-  Status recv(int peer, uint64_t tag, void* data, size_t len);  // exact length expected
+  // ignoreAbort: keep going when the communicator has failed or been revoked (the
+  // rendezvous of a shrink); the timeout still applies.
+  Status send(int peer, uint64_t tag, const void* data, size_t len, bool ignoreAbort = false);
+  Status recv(int peer, uint64_t tag, std::vector<char>* out, bool ignoreAbort = false);
+  Status recv(int peer, uint64_t tag, void* data, size_t len, bool ignoreAbort = false);  // exact length
   // Ring allgather: data holds nranks blocks of blockLen; block `rank` is ours.
   Status allGather(void* data, size_t blockLen, uint64_t tag);
 
@@ -95,7 +97,7 @@ class Bootstrap {
   Bootstrap() = default;
   void serviceLoop();
   Status readFrame(int connIdx);
-  Status connectTo(int peer);
+  Status connectTo(int peer, const std::atomic<bool>* cancel);
 
   int rank_ = -1, nranks_ = 0;
   uint64_t secret_ = 0;

@@ -16,6 +16,7 @@
 #include "device/device_exec.h"
 #if COLL_HAVE_CUDA
 #include "device/device_cuda.h"
+#include "kernels/device_reduce.h"
 #endif
 #include "device/proxy.h"
 #include "topology/probe.h"
@@ -30,6 +31,7 @@ std::set<const collComm*> gLive;
 
 constexpr uint64_t kTagConfig = 3ull << 56;
 constexpr uint64_t kTagSplit = 4ull << 56;
+constexpr uint64_t kTagShrink = 8ull << 56;
 
 // Settings every rank must agree on, checked at init.
 struct SharedConfig {
@@ -150,8 +152,10 @@ static Status initConnections(collComm* c) {
               static_cast<long long>(buff), minBuff, minBuff);
     buff = minBuff;
   }
-  int64_t minCh = std::clamp<int64_t>(paramInt("MIN_NCHANNELS"), 1, 32);
-  int64_t maxCh = std::clamp<int64_t>(paramInt("MAX_NCHANNELS"), 1, 32);
+  // collConfig_t's minCTAs/maxCTAs bound the channels where given.
+  const CommOptions& o = c->options;
+  int64_t minCh = std::clamp<int64_t>(o.minChannels > 0 ? o.minChannels : paramInt("MIN_NCHANNELS"), 1, 32);
+  int64_t maxCh = std::clamp<int64_t>(o.maxChannels > 0 ? o.maxChannels : paramInt("MAX_NCHANNELS"), 1, 32);
   SharedConfig mine{};
   mine.buffSize = buff;
   mine.oneShotBytes = std::clamp<int64_t>(paramInt("ONESHOT_BYTES"), 0, 64 << 20);
@@ -310,43 +314,88 @@ std::vector<int> ringOrder(const std::vector<PeerInfo>& peers) {
   return order;
 }
 
-Result<collComm*> commInit(const UniqueIdData& id, int nranks, int rank, int cudaDev) {
+namespace {
+
+// The banner, once per process, at COLL_DEBUG=VERSION or INFO (NCCL's rule).
+void logBanner() {
   static std::once_flag versionOnce;
   std::call_once(versionOnce, [] {
-    COLL_LOG_(LogLevel::kVersion, INIT, "Collectives version %d.%d.%d", COLL_MAJOR, COLL_MINOR, COLL_PATCH);
+    COLL_LOG_(LogLevel::kVersion, INIT, "Collectives version %d.%d.%d (NCCL API %d)", COLL_MAJOR, COLL_MINOR,
+              COLL_PATCH, COLL_CONFIG_VERSION);
   });
+}
+
+std::unique_ptr<collComm> commMake(int nranks, int rank, int cudaDev, const CommOptions& opts) {
   auto comm = std::make_unique<collComm>();
   comm->rank = rank;
   comm->nranks = nranks;
   comm->cudaDev = cudaDev;
+  comm->options = opts;
   comm->abort = std::make_shared<AbortState>();
-  setLogRank(rank);
+  return comm;
+}
 
+// Joins the rendezvous and connects: everything init does after the struct exists.
+Status commJoin(collComm* comm, const UniqueIdData& id) {
+  LogContext logCtx(comm->rank, comm->options.name);
   PeerInfo self{};
   std::snprintf(self.hostId, sizeof(self.hostId), "%s", localHostId().c_str());
   std::snprintf(self.hostname, sizeof(self.hostname), "%s", localHostName().c_str());
   self.pid = getpid();
-  self.cudaDev = cudaDev;
+  self.cudaDev = comm->cudaDev;
 #if COLL_HAVE_CUDA
-  if (cudaDev >= 0) {
-    std::snprintf(self.busId, sizeof(self.busId), "%s", cudaBusIdOf(cudaDev).c_str());
-    self.ringPos = hostGpuRingPos(rank, self.busId);
+  if (comm->cudaDev >= 0) {
+    std::snprintf(self.busId, sizeof(self.busId), "%s", cudaBusIdOf(comm->cudaDev).c_str());
+    self.ringPos = hostGpuRingPos(comm->rank, self.busId);
   }
 #endif
-  COLL_ASSIGN(comm->bootstrap, Bootstrap::create(id, rank, nranks, self, comm->abort));
-  Status st = initConnections(comm.get());
-  if (st.ok()) st = devicePrepare(comm.get());
+  COLL_ASSIGN(comm->bootstrap, Bootstrap::create(id, comm->rank, comm->nranks, self, comm->abort));
+  Status st = initConnections(comm);
+  if (st.ok()) st = devicePrepare(comm);
   if (!st.ok()) {
     comm->bootstrap->leave();
-    return st.prefix("rank " + std::to_string(rank) + " init: ");
+    return st.prefix("rank " + std::to_string(comm->rank) + " init: ");
   }
+  if (!comm->options.name.empty())
+    COLL_INFO(INIT, "rank %d/%d: communicator \"%s\" ready", comm->rank, comm->nranks, comm->options.name.c_str());
+  return okStatus();
+}
+
+}  // namespace
+
+Result<collComm*> commInit(const UniqueIdData& id, int nranks, int rank, int cudaDev, const CommOptions& opts) {
+  logBanner();
+  auto comm = commMake(nranks, rank, cudaDev, opts);
+  COLL_CHECK(commJoin(comm.get(), id));
   collComm* c = comm.release();
   registerComm(c);
   return c;
 }
 
+collComm* commInitAsync(const UniqueIdData& id, int nranks, int rank, int cudaDev, const CommOptions& opts) {
+  logBanner();
+  collComm* c = commMake(nranks, rank, cudaDev, opts).release();
+  c->initState.store(collInProgress);
+  registerComm(c);
+  c->initThread = std::thread([c, id] {
+#if COLL_HAVE_CUDA
+    if (c->cudaDev >= 0) (void)cudaUseDevice(c->cudaDev);
+#endif
+    Status st = commJoin(c, id);
+    if (!st.ok()) c->abort->set(st.code(), st.message());
+    c->initState.store(st.result(), std::memory_order_release);
+  });
+  return c;
+}
+
 void commFree(collComm* comm, bool clean) {
   retireComm(comm);
+  if (comm->initThread.joinable()) {
+    // A non-blocking init still running gives up (its waits watch the abort flag).
+    if (comm->initState.load() == collInProgress)
+      comm->abort->set(Code::kInvalidUsage, "communicator freed during its non-blocking init");
+    comm->initThread.join();
+  }
   // Device work still queued or running ends first (told to give up when aborting).
   if (comm->proxy) comm->proxy->quiesce(!clean || comm->abort->raised());
   if (comm->bootstrap && clean) comm->bootstrap->leave();
@@ -354,7 +403,7 @@ void commFree(collComm* comm, bool clean) {
   delete comm;
 }
 
-Result<collComm*> commSplit(collComm* comm, int color, int key) {
+Result<collComm*> commSplit(collComm* comm, int color, int key, const CommOptions& opts) {
   struct Entry {
     int32_t color, key;
   };
@@ -381,7 +430,32 @@ Result<collComm*> commSplit(collComm* comm, int color, int key) {
   } else {
     COLL_CHECK(comm->bootstrap->recv(members[0], tag | 1, &id, sizeof(id)));
   }
-  return commInit(id, n, newRank);
+  return commInit(id, n, newRank, comm->cudaDev, opts);
+}
+
+Result<collComm*> commShrink(collComm* comm, const std::vector<int>& exclude, const CommOptions& opts) {
+  std::vector<int> members;
+  for (int r = 0; r < comm->nranks; ++r)
+    if (std::find(exclude.begin(), exclude.end(), r) == exclude.end()) members.push_back(r);
+  const int n = static_cast<int>(members.size());
+  const int newRank = static_cast<int>(std::find(members.begin(), members.end(), comm->rank) - members.begin());
+  // Only survivors take part, so nothing collective over comm can be used: the first
+  // survivor starts a fresh root and tells the others its id, point to point, even if
+  // comm has failed (the dead ranks are not asked).
+  const uint64_t tag = kTagShrink | (comm->shrinks++ << 8);
+  UniqueIdData id{};
+  if (newRank == 0) {
+    COLL_ASSIGN(id, startRootAt(comm->bootstrap->peers()[comm->rank].bootAddr));
+    for (int i = 1; i < n; ++i)
+      COLL_CHECK(comm->bootstrap->send(members[i], tag, &id, sizeof(id), true));
+  } else {
+    Status st = comm->bootstrap->recv(members[0], tag, &id, sizeof(id), true);
+    if (!st.ok())
+      return st.prefix("shrink: no word from rank " + std::to_string(members[0]) +
+                       ", the first rank that stays (is it alive, and did it call collCommShrink with the same "
+                       "exclude list?): ");
+  }
+  return commInit(id, n, newRank, comm->cudaDev, opts);
 }
 
 }  // namespace coll

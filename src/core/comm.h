@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "algorithms/tuner.h"
@@ -20,7 +21,32 @@
 
 namespace coll {
 class DeviceProxy;
-}
+
+// What a communicator was asked for at init (collConfig_t, checked and defaulted by the
+// API layer); a split or shrink without a config passes its parent's on.
+struct CommOptions {
+  bool blocking = true;
+  int minChannels = 0;  // 0: COLL_MIN_NCHANNELS
+  int maxChannels = 0;  // 0: COLL_MAX_NCHANNELS
+  std::string netName;  // empty: COLL_NET
+  std::string name;     // commName: printed in the communicator's log lines
+};
+
+// An op made by collRedOpCreatePreMulSum: inputs times the scalar, then summed.
+struct PreMulSumOp {
+  collDataType_t dtype;
+  bool immediate;                 // the scalar was read at creation, into `value`
+  const void* scalar = nullptr;   // else read from here when each operation runs
+  alignas(8) unsigned char value[8] = {};
+};
+
+// A registration (collCommRegister / collCommWindowRegister): the handle is its address.
+struct Registration {
+  const char* base;
+  size_t bytes;
+  bool window;
+};
+}  // namespace coll
 
 struct collComm {
   static constexpr uint32_t kMagic = 0xC011C0A1u;
@@ -104,6 +130,15 @@ struct collComm {
   int deviceP2pLanes = 1;      // lanes per direction for device send/recv (device_exec.h)
   int deviceLaneBudget = 1;    // the most lanes one device launch may hold
 
+  coll::CommOptions options;
+  // collInProgress while a non-blocking init runs on initThread, then its result.
+  std::atomic<int> initState{collSuccess};
+  std::thread initThread;
+  std::atomic<bool> revoked{false};  // stopped by collCommRevoke (an intended state, not an error)
+  uint64_t shrinks = 0;  // collCommShrink calls: tags their rendezvous (op seq may differ after a failure)
+  std::map<int, coll::PreMulSumOp> redOps;                              // by op value
+  std::map<const coll::Registration*, std::unique_ptr<coll::Registration>> registrations;
+
   uint64_t seq = 0;  // operations issued
   std::string lastError;
   std::atomic<int> busy{0};
@@ -131,10 +166,17 @@ std::vector<int> ringOrder(const std::vector<PeerInfo>& peers);
 
 // Creates rank `rank` of the communicator named by id.
 // cudaDev: the CUDA device this rank is bound to (-1: a host-memory rank).
-Result<collComm*> commInit(const UniqueIdData& id, int nranks, int rank, int cudaDev = -1);
+Result<collComm*> commInit(const UniqueIdData& id, int nranks, int rank, int cudaDev = -1,
+                           const CommOptions& opts = {});
+// The same for opts.blocking == false: returns the communicator at once, registered and
+// with initState collInProgress; a thread joins the rendezvous and sets initState.
+collComm* commInitAsync(const UniqueIdData& id, int nranks, int rank, int cudaDev, const CommOptions& opts);
 // Frees the communicator; `clean` tells the root this rank is leaving normally.
 void commFree(collComm* comm, bool clean);
-Result<collComm*> commSplit(collComm* comm, int color, int key);
+Result<collComm*> commSplit(collComm* comm, int color, int key, const CommOptions& opts);
+// The ranks of comm not in `exclude`, in order, as a new communicator: called by those
+// ranks only, works when excluded ranks are dead or comm is revoked.
+Result<collComm*> commShrink(collComm* comm, const std::vector<int>& exclude, const CommOptions& opts);
 
 // Registry of live communicators, so the API can refuse destroyed or bogus handles.
 void registerComm(collComm* comm);

@@ -65,11 +65,13 @@ namespace {
 // data that depends on it (in place, an allreduce's or a tree's result for a block comes
 // back only after this rank's part of it arrived), and every other write goes to a
 // different block. Between operations of a program the executor waits for the sends to
-// leave first (Program::directPending). Point-to-point sends copy: a group may receive
-// into the buffer it sends from.
+// leave first (Program::directPending). Point-to-point sends copy (a group may receive
+// into the buffer it sends from) unless their memory is registered (collCommRegister):
+// as with NCCL's registered buffers, the caller then keeps it unchanged until the group
+// has completed.
 const char* directSource(const Program& p, const Step& s, size_t off) {
   if (!s.send || !s.send->canPostDirect()) return nullptr;
-  if (p.ops && (*p.ops)[s.op].kind == CollKind::kSend) return nullptr;
+  if (p.ops && (*p.ops)[s.op].kind == CollKind::kSend && !(*p.ops)[s.op].registered) return nullptr;
   if ((s.flags & kRecv) && (s.flags & kDst)) return s.dst + off;
   if ((s.flags & kSrc) && !(s.flags & kRecv) && !((s.flags & kFinal) && (s.flags & kDst)))
     return s.src + off;

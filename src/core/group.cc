@@ -384,6 +384,43 @@ Status groupEnd(collComm** failedComm) {
   return launch(queue, failedComm);
 }
 
+namespace {
+
+// The cost model's time for one queued operation (send/recv: one hop and its bytes).
+Result<double> predictUs(collComm* c, const OpDesc& od) {
+  const TunerInput& t = c->tuner;
+  size_t bytes = od.count * dataTypeSize(od.dtype);
+  if (od.kind == CollKind::kSend || od.kind == CollKind::kRecv) {
+    if (od.root == c->rank) return bytes / (t.bwGBs * 1e3);
+    return (t.overNet ? t.netHopUs : t.hopUs) + bytes / ((t.overNet ? t.netBwGBs : t.bwGBs) * 1e3);
+  }
+  if (od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter) bytes *= static_cast<size_t>(c->nranks);
+  if (c->nranks == 1) return 0.0;
+  const bool ll = !od.device && oneShotEligible(c, od);
+  COLL_ASSIGN(Choice ch, tunerChoose(t, od.kind, bytes, ll ? 1 : 0));
+  return ch.us;
+}
+
+}  // namespace
+
+Status groupSimulateEnd(double* us) {
+  if (tlsDepth == 0) return invalidUsage("collGroupSimulateEnd called without a matching collGroupStart");
+  std::map<collComm*, double> perComm;
+  for (const Queued& q : tlsQueue) {
+    COLL_ASSIGN(double t, predictUs(q.comm, q.op));
+    perComm[q.comm] += t;
+  }
+  *us = 0;
+  for (const auto& [c, t] : perComm) *us = std::max(*us, t);
+  if (--tlsDepth > 0) return okStatus();
+  std::vector<Queued> queue;
+  queue.swap(tlsQueue);
+  // Nothing ran: the next operations take the sequence numbers these took, as on ranks
+  // that never simulated.
+  for (const Queued& q : queue) --q.comm->seq;
+  return okStatus();
+}
+
 Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {
   op.seq = comm->seq++;
   if (tlsDepth > 0) {

@@ -15,6 +15,11 @@ namespace coll {
 
 Status groupStart();
 Status groupEnd(collComm** failedComm);
+// Closes a group without running it: *us gets the cost model's prediction for what it
+// queued (per communicator the sum of its operations, the largest over communicators).
+// The outermost close drops the operations (and gives back their sequence numbers);
+// an inner one leaves them to the outer group.
+Status groupSimulateEnd(double* us);
 bool inGroup();
 // Queues (inside a group) or runs (outside) one operation.
 Status enqueue(collComm* comm, OpDesc op, collComm** failedComm);

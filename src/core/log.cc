@@ -16,6 +16,7 @@ namespace coll {
 namespace {
 
 thread_local int tlsRank = -1;
+thread_local std::string tlsName;
 
 struct LogState {
   LogConfig cfg{LogLevel::kWarn, kSubALL};
@@ -37,41 +38,50 @@ unsigned subsysBit(const std::string& name) {
   return 0;
 }
 
+// Level, subsystems and destination from the environment.
+void readEnv(LogState* st) {
+  st->cfg = LogConfig{LogLevel::kWarn, kSubALL};
+  std::string lvl = paramString("DEBUG");
+  if (strcasecmp(lvl.c_str(), "VERSION") == 0) st->cfg.level = LogLevel::kVersion;
+  else if (strcasecmp(lvl.c_str(), "WARN") == 0) st->cfg.level = LogLevel::kWarn;
+  else if (strcasecmp(lvl.c_str(), "INFO") == 0) st->cfg.level = LogLevel::kInfo;
+  else if (strcasecmp(lvl.c_str(), "TRACE") == 0) st->cfg.level = LogLevel::kTrace;
+  else if (strcasecmp(lvl.c_str(), "NONE") == 0) st->cfg.level = LogLevel::kNone;
+  std::string subs = paramString("DEBUG_SUBSYS");
+  bool invert = !subs.empty() && subs[0] == '^';
+  if (invert) subs.erase(0, 1);
+  unsigned mask = 0;
+  size_t pos = 0;
+  while (pos <= subs.size()) {
+    size_t comma = subs.find(',', pos);
+    if (comma == std::string::npos) comma = subs.size();
+    mask |= subsysBit(subs.substr(pos, comma - pos));
+    pos = comma + 1;
+  }
+  st->cfg.mask = invert ? ~mask : mask;
+  std::string file = paramString("DEBUG_FILE");
+  if (!file.empty()) {
+    std::string path;
+    for (size_t i = 0; i < file.size(); ++i) {
+      if (file[i] == '%' && i + 1 < file.size()) {
+        if (file[i + 1] == 'h') { path += st->host; ++i; continue; }
+        if (file[i + 1] == 'p') { path += std::to_string(getpid()); ++i; continue; }
+      }
+      path += file[i];
+    }
+    if (FILE* f = std::fopen(path.c_str(), "w")) {
+      if (st->out != stderr) std::fclose(st->out);
+      st->out = f;
+    }
+  }
+}
+
 LogState& state() {
   static LogState* s = [] {
     auto* st = new LogState();  // never freed: logging must work during exit
     gethostname(st->host, sizeof(st->host) - 1);
     if (char* dot = std::strchr(st->host, '.')) *dot = 0;
-    std::string lvl = paramString("DEBUG");
-    if (strcasecmp(lvl.c_str(), "VERSION") == 0) st->cfg.level = LogLevel::kVersion;
-    else if (strcasecmp(lvl.c_str(), "WARN") == 0) st->cfg.level = LogLevel::kWarn;
-    else if (strcasecmp(lvl.c_str(), "INFO") == 0) st->cfg.level = LogLevel::kInfo;
-    else if (strcasecmp(lvl.c_str(), "TRACE") == 0) st->cfg.level = LogLevel::kTrace;
-    else if (strcasecmp(lvl.c_str(), "NONE") == 0) st->cfg.level = LogLevel::kNone;
-    std::string subs = paramString("DEBUG_SUBSYS");
-    bool invert = !subs.empty() && subs[0] == '^';
-    if (invert) subs.erase(0, 1);
-    unsigned mask = 0;
-    size_t pos = 0;
-    while (pos <= subs.size()) {
-      size_t comma = subs.find(',', pos);
-      if (comma == std::string::npos) comma = subs.size();
-      mask |= subsysBit(subs.substr(pos, comma - pos));
-      pos = comma + 1;
-    }
-    st->cfg.mask = invert ? ~mask : mask;
-    std::string file = paramString("DEBUG_FILE");
-    if (!file.empty()) {
-      std::string path;
-      for (size_t i = 0; i < file.size(); ++i) {
-        if (file[i] == '%' && i + 1 < file.size()) {
-          if (file[i + 1] == 'h') { path += st->host; ++i; continue; }
-          if (file[i + 1] == 'p') { path += std::to_string(getpid()); ++i; continue; }
-        }
-        path += file[i];
-      }
-      if (FILE* f = std::fopen(path.c_str(), "w")) st->out = f;
-    }
+    readEnv(st);
     return st;
   }();
   return *s;
@@ -101,6 +111,23 @@ const LogConfig& logConfig() { return state().cfg; }
 
 void setLogRank(int rank) { tlsRank = rank; }
 
+void logReset() {
+  LogState& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (st.out != stderr) std::fclose(st.out);
+  st.out = stderr;
+  readEnv(&st);
+}
+
+LogContext::LogContext(int rank, const std::string& name) : prevRank_(tlsRank), prevName_(tlsName) {
+  tlsRank = rank;
+  tlsName = name;
+}
+LogContext::~LogContext() {
+  tlsRank = prevRank_;
+  tlsName = std::move(prevName_);
+}
+
 void logWrite(LogLevel lvl, unsigned sub, const char* file, int line, const char* fmt, ...) {
   int savedErrno = errno;
   LogState& st = state();
@@ -109,8 +136,10 @@ void logWrite(LogLevel lvl, unsigned sub, const char* file, int line, const char
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  char rank[16] = "";
-  if (tlsRank >= 0) snprintf(rank, sizeof(rank), " [%d]", tlsRank);
+  char rank[96] = "";
+  if (tlsRank >= 0 && !tlsName.empty()) snprintf(rank, sizeof(rank), " [%s %d]", tlsName.c_str(), tlsRank);
+  else if (tlsRank >= 0) snprintf(rank, sizeof(rank), " [%d]", tlsRank);
+  else if (!tlsName.empty()) snprintf(rank, sizeof(rank), " [%s]", tlsName.c_str());
   const char* base = std::strrchr(file, '/');
   {
     std::lock_guard<std::mutex> lock(st.mu);

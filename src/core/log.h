@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdarg>
+#include <string>
 
 namespace coll {
 
@@ -30,15 +31,34 @@ struct LogConfig {
 };
 // Reads the environment once (thread-safe).
 const LogConfig& logConfig();
+// The VERSION banner shows at level VERSION and from INFO up, never at the default WARN
+// (NCCL's rule: a default run prints warnings only).
 inline bool logEnabled(LogLevel lvl, unsigned sub) {
   const LogConfig& c = logConfig();
-  return static_cast<int>(lvl) <= static_cast<int>(c.level) &&
-         (lvl == LogLevel::kWarn || lvl == LogLevel::kVersion || (c.mask & sub));
+  if (lvl == LogLevel::kVersion) return c.level == LogLevel::kVersion || c.level >= LogLevel::kInfo;
+  return static_cast<int>(lvl) <= static_cast<int>(c.level) && (lvl == LogLevel::kWarn || (c.mask & sub));
 }
+// Reads COLL_DEBUG, COLL_DEBUG_SUBSYS and COLL_DEBUG_FILE again (collResetDebugInit).
+// Meant for a quiet moment: lines being written meanwhile may use either setting.
+void logReset();
 void logWrite(LogLevel lvl, unsigned sub, const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 5, 6)));
 // The rank printed in this thread's log lines (-1: none).
 void setLogRank(int rank);
+
+// For its lifetime, this thread's log lines name `rank` and the communicator's name
+// (collConfig_t.commName; empty: none); the previous context comes back after.
+class LogContext {
+ public:
+  LogContext(int rank, const std::string& name);
+  ~LogContext();
+  LogContext(const LogContext&) = delete;
+  LogContext& operator=(const LogContext&) = delete;
+
+ private:
+  int prevRank_;
+  std::string prevName_;
+};
 
 }  // namespace coll
 

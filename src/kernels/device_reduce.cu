@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/device_reduce.h"
 #include "kernels/cuda_status.h"
@@ -86,7 +87,59 @@ Status forOp(void* dst, const void* a, const void* b, size_t n, collRedOp_t op, 
   return invalidArgument("op " + std::to_string(static_cast<int>(op)) + " is not a reduction operator");
 }
 
+// PreMulSum's input step: one element times the scalar, by the Prod combine.
+template <typename T>
+__global__ void preMulScalar(T* d, const T* a, size_t n, const T* scalarDev, T scalarVal) {
+  const T s[1] = {scalarDev ? *scalarDev : scalarVal};
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const T x[1] = {a[i]};
+    d[i] = combine<T, OpProd, false>(x, s, 0, 1);
+  }
+}
+
+template <typename T>
+Status preMul(void* dst, const void* src, size_t n, const void* scalarDev, const void* scalarHost, cudaStream_t s) {
+  if (n == 0) return okStatus();
+  T val{};
+  if (!scalarDev) std::memcpy(&val, scalarHost, sizeof(T));
+  preMulScalar<T><<<gridFor(n), kThreads, 0, s>>>(static_cast<T*>(dst), static_cast<const T*>(src), n,
+                                                  static_cast<const T*>(scalarDev), val);
+  return cudaStatus(cudaGetLastError(), "PreMulSum scaling kernel launch");
+}
+
 }  // namespace
+
+Status devicePreMul(void* dst, const void* src, size_t n, collDataType_t type, const void* scalarDev,
+                    const void* scalarHost, void* stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (type) {
+    case collInt8: return preMul<int8_t>(dst, src, n, scalarDev, scalarHost, s);
+    case collUint8: return preMul<uint8_t>(dst, src, n, scalarDev, scalarHost, s);
+    case collInt32: return preMul<int32_t>(dst, src, n, scalarDev, scalarHost, s);
+    case collUint32: return preMul<uint32_t>(dst, src, n, scalarDev, scalarHost, s);
+    case collInt64: return preMul<int64_t>(dst, src, n, scalarDev, scalarHost, s);
+    case collUint64: return preMul<uint64_t>(dst, src, n, scalarDev, scalarHost, s);
+    case collFloat16: return preMul<Half>(dst, src, n, scalarDev, scalarHost, s);
+    case collFloat32: return preMul<float>(dst, src, n, scalarDev, scalarHost, s);
+    case collFloat64: return preMul<double>(dst, src, n, scalarDev, scalarHost, s);
+    case collBfloat16: return preMul<Bf16>(dst, src, n, scalarDev, scalarHost, s);
+    case collFloat8e4m3: return preMul<E4M3>(dst, src, n, scalarDev, scalarHost, s);
+    case collFloat8e5m2: return preMul<E5M2>(dst, src, n, scalarDev, scalarHost, s);
+    default: break;
+  }
+  return invalidArgument("datatype " + std::to_string(static_cast<int>(type)) + " is not a data type");
+}
+
+Status deviceScratchAlloc(void** p, size_t bytes, void* stream) {
+  return cudaStatus(cudaMallocAsync(p, bytes, static_cast<cudaStream_t>(stream)), "cudaMallocAsync (scratch)");
+}
+void deviceScratchFree(void* p, void* stream) { (void)cudaFreeAsync(p, static_cast<cudaStream_t>(stream)); }
+Status deviceReadBytes(void* dst, const void* src, size_t bytes) {
+  return cudaStatus(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy (scalar to host)");
+}
+Status deviceAlloc(void** p, size_t bytes) { return cudaStatus(cudaMalloc(p, bytes), "cudaMalloc"); }
+Status deviceFree(void* p) { return cudaStatus(cudaFree(p), "cudaFree"); }
 
 Status deviceReduce(void* dst, const void* a, const void* b, size_t n, collDataType_t type, collRedOp_t op,
                     bool final, int nranks, void* stream) {

@@ -22,6 +22,19 @@ namespace coll {
 
 Status deviceReduce(void* dst, const void* a, const void* b, size_t n, collDataType_t type,
                     collRedOp_t op, bool final, int nranks, void* stream);
+// dst[i] = src[i] * scalar for i < n (PreMulSum's input step), rounded as a Prod step of
+// deviceReduce. The scalar is read on the device from scalarDev when it is not null (device
+// memory, read in stream order), else taken from the bytes at scalarHost (one element).
+Status devicePreMul(void* dst, const void* src, size_t n, collDataType_t type, const void* scalarDev,
+                    const void* scalarHost, void* stream);
+// Stream-ordered scratch memory for an operation (cudaMallocAsync / cudaFreeAsync).
+Status deviceScratchAlloc(void** p, size_t bytes, void* stream);
+void deviceScratchFree(void* p, void* stream);
+// Copies bytes from device (or any) memory to host memory, synchronously.
+Status deviceReadBytes(void* dst, const void* src, size_t bytes);
+// Device memory for collMemAlloc (cudaMalloc / cudaFree).
+Status deviceAlloc(void** p, size_t bytes);
+Status deviceFree(void* p);
 // dst = bytes of src, device to device, on the stream.
 Status deviceCopy(void* dst, const void* src, size_t bytes, void* stream);
 

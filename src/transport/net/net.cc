@@ -20,11 +20,14 @@ Result<NetBackend*> netBackend() {
   std::lock_guard<std::mutex> lock(mu);
   std::string want = paramString("NET");
   if (backend && strcasecmp(backend->name(), want.c_str()) == 0) return backend.get();
-  if (strcasecmp(want.c_str(), "Socket") == 0) {
-    backend = makeSocketBackend();
-    return backend.get();
-  }
-  return invalidArgument("COLL_NET=\"" + want + "\": no such net backend (available: Socket)");
+  COLL_CHECK(checkNetName(want).prefix("COLL_NET: "));
+  backend = makeSocketBackend();
+  return backend.get();
+}
+
+Status checkNetName(const std::string& name) {
+  if (strcasecmp(name.c_str(), "Socket") == 0) return okStatus();
+  return invalidArgument("\"" + name + "\": no such net backend (available: Socket)");
 }
 
 namespace {

@@ -74,6 +74,8 @@ class NetBackend {
 
 // The backend named by COLL_NET (default "Socket"), created on first use.
 Result<NetBackend*> netBackend();
+// Whether `name` names a net backend this build has (collConfig_t.netName, COLL_NET).
+Status checkNetName(const std::string& name);
 
 struct NetConnectInfo {
   NetHandle handle;

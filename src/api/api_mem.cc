@@ -1,0 +1,188 @@
+// Entry points for memory: allocation for buffers (collMemAlloc/Free), registration
+// (collCommRegister/Deregister) and windows (collCommWindowRegister/Deregister).
+//
+// Registration records a range on the communicator; its handle is the record's address,
+// looked up before use, so a stale or foreign handle is an error and never dereferenced.
+// What a registration buys: point-to-point sends from registered memory leave from the
+// caller's buffer over the network instead of through a FIFO copy (executor.cc
+// directSource); collectives already do so wherever their schedule allows.
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "api/guard.h"
+#include "bootstrap/bootstrap.h"
+
+using coll::Status;
+using namespace coll::api;
+
+namespace {
+
+// What collMemAlloc handed out, so collMemFree refuses anything else.
+struct Allocations {
+  std::mutex mu;
+  std::map<void*, bool> live;  // pointer -> device memory
+};
+Allocations& allocations() {
+  static auto* a = new Allocations();  // never freed: used until exit
+  return *a;
+}
+
+constexpr uint64_t kTagWindow = 9ull << 56;
+
+// Whether this thread would get a device-bound rank (collCommInitRank's rule).
+bool deviceThread() {
+#if COLL_HAVE_CUDA
+  const int dev = coll::cudaCurrentDevice();
+  return dev >= 0 && coll::cudaDeviceStarted(dev);
+#else
+  return false;
+#endif
+}
+
+Status addRegistration(collComm* comm, void* buff, size_t size, bool window, const coll::Registration** out) {
+  if (!buff) return coll::invalidArgument("buff is NULL");
+  if (size == 0) return coll::invalidArgument("size is 0");
+  if (reinterpret_cast<uintptr_t>(buff) + size < reinterpret_cast<uintptr_t>(buff))
+    return coll::invalidArgument("buff " + ptrStr(buff) + " + size " + std::to_string(size) + " wraps around");
+  auto reg = std::make_unique<coll::Registration>(coll::Registration{static_cast<const char*>(buff), size, window});
+  *out = reg.get();
+  comm->registrations.emplace(reg.get(), std::move(reg));
+  return coll::okStatus();
+}
+
+Status dropRegistration(collComm* comm, const void* handle, bool window, const char* arg) {
+  auto it = comm->registrations.find(static_cast<const coll::Registration*>(handle));
+  if (it == comm->registrations.end() || it->second->window != window)
+    return coll::invalidArgument(std::string(arg) + " " + ptrStr(handle) + " is not a " +
+                                 (window ? "window" : "registration") +
+                                 " of this communicator (already deregistered, or made elsewhere)");
+  comm->registrations.erase(it);
+  return coll::okStatus();
+}
+
+}  // namespace
+
+namespace coll::api {
+
+bool isRegistered(const collComm* comm, const void* p, size_t bytes) {
+  if (comm->registrations.empty() || !p || bytes == 0) return false;
+  const char* b = static_cast<const char*>(p);
+  for (const auto& [key, r] : comm->registrations)
+    if (b >= r->base && b + bytes <= r->base + r->bytes) return true;
+  return false;
+}
+
+}  // namespace coll::api
+
+#pragma GCC visibility push(default)
+extern "C" {
+
+collResult_t collMemAlloc(void** ptr, size_t size) {
+  return guarded("collMemAlloc", nullptr, [&]() -> Status {
+    if (!ptr) return coll::invalidArgument("ptr is NULL");
+    *ptr = nullptr;
+    if (size == 0) return coll::okStatus();
+    const bool device = deviceThread();
+    void* p = nullptr;
+#if COLL_HAVE_CUDA
+    if (device) COLL_CHECK(coll::deviceAlloc(&p, size));
+#endif
+    if (!device) {
+      const size_t page = 4096;
+      if (size > SIZE_MAX - page) return coll::invalidArgument("size " + std::to_string(size) + " is too large");
+      p = std::aligned_alloc(page, (size + page - 1) / page * page);
+      if (!p) return Status(coll::Code::kSystem, "collMemAlloc: out of host memory for " + std::to_string(size) + " bytes");
+    }
+    Allocations& a = allocations();
+    std::lock_guard<std::mutex> lock(a.mu);
+    a.live[p] = device;
+    *ptr = p;
+    return coll::okStatus();
+  });
+}
+
+collResult_t collMemFree(void* ptr) {
+  return guarded("collMemFree", nullptr, [&]() -> Status {
+    if (!ptr) return coll::okStatus();  // as free(NULL)
+    bool device = false;
+    {
+      Allocations& a = allocations();
+      std::lock_guard<std::mutex> lock(a.mu);
+      auto it = a.live.find(ptr);
+      if (it == a.live.end())
+        return coll::invalidArgument("ptr " + ptrStr(ptr) + " was not returned by collMemAlloc (or is freed already)");
+      device = it->second;
+      a.live.erase(it);
+    }
+#if COLL_HAVE_CUDA
+    if (device) return coll::deviceFree(ptr);
+#endif
+    std::free(ptr);
+    return coll::okStatus();
+  });
+}
+
+collResult_t collCommRegister(const collComm_t comm, void* buff, size_t size, void** handle) {
+  CommUse use(comm);
+  return guarded("collCommRegister", comm, [&]() -> Status {
+    COLL_CHECK(use.ready());
+    if (!handle) return coll::invalidArgument("handle is NULL");
+    const coll::Registration* reg = nullptr;
+    COLL_CHECK(addRegistration(comm, buff, size, false, &reg));
+    *handle = const_cast<coll::Registration*>(reg);
+    return coll::okStatus();
+  });
+}
+
+collResult_t collCommDeregister(const collComm_t comm, void* handle) {
+  CommUse use(comm);
+  return guarded("collCommDeregister", comm, [&]() -> Status {
+    COLL_CHECK(use.check());
+    return dropRegistration(comm, handle, false, "handle");
+  });
+}
+
+collResult_t collCommWindowRegister(collComm_t comm, void* buff, size_t size, collWindow_t* win, int winFlags) {
+  CommUse use(comm);
+  return guarded("collCommWindowRegister", comm, [&]() -> Status {
+    COLL_CHECK(use.ready());
+    if (!win) return coll::invalidArgument("win is NULL");
+    *win = nullptr;
+    if (winFlags != COLL_WIN_DEFAULT && winFlags != COLL_WIN_COLL_SYMMETRIC)
+      return coll::invalidArgument("winFlags " + std::to_string(winFlags) +
+                                   " is not COLL_WIN_DEFAULT (0) or COLL_WIN_COLL_SYMMETRIC (1)");
+    if (reinterpret_cast<uintptr_t>(buff) % COLL_WIN_REQUIRED_ALIGNMENT != 0)
+      return coll::invalidArgument("buff " + ptrStr(buff) + " is not aligned to COLL_WIN_REQUIRED_ALIGNMENT (" +
+                                   std::to_string(COLL_WIN_REQUIRED_ALIGNMENT) + " bytes; collMemAlloc's are)");
+    if (winFlags == COLL_WIN_COLL_SYMMETRIC) {
+      // Collective: every rank's window has the same size.
+      std::vector<uint64_t> sizes(static_cast<size_t>(comm->nranks));
+      sizes[static_cast<size_t>(comm->rank)] = size;
+      COLL_CHECK(comm->bootstrap->allGather(sizes.data(), sizeof(uint64_t), kTagWindow | (comm->seq++ << 8)));
+      for (int r = 0; r < comm->nranks; ++r)
+        if (sizes[static_cast<size_t>(r)] != size)
+          return coll::invalidUsage("symmetric window: rank " + std::to_string(r) + " registered " +
+                                    std::to_string(sizes[static_cast<size_t>(r)]) + " bytes, this rank " +
+                                    std::to_string(size));
+    }
+    const coll::Registration* reg = nullptr;
+    COLL_CHECK(addRegistration(comm, buff, size, true, &reg));
+    *win = reinterpret_cast<collWindow_t>(const_cast<coll::Registration*>(reg));
+    return coll::okStatus();
+  });
+}
+
+collResult_t collCommWindowDeregister(collComm_t comm, collWindow_t win) {
+  CommUse use(comm);
+  return guarded("collCommWindowDeregister", comm, [&]() -> Status {
+    COLL_CHECK(use.check());
+    return dropRegistration(comm, win, true, "win");
+  });
+}
+
+}  // extern "C"
+#pragma GCC visibility pop

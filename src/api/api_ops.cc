@@ -1,0 +1,312 @@
+// Entry points for operations built from others: PreMulSum ops (a sum over inputs the
+// library first multiplies by the scalar), alltoall, gather and scatter (groups of
+// sends and receives, so they take the send/recv paths of every transport), and the
+// simulated end of a group.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "api/guard.h"
+#include "kernels/host_reduce.h"
+
+using coll::OpDesc;
+using coll::Status;
+using namespace coll::api;
+
+namespace {
+
+// Op values made by collRedOpCreatePreMulSum, over all communicators of the process: a
+// value is never given out twice, so an op of another communicator, or one destroyed,
+// is told apart from a bogus value.
+struct OpRegistry {
+  std::mutex mu;
+  int next = collNumOps;
+  std::map<int, const collComm*> owner;  // live ops
+};
+OpRegistry& ops() {
+  static auto* r = new OpRegistry();  // never freed: used until exit
+  return *r;
+}
+
+std::string opOwnerText(int op, const collComm* comm) {
+  OpRegistry& r = ops();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.owner.find(op);
+  if (it != r.owner.end() && it->second != comm)
+    return "op " + std::to_string(op) + " was made by another communicator (" + ptrStr(it->second) +
+           "); PreMulSum ops work only on the communicator that made them";
+  if (op < r.next) return "op " + std::to_string(op) + " was destroyed by collRedOpDestroy";
+  return "op " + std::to_string(op) + " is not a collRedOp_t (0.." + std::to_string(collNumOps - 1) +
+         ") nor an op made by collRedOpCreatePreMulSum";
+}
+
+// The scalar of a PreMulSum op as one element of its type, read now.
+Status readScalar(const coll::PreMulSumOp& p, unsigned char* out) {
+  const size_t es = coll::dataTypeSize(p.dtype);
+  if (p.immediate) {
+    std::memcpy(out, p.value, es);
+    return coll::okStatus();
+  }
+#if COLL_HAVE_CUDA
+  if (coll::isDeviceMemory(p.scalar)) return coll::deviceReadBytes(out, p.scalar, es);
+#endif
+  std::memcpy(out, p.scalar, es);
+  return coll::okStatus();
+}
+
+// dst = src * scalar elementwise on the host, by the Prod kernel over a block of scalars
+// (the same rounding as every reduction step).
+void hostPreMul(char* dst, const char* src, size_t n, collDataType_t t, const unsigned char* scalar) {
+  constexpr size_t kBlock = 1024;
+  const size_t es = coll::dataTypeSize(t);
+  std::vector<char> scalars(kBlock * es);
+  for (size_t i = 0; i < kBlock; ++i) std::memcpy(scalars.data() + i * es, scalar, es);
+  const coll::ReduceKernels& k = coll::hostReduceKernels(t, collProd);
+  for (size_t off = 0; off < n; off += kBlock) {
+    const size_t m = std::min(kBlock, n - off);
+    k.reduce(dst + off * es, src + off * es, scalars.data(), m);
+  }
+}
+
+// Runs a set of sends and receives as one group (nested in the caller's, if open).
+Status runP2p(const char* fn, collComm* comm, const std::vector<OpDesc>& parts) {
+  COLL_CHECK(coll::groupStart());
+  for (OpDesc od : parts) {
+    if (od.kind == coll::CollKind::kSend)
+      od.registered = isRegistered(comm, od.sendbuff, od.count * coll::dataTypeSize(od.dtype));
+    collComm* failed = nullptr;
+    Status st = coll::enqueue(comm, od, &failed);  // inside a group: queued, never fails
+    if (!st.ok()) {
+      (void)coll::groupEnd(&failed);
+      return st;
+    }
+  }
+  collComm* failed = nullptr;
+  Status st = coll::groupEnd(&failed);
+  if (!st.ok() && failed && failed != comm && coll::isLiveComm(failed))
+    failed->lastError = std::string(fn) + ": " + st.message();
+  return st;
+}
+
+OpDesc p2pPart(const OpDesc& base, coll::CollKind kind, const char* buf, int peer, size_t bytesOff) {
+  OpDesc od = base;
+  od.kind = kind;
+  od.root = peer;
+  if (kind == coll::CollKind::kSend) {
+    od.sendbuff = buf ? buf + bytesOff : nullptr;
+    od.recvbuff = nullptr;
+  } else {
+    od.recvbuff = buf ? const_cast<char*>(buf) + bytesOff : nullptr;
+    od.sendbuff = nullptr;
+  }
+  return od;
+}
+
+// The common checks of alltoall, gather and scatter; `base` gets type, count and placement.
+Status checkSpread(collComm* c, const CommUse& use, collDataType_t t, size_t count, OpDesc* base) {
+  COLL_CHECK(use.ready());
+  COLL_CHECK(checkType(t));
+  COLL_CHECK(checkBytes("count", count, static_cast<size_t>(c->nranks), t));
+  base->dtype = t;
+  base->count = count;
+  return coll::okStatus();
+}
+
+}  // namespace
+
+namespace coll::api {
+
+Status checkOp(collRedOp_t op, collDataType_t t, const collComm* comm) {
+  const int v = static_cast<int>(op);
+  if (validRedOp(v)) return okStatus();
+  auto it = comm->redOps.find(v);
+  if (it == comm->redOps.end()) return invalidArgument(opOwnerText(v, comm));
+  if (it->second.dtype != t)
+    return invalidArgument("op " + std::to_string(v) + " is a PreMulSum op for " + dataTypeName(it->second.dtype) +
+                           ", used with datatype " + dataTypeName(t));
+  return okStatus();
+}
+
+Status lowerPreMulSum(collComm* comm, OpDesc* od, size_t inputCount) {
+  if (od->kind == CollKind::kBroadcast || od->kind == CollKind::kAllGather || validRedOp(static_cast<int>(od->op)))
+    return okStatus();
+  const PreMulSumOp& p = comm->redOps.at(static_cast<int>(od->op));
+  od->op = collSum;
+  if (inputCount == 0) return okStatus();
+  const size_t bytes = inputCount * dataTypeSize(od->dtype);
+#if COLL_HAVE_CUDA
+  if (od->device && !comm->deviceEmulate) {
+    void* scratch = nullptr;
+    COLL_CHECK(deviceScratchAlloc(&scratch, bytes, od->stream));
+    od->keep = std::shared_ptr<void>(scratch, [s = od->stream](void* q) { deviceScratchFree(q, s); });
+    const void* devScalar = !p.immediate && isDeviceMemory(p.scalar) ? p.scalar : nullptr;
+    unsigned char host[8] = {};
+    if (!devScalar) COLL_CHECK(readScalar(p, host));
+    COLL_CHECK(devicePreMul(scratch, od->sendbuff, inputCount, od->dtype, devScalar, host, od->stream));
+    od->sendbuff = scratch;
+    return okStatus();
+  }
+#endif
+  unsigned char scalar[8] = {};
+  COLL_CHECK(readScalar(p, scalar));
+  std::shared_ptr<char[]> scaled(new char[bytes]);
+  hostPreMul(scaled.get(), static_cast<const char*>(od->sendbuff), inputCount, od->dtype, scalar);
+  od->sendbuff = scaled.get();
+  od->keep = std::move(scaled);
+  return okStatus();
+}
+
+}  // namespace coll::api
+
+#pragma GCC visibility push(default)
+extern "C" {
+
+collResult_t collRedOpCreatePreMulSum(collRedOp_t* op, void* scalar, collDataType_t datatype,
+                                      collScalarResidence_t residence, collComm_t comm) {
+  CommUse use(comm);
+  return guarded("collRedOpCreatePreMulSum", comm, [&]() -> Status {
+    COLL_CHECK(use.ready());
+    if (!op) return coll::invalidArgument("op is NULL");
+    if (!scalar) return coll::invalidArgument("scalar is NULL");
+    COLL_CHECK(checkType(datatype));
+    if (residence != collScalarDevice && residence != collScalarHostImmediate)
+      return coll::invalidArgument("residence " + std::to_string(static_cast<int>(residence)) +
+                                   " is not collScalarDevice (0) or collScalarHostImmediate (1)");
+    coll::PreMulSumOp p{datatype, residence == collScalarHostImmediate};
+    if (p.immediate) std::memcpy(p.value, scalar, coll::dataTypeSize(datatype));
+    else p.scalar = scalar;
+    OpRegistry& r = ops();
+    std::lock_guard<std::mutex> lock(r.mu);
+    if (r.next == collMaxRedOp) return coll::Status(coll::Code::kSystem, "every op value has been used");
+    const int v = r.next++;
+    comm->redOps.emplace(v, p);
+    r.owner.emplace(v, comm);
+    *op = static_cast<collRedOp_t>(v);
+    return coll::okStatus();
+  });
+}
+
+collResult_t collRedOpDestroy(collRedOp_t op, collComm_t comm) {
+  CommUse use(comm);
+  return guarded("collRedOpDestroy", comm, [&]() -> Status {
+    COLL_CHECK(use.check());
+    const int v = static_cast<int>(op);
+    if (coll::validRedOp(v))
+      return coll::invalidArgument("op " + std::to_string(v) + " is a built-in op: only ops made by "
+                                   "collRedOpCreatePreMulSum are destroyed");
+    if (!comm->redOps.erase(v)) return coll::invalidArgument(opOwnerText(v, comm));
+    OpRegistry& r = ops();
+    std::lock_guard<std::mutex> lock(r.mu);
+    r.owner.erase(v);
+    return coll::okStatus();
+  });
+}
+
+collResult_t collAlltoAll(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
+                          collComm_t comm, collStream_t stream) {
+  CommUse use(comm);
+  return guarded("collAlltoAll", comm, [&]() -> Status {
+    OpDesc base{coll::CollKind::kSend, nullptr, nullptr, 0, datatype, collSum, -1, 0};
+    COLL_CHECK(checkSpread(comm, use, datatype, count, &base));
+    const size_t n = static_cast<size_t>(comm->nranks), total = count * n;
+    BufKinds kinds;
+    COLL_CHECK(checkBuf("sendbuff", sendbuff, total, comm, &kinds));
+    COLL_CHECK(checkBuf("recvbuff", recvbuff, total, comm, &kinds));
+    COLL_CHECK(placeOp(&base, kinds, stream));
+    base.via = "collAlltoAll";
+    const size_t block = count * coll::dataTypeSize(datatype);
+    const char* src = static_cast<const char*>(sendbuff);
+    if (sendbuff == recvbuff && total > 0) {
+      // In place: every block is read after others may have landed on it, so the input
+      // is staged first (host memory; device buffers have no staging here).
+      if (base.device && !comm->deviceEmulate)
+        return coll::invalidArgument("sendbuff == recvbuff: in-place collAlltoAll is supported on host buffers "
+                                     "only; pass separate device buffers");
+      std::shared_ptr<char[]> staged(new char[block * n]);
+      std::memcpy(staged.get(), sendbuff, block * n);
+      src = staged.get();
+      base.keep = std::move(staged);
+    }
+    std::vector<OpDesc> parts;
+    for (int p = 0; p < comm->nranks; ++p) {
+      parts.push_back(p2pPart(base, coll::CollKind::kSend, src, p, block * static_cast<size_t>(p)));
+      parts.push_back(p2pPart(base, coll::CollKind::kRecv, static_cast<const char*>(recvbuff), p,
+                              block * static_cast<size_t>(p)));
+    }
+    return runP2p("collAlltoAll", comm, parts);
+  });
+}
+
+collResult_t collGather(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
+                        collComm_t comm, collStream_t stream) {
+  CommUse use(comm);
+  return guarded("collGather", comm, [&]() -> Status {
+    OpDesc base{coll::CollKind::kSend, nullptr, nullptr, 0, datatype, collSum, -1, 0};
+    COLL_CHECK(checkSpread(comm, use, datatype, count, &base));
+    COLL_CHECK(checkRank("root", root, comm->nranks));
+    const bool isRoot = comm->rank == root;
+    BufKinds kinds;
+    COLL_CHECK(checkBuf("sendbuff", sendbuff, count, comm, &kinds));
+    if (isRoot) COLL_CHECK(checkBuf("recvbuff", recvbuff, count * static_cast<size_t>(comm->nranks), comm, &kinds));
+    COLL_CHECK(placeOp(&base, kinds, stream));
+    base.via = "collGather";
+    const size_t block = count * coll::dataTypeSize(datatype);
+    const char* recv = static_cast<const char*>(recvbuff);
+    // In place: root's block is already where it belongs.
+    const bool inPlace = isRoot && sendbuff == recv + block * static_cast<size_t>(root);
+    std::vector<OpDesc> parts;
+    if (!inPlace) parts.push_back(p2pPart(base, coll::CollKind::kSend, static_cast<const char*>(sendbuff), root, 0));
+    for (int p = 0; isRoot && p < comm->nranks; ++p)
+      if (!(inPlace && p == root))
+        parts.push_back(p2pPart(base, coll::CollKind::kRecv, recv, p, block * static_cast<size_t>(p)));
+    return runP2p("collGather", comm, parts);
+  });
+}
+
+collResult_t collScatter(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
+                         collComm_t comm, collStream_t stream) {
+  CommUse use(comm);
+  return guarded("collScatter", comm, [&]() -> Status {
+    OpDesc base{coll::CollKind::kSend, nullptr, nullptr, 0, datatype, collSum, -1, 0};
+    COLL_CHECK(checkSpread(comm, use, datatype, count, &base));
+    COLL_CHECK(checkRank("root", root, comm->nranks));
+    const bool isRoot = comm->rank == root;
+    BufKinds kinds;
+    if (isRoot) COLL_CHECK(checkBuf("sendbuff", sendbuff, count * static_cast<size_t>(comm->nranks), comm, &kinds));
+    COLL_CHECK(checkBuf("recvbuff", recvbuff, count, comm, &kinds));
+    COLL_CHECK(placeOp(&base, kinds, stream));
+    base.via = "collScatter";
+    const size_t block = count * coll::dataTypeSize(datatype);
+    const char* send = static_cast<const char*>(sendbuff);
+    // In place: root's block is already where it belongs.
+    const bool inPlace = isRoot && recvbuff == send + block * static_cast<size_t>(root);
+    std::vector<OpDesc> parts;
+    for (int p = 0; isRoot && p < comm->nranks; ++p)
+      if (!(inPlace && p == root))
+        parts.push_back(p2pPart(base, coll::CollKind::kSend, send, p, block * static_cast<size_t>(p)));
+    if (!inPlace) parts.push_back(p2pPart(base, coll::CollKind::kRecv, static_cast<const char*>(recvbuff), root, 0));
+    return runP2p("collScatter", comm, parts);
+  });
+}
+
+collResult_t collGroupSimulateEnd(collSimInfo_t* simInfo) {
+  return guarded("collGroupSimulateEnd", nullptr, [&]() -> Status {
+    if (!simInfo) return coll::invalidArgument("simInfo is NULL");
+    if (simInfo->size != sizeof(collSimInfo_t) || simInfo->magic != COLL_SIM_INFO_MAGIC ||
+        simInfo->version > COLL_SIM_INFO_VERSION || simInfo->version < 22200)
+      return coll::invalidArgument("simInfo (size " + std::to_string(simInfo->size) + ", magic " +
+                                   std::to_string(simInfo->magic) + ", version " + std::to_string(simInfo->version) +
+                                   ") was not made from COLL_SIM_INFO_INITIALIZER / NCCL_SIM_INFO_INITIALIZER");
+    double us = 0;
+    COLL_CHECK(coll::groupSimulateEnd(&us));
+    simInfo->estimatedTime = static_cast<float>(us);
+    return coll::okStatus();
+  });
+}
+
+}  // extern "C"
+#pragma GCC visibility pop

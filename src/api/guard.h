@@ -1,0 +1,192 @@
+// What every entry point of the C ABI shares: the wrapper that catches everything and
+// records the error text, the "in use" hold on a communicator, and argument checks that
+// name the argument and its value. Only src/api includes this.
+#pragma once
+
+#include <cstdio>
+#include <exception>
+#include <new>
+#include <optional>
+#include <string>
+
+#include "collectives/collectives.h"
+#include "collectives/config.h"
+#include "core/comm.h"
+#include "core/datatype.h"
+#include "core/group.h"
+#include "core/log.h"
+#include "device/device_exec.h"
+#if COLL_HAVE_CUDA
+#include "kernels/device_reduce.h"
+#endif
+
+namespace coll::api {
+
+// The calling thread's last error, for calls without a usable communicator.
+std::string& lastErrorText();
+
+inline std::string ptrStr(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%p", p);
+  return buf;
+}
+
+inline void record(collComm* comm, const char* fn, const Status& st) {
+  std::string text = std::string(fn) + ": " + st.message();
+  if (st.code() == Code::kInvalidArgument || st.code() == Code::kInvalidUsage || st.code() == Code::kInProgress)
+    COLL_INFO(COLL, "%s", text.c_str());
+  else
+    COLL_WARN(COLL, "%s", text.c_str());
+  lastErrorText() = text;
+  if (comm && isLiveComm(comm)) comm->lastError = text;
+}
+
+// Runs body, mapping every outcome to a collResult_t. `comm` is where the error is
+// recorded (may be null). collInProgress is an answer, not an error: not recorded.
+template <typename F>
+collResult_t guarded(const char* fn, collComm* comm, F&& body) {
+  Status st;
+  try {
+    st = body();
+  } catch (const std::bad_alloc&) {
+    st = Status(Code::kSystem, "out of memory");
+  } catch (const std::exception& e) {
+    st = internalError(std::string("unexpected exception: ") + e.what());
+  } catch (...) {
+    st = internalError("unexpected exception");
+  }
+  if (!st.ok() && st.code() != Code::kInProgress) record(comm, fn, st);
+  return st.result();
+}
+
+// Holds comm "in use" for the duration of a call so collCommAbort waits for it, and
+// names the communicator in the call's log lines.
+class CommUse {
+ public:
+  explicit CommUse(collComm* c) : c_(c), ok_(c && acquireComm(c)) {
+    if (ok_) log_.emplace(c->rank, c->options.name);
+  }
+  ~CommUse() {
+    log_.reset();
+    if (ok_) releaseComm(c_);
+  }
+  // A live communicator, whatever its init state.
+  Status check(const char* arg = "comm") const {
+    if (!c_) return invalidArgument(std::string(arg) + " is NULL");
+    if (!ok_)
+      return invalidArgument(std::string(arg) + " " + ptrStr(c_) +
+                             " is not a live communicator (destroyed, aborted or never initialized)");
+    return okStatus();
+  }
+  // A live communicator whose init has completed.
+  Status ready(const char* arg = "comm") const {
+    COLL_CHECK(check(arg));
+    const int state = c_->initState.load(std::memory_order_acquire);
+    if (state == collInProgress)
+      return invalidUsage(std::string(arg) + " " + ptrStr(c_) +
+                          " is still initializing (non-blocking init): poll collCommGetAsyncError until it no "
+                          "longer returns collInProgress");
+    if (state != collSuccess) return c_->abort->status().prefix(std::string(arg) + " failed its init: ");
+    return okStatus();
+  }
+
+ private:
+  collComm* c_;
+  bool ok_;
+  std::optional<LogContext> log_;
+};
+
+inline Status checkType(collDataType_t t) {
+  if (!validDataType(static_cast<int>(t)))
+    return invalidArgument("datatype " + std::to_string(static_cast<int>(t)) + " is not a collDataType_t (0.." +
+                           std::to_string(collNumTypes - 1) + ")");
+  return okStatus();
+}
+
+// A built-in op, or a PreMulSum op of comm made for datatype t.
+Status checkOp(collRedOp_t op, collDataType_t t, const collComm* comm);
+
+// count elements of t times `mult` must fit in size_t bytes.
+inline Status checkBytes(const char* arg, size_t count, size_t mult, collDataType_t t) {
+  size_t es = dataTypeSize(t);
+  size_t bytes;
+  if (__builtin_mul_overflow(count, es, &bytes) || __builtin_mul_overflow(bytes, mult, &bytes))
+    return invalidArgument(std::string(arg) + " " + std::to_string(count) + " of " + dataTypeName(t) +
+                           (mult > 1 ? " x nranks " + std::to_string(mult) : "") + " overflows size_t bytes");
+  return okStatus();
+}
+
+// Which kinds of buffers an operation was given (only those it will touch are checked).
+struct BufKinds {
+  const char* deviceArg = nullptr;  // the first buffer on the device path
+  const char* hostArg = nullptr;    // the first host buffer
+};
+
+inline Status checkBuf(const char* arg, const void* p, size_t count, const collComm* c, BufKinds* kinds) {
+  if (!p && count > 0) return invalidArgument(std::string(arg) + " is NULL with count " + std::to_string(count));
+  if (count == 0) return okStatus();
+#if COLL_HAVE_CUDA
+  if (c->deviceEmulate && isDeviceMemory(p))
+    return invalidArgument(std::string(arg) +
+                           " is CUDA device memory, but COLL_DEVICE_EMULATE=1 runs the device path on host "
+                           "threads: host buffers only");
+#endif
+  if (devicePathFor(c, p)) {
+    if (!kinds->deviceArg) kinds->deviceArg = arg;
+  } else if (!kinds->hostArg) {
+    kinds->hostArg = arg;
+  }
+  return okStatus();
+}
+
+inline Status checkRank(const char* arg, int r, int nranks) {
+  if (r < 0 || r >= nranks)
+    return invalidArgument(std::string(arg) + " " + std::to_string(r) + " is out of range for a communicator of " +
+                           std::to_string(nranks) + " ranks");
+  return okStatus();
+}
+
+// The device path for device buffers (never mixed with host buffers in one call), on
+// the caller's stream.
+inline Status placeOp(OpDesc* od, const BufKinds& kinds, collStream_t stream) {
+  if (kinds.deviceArg && kinds.hostArg)
+    return invalidArgument(std::string(kinds.deviceArg) + " is CUDA device memory but " + kinds.hostArg +
+                           " is host memory: one operation takes buffers of one kind");
+  od->device = kinds.deviceArg != nullptr;
+  od->stream = stream;
+  return okStatus();
+}
+
+// A PreMulSum op becomes a sum over inputs already multiplied by the scalar: od's input
+// is replaced by a scaled copy the op keeps alive (api_ops.cc). Other ops: unchanged.
+Status lowerPreMulSum(collComm* comm, OpDesc* od, size_t inputCount);
+
+// Whether [p, p+bytes) lies inside one of comm's registrations (api_mem.cc).
+bool isRegistered(const collComm* comm, const void* p, size_t bytes);
+
+// Enqueues od (or runs it), recording the error on the rank that failed.
+inline Status enqueueOp(const char* fn, collComm* comm, OpDesc od) {
+  if (od.kind == CollKind::kSend) od.registered = isRegistered(comm, od.sendbuff, od.count * dataTypeSize(od.dtype));
+  collComm* failed = nullptr;
+  Status st = enqueue(comm, od, &failed);
+  if (!st.ok() && failed && failed != comm && isLiveComm(failed)) failed->lastError = std::string(fn) + ": " + st.message();
+  return st;
+}
+
+template <typename Validate>
+collResult_t runOp(const char* fn, collComm* comm, OpDesc od, collStream_t stream, Validate&& validate) {
+  CommUse use(comm);
+  return guarded(fn, comm, [&]() -> Status {
+    COLL_CHECK(use.ready());
+    COLL_CHECK(checkType(od.dtype));
+    BufKinds kinds;
+    COLL_CHECK(validate(comm, &kinds));
+    COLL_CHECK(placeOp(&od, kinds, stream));
+    size_t inputCount = od.count;
+    if (od.kind == CollKind::kReduceScatter) inputCount *= static_cast<size_t>(comm->nranks);
+    COLL_CHECK(lowerPreMulSum(comm, &od, inputCount));
+    return enqueueOp(fn, comm, od);
+  });
+}
+
+}  // namespace coll::api

@@ -1,0 +1,95 @@
+#include "api/options.h"
+
+#include <strings.h>
+
+#include <cstddef>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "core/log.h"
+#include "transport/net/net.h"
+
+namespace coll::api {
+
+namespace {
+
+// The oldest config layout accepted: NCCL 2.14's, the first with ncclConfig_t (its
+// fields are a prefix of today's; later versions only appended).
+constexpr unsigned kOldestConfigVersion = 21400;
+constexpr size_t kSmallestConfig = offsetof(collConfig_t, minCTAs);
+
+// Whether the field at `offset` is inside a config of `size` bytes.
+bool has(const collConfig_t* c, size_t offset, size_t width) { return offset + width <= c->size; }
+
+void noteUnused(const char* field, int value) {
+  static std::mutex mu;
+  static std::set<std::string> said;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!said.insert(field).second) return;
+  COLL_INFO(INIT, "config %s=%d accepted; this library has no use for it (logged once)", field, value);
+}
+
+Status checkHeader(const collConfig_t* c) {
+  if (c->size < kSmallestConfig || c->size > sizeof(collConfig_t))
+    return invalidArgument("config->size " + std::to_string(c->size) + " is not the size of a config (" +
+                           std::to_string(kSmallestConfig) + ".." + std::to_string(sizeof(collConfig_t)) +
+                           " bytes): start from COLL_CONFIG_INITIALIZER / NCCL_CONFIG_INITIALIZER");
+  if (c->magic != COLL_CONFIG_MAGIC) {
+    char hex[16];
+    std::snprintf(hex, sizeof(hex), "0x%x", c->magic);
+    return invalidArgument(std::string("config->magic ") + hex +
+                           " is wrong (uninitialized config?): start from COLL_CONFIG_INITIALIZER / "
+                           "NCCL_CONFIG_INITIALIZER");
+  }
+  if (c->version < kOldestConfigVersion || c->version > COLL_CONFIG_VERSION)
+    return invalidArgument("config->version " + std::to_string(c->version) + " is not a config version (" +
+                           std::to_string(kOldestConfigVersion) + ".." + std::to_string(COLL_CONFIG_VERSION) + ")");
+  return okStatus();
+}
+
+}  // namespace
+
+Result<CommOptions> optionsFromConfig(const collConfig_t* c, const CommOptions* inherit) {
+  CommOptions o = inherit ? *inherit : CommOptions{};
+  if (!c) return o;
+  COLL_CHECK(checkHeader(c));
+  const int undef = COLL_CONFIG_UNDEF_INT;
+#define COLL_CFG_INT(field) (has(c, offsetof(collConfig_t, field), sizeof(int)) ? c->field : undef)
+#define COLL_CFG_PTR(field) (has(c, offsetof(collConfig_t, field), sizeof(void*)) ? c->field : nullptr)
+  const int blocking = COLL_CFG_INT(blocking);
+  if (blocking != undef && blocking != 0 && blocking != 1)
+    return invalidArgument("config->blocking " + std::to_string(blocking) + " is not 0 or 1");
+  if (blocking != undef) o.blocking = blocking == 1;
+  const int minCTAs = COLL_CFG_INT(minCTAs), maxCTAs = COLL_CFG_INT(maxCTAs);
+  if (minCTAs != undef && (minCTAs < 1 || minCTAs > 32))
+    return invalidArgument("config->minCTAs " + std::to_string(minCTAs) + " is outside 1..32");
+  if (maxCTAs != undef && (maxCTAs < 1 || maxCTAs > 32))
+    return invalidArgument("config->maxCTAs " + std::to_string(maxCTAs) + " is outside 1..32");
+  if (minCTAs != undef && maxCTAs != undef && minCTAs > maxCTAs)
+    return invalidArgument("config->minCTAs " + std::to_string(minCTAs) + " is above maxCTAs " +
+                           std::to_string(maxCTAs));
+  if (minCTAs != undef) o.minChannels = minCTAs;
+  if (maxCTAs != undef) o.maxChannels = maxCTAs;
+  if (const char* net = COLL_CFG_PTR(netName)) {
+    COLL_CHECK(checkNetName(net).prefix("config->netName: "));
+    o.netName = net;
+  }
+  if (const char* name = COLL_CFG_PTR(commName)) o.name = name;
+  // Children never share a parent's connections here, which NCCL allows for any config.
+  const struct {
+    const char* name;
+    int value;
+  } unused[] = {{"cgaClusterSize", COLL_CFG_INT(cgaClusterSize)}, {"splitShare", COLL_CFG_INT(splitShare)},
+                {"trafficClass", COLL_CFG_INT(trafficClass)},     {"collnetEnable", COLL_CFG_INT(collnetEnable)},
+                {"CTAPolicy", COLL_CFG_INT(CTAPolicy)},           {"shrinkShare", COLL_CFG_INT(shrinkShare)},
+                {"nvlsCTAs", COLL_CFG_INT(nvlsCTAs)},             {"nChannelsPerNetPeer", COLL_CFG_INT(nChannelsPerNetPeer)},
+                {"nvlinkCentricSched", COLL_CFG_INT(nvlinkCentricSched)}};
+#undef COLL_CFG_INT
+#undef COLL_CFG_PTR
+  for (const auto& f : unused)
+    if (f.value != undef) noteUnused(f.name, f.value);
+  return o;
+}
+
+}  // namespace coll::api
