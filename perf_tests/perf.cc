@@ -62,12 +62,18 @@ static bool parseBytes(const std::string& s, size_t* out) {
 
 static const char* collProgram(Coll c) {
   static const char* k[] = {"all_reduce_perf", "all_gather_perf", "broadcast_perf", "reduce_perf",
-                            "reduce_scatter_perf", "sendrecv_perf", "alltoall_perf"};
+                            "reduce_scatter_perf", "sendrecv_perf", "alltoall_perf", "gather_perf",
+                            "scatter_perf"};
   return k[static_cast<int>(c)];
 }
 static bool hasOp(Coll c) { return c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter; }
-static bool hasRoot(Coll c) { return c == Coll::kBroadcast || c == Coll::kReduce; }
-static bool hasInPlace(Coll c) { return c != Coll::kSendRecv && c != Coll::kAllToAll; }
+static bool hasRoot(Coll c) {
+  return c == Coll::kBroadcast || c == Coll::kReduce || c == Coll::kGather || c == Coll::kScatter;
+}
+// The library stages an in-place alltoall's input on host buffers only (collectives.h).
+static bool hasInPlace(Coll c, const std::string& mem) {
+  return c != Coll::kSendRecv && (c != Coll::kAllToAll || mem == "host");
+}
 
 int parseOptions(Coll coll, int argc, char** argv, Options* o, bool* stop) {
   *stop = false;
@@ -149,7 +155,8 @@ int parseOptions(Coll coll, int argc, char** argv, Options* o, bool* stop) {
 double busBwFactor(Coll coll, int n) {
   switch (coll) {
     case Coll::kAllReduce: return 2.0 * (n - 1) / n;
-    case Coll::kAllGather: case Coll::kReduceScatter: case Coll::kAllToAll: return static_cast<double>(n - 1) / n;
+    case Coll::kAllGather: case Coll::kReduceScatter: case Coll::kAllToAll: case Coll::kGather: case Coll::kScatter:
+      return static_cast<double>(n - 1) / n;
     default: return 1.0;
   }
 }
@@ -167,8 +174,9 @@ std::vector<size_t> sizeList(const Options& o) {
 
 void bufferBytes(Coll coll, const Shape& s, size_t es, int n, size_t* sendBytes, size_t* recvBytes) {
   const size_t c = s.callCount * es, all = c * static_cast<size_t>(n);
-  const bool multi = coll == Coll::kReduceScatter || coll == Coll::kAllToAll;
-  const bool gathers = coll == Coll::kAllGather || coll == Coll::kAllToAll;
+  // nccl-tests allocates gather's output and scatter's input on every rank, roots or not.
+  const bool multi = coll == Coll::kReduceScatter || coll == Coll::kAllToAll || coll == Coll::kScatter;
+  const bool gathers = coll == Coll::kAllGather || coll == Coll::kAllToAll || coll == Coll::kGather;
   *sendBytes = multi ? all : c;
   *recvBytes = gathers ? all : c;
 }
@@ -176,7 +184,7 @@ void bufferBytes(Coll coll, const Shape& s, size_t es, int n, size_t* sendBytes,
 Shape shapeFor(Coll coll, size_t bytes, size_t es, int n) {
   size_t count = bytes / es;
   switch (coll) {
-    case Coll::kAllGather: case Coll::kReduceScatter: case Coll::kAllToAll: {
+    case Coll::kAllGather: case Coll::kReduceScatter: case Coll::kAllToAll: case Coll::kGather: case Coll::kScatter: {
       size_t per = count / static_cast<size_t>(n);
       return {per, per * n, per * n * es};
     }
@@ -323,14 +331,9 @@ class Rank {
         collRecv(rb, c, t, (rank_ + n_ - 1) % n_, comm_, st);
         return collGroupEnd();
       }
-      case Coll::kAllToAll: {
-        collGroupStart();
-        for (int p = 0; p < n_; ++p) {
-          collSend(sb + p * c * es, c, t, p, comm_, st);
-          collRecv(rb + p * c * es, c, t, p, comm_, st);
-        }
-        return collGroupEnd();
-      }
+      case Coll::kAllToAll: return collAlltoAll(inPlace ? rb : sb, rb, c, t, comm_, st);
+      case Coll::kGather: return collGather(inPlace ? rb + rank_ * c * es : sb, rb, c, t, root, comm_, st);
+      case Coll::kScatter: return collScatter(sb, inPlace ? sb + rank_ * c * es : rb, c, t, root, comm_, st);
     }
     return collInternalError;
   }
@@ -367,8 +370,11 @@ class Rank {
     char* in = b_.send.data();
     size_t inCount = b_.send.size() / es;
     if (inPlace && (coll_ == Coll::kAllReduce || coll_ == Coll::kBroadcast || coll_ == Coll::kReduce)) in = b_.recv.data();
-    if (inPlace && coll_ == Coll::kAllGather) { in = b_.recv.data() + rank_ * c * es; inCount = c; }
-    if (coll_ != Coll::kBroadcast || rank_ == root) fill(in, inCount, t, op, n_, rank_, 0, seed);
+    if (inPlace && coll_ == Coll::kAllToAll) { in = b_.recv.data(); inCount = b_.recv.size() / es; }
+    if (inPlace && (coll_ == Coll::kAllGather || coll_ == Coll::kGather)) { in = b_.recv.data() + rank_ * c * es; inCount = c; }
+    // Only the root's input is read: other ranks' stays zero, so data sent from it shows.
+    const bool rooted = coll_ == Coll::kBroadcast || coll_ == Coll::kScatter;
+    if (!rooted || rank_ == root) fill(in, inCount, t, op, n_, rank_, 0, seed);
     *err = stageIn();
     if (!err->empty()) return static_cast<int64_t>(c);
     collResult_t r = run(s, t, op, root, inPlace);
@@ -402,6 +408,17 @@ class Rank {
       case Coll::kSendRecv: fill(b_.want.data(), c, t, op, n_, (rank_ + n_ - 1) % n_, 0, seed); break;
       case Coll::kAllToAll:
         for (int p = 0; p < n_; ++p) fill(b_.want.data() + p * c * es, c, t, op, n_, p, rank_ * c, seed);
+        break;
+      case Coll::kGather:
+        // Off the root, recvbuff must come back as it went in (nccl-tests checks this too).
+        if (rank_ != root) std::memset(b_.want.data(), 0x5c, b_.want.size());
+        for (int p = 0; p < n_; ++p)
+          if (rank_ == root || (inPlace && p == rank_)) fill(b_.want.data() + p * c * es, c, t, op, n_, p, 0, seed);
+        break;
+      case Coll::kScatter:
+        if (inPlace) got = b_.send.data() + rank_ * c * es;
+        gotCount = c;
+        fill(b_.want.data(), c, t, op, n_, root, rank_ * c, seed);
         break;
     }
     return countWrong(got, b_.want.data(), gotCount, es);
@@ -606,7 +623,7 @@ int runPerf(Coll coll, int argc, char** argv) {
             Row row{s.printBytes, s.printCount, type, op, root, {}, {}};
             for (bool inPlace : {false, true}) {
               Half& h = inPlace ? row.ip : row.oop;
-              if (inPlace && !hasInPlace(coll)) continue;
+              if (inPlace && !hasInPlace(coll, o.mem)) continue;
               std::string e;
               if (o.check) {
                 int64_t w = R.check(s, type, op, std::max(root, 0), inPlace, seed++, &e);

@@ -11,7 +11,7 @@
 
 namespace perf {
 
-enum class Coll { kAllReduce, kAllGather, kBroadcast, kReduce, kReduceScatter, kSendRecv, kAllToAll };
+enum class Coll { kAllReduce, kAllGather, kBroadcast, kReduce, kReduceScatter, kSendRecv, kAllToAll, kGather, kScatter };
 
 struct Options {
   size_t minBytes = 32 << 20;
@@ -44,7 +44,7 @@ double busBwFactor(Coll coll, int nranks);
 std::vector<size_t> sizeList(const Options& o);
 
 // Elements per rank (the count passed to the call) and the count/size printed for a
-// nominal size in bytes: allgather/reduce-scatter/alltoall print totals.
+// nominal size in bytes: allgather/reduce-scatter/alltoall/gather/scatter print totals.
 struct Shape {
   size_t callCount;    // count argument of the call
   size_t printCount;   // "count" column

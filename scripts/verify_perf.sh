@@ -21,7 +21,7 @@ check() {  # LABEL CMD...
   [ "$rc" = 0 ] || fail=1
 }
 for np in 1 2 3 5 8; do
-  for b in all_reduce reduce_scatter all_gather broadcast reduce; do
+  for b in all_reduce reduce_scatter all_gather broadcast reduce alltoall gather scatter; do
     check "np=$np $b" "$R" -np "$np" -- "$P/${b}_perf" "${ARGS[@]}"
     [ "$np" -gt 1 ] && check "np=$np --nodes 2 $b" "$R" -np "$np" --nodes 2 -- "$P/${b}_perf" "${ARGS[@]}"
   done

@@ -12,7 +12,7 @@ case $case_ in
   threads_all)
     exec $P/all_reduce_perf -t 4 $small -d all -o all ;;
   every_binary)  # each benchmark once, 3 ranks as processes (two simulated hosts) and as threads
-    for b in all_reduce all_gather broadcast reduce reduce_scatter sendrecv alltoall; do
+    for b in all_reduce all_gather broadcast reduce reduce_scatter sendrecv alltoall gather scatter; do
       $R -np 3 --nodes 2 --timeout 120 -- $P/${b}_perf $small -r all -o all -d int32 || { echo "$b failed under collrun"; exit 1; }
       $P/${b}_perf -t 3 $small -d bfloat16 -o all -r all || { echo "$b failed with -t 3"; exit 1; }
     done ;;

@@ -59,6 +59,11 @@ TEST_CASE("perf options: nccl-tests letters and defaults", "[perf]") {
   REQUIRE(q.root == -1);
   REQUIRE(q.types == std::vector<collDataType_t>{collFloat8e5m2});
   REQUIRE(q.ops == std::vector<collRedOp_t>{collSum});  // broadcast has no op
+  REQUIRE(parse(Coll::kGather, {"-r", "3", "-o", "max"}, &q, &stop) == 0);  // a root, no op
+  REQUIRE(q.root == 3);
+  REQUIRE(q.ops == std::vector<collRedOp_t>{collSum});
+  REQUIRE(parse(Coll::kScatter, {"-r", "all"}, &q, &stop) == 0);
+  REQUIRE(q.root == -1);
 }
 
 TEST_CASE("perf options: bad values are refused by name", "[perf]") {
@@ -98,6 +103,8 @@ TEST_CASE("perf sizes, shapes and bus bandwidth follow nccl-tests", "[perf]") {
   REQUIRE(busBwFactor(Coll::kAllGather, 4) == Approx(0.75));
   REQUIRE(busBwFactor(Coll::kReduceScatter, 8) == Approx(0.875));
   REQUIRE(busBwFactor(Coll::kAllToAll, 2) == Approx(0.5));
+  REQUIRE(busBwFactor(Coll::kGather, 4) == Approx(0.75));  // nccl-tests' gather.cu and scatter.cu
+  REQUIRE(busBwFactor(Coll::kScatter, 8) == Approx(0.875));
   REQUIRE(busBwFactor(Coll::kBroadcast, 8) == 1.0);
   REQUIRE(busBwFactor(Coll::kReduce, 8) == 1.0);
   REQUIRE(busBwFactor(Coll::kSendRecv, 8) == 1.0);
@@ -112,6 +119,17 @@ TEST_CASE("perf sizes, shapes and bus bandwidth follow nccl-tests", "[perf]") {
   Shape a = shapeFor(Coll::kAllToAll, 64, 8, 2);
   REQUIRE(a.callCount == 4);
   REQUIRE(a.printBytes == 64);
+  // Gather and scatter: size is the whole buffer, nranks blocks of the call's count; the
+  // root's side holds all of them (and every rank allocates it, as in nccl-tests).
+  for (Coll c : {Coll::kGather, Coll::kScatter}) {
+    Shape x = shapeFor(c, 1000, 4, 3);
+    REQUIRE(x.callCount == 83);
+    REQUIRE(x.printBytes == 996);
+    size_t sendBytes, recvBytes;
+    bufferBytes(c, x, 4, 3, &sendBytes, &recvBytes);
+    REQUIRE(sendBytes == (c == Coll::kGather ? 332u : 996u));
+    REQUIRE(recvBytes == (c == Coll::kGather ? 996u : 332u));
+  }
 }
 
 TEST_CASE("launch environments of collrun, Open MPI, MPICH, Slurm and torchrun", "[perf][launch]") {

@@ -1,0 +1,3 @@
+// gather_perf: nccl-tests compatible benchmark (see perf.h).
+#include "perf.h"
+int main(int argc, char** argv) { return perf::runPerf(perf::Coll::kGather, argc, argv); }
