@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages the build and tests need, only those missing.
 set -euo pipefail
-# openmpi-bin: the mpirun launch test; iproute2: the network-namespace test; python3: JSON checks (and perf_tests/plot with python3-matplotlib).
-pkgs=(cmake g++ make pkg-config libhwloc-dev catch2 libcli11-dev libibverbs-dev openmpi-bin python3 iproute2)
+# openmpi-bin: the mpirun launch test; iproute2: the network-namespace test; python3: JSON checks;
+# python3-matplotlib: perf_tests/plot.
+pkgs=(cmake g++ make pkg-config libhwloc-dev catch2 libcli11-dev libibverbs-dev openmpi-bin python3 iproute2
+      python3-matplotlib)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

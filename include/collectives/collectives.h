@@ -230,7 +230,9 @@ collResult_t collGetUniqueId(collUniqueId* uniqueId);
  * ranks, bound to the calling thread's current CUDA device where one is usable and this
  * process has started CUDA on it (cudaSetDevice, an allocation; as NCCL expects
  * cudaSetDevice first). Otherwise it is a host-memory rank, which creates no CUDA context
- * and takes no GPU or pinned memory. Blocks until all ranks have joined. A rank that never arrives is reported, by
+ * and takes no GPU or pinned memory. Blocks until all ranks have joined; inside a group
+ * it returns at once and the rank joins at the outermost collGroupEnd() (so one thread
+ * may init several ranks), which reports any failure. A rank that never arrives is reported, by
  * rank number, after COLL_BOOTSTRAP_TIMEOUT_S seconds; a wrong secret, a duplicate rank
  * or a different nranks is refused. */
 collResult_t collCommInitRank(collComm_t* comm, int nranks, collUniqueId commId, int rank);
@@ -383,7 +385,8 @@ collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
 
 /* Every rank sends count elements to every rank: the block for rank j is
  * sendbuff + j*count, and the block from rank i lands at recvbuff + i*count. In place
- * (sendbuff == recvbuff) works on host buffers (the input is staged first). */
+ * (sendbuff == recvbuff) works on host buffers: the input is copied aside when the call
+ * is made (inside a group: at the call, not at collGroupEnd). */
 collResult_t collAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                           collDataType_t datatype, collComm_t comm, collStream_t stream);
 

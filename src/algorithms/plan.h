@@ -68,7 +68,7 @@ struct OpDesc {
   void* stream = nullptr;   // its cudaStream_t
   const char* via = nullptr;     // the call this send/recv is part of ("collAlltoAll"), for errors
   bool registered = false;       // a send from memory registered with collCommRegister
-  std::shared_ptr<void> keep;    // memory the op reads that the library made (staged inputs)
+  std::shared_ptr<void> keep{};  // memory the op reads that the library made (staged inputs)
   std::string describe() const;  // "collAllReduce #3 (count 1024, float32, sum)"
 };
 

@@ -114,8 +114,10 @@ collResult_t collCommFinalize(collComm_t comm) {
   CommUse use(comm);
   return guarded("collCommFinalize", comm, [&]() -> Status {
     COLL_CHECK(use.ready());
-    // Host operations complete before their call returns: nothing is outstanding.
-    return coll::okStatus();
+    // Host operations complete before their call returns; device work queued on streams
+    // is waited for here.
+    coll::deviceQuiesce(comm, false);
+    return comm->abort->raised() && !comm->revoked.load() ? comm->abort->status() : coll::okStatus();
   });
 }
 

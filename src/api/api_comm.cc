@@ -51,6 +51,12 @@ Status initRank(collComm_t* comm, int nranks, const coll::UniqueIdData& id, int 
     *comm = coll::commInitAsync(id, nranks, rank, dev, opts);
     return Status(coll::Code::kInProgress, "");
   }
+  if (coll::inGroup()) {
+    // One thread may init several ranks inside a group: they join together at its end.
+    *comm = coll::commInitAsync(id, nranks, rank, dev, opts);
+    coll::groupDeferInit(*comm);
+    return coll::okStatus();
+  }
   COLL_ASSIGN(*comm, coll::commInit(id, nranks, rank, dev, opts));
   return coll::okStatus();
 }

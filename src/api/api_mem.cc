@@ -108,7 +108,7 @@ collResult_t collMemAlloc(void** ptr, size_t size) {
 collResult_t collMemFree(void* ptr) {
   return guarded("collMemFree", nullptr, [&]() -> Status {
     if (!ptr) return coll::okStatus();  // as free(NULL)
-    bool device = false;
+    [[maybe_unused]] bool device = false;
     {
       Allocations& a = allocations();
       std::lock_guard<std::mutex> lock(a.mu);

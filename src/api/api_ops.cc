@@ -39,7 +39,7 @@ std::string opOwnerText(int op, const collComm* comm) {
   if (it != r.owner.end() && it->second != comm)
     return "op " + std::to_string(op) + " was made by another communicator (" + ptrStr(it->second) +
            "); PreMulSum ops work only on the communicator that made them";
-  if (op < r.next) return "op " + std::to_string(op) + " was destroyed by collRedOpDestroy";
+  if (op >= collNumOps && op < r.next) return "op " + std::to_string(op) + " was destroyed by collRedOpDestroy";
   return "op " + std::to_string(op) + " is not a collRedOp_t (0.." + std::to_string(collNumOps - 1) +
          ") nor an op made by collRedOpCreatePreMulSum";
 }
@@ -114,6 +114,15 @@ Status checkSpread(collComm* c, const CommUse& use, collDataType_t t, size_t cou
   base->dtype = t;
   base->count = count;
   return coll::okStatus();
+}
+
+// A buffer of nranks blocks of count elements (alltoall's, the root's of gather/scatter).
+Status checkBlocks(const char* arg, const void* p, size_t count, collComm* c, BufKinds* kinds) {
+  const size_t n = static_cast<size_t>(c->nranks);
+  if (!p && count > 0)
+    return coll::invalidArgument(std::string(arg) + " is NULL with count " + std::to_string(count) + " (x " +
+                                 std::to_string(n) + " ranks)");
+  return checkBuf(arg, p, count * n, c, kinds);
 }
 
 }  // namespace
@@ -214,8 +223,8 @@ collResult_t collAlltoAll(const void* sendbuff, void* recvbuff, size_t count, co
     COLL_CHECK(checkSpread(comm, use, datatype, count, &base));
     const size_t n = static_cast<size_t>(comm->nranks), total = count * n;
     BufKinds kinds;
-    COLL_CHECK(checkBuf("sendbuff", sendbuff, total, comm, &kinds));
-    COLL_CHECK(checkBuf("recvbuff", recvbuff, total, comm, &kinds));
+    COLL_CHECK(checkBlocks("sendbuff", sendbuff, count, comm, &kinds));
+    COLL_CHECK(checkBlocks("recvbuff", recvbuff, count, comm, &kinds));
     COLL_CHECK(placeOp(&base, kinds, stream));
     base.via = "collAlltoAll";
     const size_t block = count * coll::dataTypeSize(datatype);
@@ -251,7 +260,7 @@ collResult_t collGather(const void* sendbuff, void* recvbuff, size_t count, coll
     const bool isRoot = comm->rank == root;
     BufKinds kinds;
     COLL_CHECK(checkBuf("sendbuff", sendbuff, count, comm, &kinds));
-    if (isRoot) COLL_CHECK(checkBuf("recvbuff", recvbuff, count * static_cast<size_t>(comm->nranks), comm, &kinds));
+    if (isRoot) COLL_CHECK(checkBlocks("recvbuff", recvbuff, count, comm, &kinds));
     COLL_CHECK(placeOp(&base, kinds, stream));
     base.via = "collGather";
     const size_t block = count * coll::dataTypeSize(datatype);
@@ -276,7 +285,7 @@ collResult_t collScatter(const void* sendbuff, void* recvbuff, size_t count, col
     COLL_CHECK(checkRank("root", root, comm->nranks));
     const bool isRoot = comm->rank == root;
     BufKinds kinds;
-    if (isRoot) COLL_CHECK(checkBuf("sendbuff", sendbuff, count * static_cast<size_t>(comm->nranks), comm, &kinds));
+    if (isRoot) COLL_CHECK(checkBlocks("sendbuff", sendbuff, count, comm, &kinds));
     COLL_CHECK(checkBuf("recvbuff", recvbuff, count, comm, &kinds));
     COLL_CHECK(placeOp(&base, kinds, stream));
     base.via = "collScatter";

@@ -24,6 +24,22 @@ struct Queued {
 
 thread_local int tlsDepth = 0;
 thread_local std::vector<Queued> tlsQueue;
+thread_local std::vector<collComm*> tlsInits;  // groupDeferInit
+
+// Waits for the inits called inside the group; the first failure is the group's.
+Status finishInits(collComm** failedComm) {
+  std::vector<collComm*> inits;
+  inits.swap(tlsInits);
+  Status first;
+  for (collComm* c : inits) {
+    if (c->initThread.joinable()) c->initThread.join();
+    if (c->initState.load() != collSuccess && first.ok()) {
+      *failedComm = c;
+      first = c->abort->status();
+    }
+  }
+  return first;
+}
 
 enum class Route : uint8_t { kOneShot, kRing, kTree };
 
@@ -378,11 +394,14 @@ Status groupStart() {
 Status groupEnd(collComm** failedComm) {
   if (tlsDepth == 0) return invalidUsage("collGroupEnd called without a matching collGroupStart");
   if (--tlsDepth > 0) return okStatus();
+  COLL_CHECK(finishInits(failedComm));
   std::vector<Queued> queue;
   queue.swap(tlsQueue);
   if (queue.empty()) return okStatus();
   return launch(queue, failedComm);
 }
+
+void groupDeferInit(collComm* comm) { tlsInits.push_back(comm); }
 
 namespace {
 
@@ -413,6 +432,8 @@ Status groupSimulateEnd(double* us) {
   *us = 0;
   for (const auto& [c, t] : perComm) *us = std::max(*us, t);
   if (--tlsDepth > 0) return okStatus();
+  collComm* failed = nullptr;
+  COLL_CHECK(finishInits(&failed));
   std::vector<Queued> queue;
   queue.swap(tlsQueue);
   // Nothing ran: the next operations take the sequence numbers these took, as on ranks

@@ -21,6 +21,10 @@ Status groupEnd(collComm** failedComm);
 // an inner one leaves them to the outer group.
 Status groupSimulateEnd(double* us);
 bool inGroup();
+// A communicator whose init was called inside a group (initState collInProgress, joining
+// on its own thread): the outermost collGroupEnd waits for it, as NCCL's group semantics
+// let one thread init several ranks of a communicator.
+void groupDeferInit(collComm* comm);
 // Queues (inside a group) or runs (outside) one operation.
 Status enqueue(collComm* comm, OpDesc op, collComm** failedComm);
 

@@ -7,6 +7,7 @@
 // Every ncclX has a pncclX alias, as NCCL exports for profilers.
 #include <cstddef>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "collectives/collectives.h"
@@ -108,7 +109,19 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
 const char* ncclGetErrorString(ncclResult_t result) {
   return collGetErrorString(static_cast<collResult_t>(result));
 }
-const char* ncclGetLastError(ncclComm_t comm) { return collGetLastError(C(comm)); }
+// The text names the coll function that failed; an NCCL caller called the nccl one.
+const char* ncclGetLastError(ncclComm_t comm) {
+  const char* text = collGetLastError(C(comm));
+  if (std::strncmp(text, "coll", 4) != 0) return text;
+  try {
+    thread_local std::string renamed;
+    renamed = text;
+    renamed.replace(0, 4, "nccl");
+    return renamed.c_str();
+  } catch (...) {
+    return text;
+  }
+}
 void ncclResetDebugInit(void) { collResetDebugInit(); }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {

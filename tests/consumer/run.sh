@@ -12,3 +12,12 @@ libdir=$(ls -d "$prefix"/lib*/pkgconfig | head -1)
 cc -std=c99 -Wall -Wextra -pedantic -Werror "$src/tests/consumer/main.c" -o "$prefix/pc" \
    $(PKG_CONFIG_PATH="$libdir" pkg-config --cflags --libs collectives)
 COLL_SOCKET_IFNAME=lo LD_LIBRARY_PATH="$(dirname "$libdir")" "$prefix/pc"
+
+# The NCCL drop-in as installed: libnccl.so.2 (soname) and libnccl.so beside
+# libcollectives, our nccl.h, and a C99 program built with -lnccl only.
+libs=$(dirname "$libdir")
+test -e "$libs/libnccl.so" && test -e "$libs/libnccl.so.2"
+readelf -d "$libs/libnccl.so.2" | grep -q 'SONAME.*\[libnccl.so.2\]'
+cc -std=c99 -Wall -Wextra -pedantic -Werror "$src/tests/consumer/nccl_main.c" -o "$prefix/nccl_pc" \
+   -I"$prefix/include/collectives/nccl" -L"$libs" -lnccl
+COLL_SOCKET_IFNAME=lo LD_LIBRARY_PATH="$libs" "$prefix/nccl_pc"
