@@ -261,17 +261,21 @@ collResult_t collCommInitAll(collComm_t* comms, int ndev, const int* devlist);
 /* Waits for outstanding operations of comm to finish. collCommDestroy() remains needed. */
 collResult_t collCommFinalize(collComm_t comm);
 
-/* Frees the communicator and everything it holds. The handle is invalid afterwards. */
+/* Frees the communicator and everything it holds. The handle is invalid afterwards.
+ * NULL does nothing (collSuccess), as in NCCL. */
 collResult_t collCommDestroy(collComm_t comm);
 
 /* Stops every operation of comm (a call blocked in another thread returns within about
- * one second with an error) and frees the communicator. Peers see this rank leave. */
+ * one second with an error) and frees the communicator. Peers see this rank leave.
+ * NULL does nothing (collSuccess). */
 collResult_t collCommAbort(collComm_t comm);
 
 /* Splits comm into new communicators, one per distinct non-negative color, ranked by
  * (key, old rank). Collective over comm. config NULL: the new communicator takes comm's
  * options; with config->blocking == 0 the split still completes before returning (and
- * returns collSuccess). color COLL_SPLIT_NOCOLOR gives *newcomm = NULL. */
+ * returns collSuccess). color COLL_SPLIT_NOCOLOR gives *newcomm = NULL. Inside a group
+ * the split completes, and *newcomm is written, at the outermost collGroupEnd(), so one
+ * thread may split several ranks (collCommShrink() likewise). */
 collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newcomm,
                            collConfig_t* config);
 
@@ -286,9 +290,9 @@ collResult_t collCommShrink(collComm_t comm, int* excludeRanksList, int excludeR
                             collComm_t* newcomm, collConfig_t* config, int shrinkFlags);
 
 /* Stops comm: operations in flight on any thread end with collInvalidUsage ("revoked"),
- * as does every later operation, collCommSplit() included; collCommShrink(),
- * collCommDestroy() and collCommAbort() still work on it. revokeFlags must be
- * COLL_REVOKE_DEFAULT. */
+ * as does every later operation; collCommSplit() (every rank revokes, then splits),
+ * collCommShrink(), collCommDestroy() and collCommAbort() still work on it. revokeFlags
+ * must be COLL_REVOKE_DEFAULT. */
 collResult_t collCommRevoke(collComm_t comm, int revokeFlags);
 
 /* Stores in *asyncError the error that stopped comm (a dead peer, an abort), or
@@ -416,7 +420,10 @@ collResult_t collRecv(void* recvbuff, size_t count, collDataType_t datatype, int
 collResult_t collGroupStart(void);
 
 /* Closes a group; the outermost one runs everything queued since collGroupStart() and
- * returns when it is complete. Without an open group: collInvalidUsage. */
+ * returns when it is complete. Inits, splits and shrinks called inside the group complete
+ * here (their communicators are written then). If any call inside the group failed,
+ * nothing queued runs and this returns that call's error (NCCL's rule). Without an open
+ * group: collInvalidUsage. */
 collResult_t collGroupEnd(void);
 
 /* Closes a group like collGroupEnd() but runs nothing: everything queued since the

@@ -15,11 +15,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "collectives/collectives.h"
+#include "core/status.h"
 #include "kernels/host_reduce.h"
 #include "transport/connector.h"
 
@@ -69,6 +71,9 @@ struct OpDesc {
   const char* via = nullptr;     // the call this send/recv is part of ("collAlltoAll"), for errors
   bool registered = false;       // a send from memory registered with collCommRegister
   std::shared_ptr<void> keep{};  // memory the op reads that the library made (staged inputs)
+  // Work due when the op runs rather than when it is called (a PreMulSum op's scaling,
+  // which reads its scalar then): the launch calls it first.
+  std::shared_ptr<std::function<Status()>> prepare{};
   std::string describe() const;  // "collAllReduce #3 (count 1024, float32, sum)"
 };
 

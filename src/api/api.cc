@@ -123,7 +123,7 @@ collResult_t collCommFinalize(collComm_t comm) {
 
 collResult_t collCommDestroy(collComm_t comm) {
   return guarded("collCommDestroy", nullptr, [&]() -> Status {
-    if (!comm) return coll::invalidArgument("comm is NULL");
+    if (!comm) return coll::okStatus();  // NCCL's rule: destroying NULL does nothing
     if (!coll::isLiveComm(comm))
       return coll::invalidArgument("comm " + ptrStr(comm) +
                                    " is not a live communicator (already destroyed?)");
@@ -134,7 +134,7 @@ collResult_t collCommDestroy(collComm_t comm) {
 
 collResult_t collCommAbort(collComm_t comm) {
   return guarded("collCommAbort", nullptr, [&]() -> Status {
-    if (!comm) return coll::invalidArgument("comm is NULL");
+    if (!comm) return coll::okStatus();  // as collCommDestroy
     if (!coll::isLiveComm(comm))
       return coll::invalidArgument("comm " + ptrStr(comm) + " is not a live communicator");
     comm->abort->set(coll::Code::kRemote, "communicator aborted by collCommAbort on rank " +
@@ -155,8 +155,12 @@ collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newc
     if (color < COLL_SPLIT_NOCOLOR)
       return coll::invalidArgument("color " + std::to_string(color) +
                                    " is negative and not COLL_SPLIT_NOCOLOR");
-    if (coll::inGroup())
-      return coll::invalidUsage("collCommSplit inside a group is not supported");
+    if (coll::inGroup()) {
+      // One thread may split several ranks in a group: each split runs on its own thread
+      // and *newcomm is written at the outermost collGroupEnd.
+      deferToGroupEnd(comm, newcomm, [comm, color, key, opts] { return coll::commSplit(comm, color, key, opts); });
+      return coll::okStatus();
+    }
     COLL_ASSIGN(*newcomm, coll::commSplit(comm, color, key, opts));
     return coll::okStatus();
   });

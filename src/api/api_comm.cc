@@ -128,12 +128,15 @@ collResult_t collCommShrink(collComm_t comm, int* excludeRanksList, int excludeR
     if (state != collSuccess)
       return coll::invalidUsage("comm did not complete its init (state " + std::to_string(state) +
                                 "): nothing to shrink");
-    if (coll::inGroup()) return coll::invalidUsage("collCommShrink inside a group is not supported");
     COLL_ASSIGN(coll::CommOptions opts, optionsFromConfig(config, &comm->options));
     if (shrinkFlags == COLL_SHRINK_ABORT) {
       comm->abort->set(coll::Code::kInvalidUsage,
                        "communicator revoked by collCommShrink(COLL_SHRINK_ABORT) on rank " + std::to_string(comm->rank));
       coll::deviceQuiesce(comm, true);
+    }
+    if (coll::inGroup()) {  // as collCommSplit in a group
+      deferToGroupEnd(comm, newcomm, [comm, exclude, opts] { return coll::commShrink(comm, exclude, opts); });
+      return coll::okStatus();
     }
     COLL_ASSIGN(*newcomm, coll::commShrink(comm, exclude, opts));
     return coll::okStatus();

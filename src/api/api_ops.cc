@@ -143,29 +143,38 @@ Status checkOp(collRedOp_t op, collDataType_t t, const collComm* comm) {
 Status lowerPreMulSum(collComm* comm, OpDesc* od, size_t inputCount) {
   if (od->kind == CollKind::kBroadcast || od->kind == CollKind::kAllGather || validRedOp(static_cast<int>(od->op)))
     return okStatus();
-  const PreMulSumOp& p = comm->redOps.at(static_cast<int>(od->op));
+  // A copy: the op may be destroyed once this call returns, before a group runs it.
+  const PreMulSumOp p = comm->redOps.at(static_cast<int>(od->op));
   od->op = collSum;
   if (inputCount == 0) return okStatus();
   const size_t bytes = inputCount * dataTypeSize(od->dtype);
+  const void* src = od->sendbuff;
+  const collDataType_t t = od->dtype;
 #if COLL_HAVE_CUDA
   if (od->device && !comm->deviceEmulate) {
     void* scratch = nullptr;
     COLL_CHECK(deviceScratchAlloc(&scratch, bytes, od->stream));
     od->keep = std::shared_ptr<void>(scratch, [s = od->stream](void* q) { deviceScratchFree(q, s); });
-    const void* devScalar = !p.immediate && isDeviceMemory(p.scalar) ? p.scalar : nullptr;
-    unsigned char host[8] = {};
-    if (!devScalar) COLL_CHECK(readScalar(p, host));
-    COLL_CHECK(devicePreMul(scratch, od->sendbuff, inputCount, od->dtype, devScalar, host, od->stream));
     od->sendbuff = scratch;
+    od->prepare = std::make_shared<std::function<Status()>>([p, scratch, src, inputCount, t, s = od->stream] {
+      const void* devScalar = !p.immediate && isDeviceMemory(p.scalar) ? p.scalar : nullptr;
+      unsigned char host[8] = {};
+      if (!devScalar) COLL_CHECK(readScalar(p, host));
+      return devicePreMul(scratch, src, inputCount, t, devScalar, host, s);
+    });
     return okStatus();
   }
 #endif
-  unsigned char scalar[8] = {};
-  COLL_CHECK(readScalar(p, scalar));
   std::shared_ptr<char[]> scaled(new char[bytes]);
-  hostPreMul(scaled.get(), static_cast<const char*>(od->sendbuff), inputCount, od->dtype, scalar);
-  od->sendbuff = scaled.get();
+  char* dst = scaled.get();
+  od->sendbuff = dst;
   od->keep = std::move(scaled);
+  od->prepare = std::make_shared<std::function<Status()>>([p, dst, src, inputCount, t] {
+    unsigned char scalar[8] = {};
+    COLL_CHECK(readScalar(p, scalar));
+    hostPreMul(dst, static_cast<const char*>(src), inputCount, t, scalar);
+    return okStatus();
+  });
   return okStatus();
 }
 

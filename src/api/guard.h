@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <new>
 #include <optional>
 #include <string>
@@ -42,7 +43,8 @@ inline void record(collComm* comm, const char* fn, const Status& st) {
 }
 
 // Runs body, mapping every outcome to a collResult_t. `comm` is where the error is
-// recorded (may be null). collInProgress is an answer, not an error: not recorded.
+// recorded (may be null). collInProgress is an answer, not an error: not recorded. A call
+// that fails inside a group also fails the group (group.h groupNoteError).
 template <typename F>
 collResult_t guarded(const char* fn, collComm* comm, F&& body) {
   Status st;
@@ -55,7 +57,10 @@ collResult_t guarded(const char* fn, collComm* comm, F&& body) {
   } catch (...) {
     st = internalError("unexpected exception");
   }
-  if (!st.ok() && st.code() != Code::kInProgress) record(comm, fn, st);
+  if (!st.ok() && st.code() != Code::kInProgress) {
+    record(comm, fn, st);
+    if (inGroup()) groupNoteError(Status(st.code(), std::string(fn) + ": " + st.message()));
+  }
   return st.result();
 }
 
@@ -171,6 +176,27 @@ inline Status enqueueOp(const char* fn, collComm* comm, OpDesc od) {
   Status st = enqueue(comm, od, &failed);
   if (!st.ok() && failed && failed != comm && isLiveComm(failed)) failed->lastError = std::string(fn) + ": " + st.message();
   return st;
+}
+
+// Runs make() (a split or shrink of comm) on a thread of its own and writes its
+// communicator to *out at the outermost collGroupEnd (group.h groupDefer).
+template <typename Make>
+void deferToGroupEnd(collComm* comm, collComm** out, Make make) {
+  auto made = std::make_shared<collComm*>(nullptr);
+  groupDefer(
+      [comm, made, make]() -> Status {
+        if (!acquireComm(comm)) return invalidUsage("the communicator was destroyed before collGroupEnd");
+        LogContext log(comm->rank, comm->options.name);
+#if COLL_HAVE_CUDA
+        if (comm->cudaDev >= 0) (void)cudaUseDevice(comm->cudaDev);
+#endif
+        Result<collComm*> r = make();
+        releaseComm(comm);
+        if (!r.ok()) return r.takeStatus();
+        *made = r.value();
+        return okStatus();
+      },
+      [out, made] { *out = *made; });
 }
 
 template <typename Validate>

@@ -198,14 +198,14 @@ Status Bootstrap::recv(int peer, uint64_t tag, void* data, size_t len, bool igno
   return okStatus();
 }
 
-Status Bootstrap::allGather(void* data, size_t blockLen, uint64_t tag) {
+Status Bootstrap::allGather(void* data, size_t blockLen, uint64_t tag, bool ignoreAbort) {
   char* base = static_cast<char*>(data);
   int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
   for (int s = 0; s < nranks_ - 1; ++s) {
     int sendBlock = (rank_ - s + nranks_) % nranks_;
     int recvBlock = (rank_ - s - 1 + nranks_) % nranks_;
-    COLL_CHECK(send(next, tag, base + sendBlock * blockLen, blockLen));
-    COLL_CHECK(recv(prev, tag, base + recvBlock * blockLen, blockLen));
+    COLL_CHECK(send(next, tag, base + sendBlock * blockLen, blockLen, ignoreAbort));
+    COLL_CHECK(recv(prev, tag, base + recvBlock * blockLen, blockLen, ignoreAbort));
   }
   return okStatus();
 }

@@ -85,7 +85,7 @@ class Bootstrap {
   Status recv(int peer, uint64_t tag, std::vector<char>* out, bool ignoreAbort = false);
   Status recv(int peer, uint64_t tag, void* data, size_t len, bool ignoreAbort = false);  // exact length
   // Ring allgather: data holds nranks blocks of blockLen; block `rank` is ours.
-  Status allGather(void* data, size_t blockLen, uint64_t tag);
+  Status allGather(void* data, size_t blockLen, uint64_t tag, bool ignoreAbort = false);
 
   // Leaving cleanly tells the root this rank is not failing.
   void leave();

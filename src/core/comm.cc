@@ -410,7 +410,10 @@ Result<collComm*> commSplit(collComm* comm, int color, int key, const CommOption
   std::vector<Entry> all(comm->nranks);
   all[comm->rank] = {color, key};
   uint64_t tag = kTagSplit | (comm->seq++ << 8);
-  COLL_CHECK(comm->bootstrap->allGather(all.data(), sizeof(Entry), tag));
+  // A communicator revoked while healthy may still be split (NCCL's rule): every rank is
+  // alive, so the rendezvous runs despite the revoked state. One that failed may not.
+  const bool revoked = comm->revoked.load();
+  COLL_CHECK(comm->bootstrap->allGather(all.data(), sizeof(Entry), tag, revoked));
   if (color < 0) return static_cast<collComm*>(nullptr);
   std::vector<int> members;
   for (int r = 0; r < comm->nranks; ++r)
@@ -426,9 +429,9 @@ Result<collComm*> commSplit(collComm* comm, int color, int key, const CommOption
     SockAddr at = comm->bootstrap->peers()[comm->rank].bootAddr;
     COLL_ASSIGN(id, startRootAt(at));
     for (int i = 1; i < n; ++i)
-      COLL_CHECK(comm->bootstrap->send(members[i], tag | 1, &id, sizeof(id)));
+      COLL_CHECK(comm->bootstrap->send(members[i], tag | 1, &id, sizeof(id), revoked));
   } else {
-    COLL_CHECK(comm->bootstrap->recv(members[0], tag | 1, &id, sizeof(id)));
+    COLL_CHECK(comm->bootstrap->recv(members[0], tag | 1, &id, sizeof(id), revoked));
   }
   return commInit(id, n, newRank, comm->cudaDev, opts);
 }

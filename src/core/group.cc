@@ -4,6 +4,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <thread>
 
 #include "algorithms/algorithms.h"
 #include "algorithms/oneshot.h"
@@ -25,11 +26,21 @@ struct Queued {
 thread_local int tlsDepth = 0;
 thread_local std::vector<Queued> tlsQueue;
 thread_local std::vector<collComm*> tlsInits;  // groupDeferInit
+struct Deferred {
+  std::thread thread;
+  Status result;
+  std::function<void()> publish;
+};
+thread_local std::vector<std::unique_ptr<Deferred>> tlsDeferred;  // groupDefer
+thread_local Status tlsGroupError;                               // groupNoteError
 
-// Waits for the inits called inside the group; the first failure is the group's.
-Status finishInits(collComm** failedComm) {
+// Waits for the inits and management calls made inside the group; the first failure is
+// the group's.
+Status finishDeferred(collComm** failedComm) {
   std::vector<collComm*> inits;
   inits.swap(tlsInits);
+  std::vector<std::unique_ptr<Deferred>> jobs;
+  jobs.swap(tlsDeferred);
   Status first;
   for (collComm* c : inits) {
     if (c->initThread.joinable()) c->initThread.join();
@@ -38,7 +49,19 @@ Status finishInits(collComm** failedComm) {
       first = c->abort->status();
     }
   }
+  for (auto& j : jobs) {
+    j->thread.join();
+    if (j->result.ok()) j->publish();
+    else if (first.ok()) first = j->result;
+  }
   return first;
+}
+
+// Drops what the group queued, giving back the sequence numbers it took.
+void dropQueue() {
+  std::vector<Queued> queue;
+  queue.swap(tlsQueue);
+  for (const Queued& q : queue) --q.comm->seq;
 }
 
 enum class Route : uint8_t { kOneShot, kRing, kTree };
@@ -288,6 +311,11 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
   for (auto& l : launches) {
     if (!guard.hold(l->comm))
       return invalidUsage("a communicator queued in this group was destroyed before collGroupEnd");
+    for (const OpDesc& od : l->ops)
+      if (od.prepare) {
+        Status st = (*od.prepare)();
+        if (!st.ok()) { *failedComm = l->comm; return st.prefix(od.describe() + ": "); }
+      }
     if (l->device && !l->comm->dev) {
       *failedComm = l->comm;
       return invalidUsage("rank " + std::to_string(l->comm->rank) +
@@ -394,7 +422,13 @@ Status groupStart() {
 Status groupEnd(collComm** failedComm) {
   if (tlsDepth == 0) return invalidUsage("collGroupEnd called without a matching collGroupStart");
   if (--tlsDepth > 0) return okStatus();
-  COLL_CHECK(finishInits(failedComm));
+  Status deferred = finishDeferred(failedComm);
+  if (!tlsGroupError.ok() || !deferred.ok()) {
+    Status st = !tlsGroupError.ok() ? std::move(tlsGroupError) : std::move(deferred);
+    tlsGroupError = Status();
+    dropQueue();
+    return st.prefix("a call inside the group failed, so nothing in it ran: ");
+  }
   std::vector<Queued> queue;
   queue.swap(tlsQueue);
   if (queue.empty()) return okStatus();
@@ -402,6 +436,18 @@ Status groupEnd(collComm** failedComm) {
 }
 
 void groupDeferInit(collComm* comm) { tlsInits.push_back(comm); }
+
+void groupDefer(std::function<Status()> work, std::function<void()> publish) {
+  auto job = std::make_unique<Deferred>();
+  Deferred* j = job.get();
+  j->publish = std::move(publish);
+  j->thread = std::thread([j, w = std::move(work)] { j->result = w(); });
+  tlsDeferred.push_back(std::move(job));
+}
+
+void groupNoteError(const Status& st) {
+  if (tlsDepth > 0 && tlsGroupError.ok()) tlsGroupError = st;
+}
 
 namespace {
 
@@ -433,13 +479,12 @@ Status groupSimulateEnd(double* us) {
   for (const auto& [c, t] : perComm) *us = std::max(*us, t);
   if (--tlsDepth > 0) return okStatus();
   collComm* failed = nullptr;
-  COLL_CHECK(finishInits(&failed));
-  std::vector<Queued> queue;
-  queue.swap(tlsQueue);
+  Status deferred = finishDeferred(&failed);
+  tlsGroupError = Status();
   // Nothing ran: the next operations take the sequence numbers these took, as on ranks
   // that never simulated.
-  for (const Queued& q : queue) --q.comm->seq;
-  return okStatus();
+  dropQueue();
+  return deferred;
 }
 
 Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {
@@ -454,7 +499,8 @@ Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {
       return comm->abort->status().prefix("communicator is unusable after an earlier error: ");
     }
     deviceQuiesce(comm, false);
-    Status st = runOneShot(comm, op);
+    Status st = op.prepare ? (*op.prepare)() : okStatus();
+    if (st.ok()) st = runOneShot(comm, op);
     if (!st.ok()) *failedComm = comm;
     return st;
   }

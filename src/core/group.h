@@ -8,6 +8,8 @@
 // send/recv lane, and hands them all to one executor.
 #pragma once
 
+#include <functional>
+
 #include "algorithms/plan.h"
 #include "core/comm.h"
 
@@ -25,6 +27,14 @@ bool inGroup();
 // on its own thread): the outermost collGroupEnd waits for it, as NCCL's group semantics
 // let one thread init several ranks of a communicator.
 void groupDeferInit(collComm* comm);
+// Management calls made inside a group (split, shrink) that must not block the thread
+// that drives several ranks: `work` runs on a thread of its own at once; the outermost
+// collGroupEnd joins it and, where it succeeded, calls `publish` on the caller's thread
+// (which writes the new communicator where the caller asked).
+void groupDefer(std::function<Status()> work, std::function<void()> publish);
+// A call inside the open group failed: the outermost collGroupEnd drops the group and
+// returns this error (NCCL's rule), so no rank runs half a group.
+void groupNoteError(const Status& st);
 // Queues (inside a group) or runs (outside) one operation.
 Status enqueue(collComm* comm, OpDesc op, collComm** failedComm);
 

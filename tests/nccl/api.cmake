@@ -1,0 +1,39 @@
+# api_test.cc, written only against nccl.h, built against each header and linked only
+# with the drop-in (libnccl.so.2; it finds libcollectives beside itself):
+#   nccl_api_test_ours    Collectives' include/collectives/nccl/nccl.h (no CUDA needed)
+#   nccl_api_test_nvidia  NVIDIA's /usr/local/cuda/include/nccl.h, where it exists
+# Each runs as CTest tests nccl_api_<variant>_<mode>:
+#   local          process-level calls, InitAll, one-thread groups of ranks (3 ranks)
+#   threads        4 ranks as threads of one process
+#   procs_shm      3 ranks as forked processes over shared memory
+#   procs_tcp      3 processes over TCP (COLL_SHM_DISABLE=1)
+#   procs_hosts    4 processes on 2 simulated hosts (COLL_HOSTID per process): shm and TCP
+# `nccl_api_test_ours list` prints the cases; `nccl_api_test_ours procs -n 3 kill_root`
+# runs one.
+set(NCCL_API_TEST_VARIANTS ours)
+add_executable(nccl_api_test_ours ${CMAKE_CURRENT_SOURCE_DIR}/api_test.cc)
+target_include_directories(nccl_api_test_ours PRIVATE ${CMAKE_SOURCE_DIR}/include/collectives/nccl)
+if(EXISTS /usr/local/cuda/include/nccl.h)
+  add_executable(nccl_api_test_nvidia ${CMAKE_CURRENT_SOURCE_DIR}/api_test.cc)
+  # NVIDIA's header includes cuda_runtime.h: CUDA's include folder, not its libraries.
+  target_include_directories(nccl_api_test_nvidia PRIVATE /usr/local/cuda/include)
+  list(APPEND NCCL_API_TEST_VARIANTS nvidia)
+endif()
+
+# Rendezvous on loopback; dead peers and missing ranks are reported within seconds.
+set(NCCL_API_TEST_ENV "NCCL_SOCKET_IFNAME=lo;COLL_BOOTSTRAP_TIMEOUT_S=10")
+foreach(v ${NCCL_API_TEST_VARIANTS})
+  set(exe nccl_api_test_${v})
+  target_link_libraries(${exe} PRIVATE nccl_dropin Threads::Threads)
+  target_compile_options(${exe} PRIVATE -Wall -Wextra)
+  add_test(NAME nccl_api_${v}_local COMMAND ${exe} local -n 3)
+  add_test(NAME nccl_api_${v}_threads COMMAND ${exe} threads -n 4)
+  add_test(NAME nccl_api_${v}_procs_shm COMMAND ${exe} procs -n 3)
+  add_test(NAME nccl_api_${v}_procs_tcp COMMAND ${exe} procs -n 3)
+  add_test(NAME nccl_api_${v}_procs_hosts COMMAND ${exe} procs -n 4)
+  foreach(mode local threads procs_shm procs_tcp procs_hosts)
+    set_tests_properties(nccl_api_${v}_${mode} PROPERTIES TIMEOUT 300 ENVIRONMENT "${NCCL_API_TEST_ENV}")
+  endforeach()
+  set_tests_properties(nccl_api_${v}_procs_tcp PROPERTIES ENVIRONMENT "${NCCL_API_TEST_ENV};COLL_SHM_DISABLE=1")
+  set_tests_properties(nccl_api_${v}_procs_hosts PROPERTIES ENVIRONMENT "${NCCL_API_TEST_ENV};NCCL_API_TEST_HOSTS=2")
+endforeach()
