@@ -137,9 +137,13 @@ collResult_t collCommAbort(collComm_t comm) {
     if (!comm) return coll::okStatus();  // as collCommDestroy
     if (!coll::isLiveComm(comm))
       return coll::invalidArgument("comm " + ptrStr(comm) + " is not a live communicator");
-    comm->abort->set(coll::Code::kRemote, "communicator aborted by collCommAbort on rank " +
-                                              std::to_string(comm->rank));
-    coll::commFree(comm, false);  // waits for calls in flight to return
+    const std::string why = "communicator aborted by collCommAbort on rank " + std::to_string(comm->rank);
+    comm->abort->set(coll::Code::kRemote, why);
+    // Peers learn why through the root (their waits on this rank end with it), then the
+    // rank leaves cleanly: an abort is not a crash, and the root need not warn of one.
+    const bool joined = comm->initState.load() == collSuccess && comm->bootstrap;
+    if (joined) comm->bootstrap->announceFailure(why);
+    coll::commFree(comm, joined);  // waits for calls in flight to return
     return coll::okStatus();
   });
 }
