@@ -11,6 +11,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -29,10 +30,12 @@ namespace perf {
 
 static const char* kTypeNames[] = {"int8",  "uint8",  "int32",    "uint32",   "int64",    "uint64",
                                    "half",  "float",  "double",   "bfloat16", "fp8_e4m3", "fp8_e5m2"};
-static const char* kOpNames[] = {"sum", "prod", "max", "min", "avg"};
+// nccl-tests' names, in its order: "mulsum" (kMulSum) follows the built-in ops.
+static const char* kOpNames[] = {"sum", "prod", "max", "min", "avg", "mulsum"};
+static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == kMulSum + 1);
 
 const char* typeName(collDataType_t t) { return coll::validDataType(t) ? kTypeNames[t] : "?"; }
-const char* opName(collRedOp_t op) { return coll::validRedOp(op) ? kOpNames[op] : "?"; }
+const char* opName(collRedOp_t op) { return op >= 0 && op <= kMulSum ? kOpNames[op] : "?"; }
 
 bool parseType(const std::string& s, collDataType_t* t) {
   static const struct { const char* n; collDataType_t t; } kAliases[] = {
@@ -48,9 +51,18 @@ bool parseType(const std::string& s, collDataType_t* t) {
 }
 
 bool parseOp(const std::string& s, collRedOp_t* op) {
-  for (int i = 0; i < collNumOps; ++i)
+  for (int i = 0; i <= kMulSum; ++i)
     if (s == kOpNames[i]) { *op = static_cast<collRedOp_t>(i); return true; }
   return false;
+}
+
+// ncclVerifiablePremulScalar(rank) of nccl-tests' verifiable/verifiable.h.
+static int preMulScalarValue(int rank) { return rank % 2 == 0 ? 1 : 2; }
+
+void preMulScalar(collDataType_t t, int rank, void* out) {
+  const int v = preMulScalarValue(rank);
+  if (coll::isIntegerType(t)) coll::storeIntElement(out, 0, t, static_cast<uint64_t>(v));
+  else coll::storeFloatElement(out, 0, t, v);
 }
 
 static bool parseBytes(const std::string& s, size_t* out) {
@@ -88,7 +100,7 @@ int parseOptions(Coll coll, int argc, char** argv, Options* o, bool* stop) {
   app.add_option("-w,--warmup_iters", o->warmupIters, "warmup iterations")->capture_default_str()->check(CLI::Range(0, 1 << 30));
   app.add_option("-m,--agg_iters", o->aggIters, "operations grouped per iteration")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   app.add_option("-c,--check", o->check, "verify results on fresh data (0/1)")->capture_default_str()->check(CLI::Range(0, 1));
-  app.add_option("-o,--op", op, "sum, prod, min, max, avg or all")->capture_default_str();
+  app.add_option("-o,--op", op, "sum, prod, min, max, avg, mulsum (PreMulSum) or all")->capture_default_str();
   app.add_option("-d,--datatype", dt, "int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 fp8_e4m3 fp8_e5m2, or all")->capture_default_str();
   app.add_option("-r,--root", root, "root rank, or all")->capture_default_str();
   app.add_option("-z,--blocking", o->blocking, "blocking collectives (host buffers always block)")->capture_default_str()->check(CLI::Range(0, 1));
@@ -123,10 +135,10 @@ int parseOptions(Coll coll, int argc, char** argv, Options* o, bool* stop) {
   if (o->maxBytes < o->minBytes) return bad("-e/--maxbytes " + e + " is smaller than -b/--minbytes " + b);
   if (o->stepFactor <= 1 && o->stepBytes == 0) return bad("-i/--stepbytes 0 with no -f factor would never end");
   o->ops.clear();
-  if (op == "all") for (int k = 0; k < collNumOps; ++k) o->ops.push_back(static_cast<collRedOp_t>(k));
+  if (op == "all") for (int k = 0; k <= kMulSum; ++k) o->ops.push_back(static_cast<collRedOp_t>(k));
   else {
     collRedOp_t x;
-    if (!parseOp(op, &x)) return bad("-o/--op \"" + op + "\": expected sum, prod, min, max, avg or all");
+    if (!parseOp(op, &x)) return bad("-o/--op \"" + op + "\": expected sum, prod, min, max, avg, mulsum or all");
     o->ops.push_back(x);
   }
   if (!hasOp(coll)) o->ops = {collSum};
@@ -204,15 +216,32 @@ uint64_t hashOf(int rank, size_t i, uint64_t seed) {
 }
 
 // Float inputs chosen so every partial result is exact in the type, whatever the order
-// the library combines ranks in: the check is exact, with no tolerance.
+// the library combines ranks in: the check is exact, with no tolerance. Sums are of
+// integers that add up to at most the largest integer up to which the type holds every
+// one (fp8 e5m2: 8), so any partial sum is exact; mulsum's budget is halved for the
+// scalar 2. With more ranks than the budget (e5m2: 9 ranks), only `budget` of them,
+// a window rotating with the element, contribute 1s and the others 0: all ones would
+// round at the 9th (8 + 1 is 8 in e5m2) and the result would depend on the order.
 double floatInput(collDataType_t t, collRedOp_t op, int nranks, int rank, size_t i, uint64_t seed) {
   uint64_t h = hashOf(rank, i, seed);
   if (op == collProd) return (h & 1) ? 1.0 : -1.0;
   if (op == collMax || op == collMin) return static_cast<double>(h % 17) - 8.0;
-  double limit = t == collFloat16 ? 2048 : t == collBfloat16 ? 256 : t == collFloat8e4m3 ? 16
-               : t == collFloat8e5m2 ? 8 : 1 << 20;
-  uint64_t k = std::max<uint64_t>(1, static_cast<uint64_t>(limit / nranks));
-  return static_cast<double>(1 + h % k);
+  uint64_t budget = t == collFloat16 ? 2048 : t == collBfloat16 ? 256 : t == collFloat8e4m3 ? 16
+                  : t == collFloat8e5m2 ? 8 : 1 << 20;
+  if (op == kMulSum) budget /= 2;
+  const uint64_t n = static_cast<uint64_t>(nranks), contributors = std::min(n, budget);
+  if ((static_cast<uint64_t>(rank) + i) % n >= contributors) return 0;
+  return static_cast<double>(1 + h % (budget / contributors));
+}
+
+// What the library makes of rank r's float input x before summing: x times the scalar,
+// rounded to the type (a Prod step). Other ops take x as it is.
+double preOp(collDataType_t t, collRedOp_t op, int r, double x) {
+  if (op != kMulSum) return x;
+  unsigned char s[8], y[8];
+  preMulScalar(t, r, s);
+  coll::storeFloatElement(y, 0, t, x * coll::loadFloatElement(s, 0, t));
+  return coll::loadFloatElement(y, 0, t);
 }
 
 void fill(void* buf, size_t count, collDataType_t t, collRedOp_t op, int nranks, int rank, size_t offset, uint64_t seed) {
@@ -225,9 +254,14 @@ void fill(void* buf, size_t count, collDataType_t t, collRedOp_t op, int nranks,
 template <typename I>
 I intReduce(collRedOp_t op, int n, size_t i, uint64_t seed) {
   using U = std::make_unsigned_t<I>;
-  U acc = static_cast<U>(hashOf(0, i, seed) | 1);
-  for (int r = 1; r < n; ++r) {
+  // mulsum: each input times its rank's scalar, wrapping in the type, then summed.
+  auto input = [&](int r) {
     U x = static_cast<U>(hashOf(r, i, seed) | 1);
+    return op == kMulSum ? static_cast<U>(static_cast<uint64_t>(x) * static_cast<uint64_t>(preMulScalarValue(r))) : x;
+  };
+  U acc = input(0);
+  for (int r = 1; r < n; ++r) {
+    U x = input(r);
     switch (op) {
       case collProd: acc = static_cast<U>(static_cast<uint64_t>(acc) * x); break;
       case collMax: acc = static_cast<U>(std::max(static_cast<I>(acc), static_cast<I>(x))); break;
@@ -253,7 +287,7 @@ void expectReduce(void* out, size_t j, collDataType_t t, collRedOp_t op, int n, 
   }
   double acc = 0;
   for (int r = 0; r < n; ++r) {
-    double x = floatInput(t, op, n, r, i, seed);
+    double x = preOp(t, op, r, floatInput(t, op, n, r, i, seed));
     if (r == 0) acc = x;
     else if (op == collProd) acc *= x;
     else if (op == collMax) acc = std::max(acc, x);
@@ -313,8 +347,43 @@ class Rank {
   Rank(Coll coll, int rank, int n, collComm_t comm, DeviceBuffers* dev, int offset)
       : coll_(coll), rank_(rank), n_(n), comm_(comm), dev_(dev), b_(offset) {}
 
-  // One operation with the given buffers. inPlace picks NCCL's in-place layout.
+  // This rank's PreMulSum op for each of types, with nccl-tests' scalar for the rank.
+  // Made once, before anything is timed (nccl-tests makes and destroys one around every
+  // call): the timed loop measures the operation, not the op's bookkeeping.
+  std::string makeMulSumOps(const std::vector<collDataType_t>& types) {
+    for (collDataType_t t : types) {
+      if (mulSum_.count(t)) continue;
+      unsigned char scalar[8] = {};
+      preMulScalar(t, rank_, scalar);
+      collRedOp_t op;
+      collResult_t r = collRedOpCreatePreMulSum(&op, scalar, t, collScalarHostImmediate, comm_);
+      if (r != collSuccess)
+        return std::string("collRedOpCreatePreMulSum(") + typeName(t) + "): " + collGetErrorString(r) + ": " +
+               collGetLastError(comm_);
+      mulSum_[t] = op;
+    }
+    return "";
+  }
+  // Frees them; before the communicator goes.
+  std::string destroyMulSumOps() {
+    std::string e;
+    for (auto& [t, op] : mulSum_) {
+      collResult_t r = collRedOpDestroy(op, comm_);
+      if (r != collSuccess && e.empty())
+        e = std::string("collRedOpDestroy(") + typeName(t) + "): " + collGetErrorString(r) + ": " + collGetLastError(comm_);
+    }
+    mulSum_.clear();
+    return e;
+  }
+
+  // One operation with the given buffers. inPlace picks NCCL's in-place layout; kMulSum
+  // becomes this rank's PreMulSum op for t.
   collResult_t run(const Shape& s, collDataType_t t, collRedOp_t op, int root, bool inPlace) {
+    if (op == kMulSum) {
+      auto it = mulSum_.find(t);
+      if (it == mulSum_.end()) return collInternalError;  // makeMulSumOps() not called for t
+      op = it->second;
+    }
     size_t es = coll::dataTypeSize(t), c = s.callCount;
     char* sb = dev_ ? dev_->send() : b_.send.data();
     char* rb = dev_ ? dev_->recv() : b_.recv.data();
@@ -465,6 +534,7 @@ class Rank {
   collComm_t comm_;
   DeviceBuffers* dev_;  // null: host buffers
   Buffers b_;
+  std::map<collDataType_t, collRedOp_t> mulSum_;  // made by makeMulSumOps()
 };
 
 std::string fmtTime(double us) {
@@ -598,6 +668,16 @@ int runPerf(Coll coll, int argc, char** argv) {
         rankLines[r] = line;
       }
     delete[] all;
+    if (hasOp(coll) && std::find(o.ops.begin(), o.ops.end(), kMulSum) != o.ops.end()) {
+      std::string e = R.makeMulSumOps(o.types);
+      if (!e.empty()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (firstError.empty()) firstError = "rank " + std::to_string(rank) + ": " + e;
+        ++failures;
+        collCommAbort(comm);
+        return;
+      }
+    }
     if (rank == 0 && printer) {
       std::printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d agg iters: %d validation: %d graph: 0\n",
                   o.nthreads, o.ngpus, o.minBytes, o.maxBytes, o.stepFactor > 1 ? o.stepFactor : static_cast<double>(o.stepBytes),
@@ -660,6 +740,12 @@ int runPerf(Coll coll, int argc, char** argv) {
             }
           }
         }
+    std::string e = R.destroyMulSumOps();
+    if (!e.empty()) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (firstError.empty()) firstError = "rank " + std::to_string(rank) + ": " + e;
+      ++failures;
+    }
     collCommDestroy(comm);
   };
   std::vector<std::thread> threads;

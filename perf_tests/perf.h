@@ -13,6 +13,12 @@ namespace perf {
 
 enum class Coll { kAllReduce, kAllGather, kBroadcast, kReduce, kReduceScatter, kSendRecv, kAllToAll, kGather, kScatter };
 
+// nccl-tests' stand-in for a PreMulSum op in Options::ops (`-o mulsum`; `-o all` ends
+// with it): not an op of the library. Each rank makes the real one per data type with
+// collRedOpCreatePreMulSum(), its scalar preMulScalar(rank) read once
+// (collScalarHostImmediate), before it times anything, and destroys it at the end.
+inline constexpr collRedOp_t kMulSum = collNumOps;
+
 struct Options {
   size_t minBytes = 32 << 20;
   size_t maxBytes = 32 << 20;
@@ -58,6 +64,10 @@ const char* typeName(collDataType_t t);
 const char* opName(collRedOp_t op);
 bool parseType(const std::string& s, collDataType_t* t);
 bool parseOp(const std::string& s, collRedOp_t* op);
+
+// nccl-tests' PreMulSum scalar of a rank (ncclVerifiablePremulScalar): 1 on even ranks,
+// 2 on odd ones, as one element of t written to out (8 bytes suffice).
+void preMulScalar(collDataType_t t, int rank, void* out);
 
 // Runs the whole benchmark; returns the process exit code.
 int runPerf(Coll coll, int argc, char** argv);

@@ -1,5 +1,6 @@
 // perf_tests' pieces: option parsing, size lists, shapes, bus-bandwidth factors and the
 // launcher environment detection.
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -47,7 +48,8 @@ TEST_CASE("perf options: nccl-tests letters and defaults", "[perf]") {
   REQUIRE(p.warmupIters == 2);
   REQUIRE(p.aggIters == 3);
   REQUIRE(p.check == 0);
-  REQUIRE(p.ops.size() == 5);
+  REQUIRE(p.ops.size() == 6);  // nccl-tests' all: the five built-in ops, then mulsum
+  REQUIRE(p.ops.back() == kMulSum);
   REQUIRE(p.types.size() == 12);
   REQUIRE(p.average == 3);
   REQUIRE(p.nthreads == 4);
@@ -64,6 +66,55 @@ TEST_CASE("perf options: nccl-tests letters and defaults", "[perf]") {
   REQUIRE(q.ops == std::vector<collRedOp_t>{collSum});
   REQUIRE(parse(Coll::kScatter, {"-r", "all"}, &q, &stop) == 0);
   REQUIRE(q.root == -1);
+}
+
+TEST_CASE("perf options: -o mulsum is nccl-tests' PreMulSum", "[perf]") {
+  Options o;
+  bool stop = false;
+  for (Coll c : {Coll::kAllReduce, Coll::kReduce, Coll::kReduceScatter}) {
+    REQUIRE(parse(c, {"-o", "mulsum"}, &o, &stop) == 0);
+    REQUIRE(o.ops == std::vector<collRedOp_t>{kMulSum});
+    REQUIRE(parse(c, {"--op", "all"}, &o, &stop) == 0);
+    REQUIRE(o.ops == std::vector<collRedOp_t>{collSum, collProd, collMax, collMin, collAvg, kMulSum});
+  }
+  for (Coll c : {Coll::kBroadcast, Coll::kAllGather, Coll::kSendRecv}) {  // no op to scale
+    REQUIRE(parse(c, {"-o", "mulsum"}, &o, &stop) == 0);
+    REQUIRE(o.ops == std::vector<collRedOp_t>{collSum});
+  }
+  REQUIRE(parse(Coll::kAllReduce, {"-o", "premulsum"}, &o, &stop) == 2);
+  REQUIRE(parse(Coll::kAllReduce, {"-o", "MulSum"}, &o, &stop) == 2);
+
+  collRedOp_t op;
+  REQUIRE(parseOp("mulsum", &op));
+  REQUIRE(op == kMulSum);
+  REQUIRE(std::string(opName(kMulSum)) == "mulsum");  // the table's and the JSON's redop
+  REQUIRE(std::string(opName(collAvg)) == "avg");
+  REQUIRE(std::string(opName(static_cast<collRedOp_t>(kMulSum + 1))) == "?");
+}
+
+TEST_CASE("perf mulsum scalar: nccl-tests' 1 on even ranks, 2 on odd, in the type", "[perf]") {
+  auto bytes = [](collDataType_t t, int rank) {
+    unsigned char b[8] = {};
+    preMulScalar(t, rank, b);
+    uint64_t v = 0;
+    std::memcpy(&v, b, sizeof(v));
+    return v;
+  };
+  auto f32 = [](float f) { uint32_t u; std::memcpy(&u, &f, 4); return static_cast<uint64_t>(u); };
+  auto f64 = [](double f) { uint64_t u; std::memcpy(&u, &f, 8); return u; };
+  REQUIRE(bytes(collFloat32, 0) == f32(1.0f));
+  REQUIRE(bytes(collFloat32, 1) == f32(2.0f));
+  REQUIRE(bytes(collFloat32, 6) == f32(1.0f));
+  REQUIRE(bytes(collFloat64, 3) == f64(2.0));
+  REQUIRE(bytes(collFloat16, 1) == 0x4000);   // 2.0 in IEEE half
+  REQUIRE(bytes(collFloat16, 2) == 0x3c00);   // 1.0
+  REQUIRE(bytes(collBfloat16, 1) == 0x4000);
+  REQUIRE(bytes(collFloat8e4m3, 1) == 0x40);
+  REQUIRE(bytes(collFloat8e5m2, 1) == 0x40);
+  REQUIRE(bytes(collFloat8e5m2, 0) == 0x3c);
+  REQUIRE(bytes(collInt8, 5) == 2);           // one byte written, the rest untouched
+  REQUIRE(bytes(collUint64, 4) == 1);
+  REQUIRE(bytes(collInt32, 7) == 2);
 }
 
 TEST_CASE("perf options: bad values are refused by name", "[perf]") {

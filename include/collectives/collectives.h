@@ -154,10 +154,12 @@ typedef enum {
  *               calls on the communicator before then are collInvalidUsage.
  *   minCTAs, maxCTAs
  *               bounds on the channels (rings) of the communicator: they override
- *               COLL_MIN_NCHANNELS / COLL_MAX_NCHANNELS (1..32). Every rank must pass the
- *               same values.
- *   netName     the net backend for connections between hosts ("Socket"); overrides
- *               COLL_NET. An unknown name fails init naming it.
+ *               COLL_MIN_NCHANNELS / COLL_MAX_NCHANNELS. Above 32 they are capped, and a
+ *               minimum above the maximum raises the maximum (INFO says so). Every rank
+ *               must pass the same values.
+ *   netName     the net backend for connections between hosts. An unknown name fails
+ *               init naming it. This build has one backend ("Socket"), which COLL_NET
+ *               must then name too.
  *   commName    a name printed in every log line about this communicator.
  *   splitShare, shrinkShare
  *               accepted; a child communicator never shares its parent's resources

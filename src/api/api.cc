@@ -127,6 +127,7 @@ collResult_t collCommDestroy(collComm_t comm) {
     if (!coll::isLiveComm(comm))
       return coll::invalidArgument("comm " + ptrStr(comm) +
                                    " is not a live communicator (already destroyed?)");
+    forgetOps(comm);
     coll::commFree(comm, true);  // a normal leave, even after an error
     return coll::okStatus();
   });
@@ -139,10 +140,12 @@ collResult_t collCommAbort(collComm_t comm) {
       return coll::invalidArgument("comm " + ptrStr(comm) + " is not a live communicator");
     const std::string why = "communicator aborted by collCommAbort on rank " + std::to_string(comm->rank);
     comm->abort->set(coll::Code::kRemote, why);
-    // Peers learn why through the root (their waits on this rank end with it), then the
-    // rank leaves cleanly: an abort is not a crash, and the root need not warn of one.
+    // Peers learn why through the root (a wait of theirs that stays stuck on this rank
+    // ends with it), then the rank leaves cleanly: an abort is not a crash, and the root
+    // need not warn of one.
     const bool joined = comm->initState.load() == collSuccess && comm->bootstrap;
-    if (joined) comm->bootstrap->announceFailure(why);
+    if (joined) comm->bootstrap->announceLeaving(why);
+    forgetOps(comm);
     coll::commFree(comm, joined);  // waits for calls in flight to return
     return coll::okStatus();
   });
@@ -180,9 +183,6 @@ collResult_t collCommGetAsyncError(collComm_t comm, collResult_t* asyncError) {
       *asyncError = collInProgress;
     } else {
       *asyncError = comm->abort->raised() && !comm->revoked.load() ? comm->abort->status().result() : collSuccess;
-      // A failed non-blocking init, or a revoked communicator, explains itself here.
-      if (*asyncError != collSuccess && comm->lastError.empty())
-        comm->lastError = "collCommGetAsyncError: " + comm->abort->status().message();
     }
     return coll::okStatus();
   });
@@ -235,7 +235,16 @@ const char* collGetErrorString(collResult_t result) {
 
 const char* collGetLastError(collComm_t comm) {
   try {
-    if (comm && coll::isLiveComm(comm)) return comm->lastError.c_str();
+    if (comm && coll::isLiveComm(comm)) {
+      // A communicator that failed without a failed call on this thread (a non-blocking
+      // init, a peer's death seen by collCommGetAsyncError) explains itself by its error.
+      if (comm->lastError.empty() && comm->abort->raised()) {
+        thread_local std::string reason;
+        reason = comm->abort->status().message();
+        return reason.c_str();
+      }
+      return comm->lastError.c_str();
+    }
     return lastErrorText().c_str();
   } catch (...) {
     return "";

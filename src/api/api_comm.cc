@@ -152,11 +152,14 @@ collResult_t collCommRevoke(collComm_t comm, int revokeFlags) {
     // Every wait watches the abort state: operations in flight end, later ones are refused.
     // A communicator that failed before keeps its error; one revoked while healthy reports
     // collSuccess from collCommGetAsyncError once quiet, as NCCL's does.
-    const bool healthy = !comm->abort->raised();
-    comm->abort->set(coll::Code::kInvalidUsage, "communicator revoked by collCommRevoke on rank " +
-                                                    std::to_string(comm->rank));
+    // Marked revoked before the flag rises, so a watchdog never sees the revoke as an
+    // error; if another failure won the race to raise it, that failure stands.
+    const bool already = comm->revoked.exchange(true);
+    if (!comm->abort->set(coll::Code::kInvalidUsage,
+                          "communicator revoked by collCommRevoke on rank " + std::to_string(comm->rank)) &&
+        !already)
+      comm->revoked.store(false);
     coll::deviceQuiesce(comm, true);
-    if (healthy) comm->revoked.store(true);
     return coll::okStatus();
   });
 }

@@ -6,6 +6,7 @@
 // What a registration buys: point-to-point sends from registered memory leave from the
 // caller's buffer over the network instead of through a FIFO copy (executor.cc
 // directSource); collectives already do so wherever their schedule allows.
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -31,8 +32,6 @@ Allocations& allocations() {
   return *a;
 }
 
-constexpr uint64_t kTagWindow = 9ull << 56;
-
 // Whether this thread would get a device-bound rank (collCommInitRank's rule).
 bool deviceThread() {
 #if COLL_HAVE_CUDA
@@ -43,20 +42,30 @@ bool deviceThread() {
 #endif
 }
 
-Status addRegistration(collComm* comm, void* buff, size_t size, bool window, const coll::Registration** out) {
-  if (!buff) return coll::invalidArgument("buff is NULL");
-  if (size == 0) return coll::invalidArgument("size is 0");
+// Handles: numbers from a process-wide counter, never 0 and never reused.
+uintptr_t nextHandle() {
+  static std::atomic<uintptr_t> next{0x1000};
+  return next.fetch_add(0x10);
+}
+
+// The checks of a registration that need no peer.
+std::string checkRange(const void* buff, size_t size) {
+  if (!buff) return "buff is NULL";
+  if (size == 0) return "size is 0";
   if (reinterpret_cast<uintptr_t>(buff) + size < reinterpret_cast<uintptr_t>(buff))
-    return coll::invalidArgument("buff " + ptrStr(buff) + " + size " + std::to_string(size) + " wraps around");
-  auto reg = std::make_unique<coll::Registration>(coll::Registration{static_cast<const char*>(buff), size, window});
-  *out = reg.get();
-  comm->registrations.emplace(reg.get(), std::move(reg));
-  return coll::okStatus();
+    return "buff " + ptrStr(buff) + " + size " + std::to_string(size) + " wraps around";
+  return "";
+}
+
+uintptr_t addRegistration(collComm* comm, void* buff, size_t size, bool window) {
+  const uintptr_t h = nextHandle();
+  comm->registrations.emplace(h, coll::Registration{static_cast<const char*>(buff), size, window});
+  return h;
 }
 
 Status dropRegistration(collComm* comm, const void* handle, bool window, const char* arg) {
-  auto it = comm->registrations.find(static_cast<const coll::Registration*>(handle));
-  if (it == comm->registrations.end() || it->second->window != window)
+  auto it = comm->registrations.find(reinterpret_cast<uintptr_t>(handle));
+  if (it == comm->registrations.end() || it->second.window != window)
     return coll::invalidArgument(std::string(arg) + " " + ptrStr(handle) + " is not a " +
                                  (window ? "window" : "registration") +
                                  " of this communicator (already deregistered, or made elsewhere)");
@@ -71,8 +80,8 @@ namespace coll::api {
 bool isRegistered(const collComm* comm, const void* p, size_t bytes) {
   if (comm->registrations.empty() || !p || bytes == 0) return false;
   const char* b = static_cast<const char*>(p);
-  for (const auto& [key, r] : comm->registrations)
-    if (b >= r->base && b + bytes <= r->base + r->bytes) return true;
+  for (const auto& [handle, r] : comm->registrations)
+    if (b >= r.base && b + bytes <= r.base + r.bytes) return true;
   return false;
 }
 
@@ -131,9 +140,9 @@ collResult_t collCommRegister(const collComm_t comm, void* buff, size_t size, vo
   return guarded("collCommRegister", comm, [&]() -> Status {
     COLL_CHECK(use.ready());
     if (!handle) return coll::invalidArgument("handle is NULL");
-    const coll::Registration* reg = nullptr;
-    COLL_CHECK(addRegistration(comm, buff, size, false, &reg));
-    *handle = const_cast<coll::Registration*>(reg);
+    const std::string bad = checkRange(buff, size);
+    if (!bad.empty()) return coll::invalidArgument(bad);
+    *handle = reinterpret_cast<void*>(addRegistration(comm, buff, size, false));
     return coll::okStatus();
   });
 }
@@ -155,23 +164,29 @@ collResult_t collCommWindowRegister(collComm_t comm, void* buff, size_t size, co
     if (winFlags != COLL_WIN_DEFAULT && winFlags != COLL_WIN_COLL_SYMMETRIC)
       return coll::invalidArgument("winFlags " + std::to_string(winFlags) +
                                    " is not COLL_WIN_DEFAULT (0) or COLL_WIN_COLL_SYMMETRIC (1)");
-    if (reinterpret_cast<uintptr_t>(buff) % COLL_WIN_REQUIRED_ALIGNMENT != 0)
-      return coll::invalidArgument("buff " + ptrStr(buff) + " is not aligned to COLL_WIN_REQUIRED_ALIGNMENT (" +
-                                   std::to_string(COLL_WIN_REQUIRED_ALIGNMENT) + " bytes; collMemAlloc's are)");
-    if (winFlags == COLL_WIN_COLL_SYMMETRIC) {
-      // Collective: every rank's window has the same size.
-      std::vector<uint64_t> sizes(static_cast<size_t>(comm->nranks));
-      sizes[static_cast<size_t>(comm->rank)] = size;
-      COLL_CHECK(comm->bootstrap->allGather(sizes.data(), sizeof(uint64_t), kTagWindow | (comm->seq++ << 8)));
-      for (int r = 0; r < comm->nranks; ++r)
-        if (sizes[static_cast<size_t>(r)] != size)
-          return coll::invalidUsage("symmetric window: rank " + std::to_string(r) + " registered " +
-                                    std::to_string(sizes[static_cast<size_t>(r)]) + " bytes, this rank " +
-                                    std::to_string(size));
+    std::string bad = checkRange(buff, size);
+    if (bad.empty() && reinterpret_cast<uintptr_t>(buff) % COLL_WIN_REQUIRED_ALIGNMENT != 0)
+      bad = "buff " + ptrStr(buff) + " is not aligned to COLL_WIN_REQUIRED_ALIGNMENT (" +
+            std::to_string(COLL_WIN_REQUIRED_ALIGNMENT) + " bytes; collMemAlloc's are)";
+    if (winFlags == COLL_WIN_DEFAULT) {
+      if (!bad.empty()) return coll::invalidArgument(bad);
+    } else if (coll::inGroup()) {
+      // Collective, and one thread may register every rank's window in a group (nccl-tests
+      // -R 2): the ranks agree at the outermost collGroupEnd, which fails if they do not.
+      coll::groupDefer(
+          [comm, size, bad]() -> Status {
+            if (!coll::acquireComm(comm)) return coll::invalidUsage("the communicator was destroyed before collGroupEnd");
+            Status st = coll::commAgreeWindow(comm, size, bad);
+            coll::releaseComm(comm);
+            return st;
+          },
+          [] {});
+      if (!bad.empty()) return coll::invalidArgument(bad);  // the other ranks fail at the group end
+    } else {
+      // Every rank takes part even when its own checks failed, so all fail alike.
+      COLL_CHECK(coll::commAgreeWindow(comm, size, bad));
     }
-    const coll::Registration* reg = nullptr;
-    COLL_CHECK(addRegistration(comm, buff, size, true, &reg));
-    *win = reinterpret_cast<collWindow_t>(const_cast<coll::Registration*>(reg));
+    *win = reinterpret_cast<collWindow_t>(addRegistration(comm, buff, size, true));
     return coll::okStatus();
   });
 }

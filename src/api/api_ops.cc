@@ -61,14 +61,14 @@ Status readScalar(const coll::PreMulSumOp& p, unsigned char* out) {
 // dst = src * scalar elementwise on the host, by the Prod kernel over a block of scalars
 // (the same rounding as every reduction step).
 void hostPreMul(char* dst, const char* src, size_t n, collDataType_t t, const unsigned char* scalar) {
-  constexpr size_t kBlock = 1024;
+  const size_t block = std::min<size_t>(n, 1024);  // small operations fill only what they use
   const size_t es = coll::dataTypeSize(t);
-  std::vector<char> scalars(kBlock * es);
-  for (size_t i = 0; i < kBlock; ++i) std::memcpy(scalars.data() + i * es, scalar, es);
+  alignas(64) char scalars[1024 * 8];
+  for (size_t i = 0; i < block; ++i) std::memcpy(scalars + i * es, scalar, es);
   const coll::ReduceKernels& k = coll::hostReduceKernels(t, collProd);
-  for (size_t off = 0; off < n; off += kBlock) {
-    const size_t m = std::min(kBlock, n - off);
-    k.reduce(dst + off * es, src + off * es, scalars.data(), m);
+  for (size_t off = 0; off < n; off += block) {
+    const size_t m = std::min(block, n - off);
+    k.reduce(dst + off * es, src + off * es, scalars, m);
   }
 }
 
@@ -79,8 +79,10 @@ Status runP2p(const char* fn, collComm* comm, const std::vector<OpDesc>& parts) 
     if (od.kind == coll::CollKind::kSend)
       od.registered = isRegistered(comm, od.sendbuff, od.count * coll::dataTypeSize(od.dtype));
     collComm* failed = nullptr;
-    Status st = coll::enqueue(comm, od, &failed);  // inside a group: queued, never fails
+    Status st = coll::enqueue(comm, od, &failed);  // inside a group: only queued
     if (!st.ok()) {
+      // Not reached today; were it, the group must not run half of the operation.
+      coll::groupNoteError(st);
       (void)coll::groupEnd(&failed);
       return st;
     }
@@ -152,11 +154,15 @@ Status lowerPreMulSum(collComm* comm, OpDesc* od, size_t inputCount) {
   const collDataType_t t = od->dtype;
 #if COLL_HAVE_CUDA
   if (od->device && !comm->deviceEmulate) {
+    // The comm's device: one thread may drive ranks on several GPUs.
+    COLL_CHECK(cudaUseDevice(comm->cudaDev));
     void* scratch = nullptr;
     COLL_CHECK(deviceScratchAlloc(&scratch, bytes, od->stream));
     od->keep = std::shared_ptr<void>(scratch, [s = od->stream](void* q) { deviceScratchFree(q, s); });
     od->sendbuff = scratch;
-    od->prepare = std::make_shared<std::function<Status()>>([p, scratch, src, inputCount, t, s = od->stream] {
+    od->prepare = std::make_shared<std::function<Status()>>([p, scratch, src, inputCount, t, s = od->stream,
+                                                             dev = comm->cudaDev] {
+      COLL_CHECK(cudaUseDevice(dev));
       const void* devScalar = !p.immediate && isDeviceMemory(p.scalar) ? p.scalar : nullptr;
       unsigned char host[8] = {};
       if (!devScalar) COLL_CHECK(readScalar(p, host));
@@ -165,7 +171,7 @@ Status lowerPreMulSum(collComm* comm, OpDesc* od, size_t inputCount) {
     return okStatus();
   }
 #endif
-  std::shared_ptr<char[]> scaled(new char[bytes]);
+  std::shared_ptr<char> scaled = comm->scratch->take(bytes);
   char* dst = scaled.get();
   od->sendbuff = dst;
   od->keep = std::move(scaled);
@@ -176,6 +182,12 @@ Status lowerPreMulSum(collComm* comm, OpDesc* od, size_t inputCount) {
     return okStatus();
   });
   return okStatus();
+}
+
+void forgetOps(const collComm* comm) {
+  OpRegistry& r = ops();
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (const auto& [v, p] : comm->redOps) r.owner.erase(v);
 }
 
 }  // namespace coll::api
@@ -195,8 +207,17 @@ collResult_t collRedOpCreatePreMulSum(collRedOp_t* op, void* scalar, collDataTyp
       return coll::invalidArgument("residence " + std::to_string(static_cast<int>(residence)) +
                                    " is not collScalarDevice (0) or collScalarHostImmediate (1)");
     coll::PreMulSumOp p{datatype, residence == collScalarHostImmediate};
-    if (p.immediate) std::memcpy(p.value, scalar, coll::dataTypeSize(datatype));
-    else p.scalar = scalar;
+    if (p.immediate) {
+#if COLL_HAVE_CUDA
+      if (coll::isDeviceMemory(scalar))
+        return coll::invalidArgument("scalar " + ptrStr(scalar) +
+                                     " is CUDA device memory, but residence collScalarHostImmediate reads host memory "
+                                     "now; pass collScalarDevice");
+#endif
+      std::memcpy(p.value, scalar, coll::dataTypeSize(datatype));
+    } else {
+      p.scalar = scalar;
+    }
     OpRegistry& r = ops();
     std::lock_guard<std::mutex> lock(r.mu);
     if (r.next == collMaxRedOp) return coll::Status(coll::Code::kSystem, "every op value has been used");
@@ -244,7 +265,7 @@ collResult_t collAlltoAll(const void* sendbuff, void* recvbuff, size_t count, co
       if (base.device && !comm->deviceEmulate)
         return coll::invalidArgument("sendbuff == recvbuff: in-place collAlltoAll is supported on host buffers "
                                      "only; pass separate device buffers");
-      std::shared_ptr<char[]> staged(new char[block * n]);
+      std::shared_ptr<char> staged = comm->scratch->take(block * n);
       std::memcpy(staged.get(), sendbuff, block * n);
       src = staged.get();
       base.keep = std::move(staged);
@@ -313,14 +334,17 @@ collResult_t collScatter(const void* sendbuff, void* recvbuff, size_t count, col
 
 collResult_t collGroupSimulateEnd(collSimInfo_t* simInfo) {
   return guarded("collGroupSimulateEnd", nullptr, [&]() -> Status {
+    // The group closes whatever simInfo holds, so a bad one does not leave it open.
+    double us = 0;
+    Status closed = coll::groupSimulateEnd(&us);
     if (!simInfo) return coll::invalidArgument("simInfo is NULL");
-    if (simInfo->size != sizeof(collSimInfo_t) || simInfo->magic != COLL_SIM_INFO_MAGIC ||
+    const size_t need = offsetof(collSimInfo_t, estimatedTime) + sizeof(float);
+    if (simInfo->size < need || simInfo->size > sizeof(collSimInfo_t) || simInfo->magic != COLL_SIM_INFO_MAGIC ||
         simInfo->version > COLL_SIM_INFO_VERSION || simInfo->version < 22200)
       return coll::invalidArgument("simInfo (size " + std::to_string(simInfo->size) + ", magic " +
                                    std::to_string(simInfo->magic) + ", version " + std::to_string(simInfo->version) +
                                    ") was not made from COLL_SIM_INFO_INITIALIZER / NCCL_SIM_INFO_INITIALIZER");
-    double us = 0;
-    COLL_CHECK(coll::groupSimulateEnd(&us));
+    COLL_CHECK(closed);
     simInfo->estimatedTime = static_cast<float>(us);
     return coll::okStatus();
   });

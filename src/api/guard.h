@@ -89,8 +89,8 @@ class CommUse {
     const int state = c_->initState.load(std::memory_order_acquire);
     if (state == collInProgress)
       return invalidUsage(std::string(arg) + " " + ptrStr(c_) +
-                          " is still initializing (non-blocking init): poll collCommGetAsyncError until it no "
-                          "longer returns collInProgress");
+                          " is still initializing (a non-blocking init: poll collCommGetAsyncError until it no "
+                          "longer returns collInProgress; or an init inside a group that has not ended)");
     if (state != collSuccess) return c_->abort->status().prefix(std::string(arg) + " failed its init: ");
     return okStatus();
   }
@@ -161,6 +161,9 @@ inline Status placeOp(OpDesc* od, const BufKinds& kinds, collStream_t stream) {
   od->stream = stream;
   return okStatus();
 }
+
+// Drops comm's PreMulSum ops from the process-wide registry (before comm is freed).
+void forgetOps(const collComm* comm);
 
 // A PreMulSum op becomes a sum over inputs already multiplied by the scalar: od's input
 // is replaced by a scaled copy the op keeps alive (api_ops.cc). Other ops: unchanged.

@@ -18,6 +18,7 @@ namespace {
 // fields are a prefix of today's; later versions only appended).
 constexpr unsigned kOldestConfigVersion = 21400;
 constexpr size_t kSmallestConfig = offsetof(collConfig_t, minCTAs);
+constexpr int kMaxChannels = 32;  // as COLL_MIN/MAX_NCHANNELS are clamped (comm.cc)
 
 // Whether the field at `offset` is inside a config of `size` bytes.
 bool has(const collConfig_t* c, size_t offset, size_t width) { return offset + width <= c->size; }
@@ -61,14 +62,21 @@ Result<CommOptions> optionsFromConfig(const collConfig_t* c, const CommOptions* 
   if (blocking != undef && blocking != 0 && blocking != 1)
     return invalidArgument("config->blocking " + std::to_string(blocking) + " is not 0 or 1");
   if (blocking != undef) o.blocking = blocking == 1;
-  const int minCTAs = COLL_CFG_INT(minCTAs), maxCTAs = COLL_CFG_INT(maxCTAs);
-  if (minCTAs != undef && (minCTAs < 1 || minCTAs > 32))
-    return invalidArgument("config->minCTAs " + std::to_string(minCTAs) + " is outside 1..32");
-  if (maxCTAs != undef && (maxCTAs < 1 || maxCTAs > 32))
-    return invalidArgument("config->maxCTAs " + std::to_string(maxCTAs) + " is outside 1..32");
-  if (minCTAs != undef && maxCTAs != undef && minCTAs > maxCTAs)
-    return invalidArgument("config->minCTAs " + std::to_string(minCTAs) + " is above maxCTAs " +
-                           std::to_string(maxCTAs));
+  // NCCL's treatment: values above the channel limit are capped, and a minimum above the
+  // maximum raised the maximum to it; both said at INFO. Below 1 is an error.
+  int minCTAs = COLL_CFG_INT(minCTAs), maxCTAs = COLL_CFG_INT(maxCTAs);
+  for (auto [name, v] : {std::pair<const char*, int*>{"minCTAs", &minCTAs}, {"maxCTAs", &maxCTAs}}) {
+    if (*v == undef) continue;
+    if (*v < 1) return invalidArgument(std::string("config->") + name + " " + std::to_string(*v) + " is below 1");
+    if (*v > kMaxChannels) {
+      COLL_INFO(INIT, "config %s=%d capped at %d channels", name, *v, kMaxChannels);
+      *v = kMaxChannels;
+    }
+  }
+  if (minCTAs != undef && maxCTAs != undef && minCTAs > maxCTAs) {
+    COLL_INFO(INIT, "config minCTAs=%d is above maxCTAs=%d: maxCTAs raised to it", minCTAs, maxCTAs);
+    maxCTAs = minCTAs;
+  }
   if (minCTAs != undef) o.minChannels = minCTAs;
   if (maxCTAs != undef) o.maxChannels = maxCTAs;
   if (const char* net = COLL_CFG_PTR(netName)) {

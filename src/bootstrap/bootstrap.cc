@@ -135,10 +135,13 @@ void Bootstrap::leave() {
   root_.close();
 }
 
-void Bootstrap::announceFailure(const std::string& why) {
+void Bootstrap::announceFailure(const std::string& why) { tellRoot(RootMsg::kRankFailed, why); }
+void Bootstrap::announceLeaving(const std::string& why) { tellRoot(RootMsg::kRankLeft, why); }
+
+void Bootstrap::tellRoot(RootMsg kind, const std::string& why) {
   RootReply msg{};
   msg.magic = kWireMagic;
-  msg.kind = RootMsg::kRankFailed;
+  msg.kind = kind;
   msg.rank = rank_;
   std::snprintf(msg.text, sizeof(msg.text), "%s", why.c_str());
   std::lock_guard<std::mutex> lock(rootMu_);
@@ -155,7 +158,7 @@ Status Bootstrap::connectTo(int peer, const std::atomic<bool>* cancel) {
 
 Status Bootstrap::send(int peer, uint64_t tag, const void* data, size_t len, bool ignoreAbort) {
   std::lock_guard<std::mutex> lock(sendMu_);
-  const std::atomic<bool>* cancel = ignoreAbort ? nullptr : &abort_->flag;
+  const std::atomic<bool>* cancel = ignoreAbort ? &abort_->closing : &abort_->flag;
   if (!out_.count(peer)) COLL_CHECK(connectTo(peer, cancel));
   Socket& s = out_.at(peer);
   FrameHeader h{tag, len};
@@ -180,6 +183,7 @@ Status Bootstrap::recv(int peer, uint64_t tag, std::vector<char>* out, bool igno
       return okStatus();
     }
     if (abort_->raised() && !ignoreAbort) return abort_->status();
+    if (abort_->closing.load()) return invalidUsage("bootstrap: the communicator is being freed");
     if (std::chrono::steady_clock::now() >= deadline)
       return timeoutError("bootstrap: no message from rank " + std::to_string(peer) +
                           " (tag " + std::to_string(tag) + ") within " +
@@ -252,12 +256,14 @@ void Bootstrap::serviceLoop() {
       Status st = root_.recvAll(&msg, sizeof(msg), deadlineIn(5));
       if (st.ok() && msg.kind == RootMsg::kRankFailed) {
         abort_->set(Code::kRemote, msg.text);
+      } else if (st.ok() && msg.kind == RootMsg::kRankLeft) {
+        abort_->setPeerGone(msg.text);
       } else if (!st.ok() && !stop_.load()) {
         std::string who = rootRank_ >= 0 ? "rank " + std::to_string(rootRank_) + " (pid " +
                                                std::to_string(peers_[rootRank_].pid) + " on " +
                                                peers_[rootRank_].hostname + ")"
                                          : std::string("the process that created the unique id");
-        abort_->setRootLost("lost the bootstrap root hosted by " + who +
+        abort_->setPeerGone("lost the bootstrap root hosted by " + who +
                             ": it exited or was killed");
       }
       if (!st.ok()) {

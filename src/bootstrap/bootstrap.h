@@ -33,29 +33,35 @@ struct AbortState {
   std::mutex mu;
   std::string reason;
 
-  void set(Code c, const std::string& why) {
+  // True when this call raised it (false: an earlier reason stands).
+  bool set(Code c, const std::string& why) {
     std::lock_guard<std::mutex> lock(mu);
-    if (flag.load()) return;
+    if (flag.load()) return false;
     reason = why;
     code.store(static_cast<int>(c));
     flag.store(true, std::memory_order_release);
+    return true;
   }
   bool raised() const { return flag.load(std::memory_order_relaxed); }
+  // The communicator is being freed (destroy, abort): even waits that outlive a raised
+  // flag (a shrink's rendezvous) end.
+  std::atomic<bool> closing{false};
 
-  // The bootstrap root vanished. Not fatal by itself (the process hosting it may just
-  // have finished); executors treat it as fatal once they are stuck.
-  std::atomic<bool> rootLost{false};
-  std::string rootLostWhy;  // written before rootLost is set
-  void setRootLost(const std::string& why) {
+  // The bootstrap root vanished, or a rank left by collCommAbort. Not fatal by itself
+  // (the process hosting the root may just have finished; the aborted rank may owe this
+  // one nothing more); executors treat it as fatal once they are stuck.
+  std::atomic<bool> peerGone{false};
+  std::string peerGoneWhy;  // written before peerGone is set
+  void setPeerGone(const std::string& why) {
     {
       std::lock_guard<std::mutex> lock(mu);
-      rootLostWhy = why;
+      peerGoneWhy = why;
     }
-    rootLost.store(true, std::memory_order_release);
+    peerGone.store(true, std::memory_order_release);
   }
-  std::string rootLostReason() {
+  std::string peerGoneReason() {
     std::lock_guard<std::mutex> lock(mu);
-    return rootLostWhy;
+    return peerGoneWhy;
   }
   Status status() {
     std::lock_guard<std::mutex> lock(mu);
@@ -92,10 +98,14 @@ class Bootstrap {
   // Tells every other rank (through the root) that this rank failed an operation and why:
   // they raise it as their communicator's error, so none keeps waiting for this rank.
   void announceFailure(const std::string& why);
+  // Tells every other rank (through the root) that this rank is leaving by an abort:
+  // fatal to them only if they then stay stuck (AbortState::peerGone).
+  void announceLeaving(const std::string& why);
 
  private:
   Bootstrap() = default;
   void serviceLoop();
+  void tellRoot(RootMsg kind, const std::string& why);
   Status readFrame(int connIdx);
   Status connectTo(int peer, const std::atomic<bool>* cancel);
 

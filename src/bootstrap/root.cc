@@ -136,12 +136,12 @@ void Root::monitor() {
       int r = who[i];
       RootReply msg{};
       Status st = ranks_[r].recvAll(&msg, sizeof(msg), deadlineIn(5));
-      if (st.ok() && msg.kind == RootMsg::kRankFailed) {
-        // A rank failed an operation and stays: the others learn why (their own wait
-        // may never end otherwise, e.g. for data the failed rank will not send).
+      if (st.ok() && (msg.kind == RootMsg::kRankFailed || msg.kind == RootMsg::kRankLeft)) {
+        // A rank failed an operation and stays, or is leaving by an abort: the others
+        // learn why (their own wait may never end otherwise, e.g. for data it will not send).
         msg.text[sizeof(msg.text) - 1] = 0;
         for (int o = 0; o < nranks_; ++o)
-          if (alive[o] && o != r) sendReply(ranks_[o], RootMsg::kRankFailed, r, msg.text);
+          if (alive[o] && o != r) sendReply(ranks_[o], msg.kind, r, msg.text);
         continue;
       }
       alive[r] = false;

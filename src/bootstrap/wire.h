@@ -33,7 +33,7 @@ struct PeerInfo {
   int32_t ringPos = -1;  // that GPU's place in its host's best GPU ring (-1: unknown, host ranks)
 };
 
-enum class RootMsg : uint32_t { kJoin = 1, kTable = 2, kError = 3, kRankFailed = 4, kBye = 5 };
+enum class RootMsg : uint32_t { kJoin = 1, kTable = 2, kError = 3, kRankFailed = 4, kBye = 5, kRankLeft = 6 };
 
 struct JoinMsg {
   uint32_t magic;

@@ -32,6 +32,7 @@ std::set<const collComm*> gLive;
 constexpr uint64_t kTagConfig = 3ull << 56;
 constexpr uint64_t kTagSplit = 4ull << 56;
 constexpr uint64_t kTagShrink = 8ull << 56;
+constexpr uint64_t kTagWindow = 9ull << 56;
 
 // Settings every rank must agree on, checked at init.
 struct SharedConfig {
@@ -60,6 +61,29 @@ bool allOnOneHost(const collComm* c) {
 }
 
 }  // namespace
+
+std::shared_ptr<char> ScratchPool::take(size_t bytes) {
+  std::unique_ptr<char[]> buf;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // The smallest kept buffer that fits.
+    auto best = free_.end();
+    for (auto it = free_.begin(); it != free_.end(); ++it)
+      if (it->first >= bytes && (best == free_.end() || it->first < best->first)) best = it;
+    if (best != free_.end()) {
+      bytes = best->first;
+      buf = std::move(best->second);
+      free_.erase(best);
+    }
+  }
+  if (!buf) buf.reset(new char[bytes]);
+  char* raw = buf.release();
+  return std::shared_ptr<char>(raw, [pool = shared_from_this(), bytes](char* p) {
+    std::unique_ptr<char[]> back(p);
+    std::lock_guard<std::mutex> lock(pool->mu_);
+    if (pool->free_.size() < kKeep) pool->free_.emplace_back(bytes, std::move(back));
+  });
+}
 
 void registerComm(collComm* comm) {
   std::lock_guard<std::mutex> lock(gLiveMu);
@@ -389,11 +413,12 @@ collComm* commInitAsync(const UniqueIdData& id, int nranks, int rank, int cudaDe
 }
 
 void commFree(collComm* comm, bool clean) {
+  comm->abort->closing.store(true);  // a shrink's rendezvous in another thread gives up
   retireComm(comm);
   if (comm->initThread.joinable()) {
     // A non-blocking init still running gives up (its waits watch the abort flag).
     if (comm->initState.load() == collInProgress)
-      comm->abort->set(Code::kInvalidUsage, "communicator freed during its non-blocking init");
+      comm->abort->set(Code::kInvalidUsage, "communicator freed before its init completed");
     comm->initThread.join();
   }
   // Device work still queued or running ends first (told to give up when aborting).
@@ -409,7 +434,7 @@ Result<collComm*> commSplit(collComm* comm, int color, int key, const CommOption
   };
   std::vector<Entry> all(comm->nranks);
   all[comm->rank] = {color, key};
-  uint64_t tag = kTagSplit | (comm->seq++ << 8);
+  uint64_t tag = kTagSplit | (comm->mgmtSeq++ << 8);
   // A communicator revoked while healthy may still be split (NCCL's rule): every rank is
   // alive, so the rendezvous runs despite the revoked state. One that failed may not.
   const bool revoked = comm->revoked.load();
@@ -434,6 +459,25 @@ Result<collComm*> commSplit(collComm* comm, int color, int key, const CommOption
     COLL_CHECK(comm->bootstrap->recv(members[0], tag | 1, &id, sizeof(id), revoked));
   }
   return commInit(id, n, newRank, comm->cudaDev, opts);
+}
+
+Status commAgreeWindow(collComm* comm, size_t bytes, const std::string& localError) {
+  struct Entry {
+    uint64_t bytes;
+    uint64_t ok;
+  };
+  std::vector<Entry> all(static_cast<size_t>(comm->nranks));
+  all[static_cast<size_t>(comm->rank)] = {bytes, localError.empty() ? 1u : 0u};
+  COLL_CHECK(comm->bootstrap->allGather(all.data(), sizeof(Entry), kTagWindow | (comm->mgmtSeq++ << 8)));
+  if (!localError.empty()) return invalidArgument(localError);
+  for (int r = 0; r < comm->nranks; ++r) {
+    const Entry& e = all[static_cast<size_t>(r)];
+    if (!e.ok) return invalidUsage("symmetric window: rank " + std::to_string(r) + " refused its own arguments");
+    if (e.bytes != bytes)
+      return invalidUsage("symmetric window: rank " + std::to_string(r) + " registered " + std::to_string(e.bytes) +
+                          " bytes, this rank " + std::to_string(bytes));
+  }
+  return okStatus();
 }
 
 Result<collComm*> commShrink(collComm* comm, const std::vector<int>& exclude, const CommOptions& opts) {

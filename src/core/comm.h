@@ -10,6 +10,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,7 +41,24 @@ struct PreMulSumOp {
   alignas(8) unsigned char value[8] = {};
 };
 
-// A registration (collCommRegister / collCommWindowRegister): the handle is its address.
+// Host buffers the library stages data in (PreMulSum's scaled inputs, in-place
+// alltoall's copies), kept for reuse: a fresh allocation per call of 32 MiB and more is a
+// new mmap whose pages fault in and zero on every call (2.4x the time of the operation,
+// docs/PERFORMANCE.md). A buffer goes back to the pool when the last operation holding
+// it is done; the pool outlives the communicator while any is out.
+class ScratchPool : public std::enable_shared_from_this<ScratchPool> {
+ public:
+  // A buffer of at least `bytes`, returned here when the last copy of the pointer dies.
+  std::shared_ptr<char> take(size_t bytes);
+
+ private:
+  static constexpr size_t kKeep = 4;  // buffers kept; more in use at once are freed after
+  std::mutex mu_;
+  std::vector<std::pair<size_t, std::unique_ptr<char[]>>> free_;
+};
+
+// A registration (collCommRegister / collCommWindowRegister). Its handle is a number
+// never given out twice in the process, so a stale handle is never mistaken for a newer one.
 struct Registration {
   const char* base;
   size_t bytes;
@@ -136,8 +154,12 @@ struct collComm {
   std::thread initThread;
   std::atomic<bool> revoked{false};  // stopped by collCommRevoke (an intended state, not an error)
   uint64_t shrinks = 0;  // collCommShrink calls: tags their rendezvous (op seq may differ after a failure)
+  // Collective management calls (split, symmetric windows): tags their bootstrap
+  // exchanges. Not the op sequence: a gather takes n+1 numbers on its root, 1 elsewhere.
+  uint64_t mgmtSeq = 0;
   std::map<int, coll::PreMulSumOp> redOps;                              // by op value
-  std::map<const coll::Registration*, std::unique_ptr<coll::Registration>> registrations;
+  std::map<uintptr_t, coll::Registration> registrations;  // by handle
+  std::shared_ptr<coll::ScratchPool> scratch = std::make_shared<coll::ScratchPool>();
 
   uint64_t seq = 0;  // operations issued
   std::string lastError;
@@ -177,6 +199,10 @@ Result<collComm*> commSplit(collComm* comm, int color, int key, const CommOption
 // The ranks of comm not in `exclude`, in order, as a new communicator: called by those
 // ranks only, works when excluded ranks are dead or comm is revoked.
 Result<collComm*> commShrink(collComm* comm, const std::vector<int>& exclude, const CommOptions& opts);
+// A symmetric window's agreement, collective over comm: every rank passes its window's
+// size and whether its own checks passed (`localError` empty); all ranks fail alike,
+// naming the first rank that differs or failed.
+Status commAgreeWindow(collComm* comm, size_t bytes, const std::string& localError);
 
 // Registry of live communicators, so the API can refuse destroyed or bogus handles.
 void registerComm(collComm* comm);

@@ -17,7 +17,6 @@ namespace {
 // How long a lane may sit stalled after the bootstrap root vanished before the loss is
 // treated as fatal (ranks that finished and exited take their root with them; survivors
 // still draining their last operation must not be failed for it).
-constexpr double kRootLossGraceS = 2.0;
 
 }  // namespace
 
@@ -208,10 +207,10 @@ Status advance(Program& p, bool* moved, bool* done) {
 Status rootCause(AbortState& a, Status st) {
   if (st.code() != Code::kRemote && st.code() != Code::kSystem) return st;
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1000);
-  while (!a.raised() && !a.rootLost.load() && std::chrono::steady_clock::now() < until)
+  while (!a.raised() && !a.peerGone.load() && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   if (a.raised()) return Status(a.status().code(), a.status().message() + " (seen here as: " + st.message() + ")");
-  if (a.rootLost.load()) return Status(st.code(), a.rootLostReason() + " (seen here as: " + st.message() + ")");
+  if (a.peerGone.load()) return Status(Code::kRemote, a.peerGoneReason() + " (seen here as: " + st.message() + ")");
   return st;
 }
 
@@ -293,8 +292,8 @@ Status llIntrusion(collComm* c, bool waitingOnLL, const Waiter& waiter, bool now
 Status fatalWhileStalled(collComm* c, const Waiter& waiter) {
   AbortState& a = *c->abort;
   if (a.raised()) return a.status();
-  if (a.rootLost.load(std::memory_order_relaxed) && waiter.idleSeconds() > kRootLossGraceS)
-    return remoteError(a.rootLostReason());
+  if (a.peerGone.load(std::memory_order_relaxed) && waiter.idleSeconds() > kPeerGoneGraceS)
+    return remoteError(a.peerGoneReason());
   return okStatus();
 }
 

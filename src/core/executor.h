@@ -23,6 +23,11 @@ void hostSlice(uint8_t flags, const ReduceKernels* kernels, size_t elemSize, con
 // rank, operation and peer; `failedComm` (if not null) receives the comm it belongs to.
 Status runPrograms(std::vector<Program*>& programs, struct ::collComm** failedComm);
 
+// How long a lane may stay stuck after a peer went away (AbortState::peerGone: the root
+// lost, a rank aborted) before that is its error: long enough for ranks that owe it
+// nothing more to finish normally.
+constexpr double kPeerGoneGraceS = 2.0;
+
 // For lanes run outside runPrograms (one-shot operations):
 // the error that ends a wait on c: its abort state raised, or its bootstrap root lost for
 // longer than a grace period while stuck; ok otherwise.

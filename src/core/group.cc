@@ -43,11 +43,17 @@ Status finishDeferred(collComm** failedComm) {
   jobs.swap(tlsDeferred);
   Status first;
   for (collComm* c : inits) {
+    // Held while joined: a destroy or abort meanwhile (from any thread) waits for us.
+    if (!acquireComm(c)) {
+      if (first.ok()) first = invalidUsage("a communicator initialized in this group was destroyed before collGroupEnd");
+      continue;
+    }
     if (c->initThread.joinable()) c->initThread.join();
     if (c->initState.load() != collSuccess && first.ok()) {
       *failedComm = c;
       first = c->abort->status();
     }
+    releaseComm(c);
   }
   for (auto& j : jobs) {
     j->thread.join();
@@ -471,20 +477,30 @@ Result<double> predictUs(collComm* c, const OpDesc& od) {
 Status groupSimulateEnd(double* us) {
   if (tlsDepth == 0) return invalidUsage("collGroupSimulateEnd called without a matching collGroupStart");
   std::map<collComm*, double> perComm;
+  Status st;
   for (const Queued& q : tlsQueue) {
-    COLL_ASSIGN(double t, predictUs(q.comm, q.op));
-    perComm[q.comm] += t;
+    if (!acquireComm(q.comm)) {
+      st = invalidUsage("a communicator queued in this group was destroyed before collGroupSimulateEnd");
+      break;
+    }
+    Result<double> t = predictUs(q.comm, q.op);
+    releaseComm(q.comm);
+    if (!t.ok()) {
+      st = t.takeStatus().prefix(q.op.describe() + ": ");
+      break;
+    }
+    perComm[q.comm] += t.value();
   }
   *us = 0;
   for (const auto& [c, t] : perComm) *us = std::max(*us, t);
-  if (--tlsDepth > 0) return okStatus();
+  if (--tlsDepth > 0) return st;
   collComm* failed = nullptr;
   Status deferred = finishDeferred(&failed);
   tlsGroupError = Status();
   // Nothing ran: the next operations take the sequence numbers these took, as on ranks
   // that never simulated.
   dropQueue();
-  return deferred;
+  return st.ok() ? deferred : st;
 }
 
 Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {

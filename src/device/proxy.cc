@@ -182,6 +182,7 @@ void DeviceProxy::reportStall(PendingLaunch& p, double seconds) {
 
 void DeviceProxy::loop() {
   Waiter waiter(c_->spinNs);
+  auto lastMove = std::chrono::steady_clock::now();
   for (;;) {
     std::vector<std::shared_ptr<PendingLaunch>> live;
     bool urgent = false;
@@ -198,6 +199,7 @@ void DeviceProxy::loop() {
       if (pending_.empty()) {
         if (stop_) return;
         cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+        lastMove = std::chrono::steady_clock::now();  // stuck time counts from the launch
         continue;
       }
       live = pending_;
@@ -207,7 +209,15 @@ void DeviceProxy::loop() {
     for (const auto& p : live) urgent |= !p->sends.empty() || !p->recvs.empty();
     if (pass(live)) {
       waiter.reset();
-    } else if (!urgent) {
+      lastMove = std::chrono::steady_clock::now();
+      continue;
+    }
+    // A peer gone (the root lost, a rank aborted) is fatal once the launches stay stuck,
+    // as in the host executor; the next pass then tells the kernels to give up.
+    if (c_->abort->peerGone.load(std::memory_order_relaxed) && !c_->abort->raised() &&
+        std::chrono::steady_clock::now() - lastMove > std::chrono::duration<double>(kPeerGoneGraceS))
+      c_->abort->set(Code::kRemote, c_->abort->peerGoneReason());
+    if (!urgent) {
       // Nothing to move and nobody waiting: look again in a while, or when a launch
       // arrives or a thread starts waiting.
       std::unique_lock<std::mutex> lock(mu_);
