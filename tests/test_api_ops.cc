@@ -259,3 +259,71 @@ TEST_CASE("registration handles are checked; revoke stops a communicator and shr
   REQUIRE(collCommShrink(comms[0], &self, 1, &shrunk[1], nullptr, 7) == collInvalidArgument);
   for (collComm_t c : {shrunk[0], shrunk[2], comms[0], comms[1], comms[2]}) REQUIRE(collCommDestroy(c) == collSuccess);
 }
+
+TEST_CASE("a split after gather and scatter still meets: management tags are not op numbers", "[api][split]") {
+  // A gather queues n+1 operations on its root and 1 elsewhere; the split after it timed
+  // out on every rank while its bootstrap tag came from the op sequence.
+  ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  const int n = 3;
+  auto errors = testing::runRanks(n, [&](int rank, collComm_t comm) -> std::string {
+    std::vector<int> mine(4, rank), all(4 * n);
+    if (collGather(mine.data(), all.data(), 4, collInt32, 0, comm, nullptr) != collSuccess)
+      return std::string("gather: ") + collGetLastError(comm);
+    if (collScatter(all.data(), mine.data(), 4, collInt32, 1, comm, nullptr) != collSuccess)
+      return std::string("scatter: ") + collGetLastError(comm);
+    collComm_t sub = nullptr;
+    if (collCommSplit(comm, 0, rank, &sub, nullptr) != collSuccess) return std::string("split: ") + collGetLastError(comm);
+    void* mem = nullptr;
+    collWindow_t win = nullptr;
+    if (collMemAlloc(&mem, 8192) != collSuccess) return "collMemAlloc";
+    if (collCommWindowRegister(sub, mem, 8192, &win, COLL_WIN_COLL_SYMMETRIC) != collSuccess)
+      return std::string("window: ") + collGetLastError(sub);
+    collCommWindowDeregister(sub, win);
+    collMemFree(mem);
+    collCommDestroy(sub);
+    return "";
+  });
+  for (auto& e : errors) FAIL_CHECK(e);
+  REQUIRE(errors.empty());
+}
+
+TEST_CASE("one thread registers every rank's symmetric window inside a group", "[api][group]") {
+  // As nccl-tests -R 2 does: each registration is collective, so outside a group the
+  // first would wait for the others forever.
+  ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  const int n = 3;
+  collComm_t comms[n];
+  REQUIRE(collCommInitAll(comms, n, nullptr) == collSuccess);
+  std::vector<void*> mem(n);
+  std::vector<collWindow_t> win(n);
+  for (int r = 0; r < n; ++r) REQUIRE(collMemAlloc(&mem[r], 1 << 16) == collSuccess);
+  REQUIRE(collGroupStart() == collSuccess);
+  for (int r = 0; r < n; ++r)
+    REQUIRE(collCommWindowRegister(comms[r], mem[r], 1 << 16, &win[r], COLL_WIN_COLL_SYMMETRIC) == collSuccess);
+  REQUIRE(collGroupEnd() == collSuccess);
+  for (int r = 0; r < n; ++r) REQUIRE(collCommWindowDeregister(comms[r], win[r]) == collSuccess);
+  // Sizes that differ fail the group on every rank, naming the rank.
+  REQUIRE(collGroupStart() == collSuccess);
+  for (int r = 0; r < n; ++r)
+    REQUIRE(collCommWindowRegister(comms[r], mem[r], r == 2 ? 4096 : 1 << 16, &win[r], COLL_WIN_COLL_SYMMETRIC) ==
+            collSuccess);
+  REQUIRE(collGroupEnd() == collInvalidUsage);
+  REQUIRE(contains(collGetLastError(nullptr), "rank 2 registered 4096 bytes"));
+  for (int r = 0; r < n; ++r) {
+    REQUIRE(collMemFree(mem[r]) == collSuccess);
+    REQUIRE(collCommDestroy(comms[r]) == collSuccess);
+  }
+}
+
+TEST_CASE("a rank initialized inside a group and destroyed before its end is reported, not used", "[api][group]") {
+  ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  ScopedEnv timeout("COLL_BOOTSTRAP_TIMEOUT_S", "2");
+  collUniqueId id;
+  REQUIRE(collGetUniqueId(&id) == collSuccess);
+  collComm_t c = nullptr;
+  REQUIRE(collGroupStart() == collSuccess);
+  REQUIRE(collCommInitRank(&c, 2, id, 0) == collSuccess);  // rank 1 never comes
+  REQUIRE(collCommDestroy(c) == collSuccess);
+  REQUIRE(collGroupEnd() == collInvalidUsage);
+  REQUIRE(contains(collGetLastError(nullptr), "destroyed before collGroupEnd"));
+}
