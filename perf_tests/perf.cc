@@ -611,6 +611,12 @@ int runPerf(Coll coll, int argc, char** argv) {
   std::string firstError;
   std::vector<std::string> transports(nranks);
   std::vector<std::string> rankLines(nranks);
+  // The first failure of any rank is the run's.
+  auto fail = [&](int rank, const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (firstError.empty()) firstError = "rank " + std::to_string(rank) + what;
+    ++failures;
+  };
 
   auto body = [&](int t) {
     int rank = L.rank * o.nthreads + t;
@@ -635,19 +641,10 @@ int runPerf(Coll coll, int argc, char** argv) {
         }
       std::string e = dev->init(cudaDev);
       if (e.empty()) e = dev->resize(maxSend, maxRecv);
-      if (!e.empty()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (firstError.empty()) firstError = "rank " + std::to_string(rank) + ": " + e;
-        ++failures;
-        return;
-      }
+      if (!e.empty()) return fail(rank, ": " + e);
     }
-    if (collCommInitRank(&comm, nranks, id, rank) != collSuccess) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (firstError.empty()) firstError = "rank " + std::to_string(rank) + " init: " + collGetLastError(nullptr);
-      ++failures;
-      return;
-    }
+    if (collCommInitRank(&comm, nranks, id, rank) != collSuccess)
+      return fail(rank, std::string(" init: ") + collGetLastError(nullptr));
     Rank R(coll, rank, nranks, comm, dev.get(), o.offset);
     // Who is where, and over what: every rank's line reaches rank 0.
     struct Info { char text[200]; } mine{}, *all = new Info[nranks];
@@ -671,9 +668,7 @@ int runPerf(Coll coll, int argc, char** argv) {
     if (hasOp(coll) && std::find(o.ops.begin(), o.ops.end(), kMulSum) != o.ops.end()) {
       std::string e = R.makeMulSumOps(o.types);
       if (!e.empty()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (firstError.empty()) firstError = "rank " + std::to_string(rank) + ": " + e;
-        ++failures;
+        fail(rank, ": " + e);
         collCommAbort(comm);
         return;
       }
@@ -713,9 +708,7 @@ int runPerf(Coll coll, int argc, char** argv) {
               }
               double us = R.time(o, s, type, op, std::max(root, 0), inPlace, &e);
               if (!e.empty()) {
-                std::lock_guard<std::mutex> lock(mu);
-                if (firstError.empty()) firstError = "rank " + std::to_string(rank) + ": " + e;
-                ++failures;
+                fail(rank, ": " + e);
                 collCommAbort(comm);
                 return;
               }
@@ -741,11 +734,7 @@ int runPerf(Coll coll, int argc, char** argv) {
           }
         }
     std::string e = R.destroyMulSumOps();
-    if (!e.empty()) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (firstError.empty()) firstError = "rank " + std::to_string(rank) + ": " + e;
-      ++failures;
-    }
+    if (!e.empty()) fail(rank, ": " + e);
     collCommDestroy(comm);
   };
   std::vector<std::thread> threads;

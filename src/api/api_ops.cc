@@ -127,6 +127,43 @@ Status checkBlocks(const char* arg, const void* p, size_t count, collComm* c, Bu
   return checkBuf(arg, p, count * n, c, kinds);
 }
 
+// A gather's or scatter's arguments.
+struct Rooted {
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;
+  collDataType_t dtype;
+  int root;
+  collStream_t stream;
+};
+
+// Gather (every rank's one block to the root's n blocks) or scatter (the reverse), as
+// one group of sends and receives. In place, the root's own block stays where it is.
+Status runRooted(const char* fn, collComm* comm, const CommUse& use, const Rooted& a, bool gather) {
+  OpDesc base{coll::CollKind::kSend, nullptr, nullptr, 0, a.dtype, collSum, -1, 0};
+  COLL_CHECK(checkSpread(comm, use, a.dtype, a.count, &base));
+  COLL_CHECK(checkRank("root", a.root, comm->nranks));
+  const bool isRoot = comm->rank == a.root;
+  const char* manyArg = gather ? "recvbuff" : "sendbuff";
+  const char* oneArg = gather ? "sendbuff" : "recvbuff";
+  const char* many = static_cast<const char*>(gather ? a.recvbuff : a.sendbuff);
+  const char* one = static_cast<const char*>(gather ? a.sendbuff : a.recvbuff);
+  BufKinds kinds;
+  if (isRoot) COLL_CHECK(checkBlocks(manyArg, many, a.count, comm, &kinds));
+  COLL_CHECK(checkBuf(oneArg, one, a.count, comm, &kinds));
+  COLL_CHECK(placeOp(&base, kinds, a.stream));
+  base.via = fn;
+  const size_t block = a.count * coll::dataTypeSize(a.dtype);
+  const bool inPlace = isRoot && one == many + block * static_cast<size_t>(a.root);
+  const auto toRoot = gather ? coll::CollKind::kSend : coll::CollKind::kRecv;
+  const auto atRoot = gather ? coll::CollKind::kRecv : coll::CollKind::kSend;
+  std::vector<OpDesc> parts;
+  if (!inPlace) parts.push_back(p2pPart(base, toRoot, one, a.root, 0));
+  for (int p = 0; isRoot && p < comm->nranks; ++p)
+    if (!(inPlace && p == a.root)) parts.push_back(p2pPart(base, atRoot, many, p, block * static_cast<size_t>(p)));
+  return runP2p(fn, comm, parts);
+}
+
 }  // namespace
 
 namespace coll::api {
@@ -284,25 +321,7 @@ collResult_t collGather(const void* sendbuff, void* recvbuff, size_t count, coll
                         collComm_t comm, collStream_t stream) {
   CommUse use(comm);
   return guarded("collGather", comm, [&]() -> Status {
-    OpDesc base{coll::CollKind::kSend, nullptr, nullptr, 0, datatype, collSum, -1, 0};
-    COLL_CHECK(checkSpread(comm, use, datatype, count, &base));
-    COLL_CHECK(checkRank("root", root, comm->nranks));
-    const bool isRoot = comm->rank == root;
-    BufKinds kinds;
-    COLL_CHECK(checkBuf("sendbuff", sendbuff, count, comm, &kinds));
-    if (isRoot) COLL_CHECK(checkBlocks("recvbuff", recvbuff, count, comm, &kinds));
-    COLL_CHECK(placeOp(&base, kinds, stream));
-    base.via = "collGather";
-    const size_t block = count * coll::dataTypeSize(datatype);
-    const char* recv = static_cast<const char*>(recvbuff);
-    // In place: root's block is already where it belongs.
-    const bool inPlace = isRoot && sendbuff == recv + block * static_cast<size_t>(root);
-    std::vector<OpDesc> parts;
-    if (!inPlace) parts.push_back(p2pPart(base, coll::CollKind::kSend, static_cast<const char*>(sendbuff), root, 0));
-    for (int p = 0; isRoot && p < comm->nranks; ++p)
-      if (!(inPlace && p == root))
-        parts.push_back(p2pPart(base, coll::CollKind::kRecv, recv, p, block * static_cast<size_t>(p)));
-    return runP2p("collGather", comm, parts);
+    return runRooted("collGather", comm, use, {sendbuff, recvbuff, count, datatype, root, stream}, true);
   });
 }
 
@@ -310,25 +329,7 @@ collResult_t collScatter(const void* sendbuff, void* recvbuff, size_t count, col
                          collComm_t comm, collStream_t stream) {
   CommUse use(comm);
   return guarded("collScatter", comm, [&]() -> Status {
-    OpDesc base{coll::CollKind::kSend, nullptr, nullptr, 0, datatype, collSum, -1, 0};
-    COLL_CHECK(checkSpread(comm, use, datatype, count, &base));
-    COLL_CHECK(checkRank("root", root, comm->nranks));
-    const bool isRoot = comm->rank == root;
-    BufKinds kinds;
-    if (isRoot) COLL_CHECK(checkBlocks("sendbuff", sendbuff, count, comm, &kinds));
-    COLL_CHECK(checkBuf("recvbuff", recvbuff, count, comm, &kinds));
-    COLL_CHECK(placeOp(&base, kinds, stream));
-    base.via = "collScatter";
-    const size_t block = count * coll::dataTypeSize(datatype);
-    const char* send = static_cast<const char*>(sendbuff);
-    // In place: root's block is already where it belongs.
-    const bool inPlace = isRoot && recvbuff == send + block * static_cast<size_t>(root);
-    std::vector<OpDesc> parts;
-    for (int p = 0; isRoot && p < comm->nranks; ++p)
-      if (!(inPlace && p == root))
-        parts.push_back(p2pPart(base, coll::CollKind::kSend, send, p, block * static_cast<size_t>(p)));
-    if (!inPlace) parts.push_back(p2pPart(base, coll::CollKind::kRecv, static_cast<const char*>(recvbuff), root, 0));
-    return runP2p("collScatter", comm, parts);
+    return runRooted("collScatter", comm, use, {sendbuff, recvbuff, count, datatype, root, stream}, false);
   });
 }
 
