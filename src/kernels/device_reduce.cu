@@ -87,6 +87,27 @@ Status forOp(void* dst, const void* a, const void* b, size_t n, collRedOp_t op, 
   return invalidArgument("op " + std::to_string(static_cast<int>(op)) + " is not a reduction operator");
 }
 
+// Calls f with a value of the element type of `type` (one switch for every entry point).
+template <typename F>
+Status byType(collDataType_t type, F&& f) {
+  switch (type) {
+    case collInt8: return f(int8_t{});
+    case collUint8: return f(uint8_t{});
+    case collInt32: return f(int32_t{});
+    case collUint32: return f(uint32_t{});
+    case collInt64: return f(int64_t{});
+    case collUint64: return f(uint64_t{});
+    case collFloat16: return f(Half{});
+    case collFloat32: return f(float{});
+    case collFloat64: return f(double{});
+    case collBfloat16: return f(Bf16{});
+    case collFloat8e4m3: return f(E4M3{});
+    case collFloat8e5m2: return f(E5M2{});
+    default: break;
+  }
+  return invalidArgument("datatype " + std::to_string(static_cast<int>(type)) + " is not a data type");
+}
+
 // PreMulSum's input step: one element times the scalar, by the Prod combine.
 template <typename T>
 __global__ void preMulScalar(T* d, const T* a, size_t n, const T* scalarDev, T scalarVal) {
@@ -113,22 +134,9 @@ Status preMul(void* dst, const void* src, size_t n, const void* scalarDev, const
 Status devicePreMul(void* dst, const void* src, size_t n, collDataType_t type, const void* scalarDev,
                     const void* scalarHost, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
-  switch (type) {
-    case collInt8: return preMul<int8_t>(dst, src, n, scalarDev, scalarHost, s);
-    case collUint8: return preMul<uint8_t>(dst, src, n, scalarDev, scalarHost, s);
-    case collInt32: return preMul<int32_t>(dst, src, n, scalarDev, scalarHost, s);
-    case collUint32: return preMul<uint32_t>(dst, src, n, scalarDev, scalarHost, s);
-    case collInt64: return preMul<int64_t>(dst, src, n, scalarDev, scalarHost, s);
-    case collUint64: return preMul<uint64_t>(dst, src, n, scalarDev, scalarHost, s);
-    case collFloat16: return preMul<Half>(dst, src, n, scalarDev, scalarHost, s);
-    case collFloat32: return preMul<float>(dst, src, n, scalarDev, scalarHost, s);
-    case collFloat64: return preMul<double>(dst, src, n, scalarDev, scalarHost, s);
-    case collBfloat16: return preMul<Bf16>(dst, src, n, scalarDev, scalarHost, s);
-    case collFloat8e4m3: return preMul<E4M3>(dst, src, n, scalarDev, scalarHost, s);
-    case collFloat8e5m2: return preMul<E5M2>(dst, src, n, scalarDev, scalarHost, s);
-    default: break;
-  }
-  return invalidArgument("datatype " + std::to_string(static_cast<int>(type)) + " is not a data type");
+  return byType(type, [&](auto elem) {
+    return preMul<decltype(elem)>(dst, src, n, scalarDev, scalarHost, s);
+  });
 }
 
 Status deviceScratchAlloc(void** p, size_t bytes, void* stream) {
@@ -145,22 +153,9 @@ Status deviceReduce(void* dst, const void* a, const void* b, size_t n, collDataT
                     bool final, int nranks, void* stream) {
   if (nranks < 1) return invalidArgument("nranks " + std::to_string(nranks) + " must be at least 1");
   auto s = static_cast<cudaStream_t>(stream);
-  switch (type) {
-    case collInt8: return forOp<int8_t>(dst, a, b, n, op, final, nranks, s);
-    case collUint8: return forOp<uint8_t>(dst, a, b, n, op, final, nranks, s);
-    case collInt32: return forOp<int32_t>(dst, a, b, n, op, final, nranks, s);
-    case collUint32: return forOp<uint32_t>(dst, a, b, n, op, final, nranks, s);
-    case collInt64: return forOp<int64_t>(dst, a, b, n, op, final, nranks, s);
-    case collUint64: return forOp<uint64_t>(dst, a, b, n, op, final, nranks, s);
-    case collFloat16: return forOp<Half>(dst, a, b, n, op, final, nranks, s);
-    case collFloat32: return forOp<float>(dst, a, b, n, op, final, nranks, s);
-    case collFloat64: return forOp<double>(dst, a, b, n, op, final, nranks, s);
-    case collBfloat16: return forOp<Bf16>(dst, a, b, n, op, final, nranks, s);
-    case collFloat8e4m3: return forOp<E4M3>(dst, a, b, n, op, final, nranks, s);
-    case collFloat8e5m2: return forOp<E5M2>(dst, a, b, n, op, final, nranks, s);
-    default: break;
-  }
-  return invalidArgument("datatype " + std::to_string(static_cast<int>(type)) + " is not a data type");
+  return byType(type, [&](auto elem) {
+    return forOp<decltype(elem)>(dst, a, b, n, op, final, nranks, s);
+  });
 }
 
 Status deviceCopy(void* dst, const void* src, size_t bytes, void* stream) {
