@@ -334,8 +334,10 @@ collResult_t collMemFree(void* ptr);
 
 /* Registers [buff, buff+size) with comm and returns a handle for collCommDeregister().
  * Operations whose buffer lies inside a registered range take the zero-copy paths the
- * transports offer for memory that stays valid and unmoved until deregistered (see the
- * docs, "Registered buffers"). Registrations may overlap; each handle is freed once. */
+ * transports offer for memory that stays valid and unchanged while operations use it:
+ * today, point-to-point sends over the network leave from the caller's buffer instead of
+ * a FIFO copy (docs/NCCL.md). Registrations may overlap; each handle is freed once, and
+ * a handle is never reused, so a stale one is refused. */
 collResult_t collCommRegister(const collComm_t comm, void* buff, size_t size, void** handle);
 /* Drops a registration of comm. A handle comm never made, or already dropped, is
  * collInvalidArgument. */
