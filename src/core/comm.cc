@@ -81,7 +81,13 @@ std::shared_ptr<char> ScratchPool::take(size_t bytes) {
   return std::shared_ptr<char>(raw, [pool = shared_from_this(), bytes](char* p) {
     std::unique_ptr<char[]> back(p);
     std::lock_guard<std::mutex> lock(pool->mu_);
-    if (pool->free_.size() < kKeep) pool->free_.emplace_back(bytes, std::move(back));
+    auto& kept = pool->free_;
+    if (kept.size() < kKeep) {
+      kept.emplace_back(bytes, std::move(back));
+      return;
+    }
+    auto smallest = std::min_element(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    if (smallest->first < bytes) *smallest = {bytes, std::move(back)};  // the smaller one is freed
   });
 }
 

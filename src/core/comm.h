@@ -52,7 +52,9 @@ class ScratchPool : public std::enable_shared_from_this<ScratchPool> {
   std::shared_ptr<char> take(size_t bytes);
 
  private:
-  static constexpr size_t kKeep = 4;  // buffers kept; more in use at once are freed after
+  // Buffers kept: the largest given back (a sweep from small sizes must not fill the
+  // pool with small ones); more in use at once are freed after.
+  static constexpr size_t kKeep = 2;
   std::mutex mu_;
   std::vector<std::pair<size_t, std::unique_ptr<char[]>>> free_;
 };
