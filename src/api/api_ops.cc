@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "api/guard.h"
-#include "kernels/host_reduce.h"
 
 using coll::OpDesc;
 using coll::Status;
@@ -42,34 +41,6 @@ std::string opOwnerText(int op, const collComm* comm) {
   if (op >= collNumOps && op < r.next) return "op " + std::to_string(op) + " was destroyed by collRedOpDestroy";
   return "op " + std::to_string(op) + " is not a collRedOp_t (0.." + std::to_string(collNumOps - 1) +
          ") nor an op made by collRedOpCreatePreMulSum";
-}
-
-// The scalar of a PreMulSum op as one element of its type, read now.
-Status readScalar(const coll::PreMulSumOp& p, unsigned char* out) {
-  const size_t es = coll::dataTypeSize(p.dtype);
-  if (p.immediate) {
-    std::memcpy(out, p.value, es);
-    return coll::okStatus();
-  }
-#if COLL_HAVE_CUDA
-  if (coll::isDeviceMemory(p.scalar)) return coll::deviceReadBytes(out, p.scalar, es);
-#endif
-  std::memcpy(out, p.scalar, es);
-  return coll::okStatus();
-}
-
-// dst = src * scalar elementwise on the host, by the Prod kernel over a block of scalars
-// (the same rounding as every reduction step).
-void hostPreMul(char* dst, const char* src, size_t n, collDataType_t t, const unsigned char* scalar) {
-  const size_t block = std::min<size_t>(n, 1024);  // small operations fill only what they use
-  const size_t es = coll::dataTypeSize(t);
-  alignas(64) char scalars[1024 * 8];
-  for (size_t i = 0; i < block; ++i) std::memcpy(scalars + i * es, scalar, es);
-  const coll::ReduceKernels& k = coll::hostReduceKernels(t, collProd);
-  for (size_t off = 0; off < n; off += block) {
-    const size_t m = std::min(block, n - off);
-    k.reduce(dst + off * es, src + off * es, scalars, m);
-  }
 }
 
 // Runs a set of sends and receives as one group (nested in the caller's, if open).
@@ -176,48 +147,6 @@ Status checkOp(collRedOp_t op, collDataType_t t, const collComm* comm) {
   if (it->second.dtype != t)
     return invalidArgument("op " + std::to_string(v) + " is a PreMulSum op for " + dataTypeName(it->second.dtype) +
                            ", used with datatype " + dataTypeName(t));
-  return okStatus();
-}
-
-Status lowerPreMulSum(collComm* comm, OpDesc* od, size_t inputCount) {
-  if (od->kind == CollKind::kBroadcast || od->kind == CollKind::kAllGather || validRedOp(static_cast<int>(od->op)))
-    return okStatus();
-  // A copy: the op may be destroyed once this call returns, before a group runs it.
-  const PreMulSumOp p = comm->redOps.at(static_cast<int>(od->op));
-  od->op = collSum;
-  if (inputCount == 0) return okStatus();
-  const size_t bytes = inputCount * dataTypeSize(od->dtype);
-  const void* src = od->sendbuff;
-  const collDataType_t t = od->dtype;
-#if COLL_HAVE_CUDA
-  if (od->device && !comm->deviceEmulate) {
-    // The comm's device: one thread may drive ranks on several GPUs.
-    COLL_CHECK(cudaUseDevice(comm->cudaDev));
-    void* scratch = nullptr;
-    COLL_CHECK(deviceScratchAlloc(&scratch, bytes, od->stream));
-    od->keep = std::shared_ptr<void>(scratch, [s = od->stream](void* q) { deviceScratchFree(q, s); });
-    od->sendbuff = scratch;
-    od->prepare = std::make_shared<std::function<Status()>>([p, scratch, src, inputCount, t, s = od->stream,
-                                                             dev = comm->cudaDev] {
-      COLL_CHECK(cudaUseDevice(dev));
-      const void* devScalar = !p.immediate && isDeviceMemory(p.scalar) ? p.scalar : nullptr;
-      unsigned char host[8] = {};
-      if (!devScalar) COLL_CHECK(readScalar(p, host));
-      return devicePreMul(scratch, src, inputCount, t, devScalar, host, s);
-    });
-    return okStatus();
-  }
-#endif
-  std::shared_ptr<char> scaled = comm->scratch->take(bytes);
-  char* dst = scaled.get();
-  od->sendbuff = dst;
-  od->keep = std::move(scaled);
-  od->prepare = std::make_shared<std::function<Status()>>([p, dst, src, inputCount, t] {
-    unsigned char scalar[8] = {};
-    COLL_CHECK(readScalar(p, scalar));
-    hostPreMul(dst, static_cast<const char*>(src), inputCount, t, scalar);
-    return okStatus();
-  });
   return okStatus();
 }
 

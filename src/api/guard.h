@@ -16,6 +16,7 @@
 #include "core/datatype.h"
 #include "core/group.h"
 #include "core/log.h"
+#include "core/premulsum.h"
 #include "device/device_exec.h"
 #if COLL_HAVE_CUDA
 #include "kernels/device_reduce.h"
@@ -165,9 +166,6 @@ inline Status placeOp(OpDesc* od, const BufKinds& kinds, collStream_t stream) {
 // Drops comm's PreMulSum ops from the process-wide registry (before comm is freed).
 void forgetOps(const collComm* comm);
 
-// A PreMulSum op becomes a sum over inputs already multiplied by the scalar: od's input
-// is replaced by a scaled copy the op keeps alive (api_ops.cc). Other ops: unchanged.
-Status lowerPreMulSum(collComm* comm, OpDesc* od, size_t inputCount);
 
 // Whether [p, p+bytes) lies inside one of comm's registrations (api_mem.cc).
 bool isRegistered(const collComm* comm, const void* p, size_t bytes);
