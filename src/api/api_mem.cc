@@ -173,14 +173,7 @@ collResult_t collCommWindowRegister(collComm_t comm, void* buff, size_t size, co
     } else if (coll::inGroup()) {
       // Collective, and one thread may register every rank's window in a group (nccl-tests
       // -R 2): the ranks agree at the outermost collGroupEnd, which fails if they do not.
-      coll::groupDefer(
-          [comm, size, bad]() -> Status {
-            if (!coll::acquireComm(comm)) return coll::invalidUsage("the communicator was destroyed before collGroupEnd");
-            Status st = coll::commAgreeWindow(comm, size, bad);
-            coll::releaseComm(comm);
-            return st;
-          },
-          [] {});
+      deferOnComm(comm, [comm, size, bad] { return coll::commAgreeWindow(comm, size, bad); }, [] {});
       if (!bad.empty()) return coll::invalidArgument(bad);  // the other ranks fail at the group end
     } else {
       // Every rank takes part even when its own checks failed, so all fail alike.

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <new>
 #include <optional>
@@ -179,22 +180,34 @@ inline Status enqueueOp(const char* fn, collComm* comm, OpDesc od) {
   return st;
 }
 
-// Runs make() (a split or shrink of comm) on a thread of its own and writes its
-// communicator to *out at the outermost collGroupEnd (group.h groupDefer).
-template <typename Make>
-void deferToGroupEnd(collComm* comm, collComm** out, Make make) {
-  auto made = std::make_shared<collComm*>(nullptr);
+// Runs work() (collective management on comm: a split, a shrink, a window agreement) on
+// a thread of its own, holding comm in use and on its device, and calls publish() at the
+// outermost collGroupEnd if it succeeded (group.h groupDefer).
+template <typename Work>
+void deferOnComm(collComm* comm, Work work, std::function<void()> publish) {
   groupDefer(
-      [comm, made, make]() -> Status {
+      [comm, work]() -> Status {
         if (!acquireComm(comm)) return invalidUsage("the communicator was destroyed before collGroupEnd");
         LogContext log(comm->rank, comm->options.name);
 #if COLL_HAVE_CUDA
         if (comm->cudaDev >= 0) (void)cudaUseDevice(comm->cudaDev);
 #endif
-        Result<collComm*> r = make();
+        Status st = work();
         releaseComm(comm);
-        if (!r.ok()) return r.takeStatus();
-        *made = r.value();
+        return st;
+      },
+      std::move(publish));
+}
+
+// A split or shrink inside a group: make() runs as deferOnComm's work, and its
+// communicator is written to *out at the group end.
+template <typename Make>
+void deferToGroupEnd(collComm* comm, collComm** out, Make make) {
+  auto made = std::make_shared<collComm*>(nullptr);
+  deferOnComm(
+      comm,
+      [made, make]() -> Status {
+        COLL_ASSIGN(*made, make());
         return okStatus();
       },
       [out, made] { *out = *made; });

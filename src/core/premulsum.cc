@@ -47,8 +47,7 @@ void hostPreMul(char* dst, const char* src, size_t n, collDataType_t t, const un
 }  // namespace
 
 Status lowerPreMulSum(collComm* comm, OpDesc* od, size_t inputCount) {
-  if (od->kind == CollKind::kBroadcast || od->kind == CollKind::kAllGather || validRedOp(static_cast<int>(od->op)))
-    return okStatus();
+  if (validRedOp(static_cast<int>(od->op))) return okStatus();  // built-in ops (and ops of ops-free calls)
   // A copy: the op may be destroyed once this call returns, before a group runs it.
   const PreMulSumOp p = comm->redOps.at(static_cast<int>(od->op));
   od->op = collSum;
