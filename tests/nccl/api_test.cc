@@ -76,6 +76,10 @@ struct Shared {
   std::atomic<int> barrierArrived;
   std::atomic<int> barrierGeneration;
   std::atomic<int> expectedDeath[kMaxRanks];  // the case kills this rank on purpose
+  // The case's first failure, repeated in the summary line: CI logs keep a run's head and
+  // tail, and a failure in the middle of a long run must still be readable there.
+  std::atomic<int> firstFailureSet;
+  char firstFailure[512];
 };
 
 Shared* newShared() {
@@ -126,7 +130,10 @@ struct Ctx {
     std::string s = vformat(fmt, ap);
     va_end(ap);
     ++failures;
-    emit(format("FAIL %s rank %d: %s\n", caseName, rank, s.c_str()));
+    std::string line = format("FAIL %s rank %d: %s\n", caseName, rank, s.c_str());
+    if (sh && sh->firstFailureSet.exchange(1) == 0)
+      std::snprintf(sh->firstFailure, sizeof sh->firstFailure, "%s", line.c_str());
+    emit(line);
   }
   // Informative lines (error texts, timings): rank 0 only, to keep logs short.
   void note(const char* fmt, ...) __attribute__((format(printf, 2, 3))) {
@@ -1351,20 +1358,36 @@ void caseWindowMismatch(Ctx& c) {
 void caseKillRoot(Ctx& c) { killCase(c, 0, true, true); }
 
 // NCCL_COMM_ID: every process makes the same id from the address.
-void caseCommIdEnv(Ctx& c) {
-  long long port = 0;
-  if (c.rank == 0) {
+// A loopback port free now, below the kernel's ephemeral range: a port from that range
+// could be handed to another socket's connect() before the root binds it.
+long long freeFixedPort() {
+  int low = 32768, high = 60999;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (std::fscanf(f, "%d %d", &low, &high) != 2) low = 32768;
+    std::fclose(f);
+  }
+  const int span = std::max(1000, std::min(low - 1024, 20000));
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int port = low - 1 - static_cast<int>((static_cast<unsigned>(getpid()) * 7919u + attempt * 104729u) % static_cast<unsigned>(span));
     int s = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    if (bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-        getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-      port = ntohs(a.sin_port);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    const bool ok = bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
     close(s);
+    if (ok) return port;
   }
+  return 0;
+}
+
+void caseCommIdEnv(Ctx& c) {
+  long long port = c.rank == 0 ? freeFixedPort() : 0;
   port = c.share(0, port);
+  if (port == 0) {
+    c.fail("no free loopback port below the ephemeral range");
+    return;
+  }
   setenv("NCCL_COMM_ID", format("127.0.0.1:%lld", port).c_str(), 1);
   ncclUniqueId id;
   ncclComm_t comm = nullptr;
@@ -2306,6 +2329,7 @@ Outcome runCase(const Case& cs, Mode mode, int nranks, double timeoutScale) {
       pids.push_back(pid);
     }
     Outcome o = waitAll(pids, timeoutS, sh, true);
+    if (sh->firstFailureSet.load()) o.why += std::string(" first: ") + sh->firstFailure;
     munmap(sh, sizeof(Shared));
     return o;
   }
@@ -2339,6 +2363,7 @@ Outcome runCase(const Case& cs, Mode mode, int nranks, double timeoutScale) {
   }
   pids.push_back(pid);
   Outcome o = waitAll(pids, timeoutS, sh, false);
+  if (sh->firstFailureSet.load()) o.why += std::string(" first: ") + sh->firstFailure;
   munmap(sh, sizeof(Shared));
   return o;
 }
@@ -2400,6 +2425,7 @@ int main(int argc, char** argv) {
 #endif
   );
   int failed = 0, ran = 0;
+  std::string failures;  // repeated at the end
   double t0 = nowS();
   for (const Case& cs : kCases) {
     if (!caseInMode(cs, mode)) continue;
@@ -2412,9 +2438,11 @@ int main(int argc, char** argv) {
     } else {
       ++failed;
       std::printf("FAIL %s (%.2f s):%s\n", cs.name, nowS() - start, o.why.c_str());
+      failures += format("  FAILED %s:%s\n", cs.name, o.why.c_str());
     }
   }
   std::printf("%d of %d cases failed (mode %s, %d ranks, %.1f s)\n", failed, ran, modeName.c_str(), nranks,
               nowS() - t0);
+  std::fputs(failures.c_str(), stdout);
   return std::min(failed, 100);
 }
