@@ -327,3 +327,33 @@ TEST_CASE("a rank initialized inside a group and destroyed before its end is rep
   REQUIRE(collGroupEnd() == collInvalidUsage);
   REQUIRE(contains(collGetLastError(nullptr), "destroyed before collGroupEnd"));
 }
+
+TEST_CASE("collCommSetTimeout: an operation a rank never joins fails with collTimeout, naming it", "[api][timeout]") {
+  ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  const int n = 3;
+  for (size_t count : {size_t{1}, size_t{1} << 20}) {  // one-shot and ring
+    auto errors = testing::runRanks(n, [&](int rank, collComm_t comm) -> std::string {
+      if (collCommSetTimeout(comm, -1) != collInvalidArgument) return "a negative timeout was accepted";
+      if (!contains(collGetLastError(comm), "seconds -1")) return std::string("error text: ") + collGetLastError(comm);
+      if (collCommSetTimeout(comm, 0.5) != collSuccess) return std::string("set: ") + collGetLastError(comm);
+      std::vector<float> buf(count, 1.0f);
+      if (collAllReduce(buf.data(), buf.data(), count, collFloat, collSum, comm, nullptr) != collSuccess)
+        return std::string("first allreduce: ") + collGetLastError(comm);
+      if (rank == n - 1) return "";  // never calls the second one
+      const auto t0 = std::chrono::steady_clock::now();
+      const collResult_t r = collAllReduce(buf.data(), buf.data(), count, collFloat, collSum, comm, nullptr);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const std::string why = collGetLastError(comm);
+      if (r != collTimeout) return "second allreduce returned " + std::to_string(r) + ": " + why;
+      if (s < 0.45 || s > 5) return "timed out after " + std::to_string(s) + " s";
+      if (!contains(why, "timed out") || !contains(why, "collAllReduce #1") || !contains(why, "waiting for"))
+        return "error text: " + why;
+      collResult_t async = collSuccess;
+      if (collCommGetAsyncError(comm, &async) != collSuccess || async != collTimeout)
+        return "async error " + std::to_string(async);
+      return "";
+    });
+    for (auto& e : errors) FAIL_CHECK(e);
+    REQUIRE(errors.empty());
+  }
+}

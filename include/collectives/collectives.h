@@ -297,6 +297,15 @@ collResult_t collCommShrink(collComm_t comm, int* excludeRanksList, int excludeR
  * must be COLL_REVOKE_DEFAULT. */
 collResult_t collCommRevoke(collComm_t comm, int revokeFlags);
 
+/* Limits how long each operation of comm may run: one still not complete `seconds` after
+ * it started (for a device buffer: after the proxy took it) fails with collTimeout, its
+ * error naming the operation, its sequence number and the rank it waits for, and comm
+ * is aborted (later operations fail too; collCommGetAsyncError() says collTimeout), as
+ * NCCL's watchdog in PyTorch does. 0 (the default, or COLL_OP_TIMEOUT_S) means no limit.
+ * Takes effect for operations that start after the call; callable from any thread. A
+ * negative or non-finite value is collInvalidArgument. Every rank should set the same. */
+collResult_t collCommSetTimeout(collComm_t comm, double seconds);
+
 /* Stores in *asyncError the error that stopped comm (a dead peer, an abort), or
  * collSuccess. Callable from any thread. */
 collResult_t collCommGetAsyncError(collComm_t comm, collResult_t* asyncError);

@@ -422,6 +422,7 @@ Status runOneShot(collComm* c, const OpDesc& od) {
   OneShot os(c, od);
   COLL_CHECK(os.start());
   Waiter waiter(c->spinNs);
+  const auto started = std::chrono::steady_clock::now();
   for (;;) {
     bool done = false;
     WaitTarget wait;
@@ -432,7 +433,7 @@ Status runOneShot(collComm* c, const OpDesc& od) {
     }
     if (!st.ok()) return failLane(c, "one-shot", od, os.blockedPeer(), std::move(st));
     if (done) return okStatus();
-    Status fatal = fatalWhileStalled(c, waiter);
+    Status fatal = fatalWhileStalled(c, waiter, started);
     if (fatal.ok() && os.ringMode()) fatal = llIntrusion(c, true, waiter);
     if (!fatal.ok()) return failLane(c, "one-shot", od, os.blockedPeer(), std::move(fatal));
     waiter.idle(wait);

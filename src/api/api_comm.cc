@@ -2,6 +2,7 @@
 // (blocking or not), scalable init, shrink, revoke; and the process-wide calls that go
 // with them (debug reset, CUDA device count).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -160,6 +161,17 @@ collResult_t collCommRevoke(collComm_t comm, int revokeFlags) {
         !already)
       comm->revoked.store(false);
     coll::deviceQuiesce(comm, true);
+    return coll::okStatus();
+  });
+}
+
+collResult_t collCommSetTimeout(collComm_t comm, double seconds) {
+  CommUse use(comm);
+  return guarded("collCommSetTimeout", comm, [&]() -> Status {
+    COLL_CHECK(use.check());
+    if (!std::isfinite(seconds) || seconds < 0)
+      return coll::invalidArgument("seconds " + std::to_string(seconds) + " is not a finite number >= 0");
+    comm->opTimeoutS.store(seconds, std::memory_order_relaxed);
     return coll::okStatus();
   });
 }

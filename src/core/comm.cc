@@ -240,6 +240,7 @@ static Status initConnections(collComm* c) {
   c->loopSlices = overNet ? 2 : kSteps / 2;
   c->chunkMinBytes = std::max<int64_t>(1, paramInt("CHUNK_MIN_BYTES"));
   c->stallWarnS = static_cast<double>(std::max<int64_t>(0, paramInt("STALL_WARN_S")));
+  c->opTimeoutS = static_cast<double>(std::max<int64_t>(0, paramInt("OP_TIMEOUT_S")));
   c->spinNs = std::max<int64_t>(0, paramInt("SPIN_US")) * 1000;
   c->streamMinBytes = static_cast<size_t>(std::max<int64_t>(0, paramInt("STREAM_MIN_BYTES")));
   c->netOneShotBytes = static_cast<size_t>(mine.netOneShotBytes);

@@ -82,6 +82,10 @@ struct collComm {
   int64_t chunkMinBytes = 0;
   int minChannels = 1;
   double stallWarnS = 0;  // 0: no stall reports
+  // collCommSetTimeout / COLL_OP_TIMEOUT_S: an operation still running this long after it
+  // started fails with kTimeout and aborts the communicator. 0: no limit. Read by the
+  // thread running the operation, written by any.
+  std::atomic<double> opTimeoutS{0};
 
   // Ring channels: data flows rank -> ring next.
   struct Channel {

@@ -1,6 +1,7 @@
 #include "core/executor.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -289,12 +290,23 @@ Status llIntrusion(collComm* c, bool waitingOnLL, const Waiter& waiter, bool now
                       ": the ranks called different operations or counts");
 }
 
-Status fatalWhileStalled(collComm* c, const Waiter& waiter) {
+Status fatalWhileStalled(collComm* c, const Waiter& waiter, std::chrono::steady_clock::time_point started) {
   AbortState& a = *c->abort;
   if (a.raised()) return a.status();
   if (a.peerGone.load(std::memory_order_relaxed) && waiter.idleSeconds() > kPeerGoneGraceS)
     return remoteError(a.peerGoneReason());
+  const double limit = c->opTimeoutS.load(std::memory_order_relaxed);
+  if (limit > 0) {
+    const double ran = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (ran > limit) return opTimedOut(ran, limit);
+  }
   return okStatus();
+}
+
+Status opTimedOut(double ran, double limit) {
+  char text[160];
+  std::snprintf(text, sizeof text, "timed out: not complete %.1f s after it started (timeout %g s: collCommSetTimeout or COLL_OP_TIMEOUT_S)", ran, limit);
+  return Status(Code::kTimeout, text);
 }
 
 Status failLane(collComm* c, const char* lane, const OpDesc& od, int peer, Status st) {
@@ -307,6 +319,7 @@ Status failLane(collComm* c, const char* lane, const OpDesc& od, int peer, Statu
 Status runPrograms(std::vector<Program*>& programs, collComm** failedComm) {
   std::vector<Program*> live = programs;
   Waiter waiter;
+  const auto started = std::chrono::steady_clock::now();
   const double stallWarnS = programs.empty() ? 0 : programs.front()->comm->stallWarnS;
   bool stallReported = false;
   while (!live.empty()) {
@@ -341,7 +354,7 @@ Status runPrograms(std::vector<Program*>& programs, collComm** failedComm) {
     }
     // Nothing could move: check why before sleeping.
     for (Program* p : live) {
-      Status st = fatalWhileStalled(p->comm, waiter);
+      Status st = fatalWhileStalled(p->comm, waiter, started);
       if (st.ok()) st = mailboxIntrusion(*p);
       if (st.ok()) st = llIntrusionInLane(*p, waiter);
       if (!st.ok()) {

@@ -4,6 +4,7 @@
 // stalled lane needs, and checks every communicator's abort state.
 #pragma once
 
+#include <chrono>
 #include <vector>
 
 #include "algorithms/plan.h"
@@ -29,9 +30,12 @@ Status runPrograms(std::vector<Program*>& programs, struct ::collComm** failedCo
 constexpr double kPeerGoneGraceS = 2.0;
 
 // For lanes run outside runPrograms (one-shot operations):
-// the error that ends a wait on c: its abort state raised, or its bootstrap root lost for
-// longer than a grace period while stuck; ok otherwise.
-Status fatalWhileStalled(struct ::collComm* c, const Waiter& waiter);
+// the error that ends a wait on c: its abort state raised, its bootstrap root lost for
+// longer than a grace period while stuck, or the operation, started at `started`, running
+// past c's timeout (collCommSetTimeout: kTimeout); ok otherwise.
+Status fatalWhileStalled(struct ::collComm* c, const Waiter& waiter, std::chrono::steady_clock::time_point started);
+// The error of an operation that ran `ran` seconds against a timeout of `limit`.
+Status opTimedOut(double ran, double limit);
 // Two ranks over net keep LL (one-shot) messages and ring slices on separate connections
 // (comm.h: ll). A rank stalled for 2 s on one of them (waitingOnLL: the LL one) while the
 // other holds data from the peer: the ranks called different operations or counts. (Data

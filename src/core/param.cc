@@ -93,6 +93,9 @@ const std::vector<ParamInfo>& allParams() {
       {"SPIN_US", ParamType::kInt, "50", "us", "busy-wait at most this long before yielding"},
       {"STALL_WARN_S", ParamType::kInt, "0", "s",
        "0 off; otherwise warn what a blocked op waits for after this long"},
+      {"OP_TIMEOUT_S", ParamType::kInt, "0", "s",
+       "0 off; otherwise an operation not complete this long after it started fails with "
+       "collTimeout and aborts its communicator (collCommSetTimeout overrides it per comm)"},
   };
   return kParams;
 }

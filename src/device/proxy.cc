@@ -151,6 +151,9 @@ bool DeviceProxy::pass(std::vector<std::shared_ptr<PendingLaunch>>& live) {
     if (!p->completion->done(&err)) {
       const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - p->submitted).count();
       if (c_->stallWarnS > 0 && !p->stallReported && waited > c_->stallWarnS) reportStall(*p, waited);
+      const double limit = c_->opTimeoutS.load(std::memory_order_relaxed);
+      if (limit > 0 && waited > limit && !c_->abort->raised())
+        (void)recordFailure(c_, opTimedOut(waited, limit).prefix("rank " + std::to_string(c_->rank) + ": "));
       continue;
     }
     bool flushed = true;
