@@ -1,0 +1,64 @@
+// The asynchronous side of torch_collectives: a Work that completes with a future (what
+// DDP's reducer and comm hooks wait on), and the Worker thread that runs a group's
+// operations one after another in call order.
+//
+// Concurrency: a Work is created on the caller's thread and completed once, on the
+// worker thread that ran its operation; c10d::Work's own mutex and condition variable
+// guard its state, and the future is completed after it (callbacks attached with
+// then() run on the worker thread). A Worker's queue is guarded by its mutex; tasks run
+// only on its thread.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+namespace torch_collectives {
+
+class CollWork : public c10d::Work {
+ public:
+  // outputs: what result() and the future hold once the operation is done.
+  CollWork(int rank, c10d::OpType type, const char* profilingTitle, std::vector<at::Tensor> outputs);
+
+  // Called once, by the worker: marks the Work done (or failed with error) and completes
+  // the future.
+  void complete(std::exception_ptr error);
+
+  std::vector<at::Tensor> result() override { return outputs_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+ private:
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// One thread running posted tasks in order. The destructor runs what is queued, then joins.
+class Worker {
+ public:
+  explicit Worker(std::string name);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  void post(std::function<void()> task);
+
+ private:
+  void run();
+
+  std::string name_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace torch_collectives
