@@ -124,14 +124,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::post(c10d::OpType type, 
 }
 
 ProcessGroupCollectives::OpInfo ProcessGroupCollectives::info(const char* name, const at::Tensor& t) {
-  return OpInfo{name, seq_.fetch_add(1) + 1, shapeOf(t)};
+  return OpInfo{name, static_cast<int64_t>(seq_.fetch_add(1)), shapeOf(t)};
 }
 
 void ProcessGroupCollectives::check(collResult_t r, const OpInfo& op, collComm_t comm) {
   if (r == collSuccess) return;
   std::ostringstream s;
   s << "torch_collectives: " << op.name;
-  if (op.seq) s << " #" << op.seq;
+  if (op.seq >= 0) s << " #" << op.seq;
   s << " (" << op.what << ") failed on rank " << rank_ << " of " << size_ << ": " << collGetErrorString(r) << ": "
     << collGetLastError(comm);
   if (comm == comm_ && (r == collTimeout || r == collRemoteError)) s << ranksThatNeverArrived(op);
@@ -231,7 +231,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allreduce_coalesced(
     checkCpu("allreduce_coalesced", t);
     plans.push_back(planReduction("allreduce_coalesced", t.scalar_type(), opts.reduceOp));
   }
-  OpInfo op{"allreduce_coalesced", seq_.fetch_add(1) + 1, std::to_string(tensors.size()) + " tensors"};
+  OpInfo op{"allreduce_coalesced", static_cast<int64_t>(seq_.fetch_add(1)), std::to_string(tensors.size()) + " tensors"};
   return post(c10d::OpType::ALLREDUCE_COALESCED, op, tensors, [this, tensors, plans, op]() mutable {
     // One reduction per tensor, in order: every rank passes the same list.
     for (size_t i = 0; i < tensors.size(); ++i) reduceTensor(tensors[i], plans[i], -1, op);
@@ -340,7 +340,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather_coalesced(
                 list.size(), " tensors for ", inputs.size(), " inputs");
     for (size_t i = 0; i < inputs.size(); ++i) checkSameAs("allgather_coalesced", "an output", list[i], inputs[i]);
   }
-  OpInfo op{"allgather_coalesced", seq_.fetch_add(1) + 1, std::to_string(inputs.size()) + " tensors"};
+  OpInfo op{"allgather_coalesced", static_cast<int64_t>(seq_.fetch_add(1)), std::to_string(inputs.size()) + " tensors"};
   std::vector<at::Tensor> flatOuts;
   for (const auto& list : outputLists) flatOuts.insert(flatOuts.end(), list.begin(), list.end());
   return post(c10d::OpType::ALLGATHER_COALESCED, op, flatOuts, [this, outputLists, inputs, op]() mutable {
@@ -527,7 +527,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::alltoall(std::vector<at:
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::barrier(const c10d::BarrierOptions&) {
-  OpInfo op{"barrier", seq_.fetch_add(1) + 1, "no data"};
+  OpInfo op{"barrier", static_cast<int64_t>(seq_.fetch_add(1)), "no data"};
   return post(c10d::OpType::BARRIER, op, {}, [this, op] {
     uint8_t token = 0;
     check(collAllReduce(&token, &token, 1, collUint8, collMax, comm_, nullptr), op, comm_);
@@ -549,7 +549,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::send(std::vector<at::Ten
   checkRoot("send", dstRank, size_);
   TORCH_CHECK(dstRank != rank_, "torch_collectives: send: dst ", dstRank, " is this rank");
   Lane& l = lane(dstRank, true);
-  OpInfo op{"send", 0, shapeOf(t) + " to rank " + std::to_string(dstRank)};
+  OpInfo op{"send", -1, shapeOf(t) + " to rank " + std::to_string(dstRank)};
   const std::string key = keyPrefix_ + "p2p/" + std::to_string(rank_) + "->" + std::to_string(dstRank);
   return post(c10d::OpType::SEND, op, {t}, [this, &l, t, key, op] {
     if (!l.comm) l.comm = makeComm(key, 2, 0);
@@ -563,7 +563,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::recv(std::vector<at::Ten
   checkRoot("recv", srcRank, size_);
   TORCH_CHECK(srcRank != rank_, "torch_collectives: recv: src ", srcRank, " is this rank");
   Lane& l = lane(srcRank, false);
-  OpInfo op{"recv", 0, shapeOf(t) + " from rank " + std::to_string(srcRank)};
+  OpInfo op{"recv", -1, shapeOf(t) + " from rank " + std::to_string(srcRank)};
   const std::string key = keyPrefix_ + "p2p/" + std::to_string(srcRank) + "->" + std::to_string(rank_);
   return post(c10d::OpType::RECV, op, {t}, [this, &l, t, key, op]() mutable {
     if (!l.comm) l.comm = makeComm(key, 2, 1);

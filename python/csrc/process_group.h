@@ -90,7 +90,7 @@ class ProcessGroupCollectives : public c10d::ProcessGroup {
   // What an operation's errors name.
   struct OpInfo {
     const char* name;
-    uint64_t seq;       // this group's operation number (0 for send/recv)
+    int64_t seq;        // this group's operation number, from 0 (-1 for send/recv)
     std::string what;   // e.g. "float32[1024]"
   };
   // A (peer, direction) send/recv lane: its own thread and two-rank communicator.

@@ -11,8 +11,25 @@ CollWork::CollWork(int rank, c10d::OpType type, const char* profilingTitle, std:
       outputs_(std::move(outputs)),
       future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
 
+namespace {
+// How long a waiter spins before sleeping: a few wake-up latencies of this kind of VM.
+constexpr auto kSpin = std::chrono::microseconds(200);
+
+template <typename Ready>
+void spinUntil(Ready ready) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  while (!ready() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+}
+}  // namespace
+
+bool CollWork::wait(std::chrono::milliseconds timeout) {
+  spinUntil([this] { return done_.load(std::memory_order_acquire); });
+  return c10d::Work::wait(timeout);
+}
+
 void CollWork::complete(std::exception_ptr error) {
   finish(error);
+  done_.store(true, std::memory_order_release);
   if (error)
     future_->setError(error);
   else
@@ -34,6 +51,7 @@ void Worker::post(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(task));
+    queued_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_one();
 }
@@ -42,12 +60,14 @@ void Worker::run() {
   pthread_setname_np(pthread_self(), name_.substr(0, 15).c_str());
   for (;;) {
     std::function<void()> task;
+    spinUntil([this] { return queued_.load(std::memory_order_acquire) > 0; });
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping, and nothing left to run
       task = std::move(queue_.front());
       queue_.pop_front();
+      queued_.fetch_sub(1, std::memory_order_relaxed);
     }
     task();  // tasks catch their own errors (they complete a Work with them)
   }

@@ -9,6 +9,8 @@
 // only on its thread.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -32,15 +34,21 @@ class CollWork : public c10d::Work {
   // the future.
   void complete(std::exception_ptr error);
 
+  // Spins briefly (yielding) before sleeping: a short operation ends within the spin, and
+  // waking a sleeping thread costs more than the operation itself.
+  bool wait(std::chrono::milliseconds timeout) override;
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
  private:
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::atomic<bool> done_{false};
 };
 
-// One thread running posted tasks in order. The destructor runs what is queued, then joins.
+// One thread running posted tasks in order. The destructor runs what is queued, then
+// joins. Between tasks the thread spins (yielding) a little before it sleeps, so calls
+// made back to back (a Python loop of small collectives) do not each pay a wake-up.
 class Worker {
  public:
   explicit Worker(std::string name);
@@ -57,6 +65,7 @@ class Worker {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
+  std::atomic<size_t> queued_{0};
   bool stop_ = false;
   std::thread thread_;
 };
