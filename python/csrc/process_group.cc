@@ -35,7 +35,7 @@ const at::Tensor& single(const char* op, const std::vector<at::Tensor>& ts) {
 void checkSameAs(const char* op, const char* what, const at::Tensor& t, const at::Tensor& like) {
   checkCpu(op, t);
   TORCH_CHECK(t.scalar_type() == like.scalar_type() && t.numel() == like.numel(), "torch_collectives: ", op, ": ",
-              what, " is ", shapeOf(t), ", expected ", like.numel(), " elements of ", dtypeName(like.scalar_type()));
+              "an ", what, " is ", shapeOf(t), ", expected ", like.numel(), " elements of ", dtypeName(like.scalar_type()));
 }
 
 void checkRoot(const char* op, int64_t root, int size) {
@@ -47,6 +47,24 @@ void checkRoot(const char* op, int64_t root, int size) {
 at::Tensor dense(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
 void writeBack(const at::Tensor& buf, at::Tensor& t) {
   if (!buf.is_same(t)) t.copy_(buf);
+}
+
+// The one list of `size` tensors shaped like `like` that op takes (what: "output").
+std::vector<at::Tensor> rankList(const char* op, const char* what, const std::vector<std::vector<at::Tensor>>& lists,
+                                 const at::Tensor& like, int size) {
+  TORCH_CHECK(lists.size() == 1 && lists[0].size() == static_cast<size_t>(size), "torch_collectives: ", op, " takes one ",
+              "list of ", size, " ", what, " tensors");
+  for (const at::Tensor& t : lists[0]) checkSameAs(op, what, t, like);
+  return lists[0];
+}
+
+// rankList on the root of gather or scatter; elsewhere nothing, and a list is an error.
+std::vector<at::Tensor> rootList(const char* op, const char* what, const std::vector<std::vector<at::Tensor>>& lists,
+                                 const at::Tensor& like, int size, int rank, int root) {
+  if (rank == root) return rankList(op, what, lists, like, size);
+  TORCH_CHECK(lists.empty() || lists[0].empty(), "torch_collectives: ", op, ": only the root (rank ", root, ") passes ",
+              what, " tensors");
+  return {};
 }
 
 std::vector<int64_t> evenSplits(int64_t rows, int size) {
@@ -252,12 +270,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::reduce_scatter(std::vect
                                                                        std::vector<std::vector<at::Tensor>>& inputs,
                                                                        const c10d::ReduceScatterOptions& opts) {
   at::Tensor out = single("reduce_scatter", outputs);
-  TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(size_), "torch_collectives: reduce_scatter ",
-              "takes one list of ", size_, " input tensors");
-  for (const at::Tensor& t : inputs[0]) checkSameAs("reduce_scatter", "an input", t, out);
+  std::vector<at::Tensor> ins = rankList("reduce_scatter", "input", inputs, out, size_);
   Reduction r = planReduction("reduce_scatter", out.scalar_type(), opts.reduceOp);
   OpInfo op = info("reduce_scatter", out);
-  std::vector<at::Tensor> ins = inputs[0];
   return post(c10d::OpType::REDUCE_SCATTER, op, {out}, [this, out, ins, r, op]() mutable {
     std::vector<at::Tensor> flat;
     for (const at::Tensor& t : ins) flat.push_back(t.reshape({-1}));
@@ -302,11 +317,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather(std::vector<st
                                                                   std::vector<at::Tensor>& inputs,
                                                                   const c10d::AllgatherOptions&) {
   at::Tensor in = single("allgather", inputs);
-  TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_), "torch_collectives: allgather ",
-              "takes one list of ", size_, " output tensors");
-  for (const at::Tensor& t : outputs[0]) checkSameAs("allgather", "an output", t, in);
+  std::vector<at::Tensor> outs = rankList("allgather", "output", outputs, in, size_);
   OpInfo op = info("allgather", in);
-  std::vector<at::Tensor> outs = outputs[0];
   return post(c10d::OpType::ALLGATHER, op, outs, [this, in, outs, op]() mutable {
     at::Tensor src = dense(in);
     at::Tensor all = src.new_empty({size_, src.numel()});
@@ -338,7 +350,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather_coalesced(
   for (const auto& list : outputLists) {
     TORCH_CHECK(list.size() == inputs.size(), "torch_collectives: allgather_coalesced: an output list has ",
                 list.size(), " tensors for ", inputs.size(), " inputs");
-    for (size_t i = 0; i < inputs.size(); ++i) checkSameAs("allgather_coalesced", "an output", list[i], inputs[i]);
+    for (size_t i = 0; i < inputs.size(); ++i) checkSameAs("allgather_coalesced", "output", list[i], inputs[i]);
   }
   OpInfo op{"allgather_coalesced", static_cast<int64_t>(seq_.fetch_add(1)), std::to_string(inputs.size()) + " tensors"};
   std::vector<at::Tensor> flatOuts;
@@ -372,16 +384,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::gather(std::vector<std::
   at::Tensor in = single("gather", inputs);
   checkRoot("gather", opts.rootRank, size_);
   const int root = static_cast<int>(opts.rootRank);
-  std::vector<at::Tensor> outs;
-  if (rank_ == root) {
-    TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_), "torch_collectives: gather: ",
-                "the root takes one list of ", size_, " output tensors");
-    for (const at::Tensor& t : outputs[0]) checkSameAs("gather", "an output", t, in);
-    outs = outputs[0];
-  } else {
-    TORCH_CHECK(outputs.empty() || outputs[0].empty(), "torch_collectives: gather: only the root (rank ", root,
-                ") passes output tensors");
-  }
+  std::vector<at::Tensor> outs = rootList("gather", "output", outputs, in, size_, rank_, root);
   OpInfo op = info("gather", in);
   return post(c10d::OpType::GATHER, op, outs, [this, in, outs, root, op]() mutable {
     at::Tensor src = dense(in);
@@ -399,16 +402,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::scatter(std::vector<at::
   at::Tensor out = single("scatter", outputs);
   checkRoot("scatter", opts.rootRank, size_);
   const int root = static_cast<int>(opts.rootRank);
-  std::vector<at::Tensor> ins;
-  if (rank_ == root) {
-    TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(size_), "torch_collectives: scatter: ",
-                "the root takes one list of ", size_, " input tensors");
-    for (const at::Tensor& t : inputs[0]) checkSameAs("scatter", "an input", t, out);
-    ins = inputs[0];
-  } else {
-    TORCH_CHECK(inputs.empty() || inputs[0].empty(), "torch_collectives: scatter: only the root (rank ", root,
-                ") passes input tensors");
-  }
+  std::vector<at::Tensor> ins = rootList("scatter", "input", inputs, out, size_, rank_, root);
   OpInfo op = info("scatter", out);
   return post(c10d::OpType::SCATTER, op, {out}, [this, out, ins, root, op]() mutable {
     at::Tensor dst = dense(out);
