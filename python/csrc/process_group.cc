@@ -101,6 +101,22 @@ ProcessGroupCollectives::~ProcessGroupCollectives() {
     collCommDestroy(comm_);
 }
 
+// Polls rather than store->get(): a TCPStore holds its one lock through a blocking get, so
+// a lane thread waiting there for its peer's id would keep this process's other lanes
+// from publishing theirs, and two ranks could wait on each other for the whole timeout.
+std::vector<uint8_t> ProcessGroupCollectives::awaitKey(const std::string& key) {
+  const auto start = std::chrono::steady_clock::now();
+  auto pause = std::chrono::microseconds(100);
+  while (!store_->check({key})) {
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    TORCH_CHECK(timeoutS_ <= 0 || waited < timeoutS_, "torch_collectives: rank ", rank_, ": no peer published ", key,
+                " in the store within the group's timeout (", timeoutS_, " s)");
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(20000));
+  }
+  return store_->get(key);
+}
+
 collComm_t ProcessGroupCollectives::makeComm(const std::string& key, int nranks, int rank) {
   collUniqueId id;
   if (rank == 0) {
@@ -110,7 +126,7 @@ collComm_t ProcessGroupCollectives::makeComm(const std::string& key, int nranks,
     const auto* p = reinterpret_cast<const uint8_t*>(&id);
     store_->set(key, std::vector<uint8_t>(p, p + sizeof id));
   } else {
-    std::vector<uint8_t> bytes = store_->get(key);
+    std::vector<uint8_t> bytes = awaitKey(key);
     TORCH_CHECK(bytes.size() == sizeof id, "torch_collectives: store key ", key, " holds ", bytes.size(),
                 " bytes, not a unique id of ", sizeof id);
     std::memcpy(&id, bytes.data(), sizeof id);

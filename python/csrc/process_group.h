@@ -106,6 +106,7 @@ class ProcessGroupCollectives : public c10d::ProcessGroup {
   // group's communicator, also the ranks that never reached it.
   void check(collResult_t r, const OpInfo& op, collComm_t comm);
   std::string ranksThatNeverArrived(const OpInfo& op);
+  std::vector<uint8_t> awaitKey(const std::string& key);
   // A communicator of nranks made through the store under key (rank 0 publishes the id).
   collComm_t makeComm(const std::string& key, int nranks, int rank);
   Lane& lane(int peer, bool sending);
