@@ -1,3 +1,5 @@
+#include <Python.h>
+
 #include "process_group.h"
 
 #include <cstring>
@@ -86,19 +88,38 @@ ProcessGroupCollectives::ProcessGroupCollectives(const c10::intrusive_ptr<c10d::
   worker_ = std::make_unique<Worker>("coll-pg" + std::to_string(rank));
 }
 
+// Operations still queued get a grace period to finish (their peers may be about to
+// call); after it, the communicators are revoked so what is left fails at once instead of
+// holding the destructor (and the interpreter's exit) up to the group's timeout.
 ProcessGroupCollectives::~ProcessGroupCollectives() {
-  worker_.reset();  // runs what is queued
-  {
-    std::lock_guard<std::mutex> lock(lanesMu_);
-    for (auto& [key, lane] : lanes_) lane.worker.reset();
+  closing_ = true;
+  // Python drops the last reference with the GIL held; the worker may need it to run a
+  // future's Python callback before it can stop.
+  PyThreadState* saved = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
+  constexpr auto kGrace = std::chrono::seconds(5);
+  std::lock_guard<std::mutex> lock(lanesMu_);
+  bool idle = worker_->waitIdle(kGrace);
+  for (auto& [key, lane] : lanes_) idle = lane.worker->waitIdle(idle ? kGrace : std::chrono::seconds(0)) && idle;
+  if (!idle) {
+    collCommRevoke(comm_, 0);
     for (auto& [key, lane] : lanes_)
-      if (lane.comm) collCommDestroy(lane.comm);
+      if (collComm_t c = lane.comm.load()) collCommRevoke(c, 0);
   }
+  worker_.reset();
+  for (auto& [key, lane] : lanes_) lane.worker.reset();
+  for (auto& [key, lane] : lanes_) release(lane.comm.load(), !idle);
+  release(comm_, !idle);
+  if (saved) PyEval_RestoreThread(saved);
+}
+
+// Destroys a healthy communicator, aborts one that failed or was revoked.
+void ProcessGroupCollectives::release(collComm_t comm, bool revoked) {
+  if (!comm) return;
   collResult_t async = collSuccess;
-  if (collCommGetAsyncError(comm_, &async) == collSuccess && async != collSuccess)
-    collCommAbort(comm_);
+  if (revoked || (collCommGetAsyncError(comm, &async) == collSuccess && async != collSuccess))
+    collCommAbort(comm);
   else
-    collCommDestroy(comm_);
+    collCommDestroy(comm);
 }
 
 // Polls rather than store->get(): a TCPStore holds its one lock through a blocking get, so
@@ -108,6 +129,7 @@ std::vector<uint8_t> ProcessGroupCollectives::awaitKey(const std::string& key) {
   const auto start = std::chrono::steady_clock::now();
   auto pause = std::chrono::microseconds(100);
   while (!store_->check({key})) {
+    TORCH_CHECK(!closing_, "torch_collectives: rank ", rank_, ": the group was destroyed while waiting for ", key);
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     TORCH_CHECK(timeoutS_ <= 0 || waited < timeoutS_, "torch_collectives: rank ", rank_, ": no peer published ", key,
                 " in the store within the group's timeout (", timeoutS_, " s)");
@@ -562,9 +584,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::send(std::vector<at::Ten
   OpInfo op{"send", -1, shapeOf(t) + " to rank " + std::to_string(dstRank)};
   const std::string key = keyPrefix_ + "p2p/" + std::to_string(rank_) + "->" + std::to_string(dstRank);
   return post(c10d::OpType::SEND, op, {t}, [this, &l, t, key, op] {
-    if (!l.comm) l.comm = makeComm(key, 2, 0);
+    if (!l.comm.load()) l.comm = makeComm(key, 2, 0);
     at::Tensor src = dense(t);
-    check(collSend(src.data_ptr(), src.nbytes(), collUint8, 1, l.comm, nullptr), op, l.comm);
+    check(collSend(src.data_ptr(), src.nbytes(), collUint8, 1, l.comm.load(), nullptr), op, l.comm.load());
   }, l.worker.get());
 }
 
@@ -576,9 +598,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::recv(std::vector<at::Ten
   OpInfo op{"recv", -1, shapeOf(t) + " from rank " + std::to_string(srcRank)};
   const std::string key = keyPrefix_ + "p2p/" + std::to_string(srcRank) + "->" + std::to_string(rank_);
   return post(c10d::OpType::RECV, op, {t}, [this, &l, t, key, op]() mutable {
-    if (!l.comm) l.comm = makeComm(key, 2, 1);
+    if (!l.comm.load()) l.comm = makeComm(key, 2, 1);
     at::Tensor dst = dense(t);
-    check(collRecv(dst.data_ptr(), dst.nbytes(), collUint8, 0, l.comm, nullptr), op, l.comm);
+    check(collRecv(dst.data_ptr(), dst.nbytes(), collUint8, 0, l.comm.load(), nullptr), op, l.comm.load());
     writeBack(dst, t);
   }, l.worker.get());
 }

@@ -96,7 +96,7 @@ class ProcessGroupCollectives : public c10d::ProcessGroup {
   // A (peer, direction) send/recv lane: its own thread and two-rank communicator.
   struct Lane {
     std::unique_ptr<Worker> worker;
-    collComm_t comm = nullptr;  // made by the lane's first transfer, on its thread
+    std::atomic<collComm_t> comm{nullptr};  // made by the lane's first transfer, on its thread
   };
 
   // Queues body on worker (the group's own unless given) and returns its Work.
@@ -107,6 +107,7 @@ class ProcessGroupCollectives : public c10d::ProcessGroup {
   void check(collResult_t r, const OpInfo& op, collComm_t comm);
   std::string ranksThatNeverArrived(const OpInfo& op);
   std::vector<uint8_t> awaitKey(const std::string& key);
+  void release(collComm_t comm, bool revoked);
   // A communicator of nranks made through the store under key (rank 0 publishes the id).
   collComm_t makeComm(const std::string& key, int nranks, int rank);
   Lane& lane(int peer, bool sending);
@@ -124,6 +125,7 @@ class ProcessGroupCollectives : public c10d::ProcessGroup {
   const double timeoutS_;
   collComm_t comm_ = nullptr;
   std::atomic<uint64_t> seq_{0};
+  std::atomic<bool> closing_{false};  // the destructor has started
   std::mutex lanesMu_;
   std::map<std::pair<int, bool>, Lane> lanes_;
   std::unique_ptr<Worker> worker_;  // last member: stopped first

@@ -57,6 +57,11 @@ void Worker::post(std::function<void()> task) {
   cv_.notify_one();
 }
 
+bool Worker::waitIdle(std::chrono::milliseconds limit) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return idleCv_.wait_for(lock, limit, [this] { return queue_.empty() && !busy_; });
+}
+
 void Worker::run() {
   pthread_setname_np(pthread_self(), name_.substr(0, 15).c_str());
   for (;;) {
@@ -69,8 +74,14 @@ void Worker::run() {
       task = std::move(queue_.front());
       queue_.pop_front();
       queued_.fetch_sub(1, std::memory_order_relaxed);
+      busy_ = true;
     }
     task();  // tasks catch their own errors (they complete a Work with them)
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      busy_ = false;
+    }
+    idleCv_.notify_all();
   }
 }
 

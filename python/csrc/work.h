@@ -57,6 +57,8 @@ class Worker {
   Worker& operator=(const Worker&) = delete;
 
   void post(std::function<void()> task);
+  // Waits until nothing is queued or running, at most `limit`; true if it got there.
+  bool waitIdle(std::chrono::milliseconds limit);
 
  private:
   void run();
@@ -66,6 +68,8 @@ class Worker {
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
   std::atomic<size_t> queued_{0};
+  bool busy_ = false;  // a task is running (guarded by mu_)
+  std::condition_variable idleCv_;
   bool stop_ = false;
   std::thread thread_;
 };
