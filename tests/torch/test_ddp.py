@@ -1,0 +1,150 @@
+# DistributedDataParallel over the backend: a 2-layer MLP (2,692 parameters, fixed
+# seed, float32) trained 20 SGD steps, each rank on its shard of a fixed global batch.
+# Its parameters must equal a single-process run on the whole batch (DDP averages the
+# gradients: the single-process loss is the mean over the whole batch), rtol 1e-5, and
+# equal the same DDP run over a gloo group made in the same processes. Variants:
+# bucket_cap_mb 1, 25 and a tiny one (several buckets), find_unused_parameters with an
+# unused branch, no_sync() gradient accumulation, the comm hooks allreduce_hook and
+# fp16_compress_hook (rtol 1e-3), and dist._round_robin_process_groups of two groups.
+#
+# Run: /usr/bin/python3 test_ddp.py --backend collectives|gloo --nranks N [-k REGEX]
+import harness
+
+if __name__ == "__main__":  # the launcher: it starts the ranks, which import this file
+    raise SystemExit(harness.main(__file__))
+
+import os
+
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from harness import Case, Skip
+
+STEPS, BATCH, IN, HIDDEN, OUT, LR = 20, 32, 16, 128, 4, 0.1
+RTOL, ATOL = 1e-5, 1e-6
+FP16_RTOL, FP16_ATOL = 1e-3, 1e-3  # params are ~0.1-0.25; a step lost moves them ~1.7e-2
+
+# name -> DDP options and how the training runs
+VARIANTS = {
+    "bucket_1mb": dict(ddp=dict(bucket_cap_mb=1)),
+    "bucket_25mb": dict(ddp=dict(bucket_cap_mb=25)),
+    "bucket_tiny": dict(ddp=dict(bucket_cap_mb=0.002)),  # ~2 KB: several buckets
+    "find_unused": dict(ddp=dict(find_unused_parameters=True), unused=True),
+    "no_sync_accumulate": dict(micro=2),
+    "hook_allreduce": dict(hook=default_hooks.allreduce_hook),
+    "hook_fp16_compress": dict(hook=default_hooks.fp16_compress_hook, rtol=FP16_RTOL,
+                               atol=FP16_ATOL),
+    "round_robin_groups": dict(round_robin=2),
+}
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, unused):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(IN, HIDDEN)
+        self.fc2 = torch.nn.Linear(HIDDEN, OUT)
+        # A branch that forward() never uses (for find_unused_parameters).
+        self.unused = torch.nn.Linear(HIDDEN, OUT) if unused else None
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def make_model(unused):
+    torch.manual_seed(0)
+    return MLP(unused)
+
+
+def global_batches():
+    gen = torch.Generator().manual_seed(1)
+    return torch.randn(STEPS, BATCH, IN, generator=gen), \
+        torch.randn(STEPS, BATCH, OUT, generator=gen)
+
+
+def micro_batches(x, y, micro):
+    """A step's batch cut into `micro` consecutive micro-batches."""
+    return list(zip(x.chunk(micro), y.chunk(micro)))
+
+
+def shard(t, rank, world):
+    return t.chunk(world)[rank]
+
+
+def train_single(v):
+    """The reference: one process, the whole batch, the mean loss over it."""
+    model = make_model(v.get("unused", False))
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    xs, ys = global_batches()
+    for x, y in zip(xs, ys):
+        opt.zero_grad()
+        for mx, my in micro_batches(x, y, v.get("micro", 1)):
+            torch.nn.functional.mse_loss(model(mx), my).backward()
+        opt.step()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def train_ddp(ctx, v, group):
+    model = DDP(make_model(v.get("unused", False)), process_group=group, **v.get("ddp", {}))
+    if "hook" in v:
+        model.register_comm_hook(group, v["hook"])
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    xs, ys = global_batches()
+    for x, y in zip(xs, ys):
+        opt.zero_grad()
+        micros = micro_batches(x, y, v.get("micro", 1))
+        for k, (mx, my) in enumerate(micros):
+            mx, my = shard(mx, ctx.rank, ctx.world), shard(my, ctx.rank, ctx.world)
+            if k + 1 < len(micros):
+                with model.no_sync():  # accumulate locally, no communication
+                    torch.nn.functional.mse_loss(model(mx), my).backward()
+            else:
+                torch.nn.functional.mse_loss(model(mx), my).backward()
+        opt.step()
+    return [p.detach().clone() for p in model.module.parameters()]
+
+
+def make_group(ctx, backend, v):
+    new = lambda: dist.new_group(backend=backend, timeout=ctx.pg_timeout)  # noqa: E731
+    if v.get("round_robin"):
+        return dist._round_robin_process_groups([new() for _ in range(v["round_robin"])])
+    return new()
+
+
+def compare(ctx, what, got, expected, v):
+    names = [n for n, _ in make_model(v.get("unused", False)).named_parameters()]
+    for name, g, e in zip(names, got, expected):
+        ctx.check(f"{what}: parameter {name}", g, e, rtol=v.get("rtol", RTOL),
+                  atol=v.get("atol", ATOL))
+
+
+_runs = {}  # variant -> parameters after DDP over the backend (for the gloo comparison)
+
+
+def ddp_vs_single(ctx, name):
+    v = VARIANTS[name]
+    params = train_ddp(ctx, v, make_group(ctx, ctx.backend, v))
+    _runs[name] = params
+    compare(ctx, f"DDP {name} vs one process", params, train_single(v), v)
+    if v.get("unused"):
+        start = list(make_model(True).unused.parameters())
+        compare(ctx, "the unused branch stays as initialised", params[-2:], start, v)
+
+
+def ddp_vs_gloo(ctx, name):
+    if ctx.backend == "gloo" and not os.environ.get("TC_FORCE"):
+        raise Skip("gloo: comparing gloo with itself (--force runs it)")
+    v = VARIANTS[name]
+    if name not in _runs:
+        raise Skip("the run over the backend did not happen (filtered out)")
+    compare(ctx, f"DDP {name}: {ctx.backend} vs gloo", _runs[name],
+            train_ddp(ctx, v, make_group(ctx, "gloo", v)), v)
+
+
+def cases(ctx):
+    out = []
+    for name in VARIANTS:
+        out += [Case(f"ddp/{name}/vs_single_process", ddp_vs_single, name),
+                Case(f"ddp/{name}/vs_gloo", ddp_vs_gloo, name)]
+    return out

@@ -1,0 +1,94 @@
+# Every way to create the default process group with the backend: init_method env://,
+# tcp://127.0.0.1:port and file:///tmp/..., and a store passed in (dist.TCPStore,
+# dist.FileStore); after each, collectives (and a new_group) must give the right values,
+# get_backend/get_rank/get_world_size must answer, and destroy_process_group must leave
+# torch.distributed uninitialized. Then destroy and init again, several times, in the
+# same processes, mixing methods.
+#
+# Run: /usr/bin/python3 test_init.py --backend collectives|gloo --nranks N [-k REGEX]
+import harness
+
+if __name__ == "__main__":  # the launcher: it starts the ranks, which import this file
+    raise SystemExit(harness.main(__file__))
+
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+from harness import Case
+
+DEFAULT_PG = False  # the cases create (and destroy) it themselves
+
+
+def _init_kwargs(ctx, method, slot):
+    """init_process_group arguments for a method; `slot` picks a fresh port or file."""
+    port = ctx.ports[slot]
+    path = os.path.join(ctx.tmpdir, f"init_{method}_{slot}")
+    if ctx.rank and method in ("env", "tcp", "tcpstore"):
+        time.sleep(0.1)  # a TCPStore client that comes before rank 0's server retries 1 s later
+    if method == "env":
+        os.environ["MASTER_PORT"] = str(port)  # read by env:// at init time
+        return dict(init_method="env://")
+    if method == "tcp":
+        return dict(init_method=f"tcp://127.0.0.1:{port}")
+    if method == "file":
+        return dict(init_method=f"file://{path}")
+    if method == "tcpstore":
+        return dict(store=dist.TCPStore("127.0.0.1", port, ctx.world, ctx.rank == 0,
+                                        ctx.pg_timeout))
+    if method == "filestore":
+        return dict(store=dist.FileStore(path, ctx.world))
+    raise ValueError(method)
+
+
+def use_group(ctx, label):
+    """What every freshly made default group must do correctly."""
+    n, me = ctx.world, ctx.rank
+    ctx.expect(f"{label}: is_initialized()", dist.is_initialized())
+    ctx.expect(f"{label}: get_backend() == {ctx.backend!r}", dist.get_backend() == ctx.backend,
+               f"got {dist.get_backend()!r}")
+    ctx.expect(f"{label}: get_rank()", dist.get_rank() == me, f"got {dist.get_rank()}")
+    ctx.expect(f"{label}: get_world_size()", dist.get_world_size() == n,
+               f"got {dist.get_world_size()}")
+    t = torch.arange(5, dtype=torch.float32) + me
+    dist.all_reduce(t)
+    ctx.check(f"{label}: all_reduce", t, torch.arange(5, dtype=torch.float32) * n
+              + n * (n - 1) / 2)
+    b = torch.full((3,), me, dtype=torch.int64)
+    dist.broadcast(b, n - 1)
+    ctx.check(f"{label}: broadcast from {n - 1}", b, torch.full((3,), n - 1, dtype=torch.int64))
+    sub = list(range(0, n, 2))
+    g = dist.new_group(sub, backend=ctx.backend, timeout=ctx.pg_timeout)
+    s = torch.ones(4, dtype=torch.int32)
+    dist.all_reduce(s, group=g)
+    exp = torch.full((4,), len(sub) if me in sub else 1, dtype=torch.int32)
+    ctx.check(f"{label}: all_reduce on new_group({sub})", s, exp)
+    dist.barrier()
+
+
+def init_use_destroy(ctx, method, slot):
+    label = f"init {method}"
+    dist.init_process_group(ctx.backend, rank=ctx.rank, world_size=ctx.world,
+                            timeout=ctx.pg_timeout, **_init_kwargs(ctx, method, slot))
+    use_group(ctx, label)
+    dist.destroy_process_group()
+    ctx.expect(f"{label}: not is_initialized() after destroy_process_group()",
+               not dist.is_initialized())
+
+
+def reinit_cycle(ctx, methods, first_slot):
+    """destroy, then init again in the same processes: each round must work."""
+    for k, method in enumerate(methods):
+        init_use_destroy(ctx, method, first_slot + k)
+
+
+METHODS = ["env", "tcp", "file", "tcpstore", "filestore"]
+
+
+def cases(ctx):
+    out = [Case(f"init/{m}", init_use_destroy, m, slot) for slot, m in enumerate(METHODS)]
+    out.append(Case("reinit/same_method_3x", reinit_cycle, ["tcpstore"] * 3, 5))
+    out.append(Case("reinit/mixed", reinit_cycle, ["filestore", "env", "tcp", "file"], 8))
+    return out
