@@ -72,8 +72,8 @@ void planPreMulSum(const char* opName, at::ScalarType dtype, const RedOp& op, Re
   TORCH_CHECK(f.numel() == 1 && !f.is_complex(), "torch_collectives: ", opName,
               ": the PREMUL_SUM factor must be one real number, got a tensor of ", f.numel(),
               " elements of ", dtypeName(f.scalar_type()));
-  TORCH_CHECK(f.device().is_cpu(), "torch_collectives: ", opName, ": the PREMUL_SUM factor is on ",
-              f.device().str(), "; CPU tensors only in this build");
+  TORCH_CHECK(f.device().is_cpu(), "torch_collectives: ", opName, ": the PREMUL_SUM factor tensor is on ",
+              f.device().str(), "; pass it on the CPU (or as a number)");
   r->factorTensor = f;
 }
 

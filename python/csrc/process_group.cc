@@ -8,7 +8,10 @@
 #include <thread>
 
 #include <ATen/ATen.h>
-#include <c10/util/irange.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/Event.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 namespace torch_collectives {
 
@@ -21,23 +24,32 @@ std::string shapeOf(const at::Tensor& t) {
   return s.str();
 }
 
-void checkCpu(const char* op, const at::Tensor& t) {
+// A dense tensor on the CPU, or on a CUDA device when the library has CUDA.
+void checkTensor(const char* op, const at::Tensor& t) {
   TORCH_CHECK(t.layout() == at::kStrided, "torch_collectives: ", op, ": only dense (strided) tensors, got layout ",
               t.layout());
-  TORCH_CHECK(t.device().is_cpu(), "torch_collectives: ", op, ": tensor on ", t.device().str(),
-              "; this build of torch_collectives handles CPU tensors (it was built against a torch without CUDA)");
+  if (t.device().is_cpu()) return;
+  TORCH_CHECK(t.device().is_cuda(), "torch_collectives: ", op, ": tensor on ", t.device().str(),
+              "; CPU and CUDA tensors only");
+  int gpus = 0;
+  TORCH_CHECK(collCudaDeviceCount(&gpus) == collSuccess && gpus > 0, "torch_collectives: ", op, ": tensor on ",
+              t.device().str(), " but the Collectives library was built without CUDA or sees no GPU (",
+              collGetLastError(nullptr), ")");
 }
+
+c10::Device deviceOf(const std::vector<at::Tensor>& ts) { return ts.empty() ? c10::Device(c10::kCPU) : ts[0].device(); }
 
 const at::Tensor& single(const char* op, const std::vector<at::Tensor>& ts) {
   TORCH_CHECK(ts.size() == 1, "torch_collectives: ", op, " takes one tensor per process, got ", ts.size());
-  checkCpu(op, ts[0]);
+  checkTensor(op, ts[0]);
   return ts[0];
 }
 
 void checkSameAs(const char* op, const char* what, const at::Tensor& t, const at::Tensor& like) {
-  checkCpu(op, t);
-  TORCH_CHECK(t.scalar_type() == like.scalar_type() && t.numel() == like.numel(), "torch_collectives: ", op, ": ",
-              "an ", what, " is ", shapeOf(t), ", expected ", like.numel(), " elements of ", dtypeName(like.scalar_type()));
+  checkTensor(op, t);
+  TORCH_CHECK(t.scalar_type() == like.scalar_type() && t.numel() == like.numel() && t.device() == like.device(), "torch_collectives: ", op, ": ",
+              "an ", what, " is ", shapeOf(t), " on ", t.device().str(), ", expected ", like.numel(), " elements of ",
+              dtypeName(like.scalar_type()), " on ", like.device().str());
 }
 
 void checkRoot(const char* op, int64_t root, int size) {
@@ -163,20 +175,44 @@ collComm_t ProcessGroupCollectives::makeComm(const std::string& key, int nranks,
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::post(c10d::OpType type, OpInfo info,
-                                                             std::vector<at::Tensor> outputs,
+                                                             std::vector<at::Tensor> outputs, c10::Device device,
                                                              std::function<void()> body, Worker* worker) {
   auto work = c10::make_intrusive<CollWork>(rank_, type, nullptr, std::move(outputs));
-  (worker ? worker : worker_.get())->post([work, body = std::move(body)] {
+  std::shared_ptr<c10::Event> inputsReady;
+  if (device.is_cuda()) {  // the caller's current stream writes the inputs: wait for it there
+    c10::impl::VirtualGuardImpl impl(device.type());
+    inputsReady = std::make_shared<c10::Event>(device.type());
+    inputsReady->record(impl.getStream(device));
+  }
+  (worker ? worker : worker_.get())->post([work, device, inputsReady, body = std::move(body)] {
     std::exception_ptr error;
     try {
       at::NoGradGuard noGrad;
-      body();
+      if (inputsReady)
+        runOnDevice(device, *inputsReady, body);
+      else
+        body();
     } catch (...) {
       error = std::current_exception();
     }
     work->complete(error);
   });
   return work;
+}
+
+// An operation on CUDA tensors, on the worker: on the tensors' device, after the event
+// recorded on the caller's stream, on the legacy default stream (the library is called
+// with no stream, torch's copies here use the same), and complete only once the GPU is:
+// a Work that says it is done means its outputs are.
+void ProcessGroupCollectives::runOnDevice(c10::Device device, c10::Event& inputsReady,
+                                          const std::function<void()>& body) {
+  c10::DeviceGuard deviceGuard(device);
+  c10::impl::VirtualGuardImpl impl(device.type());
+  const c10::Stream stream = impl.getDefaultStream(device);
+  c10::StreamGuard streamGuard(stream);
+  inputsReady.block(stream);
+  body();
+  stream.synchronize();
 }
 
 ProcessGroupCollectives::OpInfo ProcessGroupCollectives::info(const char* name, const at::Tensor& t) {
@@ -277,18 +313,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allreduce(std::vector<at
   at::Tensor t = single("allreduce", tensors);
   Reduction r = planReduction("allreduce", t.scalar_type(), opts.reduceOp);
   OpInfo op = info("allreduce", t);
-  return post(c10d::OpType::ALLREDUCE, op, {t}, [this, t, r, op]() mutable { reduceTensor(t, r, -1, op); });
+  return post(c10d::OpType::ALLREDUCE, op, {t}, t.device(), [this, t, r, op]() mutable { reduceTensor(t, r, -1, op); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   std::vector<Reduction> plans;
   for (const at::Tensor& t : tensors) {
-    checkCpu("allreduce_coalesced", t);
+    checkTensor("allreduce_coalesced", t);
     plans.push_back(planReduction("allreduce_coalesced", t.scalar_type(), opts.reduceOp));
   }
   OpInfo op{"allreduce_coalesced", static_cast<int64_t>(seq_.fetch_add(1)), std::to_string(tensors.size()) + " tensors"};
-  return post(c10d::OpType::ALLREDUCE_COALESCED, op, tensors, [this, tensors, plans, op]() mutable {
+  return post(c10d::OpType::ALLREDUCE_COALESCED, op, tensors, deviceOf(tensors), [this, tensors, plans, op]() mutable {
     // One reduction per tensor, in order: every rank passes the same list.
     for (size_t i = 0; i < tensors.size(); ++i) reduceTensor(tensors[i], plans[i], -1, op);
   });
@@ -301,7 +337,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::reduce(std::vector<at::T
   Reduction r = planReduction("reduce", t.scalar_type(), opts.reduceOp);
   OpInfo op = info("reduce", t);
   const int root = static_cast<int>(opts.rootRank);
-  return post(c10d::OpType::REDUCE, op, {t}, [this, t, r, root, op]() mutable { reduceTensor(t, r, root, op); });
+  return post(c10d::OpType::REDUCE, op, {t}, t.device(), [this, t, r, root, op]() mutable { reduceTensor(t, r, root, op); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -311,7 +347,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::reduce_scatter(std::vect
   std::vector<at::Tensor> ins = rankList("reduce_scatter", "input", inputs, out, size_);
   Reduction r = planReduction("reduce_scatter", out.scalar_type(), opts.reduceOp);
   OpInfo op = info("reduce_scatter", out);
-  return post(c10d::OpType::REDUCE_SCATTER, op, {out}, [this, out, ins, r, op]() mutable {
+  return post(c10d::OpType::REDUCE_SCATTER, op, {out}, out.device(), [this, out, ins, r, op]() mutable {
     std::vector<at::Tensor> flat;
     for (const at::Tensor& t : ins) flat.push_back(t.reshape({-1}));
     reduceScatterFlat(at::cat(flat), out, r, op);
@@ -320,15 +356,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::reduce_scatter(std::vect
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                              const c10d::ReduceScatterOptions& opts) {
-  checkCpu("reduce_scatter_tensor", output);
-  checkCpu("reduce_scatter_tensor", input);
+  checkTensor("reduce_scatter_tensor", output);
+  checkTensor("reduce_scatter_tensor", input);
+  TORCH_CHECK(input.device() == output.device(), "torch_collectives: reduce_scatter_tensor: input on ", input.device().str(),
+              ", output on ", output.device().str());
   TORCH_CHECK(input.scalar_type() == output.scalar_type() && input.numel() == output.numel() * size_,
               "torch_collectives: reduce_scatter_tensor: input is ", shapeOf(input), ", expected ", size_, " x ",
               output.numel(), " elements of ", dtypeName(output.scalar_type()));
   Reduction r = planReduction("reduce_scatter_tensor", output.scalar_type(), opts.reduceOp);
   OpInfo op = info("reduce_scatter_tensor", output);
   at::Tensor out = output, in = input;
-  return post(c10d::OpType::_REDUCE_SCATTER_BASE, op, {out},
+  return post(c10d::OpType::_REDUCE_SCATTER_BASE, op, {out}, out.device(),
               [this, out, in, r, op]() mutable { reduceScatterFlat(in, out, r, op); });
 }
 
@@ -344,7 +382,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::broadcast(std::vector<at
   checkRoot("broadcast", opts.rootRank, size_);
   OpInfo op = info("broadcast", t);
   const int root = static_cast<int>(opts.rootRank);
-  return post(c10d::OpType::BROADCAST, op, {t}, [this, t, root, op]() mutable {
+  return post(c10d::OpType::BROADCAST, op, {t}, t.device(), [this, t, root, op]() mutable {
     at::Tensor buf = dense(t);
     check(collBroadcast(buf.data_ptr(), buf.data_ptr(), buf.nbytes(), collUint8, root, comm_, nullptr), op, comm_);
     writeBack(buf, t);
@@ -357,7 +395,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather(std::vector<st
   at::Tensor in = single("allgather", inputs);
   std::vector<at::Tensor> outs = rankList("allgather", "output", outputs, in, size_);
   OpInfo op = info("allgather", in);
-  return post(c10d::OpType::ALLGATHER, op, outs, [this, in, outs, op]() mutable {
+  return post(c10d::OpType::ALLGATHER, op, outs, in.device(), [this, in, outs, op]() mutable {
     at::Tensor src = dense(in);
     at::Tensor all = src.new_empty({size_, src.numel()});
     allgatherBytes(src.data_ptr(), all.data_ptr(), src.nbytes(), op);
@@ -367,14 +405,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather(std::vector<st
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                         const c10d::AllgatherOptions&) {
-  checkCpu("all_gather_into_tensor", output);
-  checkCpu("all_gather_into_tensor", input);
+  checkTensor("all_gather_into_tensor", output);
+  checkTensor("all_gather_into_tensor", input);
+  TORCH_CHECK(input.device() == output.device(), "torch_collectives: all_gather_into_tensor: input on ", input.device().str(),
+              ", output on ", output.device().str());
   TORCH_CHECK(input.scalar_type() == output.scalar_type() && output.numel() == input.numel() * size_,
               "torch_collectives: all_gather_into_tensor: output is ", shapeOf(output), ", expected ", size_, " x ",
               input.numel(), " elements of ", dtypeName(input.scalar_type()));
   OpInfo op = info("all_gather_into_tensor", input);
   at::Tensor out = output, in = input;
-  return post(c10d::OpType::_ALLGATHER_BASE, op, {out}, [this, out, in, op]() mutable {
+  return post(c10d::OpType::_ALLGATHER_BASE, op, {out}, in.device(), [this, out, in, op]() mutable {
     at::Tensor src = dense(in), dst = dense(out);
     allgatherBytes(src.data_ptr(), dst.data_ptr(), src.nbytes(), op);
     writeBack(dst, out);
@@ -385,6 +425,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions&) {
   TORCH_CHECK(outputLists.size() == static_cast<size_t>(size_), "torch_collectives: allgather_coalesced takes ", size_,
               " output lists (one per rank), got ", outputLists.size());
+  for (const at::Tensor& t : inputs)
+    TORCH_CHECK(t.device().is_cpu(), "torch_collectives: allgather_coalesced: CPU tensors only, got one on ",
+                t.device().str(), " (use all_gather_into_tensor)");
   for (const auto& list : outputLists) {
     TORCH_CHECK(list.size() == inputs.size(), "torch_collectives: allgather_coalesced: an output list has ",
                 list.size(), " tensors for ", inputs.size(), " inputs");
@@ -393,7 +436,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather_coalesced(
   OpInfo op{"allgather_coalesced", static_cast<int64_t>(seq_.fetch_add(1)), std::to_string(inputs.size()) + " tensors"};
   std::vector<at::Tensor> flatOuts;
   for (const auto& list : outputLists) flatOuts.insert(flatOuts.end(), list.begin(), list.end());
-  return post(c10d::OpType::ALLGATHER_COALESCED, op, flatOuts, [this, outputLists, inputs, op]() mutable {
+  return post(c10d::OpType::ALLGATHER_COALESCED, op, flatOuts, deviceOf(inputs), [this, outputLists, inputs, op]() mutable {
     size_t total = 0;
     for (const at::Tensor& t : inputs) total += t.nbytes();
     std::vector<uint8_t> mine(total), all(total * static_cast<size_t>(size_));
@@ -424,7 +467,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::gather(std::vector<std::
   const int root = static_cast<int>(opts.rootRank);
   std::vector<at::Tensor> outs = rootList("gather", "output", outputs, in, size_, rank_, root);
   OpInfo op = info("gather", in);
-  return post(c10d::OpType::GATHER, op, outs, [this, in, outs, root, op]() mutable {
+  return post(c10d::OpType::GATHER, op, outs, in.device(), [this, in, outs, root, op]() mutable {
     at::Tensor src = dense(in);
     at::Tensor all = rank_ == root ? src.new_empty({size_, src.numel()}) : at::Tensor();
     check(collGather(src.data_ptr(), all.defined() ? all.data_ptr() : nullptr, src.nbytes(), collUint8, root, comm_,
@@ -442,7 +485,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::scatter(std::vector<at::
   const int root = static_cast<int>(opts.rootRank);
   std::vector<at::Tensor> ins = rootList("scatter", "input", inputs, out, size_, rank_, root);
   OpInfo op = info("scatter", out);
-  return post(c10d::OpType::SCATTER, op, {out}, [this, out, ins, root, op]() mutable {
+  return post(c10d::OpType::SCATTER, op, {out}, out.device(), [this, out, ins, root, op]() mutable {
     at::Tensor dst = dense(out);
     at::Tensor all;
     if (!ins.empty()) {
@@ -461,8 +504,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::scatter(std::vector<at::
 // recvPtr[p], in one group (the rank's own block is a copy).
 void ProcessGroupCollectives::exchange(const std::vector<const char*>& sendPtr, const std::vector<size_t>& sendBytes,
                                        const std::vector<char*>& recvPtr, const std::vector<size_t>& recvBytes,
-                                       const OpInfo& op) {
-  if (recvBytes[rank_]) std::memmove(recvPtr[rank_], sendPtr[rank_], recvBytes[rank_]);
+                                       c10::Device device, const OpInfo& op) {
+  if (recvBytes[rank_]) {  // the own block: a copy (on the device of the buffers)
+    auto bytes = at::TensorOptions().dtype(at::kByte).device(device);
+    const auto n = static_cast<int64_t>(recvBytes[rank_]);
+    at::from_blob(recvPtr[rank_], {n}, bytes).copy_(at::from_blob(const_cast<char*>(sendPtr[rank_]), {n}, bytes));
+  }
   check(collGroupStart(), op, comm_);
   collResult_t first = collSuccess;
   for (int p = 0; p < size_; ++p) {
@@ -480,8 +527,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::alltoall_base(at::Tensor
                                                                       std::vector<int64_t>& outputSplitSizes,
                                                                       std::vector<int64_t>& inputSplitSizes,
                                                                       const c10d::AllToAllOptions&) {
-  checkCpu("all_to_all_single", output);
-  checkCpu("all_to_all_single", input);
+  checkTensor("all_to_all_single", output);
+  checkTensor("all_to_all_single", input);
+  TORCH_CHECK(input.device() == output.device(), "torch_collectives: all_to_all_single: input on ", input.device().str(),
+              ", output on ", output.device().str());
   TORCH_CHECK(input.scalar_type() == output.scalar_type(), "torch_collectives: all_to_all_single: input is ",
               shapeOf(input), ", output ", shapeOf(output), ": the dtypes differ");
   const int64_t inRows = input.dim() ? input.size(0) : 1, outRows = output.dim() ? output.size(0) : 1;
@@ -506,8 +555,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::alltoall_base(at::Tensor
   std::vector<int64_t> outSplit = splits(outputSplitSizes, outRows, "output");
   OpInfo op = info("all_to_all_single", input);
   at::Tensor out = output, in = input;
-  return post(c10d::OpType::ALLTOALL_BASE, op, {out}, [this, out, in, inSplit, outSplit, inRows, outRows, op]() mutable {
+  return post(c10d::OpType::ALLTOALL_BASE, op, {out}, in.device(), [this, out, in, inSplit, outSplit, inRows, outRows, op]() mutable {
     at::Tensor src = dense(in), dst = dense(out);
+    if (src.data_ptr() == dst.data_ptr()) src = src.clone();  // in place: keep the input whole
     const size_t inRow = inRows ? src.nbytes() / static_cast<size_t>(inRows) : 0;
     const size_t outRow = outRows ? dst.nbytes() / static_cast<size_t>(outRows) : 0;
     std::vector<const char*> sp(size_);
@@ -522,7 +572,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::alltoall_base(at::Tensor
       so += sb[p];
       ro += rb[p];
     }
-    exchange(sp, sb, rp, rb, op);
+    exchange(sp, sb, rp, rb, dst.device(), op);
     writeBack(dst, out);
   });
 }
@@ -534,13 +584,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::alltoall(std::vector<at:
               "torch_collectives: all_to_all takes ", size_, " input and ", size_, " output tensors, got ", inputs.size(),
               " and ", outputs.size());
   for (int p = 0; p < size_; ++p) {
-    checkCpu("all_to_all", inputs[p]);
-    checkCpu("all_to_all", outputs[p]);
+    checkTensor("all_to_all", inputs[p]);
+    checkTensor("all_to_all", outputs[p]);
     TORCH_CHECK(inputs[p].scalar_type() == inputs[0].scalar_type() && outputs[p].scalar_type() == inputs[0].scalar_type(),
                 "torch_collectives: all_to_all: every tensor must have one dtype");
   }
   OpInfo op = info("all_to_all", inputs[0]);
-  return post(c10d::OpType::ALLTOALL, op, outputs, [this, outputs, inputs, op]() mutable {
+  return post(c10d::OpType::ALLTOALL, op, outputs, deviceOf(inputs), [this, outputs, inputs, op]() mutable {
     std::vector<at::Tensor> src(size_), dst(size_);
     std::vector<const char*> sp(size_);
     std::vector<char*> rp(size_);
@@ -553,14 +603,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::alltoall(std::vector<at:
       sb[p] = src[p].nbytes();
       rb[p] = dst[p].nbytes();
     }
-    exchange(sp, sb, rp, rb, op);
+    exchange(sp, sb, rp, rb, deviceOf(dst), op);
     for (int p = 0; p < size_; ++p) writeBack(dst[p], outputs[p]);
   });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::barrier(const c10d::BarrierOptions&) {
   OpInfo op{"barrier", static_cast<int64_t>(seq_.fetch_add(1)), "no data"};
-  return post(c10d::OpType::BARRIER, op, {}, [this, op] {
+  return post(c10d::OpType::BARRIER, op, {}, c10::Device(c10::kCPU), [this, op] {
     uint8_t token = 0;
     check(collAllReduce(&token, &token, 1, collUint8, collMax, comm_, nullptr), op, comm_);
   });
@@ -583,7 +633,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::send(std::vector<at::Ten
   Lane& l = lane(dstRank, true);
   OpInfo op{"send", -1, shapeOf(t) + " to rank " + std::to_string(dstRank)};
   const std::string key = keyPrefix_ + "p2p/" + std::to_string(rank_) + "->" + std::to_string(dstRank);
-  return post(c10d::OpType::SEND, op, {t}, [this, &l, t, key, op] {
+  return post(c10d::OpType::SEND, op, {t}, t.device(), [this, &l, t, key, op] {
     if (!l.comm.load()) l.comm = makeComm(key, 2, 0);
     at::Tensor src = dense(t);
     check(collSend(src.data_ptr(), src.nbytes(), collUint8, 1, l.comm.load(), nullptr), op, l.comm.load());
@@ -597,7 +647,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::recv(std::vector<at::Ten
   Lane& l = lane(srcRank, false);
   OpInfo op{"recv", -1, shapeOf(t) + " from rank " + std::to_string(srcRank)};
   const std::string key = keyPrefix_ + "p2p/" + std::to_string(srcRank) + "->" + std::to_string(rank_);
-  return post(c10d::OpType::RECV, op, {t}, [this, &l, t, key, op]() mutable {
+  return post(c10d::OpType::RECV, op, {t}, t.device(), [this, &l, t, key, op]() mutable {
     if (!l.comm.load()) l.comm = makeComm(key, 2, 1);
     at::Tensor dst = dense(t);
     check(collRecv(dst.data_ptr(), dst.nbytes(), collUint8, 0, l.comm.load(), nullptr), op, l.comm.load());

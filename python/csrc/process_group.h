@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include <c10/core/Event.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -100,8 +101,10 @@ class ProcessGroupCollectives : public c10d::ProcessGroup {
   };
 
   // Queues body on worker (the group's own unless given) and returns its Work.
+  // CUDA tensors (device): after the caller's current stream, completing when the GPU is.
   c10::intrusive_ptr<c10d::Work> post(c10d::OpType type, OpInfo info, std::vector<at::Tensor> outputs,
-                                      std::function<void()> body, Worker* worker = nullptr);
+                                      c10::Device device, std::function<void()> body, Worker* worker = nullptr);
+  static void runOnDevice(c10::Device device, c10::Event& inputsReady, const std::function<void()>& body);
   // Throws the error of a failed library call on comm, naming the operation; on the
   // group's communicator, also the ranks that never reached it.
   void check(collResult_t r, const OpInfo& op, collComm_t comm);
@@ -118,7 +121,8 @@ class ProcessGroupCollectives : public c10d::ProcessGroup {
   void reduceScatterFlat(const at::Tensor& in, at::Tensor& out, const Reduction& r, const OpInfo& op);
   void allgatherBytes(const void* in, void* out, size_t bytes, const OpInfo& op);
   void exchange(const std::vector<const char*>& sendPtr, const std::vector<size_t>& sendBytes,
-                const std::vector<char*>& recvPtr, const std::vector<size_t>& recvBytes, const OpInfo& op);
+                const std::vector<char*>& recvPtr, const std::vector<size_t>& recvBytes, c10::Device device,
+                const OpInfo& op);
 
   c10::intrusive_ptr<c10d::Store> store_;
   std::string keyPrefix_;  // of this group's keys in the store
