@@ -1163,6 +1163,10 @@ void caseRevokeInflight(Ctx& c) {
 void killCase(Ctx& c, int victim, bool viaExit, bool abortOld) {
   const int n = c.nranks;
   allreduceWorks(c, c.comm, "before the kill");
+  // Every rank finishes that allreduce before the victim dies: a death fails the
+  // operations in flight on every rank, even those that no longer need the dead rank
+  // (the victim, done first, used to die while rank 2 still waited for rank 1).
+  c.barrier();
   if (c.rank == victim) {
     c.sh->expectedDeath[victim].store(1);
     if (viaExit) _exit(0);
