@@ -17,8 +17,8 @@
 #include <sstream>
 #include <thread>
 
-#include "core/datatype.h"
-#include "core/param.h"
+#include "base/datatype.h"
+#include "base/param.h"
 #include "device_mem.h"
 #include "kernels/element_io.h"
 #include "launch.h"

@@ -13,7 +13,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/datatype.h"
+#include "base/datatype.h"
 #include "kernels/device_reduce.h"
 #include "perf.h"
 

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "core/datatype.h"
+#include "base/datatype.h"
 #include "kernels/element_io.h"
 
 namespace testing {

@@ -16,7 +16,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/comm.h"
-#include "core/datatype.h"
+#include "base/datatype.h"
 #include "device/dev_lane.h"
 #include "device/device_exec.h"
 #include "device/proxy.h"

@@ -13,7 +13,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "core/wait.h"
+#include "base/wait.h"
 #include "harness.h"
 #include "transport/net/net.h"
 #include "transport/net/socket/socket_net.h"

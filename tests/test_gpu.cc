@@ -19,7 +19,7 @@
 #include <catch2/catch.hpp>
 
 #include "collectives/collectives.h"
-#include "core/datatype.h"
+#include "base/datatype.h"
 #include "kernels/device_reduce.h"
 #include "kernels/element_io.h"
 #include "kernels/host_reduce.h"

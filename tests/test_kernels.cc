@@ -10,7 +10,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "core/datatype.h"
+#include "base/datatype.h"
 #include "kernels/float_conv.h"
 #include "kernels/host_copy.h"
 #include "kernels/host_reduce.h"

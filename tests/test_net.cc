@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "harness.h"
 #include "transport/net/socket/socket_net.h"
 

@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "bootstrap/socket.h"
-#include "core/param.h"
+#include "base/param.h"
 
 using namespace coll;
 

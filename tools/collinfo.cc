@@ -6,7 +6,7 @@
 #include "bootstrap/socket.h"
 #include "collectives/collectives.h"
 #include "collectives/config.h"
-#include "core/param.h"
+#include "base/param.h"
 
 int main() {
   int v = 0;

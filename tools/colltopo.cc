@@ -19,7 +19,7 @@
 
 #include "algorithms/graph.h"
 #include "algorithms/tuner.h"
-#include "core/param.h"
+#include "base/param.h"
 #include "topology/probe.h"
 #include "topology/topo.h"
 

@@ -8,7 +8,7 @@
 // channel's piece streams through the FIFO in slices, so a long chain is a pipeline:
 // its time is one traversal of the buffer plus (n-1) slice latencies.
 #include "algorithms/algorithms.h"
-#include "core/datatype.h"
+#include "base/datatype.h"
 
 namespace coll {
 

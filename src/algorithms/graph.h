@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "topology/topo.h"
 
 namespace coll {

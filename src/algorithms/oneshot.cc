@@ -6,9 +6,9 @@
 #include <cstring>
 
 #include "algorithms/algorithms.h"
-#include "core/datatype.h"
+#include "base/datatype.h"
 #include "core/executor.h"
-#include "core/wait.h"
+#include "base/wait.h"
 #include "kernels/host_copy.h"
 #include "transport/shm/mailbox.h"
 

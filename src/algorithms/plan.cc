@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/comm.h"
-#include "core/datatype.h"
+#include "base/datatype.h"
 
 namespace coll {
 

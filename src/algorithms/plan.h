@@ -21,24 +21,12 @@
 #include <vector>
 
 #include "collectives/collectives.h"
-#include "core/status.h"
+#include "base/status.h"
 #include "kernels/host_reduce.h"
+#include "kernels/step_flags.h"
 #include "transport/connector.h"
 
 namespace coll {
-
-enum StepFlags : uint8_t {
-  kRecv = 1,
-  kSrc = 2,
-  kDst = 4,
-  kSend = 8,
-  kFinal = 16,
-  kStream = 32,  // write kDst with non-temporal stores (large operations)
-  // Device operations only: a zero-length slot sent, then one received, on a channel the
-  // operation leaves empty, so ranks that called different counts (and so spread over
-  // different channels) meet a size mismatch there instead of waiting forever.
-  kToken = 64,
-};
 
 struct Step {
   uint8_t flags;

@@ -34,7 +34,7 @@
 #include <algorithm>
 
 #include "algorithms/algorithms.h"
-#include "core/datatype.h"
+#include "base/datatype.h"
 
 namespace coll {
 

@@ -24,7 +24,7 @@
 // Floating-point sums combine in tree order, so results can differ from the ring's in
 // the last bits (NCCL's trees do the same); every rank receives the root's one result.
 #include "algorithms/algorithms.h"
-#include "core/datatype.h"
+#include "base/datatype.h"
 
 namespace coll {
 

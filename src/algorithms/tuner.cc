@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "core/param.h"
+#include "base/param.h"
 
 namespace coll {
 

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "algorithms/plan.h"
-#include "core/status.h"
+#include "base/status.h"
 
 namespace coll {
 

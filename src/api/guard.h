@@ -14,9 +14,9 @@
 #include "collectives/collectives.h"
 #include "collectives/config.h"
 #include "core/comm.h"
-#include "core/datatype.h"
+#include "base/datatype.h"
 #include "core/group.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "core/premulsum.h"
 #include "device/device_exec.h"
 #if COLL_HAVE_CUDA

@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "transport/net/net.h"
 
 namespace coll::api {

@@ -4,7 +4,7 @@
 
 #include "collectives/collectives.h"
 #include "core/comm.h"
-#include "core/status.h"
+#include "base/status.h"
 
 namespace coll::api {
 

@@ -1,11 +1,11 @@
-#include "core/param.h"
+#include "base/param.h"
 
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <set>
 
-#include "core/log.h"
+#include "base/log.h"
 
 namespace coll {
 

@@ -1,4 +1,4 @@
-#include "core/wait.h"
+#include "base/wait.h"
 
 #include <linux/futex.h>
 #include <poll.h>
@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <ctime>
 
-#include "core/param.h"
+#include "base/param.h"
 
 namespace coll {
 

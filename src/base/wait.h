@@ -14,9 +14,20 @@
 #include <chrono>
 #include <cstdint>
 
-#include "transport/connector.h"
-
 namespace coll {
+
+// What an idle executor may block on: a counter (futex) or a socket.
+struct WaitTarget {
+  std::atomic<uint32_t>* word = nullptr;
+  std::atomic<uint32_t>* waiters = nullptr;
+  uint32_t seen = 0;  // sleep while *word == seen
+  int fd = -1;
+  short events = 0;
+  bool shared = false;  // word lives in memory shared between processes
+  // Longest futex sleep. Shorter where the writer wakes without a full fence, so a
+  // wake lost to that race costs at most this much.
+  int maxSleepUs = 10000;
+};
 
 inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)

@@ -8,8 +8,8 @@
 
 #include "bootstrap/host_id.h"
 #include "bootstrap/root.h"
-#include "core/log.h"
-#include "core/param.h"
+#include "base/log.h"
+#include "base/param.h"
 
 namespace coll {
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "bootstrap/wire.h"
-#include "core/status.h"
+#include "base/status.h"
 
 namespace coll {
 

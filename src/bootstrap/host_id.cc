@@ -4,7 +4,7 @@
 
 #include <fstream>
 
-#include "core/param.h"
+#include "base/param.h"
 
 namespace coll {
 

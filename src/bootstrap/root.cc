@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "bootstrap/host_id.h"
-#include "core/log.h"
-#include "core/param.h"
+#include "base/log.h"
+#include "base/param.h"
 
 namespace coll {
 

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "bootstrap/wire.h"
-#include "core/status.h"
+#include "base/status.h"
 
 namespace coll {
 

@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/param.h"
+#include "base/param.h"
 
 namespace coll {
 

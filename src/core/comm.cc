@@ -10,8 +10,8 @@
 
 #include "algorithms/graph.h"
 #include "bootstrap/host_id.h"
-#include "core/log.h"
-#include "core/param.h"
+#include "base/log.h"
+#include "base/param.h"
 #include "collectives/config.h"
 #include "device/device_exec.h"
 #if COLL_HAVE_CUDA

@@ -7,8 +7,8 @@
 
 #include "algorithms/oneshot.h"
 #include "core/comm.h"
-#include "core/log.h"
-#include "core/wait.h"
+#include "base/log.h"
+#include "base/wait.h"
 #include "kernels/host_copy.h"
 
 namespace coll {

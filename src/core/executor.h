@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "algorithms/plan.h"
-#include "core/status.h"
-#include "core/wait.h"
+#include "base/status.h"
+#include "base/wait.h"
 
 namespace coll {
 

@@ -8,9 +8,9 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/oneshot.h"
-#include "core/datatype.h"
+#include "base/datatype.h"
 #include "core/executor.h"
-#include "core/log.h"
+#include "base/log.h"
 #include "device/device_exec.h"
 #include "transport/transport.h"
 

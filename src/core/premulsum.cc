@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "collectives/config.h"
-#include "core/datatype.h"
+#include "base/datatype.h"
 #include "kernels/host_reduce.h"
 #if COLL_HAVE_CUDA
 #include "kernels/device_reduce.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "device/dev_lane.h"
 
 namespace coll {

@@ -5,8 +5,8 @@
 #include "collectives/config.h"
 #include "core/comm.h"
 #include "core/executor.h"
-#include "core/log.h"
-#include "core/wait.h"
+#include "base/log.h"
+#include "base/wait.h"
 #include "device/device_exec.h"
 #if COLL_HAVE_CUDA
 #include "device/device_cuda.h"

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "algorithms/plan.h"
-#include "core/status.h"
+#include "base/status.h"
 #include "device/dev_lane.h"
 
 namespace coll {

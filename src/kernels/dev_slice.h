@@ -13,10 +13,10 @@
 
 #include <cstdint>
 
-#include "algorithms/plan.h"  // StepFlags
 #include "collectives/collectives.h"
 #include "device/dev_lane.h"
 #include "kernels/reduce_ops.h"
+#include "kernels/step_flags.h"
 
 namespace coll {
 namespace slice {

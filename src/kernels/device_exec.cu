@@ -18,12 +18,12 @@
 #include <mutex>
 #include <vector>
 
-#include "algorithms/plan.h"  // StepFlags
 #include "collectives/collectives.h"
 #include "device/dev_lane.h"
 #include "device/device_cuda.h"
 #include "kernels/cuda_status.h"
 #include "kernels/dev_slice.h"
+#include "kernels/step_flags.h"
 
 namespace coll {
 

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "collectives/collectives.h"
-#include "core/status.h"
+#include "base/status.h"
 
 namespace coll {
 

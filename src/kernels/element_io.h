@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "collectives/collectives.h"
-#include "core/datatype.h"
+#include "base/datatype.h"
 #include "kernels/float_conv.h"
 
 namespace coll {

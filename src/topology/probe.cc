@@ -12,8 +12,8 @@
 #include <map>
 #include <regex>
 
-#include "core/log.h"
-#include "core/param.h"
+#include "base/log.h"
+#include "base/param.h"
 #include "transport/net/net.h"
 
 namespace coll {

@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "topology/topo.h"
 #include "topology/xml.h"
 

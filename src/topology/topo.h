@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "topology/xml.h"
 
 namespace coll {

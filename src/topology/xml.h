@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace coll {
 

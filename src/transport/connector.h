@@ -17,7 +17,8 @@
 #include <cstdint>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
+#include "base/wait.h"
 
 namespace coll {
 
@@ -33,19 +34,6 @@ struct alignas(64) FifoCtrl {
 
 // Bytes of a FIFO with data slots of slotBytes each, control block first.
 inline size_t fifoBytes(size_t slotBytes) { return sizeof(FifoCtrl) + kSteps * slotBytes; }
-
-// What an idle executor may block on: a counter (futex) or a socket.
-struct WaitTarget {
-  std::atomic<uint32_t>* word = nullptr;
-  std::atomic<uint32_t>* waiters = nullptr;
-  uint32_t seen = 0;  // sleep while *word == seen
-  int fd = -1;
-  short events = 0;
-  bool shared = false;  // word lives in memory shared between processes
-  // Longest futex sleep. Shorter where the writer wakes without a full fence, so a
-  // wake lost to that race costs at most this much.
-  int maxSleepUs = 10000;
-};
 
 // Producer/consumer halves over a FifoCtrl + slots in memory this process can touch.
 // Used directly by shm and as the local staging FIFO of net.

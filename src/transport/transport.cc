@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "collectives/config.h"
-#include "core/log.h"
-#include "core/param.h"
+#include "base/log.h"
+#include "base/param.h"
 
 namespace coll {
 

@@ -7,8 +7,8 @@
 #include <new>
 #include <vector>
 
-#include "core/log.h"
-#include "core/param.h"
+#include "base/log.h"
+#include "base/param.h"
 #include "device/device_exec.h"
 #include "transport/net/socket/socket_net.h"
 

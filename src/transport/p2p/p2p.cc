@@ -9,8 +9,8 @@
 #include <new>
 
 #include "collectives/config.h"
-#include "core/log.h"
-#include "core/param.h"
+#include "base/log.h"
+#include "base/param.h"
 #include "transport/shm/shm.h"  // shmRandomId
 #if COLL_HAVE_CUDA
 #include "device/device_cuda.h"

@@ -7,9 +7,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "kernels/host_copy.h"
-#include "core/wait.h"
+#include "base/wait.h"
 #include "transport/shm/shm.h"
 
 namespace coll {

@@ -11,8 +11,8 @@
 #include <new>
 #include <random>
 
-#include "core/log.h"
-#include "core/wait.h"
+#include "base/log.h"
+#include "base/wait.h"
 #include "device/device_exec.h"
 
 namespace coll {

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "bootstrap/socket.h"
-#include "core/log.h"
-#include "core/param.h"
-#include "core/wait.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "base/wait.h"
 #include "kernels/host_copy.h"
 
 namespace coll {
