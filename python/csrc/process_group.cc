@@ -81,6 +81,18 @@ std::vector<at::Tensor> rootList(const char* op, const char* what, const std::ve
   return {};
 }
 
+// The tensor pair of the *_tensor ops: `whole` holds size x part.numel() elements of
+// part's dtype, on part's device (wholeName: "input" or "output").
+void checkWhole(const char* op, const char* wholeName, const at::Tensor& whole, const at::Tensor& part, int size) {
+  checkTensor(op, whole);
+  checkTensor(op, part);
+  TORCH_CHECK(whole.device() == part.device(), "torch_collectives: ", op, ": input and output are on ",
+              whole.device().str(), " and ", part.device().str());
+  TORCH_CHECK(whole.scalar_type() == part.scalar_type() && whole.numel() == part.numel() * size, "torch_collectives: ",
+              op, ": ", wholeName, " is ", shapeOf(whole), ", expected ", size, " x ", part.numel(), " elements of ",
+              dtypeName(part.scalar_type()));
+}
+
 std::vector<int64_t> evenSplits(int64_t rows, int size) {
   return std::vector<int64_t>(static_cast<size_t>(size), rows / size);
 }
@@ -356,13 +368,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::reduce_scatter(std::vect
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                              const c10d::ReduceScatterOptions& opts) {
-  checkTensor("reduce_scatter_tensor", output);
-  checkTensor("reduce_scatter_tensor", input);
-  TORCH_CHECK(input.device() == output.device(), "torch_collectives: reduce_scatter_tensor: input on ", input.device().str(),
-              ", output on ", output.device().str());
-  TORCH_CHECK(input.scalar_type() == output.scalar_type() && input.numel() == output.numel() * size_,
-              "torch_collectives: reduce_scatter_tensor: input is ", shapeOf(input), ", expected ", size_, " x ",
-              output.numel(), " elements of ", dtypeName(output.scalar_type()));
+  checkWhole("reduce_scatter_tensor", "input", input, output, size_);
   Reduction r = planReduction("reduce_scatter_tensor", output.scalar_type(), opts.reduceOp);
   OpInfo op = info("reduce_scatter_tensor", output);
   at::Tensor out = output, in = input;
@@ -405,13 +411,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather(std::vector<st
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                         const c10d::AllgatherOptions&) {
-  checkTensor("all_gather_into_tensor", output);
-  checkTensor("all_gather_into_tensor", input);
-  TORCH_CHECK(input.device() == output.device(), "torch_collectives: all_gather_into_tensor: input on ", input.device().str(),
-              ", output on ", output.device().str());
-  TORCH_CHECK(input.scalar_type() == output.scalar_type() && output.numel() == input.numel() * size_,
-              "torch_collectives: all_gather_into_tensor: output is ", shapeOf(output), ", expected ", size_, " x ",
-              input.numel(), " elements of ", dtypeName(input.scalar_type()));
+  checkWhole("all_gather_into_tensor", "output", output, input, size_);
   OpInfo op = info("all_gather_into_tensor", input);
   at::Tensor out = output, in = input;
   return post(c10d::OpType::_ALLGATHER_BASE, op, {out}, in.device(), [this, out, in, op]() mutable {
