@@ -626,33 +626,37 @@ ProcessGroupCollectives::Lane& ProcessGroupCollectives::lane(int peer, bool send
   return l;
 }
 
+// One transfer on the (peer, direction) lane; the lane's communicator has the sender as
+// rank 0 and is made by its first transfer.
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::transfer(std::vector<at::Tensor>& tensors, int peer,
+                                                                 bool sending) {
+  const char* name = sending ? "send" : "recv";
+  at::Tensor t = single(name, tensors);
+  checkRoot(name, peer, size_);
+  TORCH_CHECK(peer != rank_, "torch_collectives: ", name, ": ", sending ? "dst " : "src ", peer, " is this rank");
+  Lane& l = lane(peer, sending);
+  OpInfo op{name, -1, shapeOf(t) + (sending ? " to rank " : " from rank ") + std::to_string(peer)};
+  const int src = sending ? rank_ : peer, dst = sending ? peer : rank_;
+  const std::string key = keyPrefix_ + "p2p/" + std::to_string(src) + "->" + std::to_string(dst);
+  return post(sending ? c10d::OpType::SEND : c10d::OpType::RECV, op, {t}, t.device(),
+              [this, &l, t, key, op, sending]() mutable {
+                if (!l.comm.load()) l.comm = makeComm(key, 2, sending ? 0 : 1);
+                collComm_t comm = l.comm.load();
+                at::Tensor buf = dense(t);
+                check(sending ? collSend(buf.data_ptr(), buf.nbytes(), collUint8, 1, comm, nullptr)
+                              : collRecv(buf.data_ptr(), buf.nbytes(), collUint8, 0, comm, nullptr),
+                      op, comm);
+                if (!sending) writeBack(buf, t);
+              },
+              l.worker.get());
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::send(std::vector<at::Tensor>& tensors, int dstRank, int) {
-  at::Tensor t = single("send", tensors);
-  checkRoot("send", dstRank, size_);
-  TORCH_CHECK(dstRank != rank_, "torch_collectives: send: dst ", dstRank, " is this rank");
-  Lane& l = lane(dstRank, true);
-  OpInfo op{"send", -1, shapeOf(t) + " to rank " + std::to_string(dstRank)};
-  const std::string key = keyPrefix_ + "p2p/" + std::to_string(rank_) + "->" + std::to_string(dstRank);
-  return post(c10d::OpType::SEND, op, {t}, t.device(), [this, &l, t, key, op] {
-    if (!l.comm.load()) l.comm = makeComm(key, 2, 0);
-    at::Tensor src = dense(t);
-    check(collSend(src.data_ptr(), src.nbytes(), collUint8, 1, l.comm.load(), nullptr), op, l.comm.load());
-  }, l.worker.get());
+  return transfer(tensors, dstRank, true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::recv(std::vector<at::Tensor>& tensors, int srcRank, int) {
-  at::Tensor t = single("recv", tensors);
-  checkRoot("recv", srcRank, size_);
-  TORCH_CHECK(srcRank != rank_, "torch_collectives: recv: src ", srcRank, " is this rank");
-  Lane& l = lane(srcRank, false);
-  OpInfo op{"recv", -1, shapeOf(t) + " from rank " + std::to_string(srcRank)};
-  const std::string key = keyPrefix_ + "p2p/" + std::to_string(srcRank) + "->" + std::to_string(rank_);
-  return post(c10d::OpType::RECV, op, {t}, t.device(), [this, &l, t, key, op]() mutable {
-    if (!l.comm.load()) l.comm = makeComm(key, 2, 1);
-    at::Tensor dst = dense(t);
-    check(collRecv(dst.data_ptr(), dst.nbytes(), collUint8, 0, l.comm.load(), nullptr), op, l.comm.load());
-    writeBack(dst, t);
-  }, l.worker.get());
+  return transfer(tensors, srcRank, false);
 }
 
 c10::intrusive_ptr<c10d::ProcessGroup> createProcessGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank,

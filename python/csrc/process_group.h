@@ -114,6 +114,7 @@ class ProcessGroupCollectives : public c10d::ProcessGroup {
   // A communicator of nranks made through the store under key (rank 0 publishes the id).
   collComm_t makeComm(const std::string& key, int nranks, int rank);
   Lane& lane(int peer, bool sending);
+  c10::intrusive_ptr<c10d::Work> transfer(std::vector<at::Tensor>& tensors, int peer, bool sending);
   OpInfo info(const char* name, const at::Tensor& t);
 
   // The operations' bodies, run on the worker.
