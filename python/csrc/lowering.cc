@@ -95,7 +95,6 @@ const char* redOpName(RedOp::RedOpType op) {
 }
 
 std::string dtypeName(at::ScalarType dtype) {
-  std::string s = c10::toString(dtype);  // "Float", "BFloat16", ...
   if (dtype == at::kFloat) return "float32";
   if (dtype == at::kDouble) return "float64";
   if (dtype == at::kHalf) return "float16";
@@ -108,7 +107,7 @@ std::string dtypeName(at::ScalarType dtype) {
   if (dtype == at::kBool) return "bool";
   if (dtype == at::kComplexFloat) return "complex64";
   if (dtype == at::kComplexDouble) return "complex128";
-  return s;
+  return c10::toString(dtype);  // the others under torch's C++ name
 }
 
 Reduction planReduction(const char* opName, at::ScalarType dtype, const RedOp& op) {
@@ -128,10 +127,9 @@ Reduction planReduction(const char* opName, at::ScalarType dtype, const RedOp& o
   if (at::isComplexType(dtype)) {
     if (t != RedOp::SUM && t != RedOp::AVG && t != RedOp::PREMUL_SUM)
       unsupported(opName, t, dtype, "complex tensors take SUM, AVG and PREMUL_SUM");
+    if (dtype != at::kComplexFloat && dtype != at::kComplexDouble) unsupported(opName, t, dtype, "no matching library type");
     r.path = Path::kComplex;
     r.type = dtype == at::kComplexFloat ? collFloat32 : collFloat64;
-    TORCH_CHECK(dtype == at::kComplexFloat || dtype == at::kComplexDouble, "torch_collectives: ", opName,
-                ": ", dtypeName(dtype), " tensors are not supported");
     return r;
   }
   if (dtype == at::kShort) {

@@ -269,6 +269,21 @@ std::string ProcessGroupCollectives::ranksThatNeverArrived(const OpInfo& op) {
 
 // ---- reductions ----
 
+// Runs call with r's library op: a PreMulSum op made for this call (and freed after it),
+// or the built-in one; throws the call's error.
+void ProcessGroupCollectives::runReduction(const Reduction& r, const OpInfo& op,
+                                           const std::function<collResult_t(collRedOp_t)>& call) {
+  collRedOp_t redOp = r.op;
+  if (r.preMulSum) {
+    char scalar[8];
+    preMulSumScalar(r, scalar);
+    check(collRedOpCreatePreMulSum(&redOp, scalar, r.type, collScalarHostImmediate, comm_), op, comm_);
+  }
+  const collResult_t res = call(redOp);
+  if (r.preMulSum) collRedOpDestroy(redOp, comm_);
+  check(res, op, comm_);
+}
+
 void ProcessGroupCollectives::reduceTensor(at::Tensor& t, const Reduction& r, int root, const OpInfo& op) {
   at::Tensor buf = dense(t);
   if (r.path == Path::kBitwise) {
@@ -279,17 +294,11 @@ void ProcessGroupCollectives::reduceTensor(at::Tensor& t, const Reduction& r, in
     return;
   }
   at::Tensor low = lowered(buf, r);
-  collRedOp_t redOp = r.op;
-  if (r.preMulSum) {
-    char scalar[8];
-    preMulSumScalar(r, scalar);
-    check(collRedOpCreatePreMulSum(&redOp, scalar, r.type, collScalarHostImmediate, comm_), op, comm_);
-  }
   const size_t count = static_cast<size_t>(low.numel());
-  collResult_t res = root < 0 ? collAllReduce(low.data_ptr(), low.data_ptr(), count, r.type, redOp, comm_, nullptr)
-                              : collReduce(low.data_ptr(), low.data_ptr(), count, r.type, redOp, root, comm_, nullptr);
-  if (r.preMulSum) collRedOpDestroy(redOp, comm_);
-  check(res, op, comm_);
+  runReduction(r, op, [&](collRedOp_t redOp) {
+    return root < 0 ? collAllReduce(low.data_ptr(), low.data_ptr(), count, r.type, redOp, comm_, nullptr)
+                    : collReduce(low.data_ptr(), low.data_ptr(), count, r.type, redOp, root, comm_, nullptr);
+  });
   raise(low, buf, r);
   writeBack(buf, t);
 }
@@ -306,16 +315,10 @@ void ProcessGroupCollectives::reduceScatterFlat(const at::Tensor& in, at::Tensor
     return;
   }
   at::Tensor lowIn = lowered(src, r), lowOut = lowered(dst, r);
-  collRedOp_t redOp = r.op;
-  if (r.preMulSum) {
-    char scalar[8];
-    preMulSumScalar(r, scalar);
-    check(collRedOpCreatePreMulSum(&redOp, scalar, r.type, collScalarHostImmediate, comm_), op, comm_);
-  }
-  collResult_t res = collReduceScatter(lowIn.data_ptr(), lowOut.data_ptr(), static_cast<size_t>(lowOut.numel()),
-                                       r.type, redOp, comm_, nullptr);
-  if (r.preMulSum) collRedOpDestroy(redOp, comm_);
-  check(res, op, comm_);
+  runReduction(r, op, [&](collRedOp_t redOp) {
+    return collReduceScatter(lowIn.data_ptr(), lowOut.data_ptr(), static_cast<size_t>(lowOut.numel()), r.type, redOp,
+                             comm_, nullptr);
+  });
   raise(lowOut, dst, r);
   writeBack(dst, out);
 }

@@ -118,6 +118,7 @@ class ProcessGroupCollectives : public c10d::ProcessGroup {
   OpInfo info(const char* name, const at::Tensor& t);
 
   // The operations' bodies, run on the worker.
+  void runReduction(const Reduction& r, const OpInfo& op, const std::function<collResult_t(collRedOp_t)>& call);
   void reduceTensor(at::Tensor& t, const Reduction& r, int root, const OpInfo& op);
   void reduceScatterFlat(const at::Tensor& in, at::Tensor& out, const Reduction& r, const OpInfo& op);
   void allgatherBytes(const void* in, void* out, size_t bytes, const OpInfo& op);
