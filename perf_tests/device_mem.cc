@@ -4,7 +4,7 @@
 #if COLL_HAVE_CUDA
 #include <cuda_runtime.h>
 
-#include "kernels/device_reduce.h"
+#include "cuda/gpu.h"
 #endif
 
 namespace perf {
@@ -17,9 +17,9 @@ std::string err(cudaError_t e, const char* what) {
 }
 }  // namespace
 
-bool deviceUsable(std::string* why) { return coll::cudaDeviceUsable(why); }
+bool deviceUsable(std::string* why) { return coll::gpu::usable(why); }
 
-int deviceCount() { return coll::cudaDeviceCountOrZero(); }
+int deviceCount() { return coll::gpu::deviceCount(); }
 
 DeviceBuffers::~DeviceBuffers() {
   if (send_) cudaFree(send_);

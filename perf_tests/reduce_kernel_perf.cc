@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "base/datatype.h"
+#include "cuda/gpu.h"
 #include "kernels/device_reduce.h"
 #include "perf.h"
 
@@ -49,7 +50,7 @@ int main(int argc, char** argv) {
   if (!parseType(dt, &type)) return std::fprintf(stderr, "-d %s: not a data type\n", dt.c_str()), 1;
   if (!parseOp(opName, &op)) return std::fprintf(stderr, "-o %s: not an operator\n", opName.c_str()), 1;
   std::string why;
-  if (!cudaDeviceUsable(&why)) {
+  if (!gpu::usable(&why)) {
     std::fprintf(stderr, "reduce_kernel_perf: no usable CUDA device (%s)\n", why.c_str());
     return 2;
   }

@@ -22,12 +22,6 @@ PENDING = {
     ("device/device_exec.cc", "core/comm.h"),
     ("device/proxy.cc", "core/comm.h"),
     ("device/proxy.cc", "core/executor.h"),
-    ("kernels/dev_slice.h", "device/dev_lane.h"),
-    ("kernels/device_exec.cu", "device/dev_lane.h"),
-    ("kernels/device_exec.cu", "device/device_cuda.h"),
-    ("transport/shm/shm.cc", "device/device_exec.h"),
-    ("transport/net/net.cc", "device/device_exec.h"),
-    ("transport/p2p/p2p.cc", "device/device_cuda.h"),
 }
 
 

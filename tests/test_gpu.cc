@@ -20,6 +20,7 @@
 
 #include "collectives/collectives.h"
 #include "base/datatype.h"
+#include "cuda/gpu.h"
 #include "kernels/device_reduce.h"
 #include "kernels/element_io.h"
 #include "kernels/host_reduce.h"
@@ -40,7 +41,7 @@ void fillRandom(std::vector<unsigned char>& buf, size_t n, collDataType_t t, uin
 
 TEST_CASE("device reduction kernels equal the host kernels bit for bit", "[gpu][kernels]") {
   std::string why;
-  if (!cudaDeviceUsable(&why)) {
+  if (!gpu::usable(&why)) {
     WARN("skipped: no usable CUDA device (" << why << ")");
     return;
   }
@@ -83,7 +84,7 @@ TEST_CASE("device reduction kernels equal the host kernels bit for bit", "[gpu][
 
 TEST_CASE("device kernels without a usable device fail with the driver's reason", "[gpu]") {
   std::string why;
-  if (cudaDeviceUsable(&why)) {
+  if (gpu::usable(&why)) {
     WARN("skipped: a CUDA device is usable here");
     return;
   }
@@ -250,7 +251,7 @@ std::string compareWithHost(int n, const std::vector<int>& devlist) {
 
 TEST_CASE("every collective on device buffers equals the host executor, ranks as threads", "[gpu][collectives]") {
   std::string why;
-  if (!cudaDeviceUsable(&why)) {
+  if (!gpu::usable(&why)) {
     WARN("skipped: no usable CUDA device (" << why << ")");
     return;
   }
@@ -282,7 +283,7 @@ TEST_CASE("every collective on device buffers equals the host executor, ranks as
 TEST_CASE("ranks on one GPU with blocking streams wire send/recv peers while others' kernels run",
           "[gpu][collectives][p2p]") {
   std::string why;
-  if (!cudaDeviceUsable(&why)) {
+  if (!gpu::usable(&why)) {
     WARN("skipped: no usable CUDA device (" << why << ")");
     return;
   }
@@ -345,7 +346,7 @@ TEST_CASE("ranks on one GPU with blocking streams wire send/recv peers while oth
 
 TEST_CASE("one thread drives device collectives of all ranks in a group", "[gpu][collectives][group]") {
   std::string why;
-  if (!cudaDeviceUsable(&why)) {
+  if (!gpu::usable(&why)) {
     WARN("skipped: no usable CUDA device (" << why << ")");
     return;
   }
@@ -383,7 +384,7 @@ TEST_CASE("one thread drives device collectives of all ranks in a group", "[gpu]
 TEST_CASE("device and host buffers in one call, or device buffers on a host rank, are refused by name",
           "[gpu][api]") {
   std::string why;
-  if (!cudaDeviceUsable(&why)) {
+  if (!gpu::usable(&why)) {
     WARN("skipped: no usable CUDA device (" << why << ")");
     return;
   }
@@ -426,7 +427,7 @@ TEST_CASE("device and host buffers in one call, or device buffers on a host rank
 
 TEST_CASE("collCommInitAll binds rank i to devlist[i], several ranks per device allowed", "[gpu][api]") {
   std::string why;
-  if (!cudaDeviceUsable(&why)) {
+  if (!gpu::usable(&why)) {
     WARN("skipped: no usable CUDA device (" << why << ")");
     int dl[2] = {0, 0};
     collComm_t comms[2] = {nullptr, nullptr};
@@ -452,7 +453,7 @@ TEST_CASE("collCommInitAll binds rank i to devlist[i], several ranks per device 
 
 TEST_CASE("collCommInitRank binds the current device once the process has used CUDA there", "[gpu][api]") {
   std::string why;
-  if (!cudaDeviceUsable(&why)) {
+  if (!gpu::usable(&why)) {
     WARN("skipped: no usable CUDA device (" << why << ")");
     return;
   }
@@ -466,7 +467,7 @@ TEST_CASE("collCommInitRank binds the current device once the process has used C
       err = "cudaSetDevice failed";
       return;
     }
-    if (!cudaDeviceStarted(want)) err = "cudaDeviceStarted(" + std::to_string(want) + ") is false after cudaSetDevice";
+    if (!gpu::started(want)) err = "gpu::started(" + std::to_string(want) + ") is false after cudaSetDevice";
     collUniqueId id;
     collComm_t comm = nullptr;
     if (collGetUniqueId(&id) != collSuccess || collCommInitRank(&comm, 1, id, 0) != collSuccess) {

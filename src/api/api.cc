@@ -60,10 +60,10 @@ collResult_t collCommInitAll(collComm_t* comms, int ndev, const int* devlist) {
     if (devlist) {
 #if COLL_HAVE_CUDA
       std::string why;
-      if (!coll::cudaDeviceUsable(&why))
+      if (!coll::gpu::usable(&why))
         return coll::invalidArgument("devlist[0]=" + std::to_string(devlist[0]) + ": no CUDA device is usable (" +
                                      why + "); pass devlist NULL for host-memory ranks");
-      const int count = coll::cudaDeviceCountOrZero();
+      const int count = coll::gpu::deviceCount();
       for (int i = 0; i < ndev; ++i)
         if (devlist[i] < 0 || devlist[i] >= count)
           return coll::invalidArgument("devlist[" + std::to_string(i) + "]=" + std::to_string(devlist[i]) +
@@ -87,7 +87,7 @@ collResult_t collCommInitAll(collComm_t* comms, int ndev, const int* devlist) {
         int dev = devlist ? devlist[i] : -1;
 #if COLL_HAVE_CUDA
         if (devlist) {
-          Status bound = coll::cudaUseDevice(dev);
+          Status bound = coll::gpu::setDevice(dev);
           if (!bound.ok()) {
             results[i] = bound;
             return;

@@ -31,8 +31,8 @@ Status checkId(const collUniqueId& commId, const char* arg, coll::UniqueIdData* 
 int deviceOfThisThread(int rank) {
   int dev = -1;
 #if COLL_HAVE_CUDA
-  dev = coll::cudaCurrentDevice();
-  if (dev >= 0 && !coll::cudaDeviceStarted(dev)) {
+  dev = coll::gpu::currentDevice();
+  if (dev >= 0 && !coll::gpu::started(dev)) {
     COLL_INFO(INIT, "rank %d: host-memory rank: this process has not used CUDA device %d (call cudaSetDevice "
               "before collCommInitRank to bind it)", rank, dev);
     dev = -1;
@@ -189,7 +189,7 @@ collResult_t collCudaDeviceCount(int* count) {
     *count = 0;
 #if COLL_HAVE_CUDA
     std::string why;
-    if (coll::cudaDeviceUsable(&why)) *count = coll::cudaDeviceCountOrZero();
+    if (coll::gpu::usable(&why)) *count = coll::gpu::deviceCount();
 #endif
     return coll::okStatus();
   });

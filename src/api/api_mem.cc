@@ -35,8 +35,8 @@ Allocations& allocations() {
 // Whether this thread would get a device-bound rank (collCommInitRank's rule).
 bool deviceThread() {
 #if COLL_HAVE_CUDA
-  const int dev = coll::cudaCurrentDevice();
-  return dev >= 0 && coll::cudaDeviceStarted(dev);
+  const int dev = coll::gpu::currentDevice();
+  return dev >= 0 && coll::gpu::started(dev);
 #else
   return false;
 #endif
@@ -98,7 +98,9 @@ collResult_t collMemAlloc(void** ptr, size_t size) {
     const bool device = deviceThread();
     void* p = nullptr;
 #if COLL_HAVE_CUDA
-    if (device) COLL_CHECK(coll::deviceAlloc(&p, size));
+    if (device) {
+      COLL_ASSIGN(p, coll::gpu::allocate(size));
+    }
 #endif
     if (!device) {
       const size_t page = 4096;
@@ -128,7 +130,7 @@ collResult_t collMemFree(void* ptr) {
       a.live.erase(it);
     }
 #if COLL_HAVE_CUDA
-    if (device) return coll::deviceFree(ptr);
+    if (device) return coll::gpu::release(ptr);
 #endif
     std::free(ptr);
     return coll::okStatus();

@@ -175,7 +175,7 @@ collResult_t collRedOpCreatePreMulSum(collRedOp_t* op, void* scalar, collDataTyp
     coll::PreMulSumOp p{datatype, residence == collScalarHostImmediate};
     if (p.immediate) {
 #if COLL_HAVE_CUDA
-      if (coll::isDeviceMemory(scalar))
+      if (coll::gpu::isDeviceMemory(scalar))
         return coll::invalidArgument("scalar " + ptrStr(scalar) +
                                      " is CUDA device memory, but residence collScalarHostImmediate reads host memory "
                                      "now; pass collScalarDevice");

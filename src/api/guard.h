@@ -20,7 +20,7 @@
 #include "core/premulsum.h"
 #include "device/device_exec.h"
 #if COLL_HAVE_CUDA
-#include "kernels/device_reduce.h"
+#include "cuda/gpu.h"
 #endif
 
 namespace coll::api {
@@ -133,7 +133,7 @@ inline Status checkBuf(const char* arg, const void* p, size_t count, const collC
   if (!p && count > 0) return invalidArgument(std::string(arg) + " is NULL with count " + std::to_string(count));
   if (count == 0) return okStatus();
 #if COLL_HAVE_CUDA
-  if (c->deviceEmulate && isDeviceMemory(p))
+  if (c->deviceEmulate && gpu::isDeviceMemory(p))
     return invalidArgument(std::string(arg) +
                            " is CUDA device memory, but COLL_DEVICE_EMULATE=1 runs the device path on host "
                            "threads: host buffers only");
@@ -190,7 +190,7 @@ void deferOnComm(collComm* comm, Work work, std::function<void()> publish) {
         if (!acquireComm(comm)) return invalidUsage("the communicator was destroyed before collGroupEnd");
         LogContext log(comm->rank, comm->options.name);
 #if COLL_HAVE_CUDA
-        if (comm->cudaDev >= 0) (void)cudaUseDevice(comm->cudaDev);
+        if (comm->cudaDev >= 0) (void)gpu::setDevice(comm->cudaDev);
 #endif
         Status st = work();
         releaseComm(comm);

@@ -16,6 +16,7 @@ namespace coll {
 
 enum class Code {
   kOk = collSuccess,
+  kCuda = collUnhandledCudaError,  // a CUDA runtime call failed (src/cuda/)
   kSystem = collSystemError,
   kInternal = collInternalError,
   kInvalidArgument = collInvalidArgument,

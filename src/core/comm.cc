@@ -15,8 +15,7 @@
 #include "collectives/config.h"
 #include "device/device_exec.h"
 #if COLL_HAVE_CUDA
-#include "device/device_cuda.h"
-#include "kernels/device_reduce.h"
+#include "cuda/gpu.h"
 #endif
 #include "device/proxy.h"
 #include "topology/probe.h"
@@ -376,7 +375,7 @@ Status commJoin(collComm* comm, const UniqueIdData& id) {
   self.cudaDev = comm->cudaDev;
 #if COLL_HAVE_CUDA
   if (comm->cudaDev >= 0) {
-    std::snprintf(self.busId, sizeof(self.busId), "%s", cudaBusIdOf(comm->cudaDev).c_str());
+    std::snprintf(self.busId, sizeof(self.busId), "%s", gpu::busIdOf(comm->cudaDev).c_str());
     self.ringPos = hostGpuRingPos(comm->rank, self.busId);
   }
 #endif
@@ -410,7 +409,7 @@ collComm* commInitAsync(const UniqueIdData& id, int nranks, int rank, int cudaDe
   registerComm(c);
   c->initThread = std::thread([c, id] {
 #if COLL_HAVE_CUDA
-    if (c->cudaDev >= 0) (void)cudaUseDevice(c->cudaDev);
+    if (c->cudaDev >= 0) (void)gpu::setDevice(c->cudaDev);
 #endif
     Status st = commJoin(c, id);
     if (!st.ok()) c->abort->set(st.code(), st.message());

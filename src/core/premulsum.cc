@@ -9,6 +9,7 @@
 #include "base/datatype.h"
 #include "kernels/host_reduce.h"
 #if COLL_HAVE_CUDA
+#include "cuda/gpu.h"
 #include "kernels/device_reduce.h"
 #endif
 
@@ -24,7 +25,7 @@ Status readScalar(const PreMulSumOp& p, unsigned char* out) {
     return okStatus();
   }
 #if COLL_HAVE_CUDA
-  if (isDeviceMemory(p.scalar)) return deviceReadBytes(out, p.scalar, es);
+  if (gpu::isDeviceMemory(p.scalar)) return gpu::copyToHost(out, p.scalar, es);
 #endif
   std::memcpy(out, p.scalar, es);
   return okStatus();
@@ -58,15 +59,14 @@ Status lowerPreMulSum(collComm* comm, OpDesc* od, size_t inputCount) {
 #if COLL_HAVE_CUDA
   if (od->device && !comm->deviceEmulate) {
     // The comm's device: one thread may drive ranks on several GPUs.
-    COLL_CHECK(cudaUseDevice(comm->cudaDev));
-    void* scratch = nullptr;
-    COLL_CHECK(deviceScratchAlloc(&scratch, bytes, od->stream));
-    od->keep = std::shared_ptr<void>(scratch, [s = od->stream](void* q) { deviceScratchFree(q, s); });
+    COLL_CHECK(gpu::setDevice(comm->cudaDev));
+    COLL_ASSIGN(void* scratch, gpu::allocateOnStream(bytes, od->stream));
+    od->keep = std::shared_ptr<void>(scratch, [s = od->stream](void* q) { gpu::releaseOnStream(q, s); });
     od->sendbuff = scratch;
     od->prepare = std::make_shared<std::function<Status()>>([p, scratch, src, inputCount, t, s = od->stream,
                                                              dev = comm->cudaDev] {
-      COLL_CHECK(cudaUseDevice(dev));
-      const void* devScalar = !p.immediate && isDeviceMemory(p.scalar) ? p.scalar : nullptr;
+      COLL_CHECK(gpu::setDevice(dev));
+      const void* devScalar = !p.immediate && gpu::isDeviceMemory(p.scalar) ? p.scalar : nullptr;
       unsigned char host[8] = {};
       if (!devScalar) COLL_CHECK(readScalar(p, host));
       return devicePreMul(scratch, src, inputCount, t, devScalar, host, s);

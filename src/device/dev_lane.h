@@ -1,5 +1,5 @@
 // The device executor's program format and interpreter, shared by the CUDA kernel
-// (kernels/device_exec.cu: one thread block per lane) and the host emulation
+// (device/device_kernel.cu: one thread block per lane) and the host emulation
 // (device/device_exec.cc: one thread per lane, COLL_DEVICE_EMULATE), so the code that
 // runs on the GPU is the code CI tests on host threads.
 //

@@ -17,12 +17,12 @@
 #include "base/param.h"
 #include "base/wait.h"
 #include "device/dev_lane.h"
-#include "kernels/dev_slice.h"
+#include "device/dev_slice.h"
 #include "device/proxy.h"
 #include "transport/transport.h"
 #if COLL_HAVE_CUDA
-#include "device/device_cuda.h"
-#include "kernels/device_reduce.h"
+#include "cuda/gpu.h"
+#include "device/device_kernel.h"
 #endif
 
 namespace coll {
@@ -53,7 +53,7 @@ class HostLaneBackend {
     else if (waits_ < 2048) std::this_thread::yield();
     else std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
-  // The kernel's own slice code (kernels/dev_slice.h), its block's threads taken one
+  // The kernel's own slice code (device/dev_slice.h), its block's threads taken one
   // after another (3 of them: the split over threads is exercised; the GPU runs 512).
   void slice(const DevStep& s, const char* in, const char* src, char* dst, char* out, uint64_t len, int nranks) {
     waits_ = 0;
@@ -106,12 +106,11 @@ class EmulatedCompletion : public Completion {
 #if COLL_HAVE_CUDA
 class CudaCompletion : public Completion {
  public:
-  explicit CudaCompletion(void* ev) : ev_(ev) {}
-  ~CudaCompletion() override { cudaEventFree(ev_); }
-  bool done(Status* err) override { return cudaEventDone(ev_, err); }
+  explicit CudaCompletion(gpu::Event ev) : ev_(std::move(ev)) {}
+  bool done(Status* err) override { return ev_.done(err, "device executor kernel"); }
 
  private:
-  void* ev_;
+  gpu::Event ev_;
 };
 #endif
 
@@ -345,7 +344,7 @@ Status checkLegacyStream(const DevicePart& part, int partsOnDevice) {
 }
 
 Status runOnDevices(std::vector<DevicePart>& parts, collComm** failedComm) {
-  const MapFn mapHost = [](void* base, size_t bytes, const void* p) { return cudaMapHost(base, bytes, p); };
+  const MapFn mapHost = [](void* base, size_t bytes, const void* p) { return gpu::mapHost(base, bytes, p); };
   // Every part's rank is bound to a device: launch() refuses device buffers on ranks
   // without a device set, which only device-bound (or emulated) ranks have.
   std::map<int, std::vector<size_t>> byDevice;
@@ -358,12 +357,12 @@ Status runOnDevices(std::vector<DevicePart>& parts, collComm** failedComm) {
         return st;
       }
     }
-  const int before = cudaCurrentDevice();
+  const int before = gpu::currentDevice();
   Status result;
   for (auto& [dev, idx] : byDevice) {
     Assembly a;
     a.parts = idx;
-    Status st = cudaUseDevice(dev);
+    Status st = gpu::setDevice(dev);
     if (!st.ok()) {
       *failedComm = parts[idx.front()].comm;
       result = st;
@@ -371,16 +370,18 @@ Status runOnDevices(std::vector<DevicePart>& parts, collComm** failedComm) {
     }
     result = assemble(parts, a, mapHost, failedComm);  // names the part that failed
     if (!result.ok()) break;
-    Result<DevLaunchHandle> h = cudaLaunchLanes(a.lanes, a.steps, a.streams.front(),
-                                                std::vector<void*>(a.streams.begin() + 1, a.streams.end()));
+    Result<DevLaunch> h = launchLanes(a.lanes, a.steps, a.streams.front(),
+                                      std::vector<void*>(a.streams.begin() + 1, a.streams.end()));
     if (!h.ok()) {
       *failedComm = parts[idx.front()].comm;
       result = h.takeStatus();
       break;
     }
-    submitParts(parts, a, std::make_shared<CudaCompletion>(h.value().event), h.value().results, h.value().memory);
+    DevLaunch& launch = h.value();
+    submitParts(parts, a, std::make_shared<CudaCompletion>(launch.done), launch.results,
+                std::make_shared<gpu::LaunchBlock>(launch.memory));
   }
-  if (before >= 0) (void)cudaUseDevice(before);
+  if (before >= 0) (void)gpu::setDevice(before);
   return result;
 }
 #endif
@@ -412,7 +413,7 @@ int deviceLaneBudget(const collComm* c, bool emulate) {
 #if COLL_HAVE_CUDA
   // Every rank on the GPU counts, other processes' too: under MPS their blocks share it.
   const int sharing = ranksOnGpu(c, false);
-  const int resident = c->cudaDev >= 0 ? cudaResidentLanes(c->cudaDev) : 0;
+  const int resident = c->cudaDev >= 0 ? residentLanes(c->cudaDev) : 0;
   if (sharing > 0 && resident > 0) return resident / sharing;
 #endif
   return kUnlimitedLanes;
@@ -431,7 +432,7 @@ DeviceShape deviceShape(int nranks, int budget, int requested) {
 bool devicePathFor(const collComm* c, const void* p) {
   if (c->deviceEmulate) return true;
 #if COLL_HAVE_CUDA
-  return isDeviceMemory(p);
+  return gpu::isDeviceMemory(p);
 #else
   (void)p;
   return false;
@@ -484,24 +485,16 @@ Status devicePrepare(collComm* c) {
   auto map = [](auto& conn) -> Status {
     if (!conn || conn->fifoInDeviceMemory()) return okStatus();
     const FifoView* f = conn->fifo();
-    Result<char*> r = cudaMapHost(f->ctrl, fifoBytes(f->slotBytes), f->ctrl);
+    Result<char*> r = gpu::mapHost(f->ctrl, fifoBytes(f->slotBytes), f->ctrl);
     return r.ok() ? okStatus() : r.takeStatus();
   };
   for (auto& ch : c->dev->channels) {
     COLL_CHECK(map(ch.send));
     COLL_CHECK(map(ch.recv));
   }
-  return cudaWarmLaunchPool();
+  return gpu::LaunchBlock::warmPool();
 #else
   return okStatus();
-#endif
-}
-
-void forgetDeviceMapping(void* base) {
-#if COLL_HAVE_CUDA
-  cudaUnmapHost(base);
-#else
-  (void)base;
 #endif
 }
 

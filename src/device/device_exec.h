@@ -3,7 +3,7 @@
 // A launch builds the same Programs as the host path (ring, tree, chain, send/recv; never
 // the one-shot LL protocol, whose mailboxes the host reads), lowers each to a DevLane
 // (dev_lane.h) and hands them to an executor:
-//   - CUDA (kernels/device_exec.cu): one kernel per device and launch, one block per
+//   - CUDA (device/device_kernel.cu): one kernel per device and launch, one block per
 //     lane, enqueued on the stream of the launch's first operation; the other streams of
 //     the group wait for it with events, as NCCL joins the streams of a group. The call
 //     returns once the kernel is enqueued.
@@ -72,9 +72,5 @@ Status devicePrepare(struct ::collComm* c);
 // reuse its connectors, and before it is freed). With `abort`, first tells running
 // kernels to give up.
 void deviceQuiesce(struct ::collComm* c, bool abort);
-
-// Host memory about to be freed that kernels may have reached (a FIFO): unregisters it
-// from CUDA. No-op for memory never mapped, and without CUDA.
-void forgetDeviceMapping(void* base);
 
 }  // namespace coll

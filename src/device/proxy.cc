@@ -9,7 +9,7 @@
 #include "base/wait.h"
 #include "device/device_exec.h"
 #if COLL_HAVE_CUDA
-#include "device/device_cuda.h"
+#include "cuda/gpu.h"
 #endif
 
 namespace coll {
@@ -55,16 +55,17 @@ std::string PendingLaunch::stepPeers(const Lane& l, uint32_t step) const {
 Status DeviceProxy::init() {
 #if COLL_HAVE_CUDA
   if (!c_->deviceEmulate) {
-    COLL_ASSIGN(void* p, cudaAllocMapped(sizeof(uint32_t)));
-    abortHost_ = static_cast<uint32_t*>(p);  // zeroed by cudaAllocMapped
-    mappedWord_ = true;
-    COLL_ASSIGN(char* d, cudaMappedDevicePtr(p));
-    abortDevice_ = reinterpret_cast<const uint32_t*>(d);
+    COLL_ASSIGN(gpu::MappedHostBuffer word, gpu::MappedHostBuffer::allocate(sizeof(uint32_t)));
+    abortHost_ = static_cast<uint32_t*>(word.host());  // zeroed by allocate
+    abortDevice_ = reinterpret_cast<const uint32_t*>(word.device());
+    abortMemory_ = std::make_shared<gpu::MappedHostBuffer>(word);
     return okStatus();
   }
 #endif
-  abortHost_ = new uint32_t(0);
+  auto word = std::make_shared<uint32_t>(0);
+  abortHost_ = word.get();
   abortDevice_ = abortHost_;
+  abortMemory_ = word;
   return okStatus();
 }
 
@@ -76,13 +77,6 @@ DeviceProxy::~DeviceProxy() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
-#if COLL_HAVE_CUDA
-  if (mappedWord_) {
-    cudaFreeMapped(abortHost_);
-    return;
-  }
-#endif
-  delete abortHost_;
 }
 
 void DeviceProxy::submit(std::shared_ptr<PendingLaunch> p) {

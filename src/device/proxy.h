@@ -97,7 +97,7 @@ class DeviceProxy {
   struct ::collComm* c_;
   uint32_t* abortHost_ = nullptr;
   const uint32_t* abortDevice_ = nullptr;
-  bool mappedWord_ = false;
+  std::shared_ptr<void> abortMemory_;  // owns the word: pinned mapped memory, or a host word
   std::mutex mu_;
   std::condition_variable cv_;      // work arrived / stop
   std::condition_variable doneCv_;  // a launch finished

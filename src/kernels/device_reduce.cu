@@ -11,8 +11,8 @@
 #include <cstring>
 
 #include "kernels/device_reduce.h"
-#include "kernels/cuda_status.h"
-#include "kernels/dev_slice.h"
+#include "cuda/check.h"
+#include "kernels/slice.h"
 #include "kernels/reduce_ops.h"
 
 namespace coll {
@@ -69,7 +69,7 @@ Status launch(void* dst, const void* a, const void* b, size_t n, int nranks, cud
   }
   if (done < n)
     reduceScalar<T, Op, kAvg><<<gridFor(n - done), kThreads, 0, s>>>(d + done, x + done, y + done, n - done, nranks);
-  return cudaStatus(cudaGetLastError(), "reduction kernel launch");
+  return gpu::check(cudaGetLastError(), "reduction kernel launch");
 }
 
 template <typename T>
@@ -126,7 +126,7 @@ Status preMul(void* dst, const void* src, size_t n, const void* scalarDev, const
   if (!scalarDev) std::memcpy(&val, scalarHost, sizeof(T));
   preMulScalar<T><<<gridFor(n), kThreads, 0, s>>>(static_cast<T*>(dst), static_cast<const T*>(src), n,
                                                   static_cast<const T*>(scalarDev), val);
-  return cudaStatus(cudaGetLastError(), "PreMulSum scaling kernel launch");
+  return gpu::check(cudaGetLastError(), "PreMulSum scaling kernel launch");
 }
 
 }  // namespace
@@ -139,16 +139,6 @@ Status devicePreMul(void* dst, const void* src, size_t n, collDataType_t type, c
   });
 }
 
-Status deviceScratchAlloc(void** p, size_t bytes, void* stream) {
-  return cudaStatus(cudaMallocAsync(p, bytes, static_cast<cudaStream_t>(stream)), "cudaMallocAsync (scratch)");
-}
-void deviceScratchFree(void* p, void* stream) { (void)cudaFreeAsync(p, static_cast<cudaStream_t>(stream)); }
-Status deviceReadBytes(void* dst, const void* src, size_t bytes) {
-  return cudaStatus(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy (scalar to host)");
-}
-Status deviceAlloc(void** p, size_t bytes) { return cudaStatus(cudaMalloc(p, bytes), "cudaMalloc"); }
-Status deviceFree(void* p) { return cudaStatus(cudaFree(p), "cudaFree"); }
-
 Status deviceReduce(void* dst, const void* a, const void* b, size_t n, collDataType_t type, collRedOp_t op,
                     bool final, int nranks, void* stream) {
   if (nranks < 1) return invalidArgument("nranks " + std::to_string(nranks) + " must be at least 1");
@@ -160,78 +150,8 @@ Status deviceReduce(void* dst, const void* a, const void* b, size_t n, collDataT
 
 Status deviceCopy(void* dst, const void* src, size_t bytes, void* stream) {
   if (bytes == 0 || dst == src) return okStatus();
-  return cudaStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)),
+  return gpu::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)),
                     "cudaMemcpyAsync (device to device)");
-}
-
-int cudaCurrentDevice() {
-  if (!cudaDeviceUsable(nullptr)) return -1;
-  int dev = -1;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    cudaGetLastError();
-    return -1;
-  }
-  return dev;
-}
-
-bool cudaDeviceStarted(int dev) {
-  // Driver calls through the runtime's entry points (cudart is static; libcuda is the
-  // driver's own): cuDeviceGet(CUdevice*, int), cuDevicePrimaryCtxGetState(CUdevice,
-  // unsigned*, int*); CUdevice is an int, CUresult 0 is success.
-  using DeviceGet = int (*)(int*, int);
-  using PrimaryState = int (*)(int, unsigned*, int*);
-  void* get = nullptr;
-  void* state = nullptr;
-  cudaDriverEntryPointQueryResult q1{}, q2{};
-  if (cudaGetDriverEntryPointByVersion("cuDeviceGet", &get, 12000, cudaEnableDefault, &q1) != cudaSuccess ||
-      cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &state, 12000, cudaEnableDefault, &q2) !=
-          cudaSuccess ||
-      q1 != cudaDriverEntryPointSuccess || q2 != cudaDriverEntryPointSuccess || !get || !state) {
-    cudaGetLastError();
-    return true;
-  }
-  int device = 0, active = 0;
-  unsigned flags = 0;
-  if (reinterpret_cast<DeviceGet>(get)(&device, dev) != 0) return true;
-  if (reinterpret_cast<PrimaryState>(state)(device, &flags, &active) != 0) return true;
-  return active != 0;
-}
-
-int cudaDeviceCountOrZero() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
-
-Status cudaUseDevice(int dev) { return cudaStatus(cudaSetDevice(dev), ("cudaSetDevice(" + std::to_string(dev) + ")").c_str()); }
-
-bool isDeviceMemory(const void* p) {
-  static const bool usable = cudaDeviceUsable(nullptr);
-  if (!usable || !p) return false;
-  cudaPointerAttributes a{};
-  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return a.type == cudaMemoryTypeDevice;
-}
-
-bool cudaDeviceUsable(std::string* why) {
-  int n = 0;
-  cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    if (why) *why = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e);
-    cudaGetLastError();  // clear the sticky-free error so later calls start clean
-    return false;
-  }
-  if (n == 0) {
-    if (why) *why = "no CUDA device is visible";
-    return false;
-  }
-  return true;
 }
 
 }  // namespace coll

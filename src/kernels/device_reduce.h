@@ -9,11 +9,10 @@
 //
 // This header needs no CUDA headers: streams travel as void* (a cudaStream_t). Built only
 // when CUDA is (COLL_HAVE_CUDA); without a driver or a device every call returns a clear
-// error, and cudaDeviceUsable says why.
+// error, and gpu::usable (src/cuda/gpu.h) says why.
 #pragma once
 
 #include <cstddef>
-#include <string>
 
 #include "collectives/collectives.h"
 #include "base/status.h"
@@ -27,32 +26,7 @@ Status deviceReduce(void* dst, const void* a, const void* b, size_t n, collDataT
 // memory, read in stream order), else taken from the bytes at scalarHost (one element).
 Status devicePreMul(void* dst, const void* src, size_t n, collDataType_t type, const void* scalarDev,
                     const void* scalarHost, void* stream);
-// Stream-ordered scratch memory for an operation (cudaMallocAsync / cudaFreeAsync).
-Status deviceScratchAlloc(void** p, size_t bytes, void* stream);
-void deviceScratchFree(void* p, void* stream);
-// Copies bytes from device (or any) memory to host memory, synchronously.
-Status deviceReadBytes(void* dst, const void* src, size_t bytes);
-// Device memory for collMemAlloc (cudaMalloc / cudaFree).
-Status deviceAlloc(void** p, size_t bytes);
-Status deviceFree(void* p);
 // dst = bytes of src, device to device, on the stream.
 Status deviceCopy(void* dst, const void* src, size_t bytes, void* stream);
-
-// Whether this process can use a CUDA device; the reason in *why when not.
-bool cudaDeviceUsable(std::string* why);
-
-// The calling thread's current CUDA device, or -1 without a usable one.
-int cudaCurrentDevice();
-// Whether the application has started CUDA on device dev: its primary context is active
-// (cudaSetDevice, an allocation or a launch made it). True when the driver cannot say.
-bool cudaDeviceStarted(int dev);
-// How many CUDA devices this process sees (0 without a usable one).
-int cudaDeviceCountOrZero();
-// Makes dev the calling thread's current device.
-Status cudaUseDevice(int dev);
-
-// Whether p points into CUDA device memory (not managed or host memory). False without a
-// usable device, at the cost of one branch after the first call.
-bool isDeviceMemory(const void* p);
 
 }  // namespace coll

@@ -9,7 +9,7 @@
 
 #include "base/log.h"
 #include "base/param.h"
-#include "device/device_exec.h"
+#include "cuda/gpu.h"
 #include "transport/net/socket/socket_net.h"
 
 namespace coll {
@@ -44,7 +44,7 @@ struct LocalFifo {
     view.slotBytes = slotBytes;
   }
   ~LocalFifo() {
-    forgetDeviceMapping(mem);
+    gpu::unmapHost(mem);
     ::operator delete(mem, std::align_val_t(4096));
   }
   char* mem;

@@ -11,10 +11,8 @@
 #include "collectives/config.h"
 #include "base/log.h"
 #include "base/param.h"
+#include "cuda/gpu.h"
 #include "transport/shm/shm.h"  // shmRandomId
-#if COLL_HAVE_CUDA
-#include "device/device_cuda.h"
-#endif
 
 namespace coll {
 
@@ -24,26 +22,16 @@ namespace {
 // or (COLL_DEVICE_EMULATE) a host block standing in for GPU memory.
 class P2pRegion {
  public:
-  enum class Kind { kDevice, kImported, kHost };
-  P2pRegion(void* p, Kind kind) : p_(p), kind_(kind) {}
-  ~P2pRegion() {
-    switch (kind_) {
-      case Kind::kHost: ::operator delete(p_, std::align_val_t(4096)); break;
-#if COLL_HAVE_CUDA
-      case Kind::kImported: cudaIpcClose(p_); break;
-      case Kind::kDevice: cudaFreeDevice(p_); break;
-#else
-      default: break;
-#endif
-    }
-  }
+  // p stays valid while `owner` (a gpu::DeviceBuffer, a gpu::IpcMapping, a host block)
+  // lives.
+  P2pRegion(void* p, std::shared_ptr<void> owner) : p_(p), owner_(std::move(owner)) {}
   FifoView view(size_t slotBytes) const {
     return {static_cast<FifoCtrl*>(p_), static_cast<char*>(p_) + sizeof(FifoCtrl), slotBytes};
   }
 
  private:
   void* p_;
-  Kind kind_;
+  std::shared_ptr<void> owner_;
 };
 
 // Receivers' allocations waiting for their in-process sender.
@@ -123,8 +111,8 @@ bool p2pPossible(const PeerInfo& self, const PeerInfo& peer, bool emulated) {
   const std::string level = paramString("P2P_LEVEL");
   if (level == "LOC" || level == "0") return false;
   // The sender's GPU as this process numbers it: it writes into this rank's GPU memory.
-  const int senderHere = cudaDeviceByBusId(peer.busId);
-  return senderHere >= 0 && cudaCanAccess(senderHere, self.cudaDev);
+  const int senderHere = gpu::deviceByBusId(peer.busId);
+  return senderHere >= 0 && gpu::canAccessPeer(senderHere, self.cudaDev);
 #else
   return false;
 #endif
@@ -140,12 +128,13 @@ Result<std::unique_ptr<P2pPendingRecv>> p2pSetupRecv(int peer, size_t slotBytes,
     void* p = ::operator new(fifoBytes(slotBytes), std::align_val_t(4096));
     std::memset(p, 0, fifoBytes(slotBytes));
     new (p) FifoCtrl();
-    region = std::make_shared<P2pRegion>(p, P2pRegion::Kind::kHost);
+    region = std::make_shared<P2pRegion>(
+        p, std::shared_ptr<void>(p, [](void* q) { ::operator delete(q, std::align_val_t(4096)); }));
   } else {
 #if COLL_HAVE_CUDA
-    COLL_ASSIGN(void* p, cudaAllocDevice(dev, fifoBytes(slotBytes)));
-    region = std::make_shared<P2pRegion>(p, P2pRegion::Kind::kDevice);
-    COLL_CHECK(cudaIpcExport(p, h.ipc));
+    COLL_ASSIGN(gpu::DeviceBuffer buf, gpu::DeviceBuffer::allocateZeroed(dev, fifoBytes(slotBytes)));
+    COLL_ASSIGN(h.ipc, buf.exportHandle());
+    region = std::make_shared<P2pRegion>(buf.get(), std::make_shared<gpu::DeviceBuffer>(buf));
 #else
     (void)dev;
     return internalError("p2p FIFOs in GPU memory need a build with CUDA");
@@ -172,9 +161,9 @@ Result<std::unique_ptr<SendConnector>> p2pConnectSend(int peer, const P2pHandle&
     }
 #if COLL_HAVE_CUDA
     if (!emulated) {
-      const int to = cudaDeviceByBusId(receiver.busId);
+      const int to = gpu::deviceByBusId(receiver.busId);
       if (to < 0) return internalError("rank " + std::to_string(peer) + "'s GPU " + receiver.busId + " is not visible here");
-      COLL_CHECK(cudaEnablePeer(selfDev, to));
+      COLL_CHECK(gpu::enablePeerAccess(selfDev, to));
     }
 #else
     (void)selfDev;
@@ -183,8 +172,8 @@ Result<std::unique_ptr<SendConnector>> p2pConnectSend(int peer, const P2pHandle&
   } else {
 #if COLL_HAVE_CUDA
     if (emulated) return internalError("emulated p2p between processes");
-    COLL_ASSIGN(void* p, cudaIpcImport(h.ipc, selfDev));
-    region = std::make_shared<P2pRegion>(p, P2pRegion::Kind::kImported);
+    COLL_ASSIGN(gpu::IpcMapping m, gpu::IpcMapping::open(h.ipc, selfDev));
+    region = std::make_shared<P2pRegion>(m.get(), std::make_shared<gpu::IpcMapping>(m));
 #else
     (void)emulated;
     return internalError("rank " + std::to_string(peer) + " offered a p2p FIFO between processes, which needs CUDA");

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "bootstrap/wire.h"
+#include "cuda/gpu.h"
 #include "transport/connector.h"
 
 namespace coll {
@@ -24,7 +25,7 @@ struct P2pHandle {
   int32_t pad;
   uint64_t localId;       // in-process registry key
   uint64_t slotBytes;
-  unsigned char ipc[64];  // cudaIpcMemHandle_t of the FIFO allocation
+  gpu::IpcHandle ipc;     // of the FIFO allocation
 };
 
 class P2pPendingRecv {

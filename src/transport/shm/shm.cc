@@ -13,7 +13,7 @@
 
 #include "base/log.h"
 #include "base/wait.h"
-#include "device/device_exec.h"
+#include "cuda/gpu.h"
 
 namespace coll {
 
@@ -22,7 +22,7 @@ class ShmRegion {
  public:
   ShmRegion(void* base, size_t bytes, bool mapped) : base_(base), bytes_(bytes), mapped_(mapped) {}
   ~ShmRegion() {
-    forgetDeviceMapping(base_);
+    gpu::unmapHost(base_);
     if (mapped_) munmap(base_, bytes_);
     else ::operator delete(base_, std::align_val_t(4096));
   }

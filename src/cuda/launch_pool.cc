@@ -1,0 +1,134 @@
+// Launch memory recycled between kernel launches (gpu::LaunchBlock, src/cuda/gpu.h).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "cuda/check.h"
+#include "cuda/gpu.h"
+
+namespace coll::gpu {
+
+struct LaunchBlock::Block {
+  void* host = nullptr;
+  void* dev = nullptr;
+  size_t bytes = 0;
+  int device = -1;
+  void* stream = nullptr;  // of the launch holding it
+};
+
+namespace {
+
+using Block = LaunchBlock::Block;
+
+std::mutex gPoolMu;
+std::condition_variable gPoolCv;
+std::multimap<std::pair<int, size_t>, Block> gPool;  // free blocks by (device, size)
+std::map<std::pair<int, void*>, int> gInFlight;      // blocks held, by (device, stream)
+std::map<int, int> gBlocks, gWarmTarget;             // blocks made / wanted, by device
+
+// Returns a block: one a launch held (`held`), or a new one.
+void poolPut(const Block& b, bool held = true) {
+  {
+    std::lock_guard<std::mutex> lock(gPoolMu);
+    auto it = held ? gInFlight.find(std::make_pair(b.device, b.stream)) : gInFlight.end();
+    if (it != gInFlight.end() && --it->second == 0) gInFlight.erase(it);
+    gPool.emplace(std::make_pair(b.device, b.bytes), b);
+  }
+  gPoolCv.notify_all();
+}
+
+Result<Block> newBlock(int device, size_t bytes) {
+  Block b;
+  b.device = device;
+  b.bytes = 64 << 10;
+  while (b.bytes < bytes) b.bytes *= 2;
+  COLL_CHECK(check(cudaHostAlloc(&b.host, b.bytes, cudaHostAllocMapped | cudaHostAllocPortable),
+                   "cudaHostAlloc(" + std::to_string(b.bytes) + " bytes) for a device launch"));
+  Status st = check(cudaMalloc(&b.dev, b.bytes), "cudaMalloc(" + std::to_string(b.bytes) + ") for a device launch");
+  if (!st.ok()) {
+    cudaFreeHost(b.host);
+    return st;
+  }
+  std::lock_guard<std::mutex> lock(gPoolMu);
+  ++gBlocks[device];
+  return b;
+}
+
+// A free block of the device, or the wait described at LaunchBlock::take.
+Result<Block> poolGet(size_t bytes, void* stream) {
+  int device = -1;
+  COLL_CHECK(check(cudaGetDevice(&device), "cudaGetDevice"));
+  const auto key = std::make_pair(device, stream);
+  std::unique_lock<std::mutex> lock(gPoolMu);
+  for (;;) {
+    auto it = gPool.lower_bound(std::make_pair(device, bytes));
+    if (it != gPool.end() && it->first.first == device) {
+      Block b = it->second;
+      gPool.erase(it);
+      b.stream = stream;
+      ++gInFlight[key];
+      return b;
+    }
+    if (gInFlight.count(key) == 0) break;
+    gPoolCv.wait_for(lock, std::chrono::milliseconds(100));
+  }
+  lock.unlock();
+  COLL_ASSIGN(Block b, newBlock(device, bytes));
+  b.stream = stream;
+  lock.lock();
+  ++gInFlight[key];
+  return b;
+}
+
+}  // namespace
+
+Result<LaunchBlock> LaunchBlock::take(size_t bytes, void* stream) {
+  COLL_ASSIGN(Block b, poolGet(bytes, stream));
+  LaunchBlock out;
+  out.block_ = std::shared_ptr<Block>(new Block(b), [](Block* p) {
+    poolPut(*p);
+    delete p;
+  });
+  return out;
+}
+
+Status LaunchBlock::warmPool() {
+  // Blocks for a queue of launches of every rank on the device (a benchmark enqueues
+  // many before it waits), so that a stream's first launches rarely find none free
+  // while other ranks' kernels run (take: later ones wait for their own stream).
+  constexpr int kWarmPerRank = 4;
+  int device = -1;
+  COLL_CHECK(check(cudaGetDevice(&device), "cudaGetDevice"));
+  COLL_ASSIGN(void* side, sideStream(device));  // made now, used on first-use wiring
+  (void)side;
+  int missing;
+  {
+    std::lock_guard<std::mutex> lock(gPoolMu);
+    int& target = gWarmTarget[device];
+    target = std::max(target + kWarmPerRank, 2 * kWarmPerRank);
+    missing = target - gBlocks[device];
+  }
+  std::vector<Block> made;
+  for (int i = 0; i < missing; ++i) {
+    COLL_ASSIGN(Block b, newBlock(device, 1));
+    made.push_back(b);
+  }
+  for (const Block& b : made) poolPut(b, false);
+  return okStatus();
+}
+
+char* LaunchBlock::host() const { return static_cast<char*>(block_->host); }
+char* LaunchBlock::device() const { return static_cast<char*>(block_->dev); }
+
+Result<char*> LaunchBlock::hostMappedOnDevice() const {
+  void* d = nullptr;
+  COLL_CHECK(check(cudaHostGetDevicePointer(&d, block_->host, 0), "cudaHostGetDevicePointer of a launch block"));
+  return static_cast<char*>(d);
+}
+
+}  // namespace coll::gpu
