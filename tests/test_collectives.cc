@@ -15,7 +15,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "base/datatype.h"
 #include "device/dev_lane.h"
 #include "device/device_exec.h"

@@ -16,7 +16,7 @@
 
 #include "algorithms/graph.h"
 #include "algorithms/tuner.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "topology/probe.h"
 #include "topology/topo.h"
 #include "topology/xml.h"

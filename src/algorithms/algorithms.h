@@ -2,33 +2,50 @@
 // one communicator (programs[ch] drives channel ch). See plan.h for the step vocabulary.
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <vector>
 
 #include "algorithms/plan.h"
-#include "core/comm.h"
+#include "transport/connector_set.h"
 
 namespace coll {
 
+// What a builder reads of its communicator, for the connector set the operation runs over
+// (host or device).
+struct BuildInput {
+  int nranks = 1;
+  int ringPos = 0;               // this rank's position in `ring`
+  std::span<const int> ring;     // ranks in ring order (comm.h ringOrder)
+  std::span<const int> ringPosOf;  // rank -> its position in `ring`
+  size_t sliceBytes = 0;
+  size_t loopSlices = 1;         // slices of a block per ring loop (ring.cc), 1..kSteps/2
+  int64_t chunkMinBytes = 1;     // COLL_CHUNK_MIN_BYTES: bytes per channel used
+  int minChannels = 1;
+  bool twoTrees = false;         // chunks alternate between the two trees (tree.cc)
+  const ConnectorSet* conns = nullptr;
+};
+
 // Number of channels an operation of `bytes` bytes spreads over: one per
-// COLL_CHUNK_MIN_BYTES, at most the channels the communicator wired.
-int channelsFor(const collComm* c, size_t bytes, bool device);
+// COLL_CHUNK_MIN_BYTES, at most the channels of the set.
+int channelsFor(const BuildInput& in, size_t bytes);
 
 // [begin, end) of part i when `total` is split into n nearly equal parts.
 inline size_t partBegin(size_t total, size_t n, size_t i) {
   return i * (total / n) + std::min(i, total % n);
 }
 
-void buildRingAllReduce(collComm* c, const OpDesc& od, uint16_t opIndex,
+void buildRingAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex,
                         std::vector<Program>& programs);
-void buildRingReduceScatter(collComm* c, const OpDesc& od, uint16_t opIndex,
+void buildRingReduceScatter(const BuildInput& in, const OpDesc& od, uint16_t opIndex,
                             std::vector<Program>& programs);
-void buildRingAllGather(collComm* c, const OpDesc& od, uint16_t opIndex,
+void buildRingAllGather(const BuildInput& in, const OpDesc& od, uint16_t opIndex,
                         std::vector<Program>& programs);
-void buildChainBroadcast(collComm* c, const OpDesc& od, uint16_t opIndex,
+void buildChainBroadcast(const BuildInput& in, const OpDesc& od, uint16_t opIndex,
                          std::vector<Program>& programs);
-void buildChainReduce(collComm* c, const OpDesc& od, uint16_t opIndex,
+void buildChainReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex,
                       std::vector<Program>& programs);
-void buildTreeAllReduce(collComm* c, const OpDesc& od, uint16_t opIndex,
+void buildTreeAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex,
                         std::vector<Program>& programs);
 
 }  // namespace coll

@@ -15,9 +15,9 @@ namespace coll {
 namespace {
 
 template <typename F>
-void forEachPiece(collComm* c, const OpDesc& od, F f) {
+void forEachPiece(const BuildInput& in, const OpDesc& od, F f) {
   const size_t es = dataTypeSize(od.dtype);
-  const int nch = channelsFor(c, od.count * es, od.device);
+  const int nch = channelsFor(in, od.count * es);
   for (int ch = 0; ch < nch; ++ch) {
     size_t b = partBegin(od.count, nch, ch), e = partBegin(od.count, nch, ch + 1);
     f(ch, b * es, (e - b) * es);
@@ -26,16 +26,16 @@ void forEachPiece(collComm* c, const OpDesc& od, F f) {
 
 }  // namespace
 
-void buildChainBroadcast(collComm* c, const OpDesc& od, uint16_t opIndex,
+void buildChainBroadcast(const BuildInput& in, const OpDesc& od, uint16_t opIndex,
                          std::vector<Program>& progs) {
-  const int n = c->nranks;
-  const int rootPos = c->ringPosOf[static_cast<size_t>(od.root)];
-  const int pos = (c->ringPos - rootPos + n) % n;  // distance from the root along the ring
+  const int n = in.nranks;
+  const int rootPos = in.ringPosOf[static_cast<size_t>(od.root)];
+  const int pos = (in.ringPos - rootPos + n) % n;  // distance from the root along the ring
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
-  forEachPiece(c, od, [&](int ch, size_t off, size_t bytes) {
-    SendConnector* s = n > 1 ? channelOf(c, static_cast<size_t>(ch), od.device).send.get() : nullptr;
-    RecvConnector* rv = n > 1 ? channelOf(c, static_cast<size_t>(ch), od.device).recv.get() : nullptr;
+  forEachPiece(in, od, [&](int ch, size_t off, size_t bytes) {
+    SendConnector* s = n > 1 ? in.conns->channels[static_cast<size_t>(ch)].send.get() : nullptr;
+    RecvConnector* rv = n > 1 ? in.conns->channels[static_cast<size_t>(ch)].recv.get() : nullptr;
     uint8_t flags;
     if (pos == 0) flags = (n > 1 ? kSend : 0) | kSrc | (src != dst ? kDst : 0);
     else if (pos == n - 1) flags = kRecv | kDst;
@@ -45,16 +45,16 @@ void buildChainBroadcast(collComm* c, const OpDesc& od, uint16_t opIndex,
   });
 }
 
-void buildChainReduce(collComm* c, const OpDesc& od, uint16_t opIndex,
+void buildChainReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex,
                       std::vector<Program>& progs) {
-  const int n = c->nranks;
-  const int rootPos = c->ringPosOf[static_cast<size_t>(od.root)];
-  const int pos = (c->ringPos - rootPos - 1 + 2 * n) % n;  // root is last (pos n-1)
+  const int n = in.nranks;
+  const int rootPos = in.ringPosOf[static_cast<size_t>(od.root)];
+  const int pos = (in.ringPos - rootPos - 1 + 2 * n) % n;  // root is last (pos n-1)
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
-  forEachPiece(c, od, [&](int ch, size_t off, size_t bytes) {
-    SendConnector* s = n > 1 ? channelOf(c, static_cast<size_t>(ch), od.device).send.get() : nullptr;
-    RecvConnector* rv = n > 1 ? channelOf(c, static_cast<size_t>(ch), od.device).recv.get() : nullptr;
+  forEachPiece(in, od, [&](int ch, size_t off, size_t bytes) {
+    SendConnector* s = n > 1 ? in.conns->channels[static_cast<size_t>(ch)].send.get() : nullptr;
+    RecvConnector* rv = n > 1 ? in.conns->channels[static_cast<size_t>(ch)].recv.get() : nullptr;
     uint8_t flags;
     if (n == 1) flags = kSrc | kDst | kFinal;
     else if (pos == 0) flags = kSrc | kSend;

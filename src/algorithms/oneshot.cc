@@ -7,7 +7,7 @@
 
 #include "algorithms/algorithms.h"
 #include "base/datatype.h"
-#include "core/executor.h"
+#include "comm/executor.h"
 #include "base/wait.h"
 #include "kernels/host_copy.h"
 #include "transport/shm/mailbox.h"
@@ -110,7 +110,7 @@ bool oneShotEligible(const collComm* c, const OpDesc& od) {
     return bytes <= cap || c->directOn;
   }
   return od.kind == CollKind::kAllReduce && bytes <= c->netOneShotBytes &&
-         bytes <= c->slotBytes && !c->channels.empty() && c->channels[0].send;
+         bytes <= c->slotBytes && !c->hostConns.channels.empty() && c->hostConns.channels[0].send;
 }
 
 OneShot::OneShot(collComm* c, const OpDesc& od) : c_(c), od_(od), es_(dataTypeSize(od.dtype)) {
@@ -165,9 +165,9 @@ Status OneShot::pollRounds(bool* done, WaitTarget* wait) {
         *wait = mb.waitTarget(peer, s);
         if (wait->seen == s) continue;  // arrived just now
         // Ring data while a peer's flag is missing: see allArrivedNow().
-        if (!c_->channels.empty() && c_->channels[0].recv &&
-            c_->channels[0].recv->ready() && !allArrivedNow())
-          return invalidUsage("rank " + std::to_string(c_->channels[0].recv->peer()) +
+        if (!c_->hostConns.channels.empty() && c_->hostConns.channels[0].recv &&
+            c_->hostConns.channels[0].recv->ready() && !allArrivedNow())
+          return invalidUsage("rank " + std::to_string(c_->hostConns.channels[0].recv->peer()) +
                               " started a ring operation while this rank runs " +
                               od_.describe() +
                               " as a one-shot: the ranks called different operations or counts");
@@ -350,8 +350,8 @@ void OneShot::finishMailbox() {
 }
 
 Status OneShot::pollRing(bool* done, WaitTarget* wait) {
-  SendConnector& send = c_->ll.send ? *c_->ll.send : *c_->channels[0].send;
-  RecvConnector& recv = c_->ll.recv ? *c_->ll.recv : *c_->channels[0].recv;
+  SendConnector& send = c_->ll.send ? *c_->ll.send : *c_->hostConns.channels[0].send;
+  RecvConnector& recv = c_->ll.recv ? *c_->ll.recv : *c_->hostConns.channels[0].recv;
   const int n = c_->nranks, me = c_->rank;
   const size_t bytes = od_.count * es_;
   char* staging = c_->staging.data();

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "algorithms/plan.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 
 namespace coll {
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "core/comm.h"
 #include "base/datatype.h"
 
 namespace coll {
@@ -33,13 +32,21 @@ std::string OpDesc::describe() const {
   return s + ")";
 }
 
+const char* awaitingName(Awaiting a) {
+  switch (a) {
+    case Awaiting::kData: return "data from";
+    case Awaiting::kRoom: return "room at";
+    case Awaiting::kDelivery: return "delivery to";
+  }
+  return "?";
+}
+
 void Program::add(uint8_t flags, const OpDesc& od, uint16_t opIndex, const char* src, char* dst,
                   size_t bytes, SendConnector* send, RecvConnector* recv) {
   if (bytes == 0) return;
   Step s{};
   s.flags = flags;
-  if ((flags & kDst) && comm && comm->streamMinBytes > 0 &&
-      od.count * dataTypeSize(od.dtype) >= comm->streamMinBytes)
+  if ((flags & kDst) && streamMinBytes > 0 && od.count * dataTypeSize(od.dtype) >= streamMinBytes)
     s.flags |= kStream;
   s.elemSize = static_cast<uint8_t>(dataTypeSize(od.dtype));
   s.op = opIndex;

@@ -1,5 +1,5 @@
 // Schedules are data: an algorithm turns one operation into, per channel, a list of
-// primitive Steps over that channel's connectors; an executor (host: core/executor.cc)
+// primitive Steps over that channel's connectors; an executor (host: comm/executor.cc)
 // advances them slice by slice without blocking.
 //
 // A Step is a combination of flags:
@@ -65,6 +65,15 @@ struct OpDesc {
   std::string describe() const;  // "collAllReduce #3 (count 1024, float32, sum)"
 };
 
+// What a stalled lane waits for from its peer; awaitingName gives the words of messages
+// ("waiting for data from rank 3").
+enum class Awaiting : uint8_t {
+  kData,      // a filled slot from the peer
+  kRoom,      // a free slot at the peer
+  kDelivery,  // what was posted to the peer to leave this rank
+};
+const char* awaitingName(Awaiting a);
+
 // A sequence of steps run in order by one executor lane (one channel of one
 // communicator, or one p2p peer direction).
 struct Program {
@@ -72,6 +81,7 @@ struct Program {
   const std::vector<OpDesc>* ops = nullptr;
   struct collComm* comm = nullptr;
   size_t sliceBytes = 0;     // agreed by all ranks
+  size_t streamMinBytes = 0;  // COLL_STREAM_MIN_BYTES: results of ops this large stream (kStream)
   int nranks = 1;
   int rank = 0;
   std::string lane;  // "channel 1", "send to rank 3": for stall reports
@@ -82,7 +92,7 @@ struct Program {
   std::vector<SendConnector*> flushTargets;  // senders that must drain before done
   bool directPending = false;  // slices sent from the caller's memory may not have left
   WaitTarget blockedOn;                      // set when the last advance stalled
-  const char* blockedWhat = "";              // "data from" / "room at"
+  Awaiting blockedFor = Awaiting::kData;     // with blockedPeer >= 0
   int blockedPeer = -1;
 
   // Appends a step (skipping empty ones) and remembers its send connector for flushing.

@@ -28,7 +28,7 @@
 // Loops: a step that only sends (step 0) must leave room in the FIFO, or every rank
 // fills its successor's FIFO and then waits for room while holding the slot its
 // predecessor waits for: a cycle. So each channel's piece of a block is cut into loops
-// of at most kSteps/2 slices (collComm::loopSlices: 2 where the ring crosses the network,
+// of at most kSteps/2 slices (BuildInput::loopSlices: 2 where the ring crosses the network,
 // faster there), and the whole step sequence runs once per loop, as NCCL does with its
 // chunk steps.
 #include <algorithm>
@@ -38,10 +38,10 @@
 
 namespace coll {
 
-int channelsFor(const collComm* c, size_t bytes, bool device) {
-  const size_t have = device ? c->dev->channels.size() : c->channels.size();
-  int64_t want = static_cast<int64_t>(bytes) / c->chunkMinBytes;
-  return static_cast<int>(std::clamp<int64_t>(want, std::min<int64_t>(c->minChannels, static_cast<int64_t>(have)),
+int channelsFor(const BuildInput& in, size_t bytes) {
+  const size_t have = in.conns->channels.size();
+  int64_t want = static_cast<int64_t>(bytes) / in.chunkMinBytes;
+  return static_cast<int>(std::clamp<int64_t>(want, std::min<int64_t>(in.minChannels, static_cast<int64_t>(have)),
                                               static_cast<int64_t>(have)));
 }
 
@@ -60,10 +60,10 @@ Piece piece(size_t blockOffsetElems, size_t blockCount, size_t elemSize, int nch
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
-// Number of loops so that no block's piece per loop exceeds c->loopSlices slices (at most
+// Number of loops so that no block's piece per loop exceeds in.loopSlices slices (at most
 // half a FIFO).
-size_t loopsFor(const collComm* c, size_t maxPieceBytes) {
-  size_t loopBytes = c->sliceBytes * c->loopSlices;
+size_t loopsFor(const BuildInput& in, size_t maxPieceBytes) {
+  size_t loopBytes = in.sliceBytes * in.loopSlices;
   return std::max<size_t>(1, (maxPieceBytes + loopBytes - 1) / loopBytes);
 }
 
@@ -76,13 +76,13 @@ Piece subPiece(Piece p, size_t elemSize, size_t nloops, size_t loop) {
 
 }  // namespace
 
-void buildRingAllReduce(collComm* c, const OpDesc& od, uint16_t opIndex,
+void buildRingAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex,
                         std::vector<Program>& progs) {
-  const int n = c->nranks, r = c->ringPos;
+  const int n = in.nranks, r = in.ringPos;
   const size_t es = dataTypeSize(od.dtype);
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
-  const int nch = channelsFor(c, od.count * es, od.device);
+  const int nch = channelsFor(in, od.count * es);
   if (n == 1) {
     for (int ch = 0; ch < nch; ++ch) {
       Piece p = piece(0, od.count, es, nch, ch);
@@ -95,11 +95,11 @@ void buildRingAllReduce(collComm* c, const OpDesc& od, uint16_t opIndex,
     size_t b = partBegin(od.count, n, k), e = partBegin(od.count, n, k + 1);
     return piece(b, e - b, es, nch, ch);
   };
-  const size_t nloops = loopsFor(c, block(0, 0).bytes);  // block 0 is largest
+  const size_t nloops = loopsFor(in, block(0, 0).bytes);  // block 0 is largest
   for (int ch = 0; ch < nch; ++ch) {
     Program& pg = progs[ch];
-    SendConnector* s = channelOf(c, static_cast<size_t>(ch), od.device).send.get();
-    RecvConnector* rv = channelOf(c, static_cast<size_t>(ch), od.device).recv.get();
+    SendConnector* s = in.conns->channels[static_cast<size_t>(ch)].send.get();
+    RecvConnector* rv = in.conns->channels[static_cast<size_t>(ch)].recv.get();
     for (size_t loop = 0; loop < nloops; ++loop) {
       auto step = [&](uint8_t flags, int k) {
         Piece p = subPiece(block(mod(k, n), ch), es, nloops, loop);
@@ -118,32 +118,32 @@ void buildRingAllReduce(collComm* c, const OpDesc& od, uint16_t opIndex,
 // buffer is nranks user blocks of od.count elements (reduce-scatter, allgather); the
 // piece is a byte range within a block, the same in every block.
 template <typename F>
-void forEachBlockPiece(collComm* c, const OpDesc& od, std::vector<Program>& progs, F f) {
-  const int n = c->nranks;
+void forEachBlockPiece(const BuildInput& in, const OpDesc& od, std::vector<Program>& progs, F f) {
+  const int n = in.nranks;
   const size_t es = dataTypeSize(od.dtype);
-  const int nch = channelsFor(c, od.count * es * n, od.device);
-  const size_t nloops = n > 1 ? loopsFor(c, piece(0, od.count, es, nch, 0).bytes) : 1;
+  const int nch = channelsFor(in, od.count * es * n);
+  const size_t nloops = n > 1 ? loopsFor(in, piece(0, od.count, es, nch, 0).bytes) : 1;
   for (int ch = 0; ch < nch; ++ch) {
-    SendConnector* s = n > 1 ? channelOf(c, static_cast<size_t>(ch), od.device).send.get() : nullptr;
-    RecvConnector* rv = n > 1 ? channelOf(c, static_cast<size_t>(ch), od.device).recv.get() : nullptr;
+    SendConnector* s = n > 1 ? in.conns->channels[static_cast<size_t>(ch)].send.get() : nullptr;
+    RecvConnector* rv = n > 1 ? in.conns->channels[static_cast<size_t>(ch)].recv.get() : nullptr;
     const Piece whole = piece(0, od.count, es, nch, ch);
     for (size_t loop = 0; loop < nloops; ++loop) f(progs[ch], s, rv, subPiece(whole, es, nloops, loop));
   }
 }
 
 // The user's block of the rank at ring position k (mod n).
-size_t userBlock(const collComm* c, int k) {
-  return static_cast<size_t>(c->ring[static_cast<size_t>(mod(k, c->nranks))]);
+size_t userBlock(const BuildInput& in, int k) {
+  return static_cast<size_t>(in.ring[static_cast<size_t>(mod(k, in.nranks))]);
 }
 
-void buildRingReduceScatter(collComm* c, const OpDesc& od, uint16_t opIndex,
+void buildRingReduceScatter(const BuildInput& in, const OpDesc& od, uint16_t opIndex,
                             std::vector<Program>& progs) {
-  const int n = c->nranks, r = c->ringPos;
+  const int n = in.nranks, r = in.ringPos;
   const size_t blockBytes = od.count * dataTypeSize(od.dtype);
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
-  forEachBlockPiece(c, od, progs, [&](Program& pg, SendConnector* s, RecvConnector* rv, Piece mine) {
-    auto srcOf = [&](int k) { return src + userBlock(c, k) * blockBytes + mine.offset; };
+  forEachBlockPiece(in, od, progs, [&](Program& pg, SendConnector* s, RecvConnector* rv, Piece mine) {
+    auto srcOf = [&](int k) { return src + userBlock(in, k) * blockBytes + mine.offset; };
     if (n == 1) {
       pg.add(kSrc | kDst | kFinal, od, opIndex, srcOf(0), dst + mine.offset, mine.bytes, s, rv);
       return;
@@ -155,14 +155,14 @@ void buildRingReduceScatter(collComm* c, const OpDesc& od, uint16_t opIndex,
   });
 }
 
-void buildRingAllGather(collComm* c, const OpDesc& od, uint16_t opIndex,
+void buildRingAllGather(const BuildInput& in, const OpDesc& od, uint16_t opIndex,
                         std::vector<Program>& progs) {
-  const int n = c->nranks, r = c->ringPos;
+  const int n = in.nranks, r = in.ringPos;
   const size_t blockBytes = od.count * dataTypeSize(od.dtype);
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
-  forEachBlockPiece(c, od, progs, [&](Program& pg, SendConnector* s, RecvConnector* rv, Piece mine) {
-    auto dstOf = [&](int k) { return dst + userBlock(c, k) * blockBytes + mine.offset; };
+  forEachBlockPiece(in, od, progs, [&](Program& pg, SendConnector* s, RecvConnector* rv, Piece mine) {
+    auto dstOf = [&](int k) { return dst + userBlock(in, k) * blockBytes + mine.offset; };
     uint8_t first = n > 1 ? (kSrc | kDst | kSend) : (kSrc | kDst);
     pg.add(first, od, opIndex, src + mine.offset, dstOf(r), mine.bytes, s, rv);
     for (int j = 1; j < n - 1; ++j)

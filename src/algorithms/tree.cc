@@ -32,7 +32,7 @@ namespace {
 
 constexpr size_t kTreeDepth = 4;
 
-void upSteps(const OpDesc& od, uint16_t opIndex, Program& p, const collComm::TreeEdges& e, const char* src,
+void upSteps(const OpDesc& od, uint16_t opIndex, Program& p, const ConnectorSet::TreeEdges& e, const char* src,
              char* dst, size_t bytes) {
   const size_t k = e.children.size();
   const bool root = e.parent < 0;
@@ -54,7 +54,7 @@ void upSteps(const OpDesc& od, uint16_t opIndex, Program& p, const collComm::Tre
   }
 }
 
-void downSteps(const OpDesc& od, uint16_t opIndex, Program& p, const collComm::TreeEdges& e, char* dst,
+void downSteps(const OpDesc& od, uint16_t opIndex, Program& p, const ConnectorSet::TreeEdges& e, char* dst,
                size_t bytes) {
   const size_t k = e.children.size();
   size_t first = 0;
@@ -72,20 +72,20 @@ void downSteps(const OpDesc& od, uint16_t opIndex, Program& p, const collComm::T
 
 }  // namespace
 
-void buildTreeAllReduce(collComm* c, const OpDesc& od, uint16_t opIndex, std::vector<Program>& progs) {
+void buildTreeAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& progs) {
   const size_t es = dataTypeSize(od.dtype);
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
   // Trees exist per host channel; the device set may have more channels than trees.
-  const int nch = std::min(channelsFor(c, od.count * es, od.device), static_cast<int>(c->trees.size()));
+  const int nch = std::min(channelsFor(in, od.count * es), static_cast<int>(in.conns->trees.size()));
   for (int ch = 0; ch < nch; ++ch) {
     size_t b = partBegin(od.count, nch, ch) * es, e = partBegin(od.count, nch, ch + 1) * es;
     if (e == b) continue;
     Program& p = progs[static_cast<size_t>(ch)];
-    const size_t chunk = c->sliceBytes;
+    const size_t chunk = in.sliceBytes;
     const size_t nchunks = (e - b + chunk - 1) / chunk;
-    auto edges = [&](size_t i) -> const collComm::TreeEdges& {
-      return treesOf(c, od.device)[static_cast<size_t>(ch)][c->twoTrees ? i % 2 : 0];
+    auto edges = [&](size_t i) -> const ConnectorSet::TreeEdges& {
+      return in.conns->trees[static_cast<size_t>(ch)][in.twoTrees ? i % 2 : 0];
     };
     auto up = [&](size_t i) {
       size_t off = b + i * chunk, len = std::min(chunk, e - off);

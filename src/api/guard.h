@@ -13,11 +13,11 @@
 
 #include "collectives/collectives.h"
 #include "collectives/config.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "base/datatype.h"
-#include "core/group.h"
+#include "comm/group.h"
 #include "base/log.h"
-#include "core/premulsum.h"
+#include "comm/premulsum.h"
 #include "device/device_exec.h"
 #if COLL_HAVE_CUDA
 #include "cuda/gpu.h"

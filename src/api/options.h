@@ -3,7 +3,7 @@
 #pragma once
 
 #include "collectives/collectives.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "base/status.h"
 
 namespace coll::api {

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "collectives/config.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "base/datatype.h"
 #include "base/log.h"
 #include "base/param.h"
@@ -463,18 +463,18 @@ Status devicePrepare(collComm* c) {
 #endif
   if (!bound && !c->deviceEmulate) return okStatus();
   // The device set's ring channels (p2p where possible), wired like the host ones.
-  c->dev = std::make_unique<collComm::DeviceConns>();
-  c->dev->channels.resize(static_cast<size_t>(c->deviceChannels));
+  c->deviceConns = std::make_unique<ConnectorSet>();
+  auto& channels = c->deviceConns->channels;
+  channels.resize(static_cast<size_t>(c->deviceChannels));
   if (c->nranks > 1) {
     ConnectJob job(c->bootstrap.get(), c->slotBytes, true, c->deviceEmulate);
-    for (size_t ch = 0; ch < c->dev->channels.size(); ++ch) {
-      job.addRecv(c->ringPrev, kTagDevice | kTagRing | ch, &c->dev->channels[ch].recv);
-      job.addSend(c->ringNext, kTagDevice | kTagRing | ch, &c->dev->channels[ch].send);
+    for (size_t ch = 0; ch < channels.size(); ++ch) {
+      job.addRecv(c->ringPrev, kTagDevice | kTagRing | ch, &channels[ch].recv);
+      job.addSend(c->ringNext, kTagDevice | kTagRing | ch, &channels[ch].send);
     }
     COLL_CHECK(job.run());
     COLL_INFO(INIT, "rank %d: device ring %d -> %d -> %d over %s/%s, %zu channel(s)", c->rank, c->ringPrev, c->rank,
-              c->ringNext, c->dev->channels[0].recv->kind(), c->dev->channels[0].send->kind(),
-              c->dev->channels.size());
+              c->ringNext, channels[0].recv->kind(), channels[0].send->kind(), channels.size());
   }
 #if COLL_HAVE_CUDA
   if (!bound) return okStatus();
@@ -488,7 +488,7 @@ Status devicePrepare(collComm* c) {
     Result<char*> r = gpu::mapHost(f->ctrl, fifoBytes(f->slotBytes), f->ctrl);
     return r.ok() ? okStatus() : r.takeStatus();
   };
-  for (auto& ch : c->dev->channels) {
+  for (auto& ch : channels) {
     COLL_CHECK(map(ch.send));
     COLL_CHECK(map(ch.recv));
   }

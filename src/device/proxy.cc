@@ -3,8 +3,8 @@
 #include <chrono>
 
 #include "collectives/config.h"
-#include "core/comm.h"
-#include "core/executor.h"
+#include "comm/comm.h"
+#include "comm/executor.h"
 #include "base/log.h"
 #include "base/wait.h"
 #include "device/device_exec.h"

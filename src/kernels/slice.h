@@ -134,7 +134,7 @@ COLL_HD inline void reduce(unsigned tid, unsigned nt, const T* a, const T* b, T*
   }
 }
 
-// The host executor's hostSlice (core/executor.cc), case for case.
+// The host executor's hostSlice (comm/executor.cc), case for case.
 template <typename T, typename Op, bool kAvgFinal>
 COLL_HD inline void typed(unsigned tid, unsigned nt, uint8_t flags, const char* in, const char* src, char* dst,
                           char* out, uint64_t len, int nranks) {

@@ -18,6 +18,7 @@
 #include "algorithms/tuner.h"
 #include "bootstrap/bootstrap.h"
 #include "transport/connector.h"
+#include "transport/connector_set.h"
 #include "transport/shm/mailbox.h"
 
 namespace coll {
@@ -87,54 +88,29 @@ struct collComm {
   // thread running the operation, written by any.
   std::atomic<double> opTimeoutS{0};
 
-  // Ring channels: data flows rank -> ring next.
-  struct Channel {
-    std::unique_ptr<coll::SendConnector> send;
-    std::unique_ptr<coll::RecvConnector> recv;
-  };
-  std::vector<Channel> channels;
+  // The connectors the host executor runs over; the device set (device/device_exec.h) for
+  // operations on device buffers: between ranks that share a GPU or reach each other's
+  // (p2p) its FIFOs are in device memory, which the host executor cannot touch. Ring
+  // channels are wired at init (the device set's for ranks bound to a device, and with
+  // COLL_DEVICE_EMULATE), tree edges and send/recv peers on first use. The device set is
+  // null for host-memory ranks.
+  coll::ConnectorSet hostConns;
+  std::unique_ptr<coll::ConnectorSet> deviceConns;
+  coll::ConnectorSet& conns(bool device) { return device ? *deviceConns : hostConns; }
   // Two ranks over net: a duplex connection for the LL one-shot only, so the ACKs of
   // small messages ride on data (8 B: 13 -> 9 us), while ring slices stay on one-way
   // connections (sharing a socket serialises bulk sends and receives on its lock:
   // measured -20-35 % bandwidth). Empty otherwise.
-  Channel ll;
+  coll::ConnectorSet::Channel ll;
   std::vector<int> ring;       // ranks in ring order (ringOrder)
   std::vector<int> ringPosOf;  // rank -> its position in `ring`
   int ringPos = 0;             // this rank's position
   int ringNext = 0, ringPrev = 0;
 
-  // Double binary trees over hosts with a chain inside each (algorithms/tree.cc): this
-  // rank's edges per channel and tree. The shape is set at init; the connectors are
-  // wired by the first operation that runs on a tree.
-  struct TreeEdges {
-    int parent = -1;
-    std::vector<int> children;
-    std::unique_ptr<coll::SendConnector> up;    // to the parent
-    std::unique_ptr<coll::RecvConnector> down;  // from the parent
-    std::vector<std::unique_ptr<coll::RecvConnector>> fromChild;
-    std::vector<std::unique_ptr<coll::SendConnector>> toChild;
-  };
-  std::vector<std::array<TreeEdges, 2>> trees;  // [channel][tree]
+  // Double binary trees over hosts with a chain inside each (algorithms/tree.cc): the
+  // shape is in the connector sets' trees.
   bool twoTrees = false;  // the two trees differ (two hosts or more)
-  bool treesWired = false;
-  // Operations on device buffers run over connectors of their own (device/device_exec.h):
-  // between ranks that share a GPU or reach each other's (p2p) their FIFOs are in
-  // device memory, which the host executor cannot touch. Ring channels are wired at init
-  // for ranks bound to a device (and with COLL_DEVICE_EMULATE), tree edges and send/recv
-  // peers on first use, like the host ones. Null for host-memory ranks.
-  struct DeviceConns {
-    std::vector<Channel> channels;
-    std::vector<std::array<TreeEdges, 2>> trees;  // shape copied from `trees` when wired
-    bool treesWired = false;
-    std::map<int, std::unique_ptr<coll::SendConnector>> p2pSend;
-    std::map<int, std::unique_ptr<coll::RecvConnector>> p2pRecv;
-  };
-  std::unique_ptr<DeviceConns> dev;
   coll::TunerInput tuner;  // the cost model's inputs and the COLL_ALGO/PROTO filters
-
-  // Lazily connected point-to-point connectors, one per peer and direction.
-  std::map<int, std::unique_ptr<coll::SendConnector>> p2pSend;
-  std::map<int, std::unique_ptr<coll::RecvConnector>> p2pRecv;
 
   // One-shot algorithms for small operations (algorithms/oneshot.h): mailboxes when
   // every rank shares this host, else allreduce over channel 0 up to netOneShotBytes.
@@ -174,14 +150,6 @@ struct collComm {
 };
 
 namespace coll {
-
-// The connectors an operation runs over: the device set for device operations.
-inline collComm::Channel& channelOf(collComm* c, size_t ch, bool device) {
-  return device ? c->dev->channels[ch] : c->channels[ch];
-}
-inline std::vector<std::array<collComm::TreeEdges, 2>>& treesOf(collComm* c, bool device) {
-  return device ? c->dev->trees : c->trees;
-}
 
 // The ring's order of ranks: grouped by host (hosts in order of their first rank), inside
 // a host by GPU: in the host's best GPU ring (PeerInfo::ringPos, from the topology: NVLink

@@ -1,4 +1,4 @@
-#include "core/group.h"
+#include "comm/group.h"
 
 #include <algorithm>
 #include <map>
@@ -9,7 +9,7 @@
 #include "algorithms/algorithms.h"
 #include "algorithms/oneshot.h"
 #include "base/datatype.h"
-#include "core/executor.h"
+#include "comm/executor.h"
 #include "base/log.h"
 #include "device/device_exec.h"
 #include "transport/transport.h"
@@ -100,18 +100,19 @@ bool llUnfiltered(const collComm* c, CollKind k) {
 // take their shape from the host's.
 void wireTrees(ConnectJob* job, collComm* c, bool device) {
   const int ntrees = c->twoTrees ? 2 : 1;
-  auto& trees = treesOf(c, device);
+  auto& trees = c->conns(device).trees;
   if (device) {
-    trees.resize(c->trees.size());
-    for (size_t ch = 0; ch < c->trees.size(); ++ch)
+    const auto& shape = c->hostConns.trees;
+    trees.resize(shape.size());
+    for (size_t ch = 0; ch < shape.size(); ++ch)
       for (size_t t = 0; t < 2; ++t) {
-        trees[ch][t].parent = c->trees[ch][t].parent;
-        trees[ch][t].children = c->trees[ch][t].children;
+        trees[ch][t].parent = shape[ch][t].parent;
+        trees[ch][t].children = shape[ch][t].children;
       }
   }
   for (size_t ch = 0; ch < trees.size(); ++ch)
     for (int t = 0; t < ntrees; ++t) {
-      collComm::TreeEdges& e = trees[ch][static_cast<size_t>(t)];
+      ConnectorSet::TreeEdges& e = trees[ch][static_cast<size_t>(t)];
       const uint64_t tag = (device ? kTagDevice : 0) | kTagTree | (static_cast<uint64_t>(t) << 8) | ch;
       if (e.parent >= 0) {
         job->addRecv(e.parent, tag, &e.down);
@@ -139,11 +140,28 @@ struct CommLaunch {
   Program self;  // send/recv to oneself
 };
 
+// What the algorithm builders read of c, over the connector set `conns`.
+BuildInput buildInput(const collComm* c, const ConnectorSet& conns) {
+  BuildInput in;
+  in.nranks = c->nranks;
+  in.ringPos = c->ringPos;
+  in.ring = c->ring;
+  in.ringPosOf = c->ringPosOf;
+  in.sliceBytes = c->sliceBytes;
+  in.loopSlices = c->loopSlices;
+  in.chunkMinBytes = c->chunkMinBytes;
+  in.minChannels = c->minChannels;
+  in.twoTrees = c->twoTrees;
+  in.conns = &conns;
+  return in;
+}
+
 void initProgram(Program& p, CommLaunch& l, std::string lane) {
   p.lane = std::move(lane);
   p.ops = &l.ops;
   p.comm = l.comm;
   p.sliceBytes = l.comm->sliceBytes;
+  p.streamMinBytes = l.comm->streamMinBytes;
   p.nranks = l.comm->nranks;
   p.rank = l.comm->rank;
 }
@@ -192,7 +210,9 @@ int p2pLane(const collComm* c, const OpDesc& od) { return p2pDistance(c, od) % c
 
 Status buildPrograms(CommLaunch& l) {
   collComm* c = l.comm;
-  l.channels.resize(l.device ? c->dev->channels.size() : c->channels.size());
+  ConnectorSet& conns = c->conns(l.device);
+  const BuildInput in = buildInput(c, conns);
+  l.channels.resize(conns.channels.size());
   for (size_t ch = 0; ch < l.channels.size(); ++ch)
     initProgram(l.channels[ch], l, "channel " + std::to_string(ch));
   initProgram(l.self, l, "copy to self");
@@ -223,13 +243,13 @@ Status buildPrograms(CommLaunch& l) {
       for (const Program& p : l.channels) before.push_back(p.steps.size());
     switch (od.kind) {
       case CollKind::kAllReduce:
-        if (l.routes[i] == Route::kTree) buildTreeAllReduce(c, od, idx, l.channels);
-        else buildRingAllReduce(c, od, idx, l.channels);
+        if (l.routes[i] == Route::kTree) buildTreeAllReduce(in, od, idx, l.channels);
+        else buildRingAllReduce(in, od, idx, l.channels);
         break;
-      case CollKind::kReduceScatter: buildRingReduceScatter(c, od, idx, l.channels); break;
-      case CollKind::kAllGather: buildRingAllGather(c, od, idx, l.channels); break;
-      case CollKind::kBroadcast: buildChainBroadcast(c, od, idx, l.channels); break;
-      case CollKind::kReduce: buildChainReduce(c, od, idx, l.channels); break;
+      case CollKind::kReduceScatter: buildRingReduceScatter(in, od, idx, l.channels); break;
+      case CollKind::kAllGather: buildRingAllGather(in, od, idx, l.channels); break;
+      case CollKind::kBroadcast: buildChainBroadcast(in, od, idx, l.channels); break;
+      case CollKind::kReduce: buildChainReduce(in, od, idx, l.channels); break;
       case CollKind::kSend: {
         if (od.root == c->rank || od.count == 0) break;
         const int key = l.device ? p2pLane(c, od) : od.root;
@@ -237,7 +257,7 @@ Status buildPrograms(CommLaunch& l) {
         if (!p.comm)
           initProgram(p, l, l.device ? "send lane " + std::to_string(key) : "send to rank " + std::to_string(key));
         p.add(kSrc | kSend, od, idx, static_cast<const char*>(od.sendbuff), nullptr,
-              od.count * dataTypeSize(od.dtype), (od.device ? c->dev->p2pSend : c->p2pSend).at(od.root).get(), nullptr);
+              od.count * dataTypeSize(od.dtype), conns.p2pSend.at(od.root).get(), nullptr);
         break;
       }
       case CollKind::kRecv: {
@@ -248,13 +268,13 @@ Status buildPrograms(CommLaunch& l) {
           initProgram(p, l,
                       l.device ? "receive lane " + std::to_string(key) : "receive from rank " + std::to_string(key));
         p.add(kRecv | kDst, od, idx, nullptr, static_cast<char*>(od.recvbuff),
-              od.count * dataTypeSize(od.dtype), nullptr, (od.device ? c->dev->p2pRecv : c->p2pRecv).at(od.root).get());
+              od.count * dataTypeSize(od.dtype), nullptr, conns.p2pRecv.at(od.root).get());
         break;
       }
     }
     for (size_t ch = 0; tokens && ch < l.channels.size(); ++ch)
       if (l.channels[ch].steps.size() == before[ch])
-        l.channels[ch].addToken(idx, c->dev->channels[ch].send.get(), c->dev->channels[ch].recv.get());
+        l.channels[ch].addToken(idx, conns.channels[ch].send.get(), conns.channels[ch].recv.get());
   }
   COLL_CHECK(buildSelfCopies(l));
   if (l.device && !l.self.steps.empty()) {
@@ -322,7 +342,7 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
         Status st = (*od.prepare)();
         if (!st.ok()) { *failedComm = l->comm; return st.prefix(od.describe() + ": "); }
       }
-    if (l->device && !l->comm->dev) {
+    if (l->device && !l->comm->deviceConns) {
       *failedComm = l->comm;
       return invalidUsage("rank " + std::to_string(l->comm->rank) +
                           " was given CUDA device buffers but is not bound to a CUDA device (create it with "
@@ -343,7 +363,7 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
         return r.takeStatus().prefix(od.describe() + ": ");
       }
       l->routes.push_back(r.value());
-      const bool wired = l->device ? l->comm->dev->treesWired : l->comm->treesWired;
+      const bool wired = l->comm->conns(l->device).treesWired;
       l->wiresTrees |= r.value() == Route::kTree && !wired;
     }
   }
@@ -354,8 +374,8 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
     collComm* c = l->comm;
     auto job = std::make_unique<ConnectJob>(c->bootstrap.get(), c->slotBytes, l->device, c->deviceEmulate);
     if (l->wiresTrees) wireTrees(job.get(), c, l->device);
-    auto& sendMap = l->device ? c->dev->p2pSend : c->p2pSend;
-    auto& recvMap = l->device ? c->dev->p2pRecv : c->p2pRecv;
+    auto& sendMap = c->conns(l->device).p2pSend;
+    auto& recvMap = c->conns(l->device).p2pRecv;
     std::set<int> wantSend, wantRecv;
     for (auto& od : l->ops) {
       if (od.root == c->rank || od.count == 0) continue;
@@ -380,7 +400,7 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
     if (!st.ok()) { *failedComm = launches[i]->comm; return st; }
   }
   for (auto& l : launches)
-    if (l->wiresTrees) (l->device ? l->comm->dev->treesWired : l->comm->treesWired) = true;
+    if (l->wiresTrees) l->comm->conns(l->device).treesWired = true;
 
   std::vector<Program*> programs;
   std::vector<DevicePart> deviceParts;

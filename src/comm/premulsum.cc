@@ -1,4 +1,4 @@
-#include "core/premulsum.h"
+#include "comm/premulsum.h"
 
 #include <algorithm>
 #include <cstring>

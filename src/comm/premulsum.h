@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 
 namespace coll {
 

@@ -11,7 +11,7 @@
 #include <functional>
 
 #include "algorithms/plan.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 
 namespace coll {
 

@@ -1,4 +1,4 @@
-#include "core/comm.h"
+#include "comm/comm.h"
 
 #include <unistd.h>
 
@@ -134,8 +134,8 @@ static void initTrees(collComm* c, int nch, bool shmDisable) {
   const int hosts = static_cast<int>(ids.size());
   c->twoTrees = hosts >= 2;
   auto trees = treesOverNodes(members, c->nranks);
-  c->trees.resize(static_cast<size_t>(nch));
-  for (auto& perTree : c->trees)
+  c->hostConns.trees.resize(static_cast<size_t>(nch));
+  for (auto& perTree : c->hostConns.trees)
     for (int t = 0; t < 2; ++t) {
       perTree[t].parent = trees[t][c->rank].parent;
       perTree[t].children = trees[t][c->rank].children;
@@ -267,13 +267,14 @@ static Status initConnections(collComm* c) {
   c->ringPrev = c->ring[(c->ringPos + c->nranks - 1) % c->nranks];
   int nch = c->nranks > 1 ? mine.nChannels : 1;
   c->minChannels = static_cast<int>(std::min<int64_t>(minCh, nch));
-  c->channels.resize(nch);
+  auto& channels = c->hostConns.channels;
+  channels.resize(nch);
   initTrees(c, nch, mine.shmDisable != 0);
   if (c->nranks == 1) return okStatus();
   ConnectJob job(c->bootstrap.get(), c->slotBytes);
   for (int ch = 0; ch < nch; ++ch) {
-    job.addRecv(c->ringPrev, kTagRing | static_cast<uint64_t>(ch), &c->channels[ch].recv);
-    job.addSend(c->ringNext, kTagRing | static_cast<uint64_t>(ch), &c->channels[ch].send);
+    job.addRecv(c->ringPrev, kTagRing | static_cast<uint64_t>(ch), &channels[ch].recv);
+    job.addSend(c->ringNext, kTagRing | static_cast<uint64_t>(ch), &channels[ch].send);
   }
   const auto& peers = c->bootstrap->peers();
   if (c->nranks == 2 && mine.netDuplex && mine.netOneShotBytes > 0 &&
@@ -283,8 +284,8 @@ static Status initConnections(collComm* c) {
   }
   COLL_CHECK(job.run());
   COLL_INFO(INIT, "rank %d/%d: ring %d -> %d -> %d over %s/%s, %d channel(s), %zu-byte slices",
-            c->rank, c->nranks, c->ringPrev, c->rank, c->ringNext, c->channels[0].recv->kind(),
-            c->channels[0].send->kind(), nch, c->sliceBytes);
+            c->rank, c->nranks, c->ringPrev, c->rank, c->ringNext, channels[0].recv->kind(),
+            channels[0].send->kind(), nch, c->sliceBytes);
   return okStatus();
 }
 

@@ -1,4 +1,4 @@
-#include "core/executor.h"
+#include "comm/executor.h"
 
 #include <chrono>
 #include <cstdio>
@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "algorithms/oneshot.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "base/log.h"
 #include "base/wait.h"
 #include "kernels/host_copy.h"
@@ -94,7 +94,7 @@ Status flushSends(Program& p, bool* flushed) {
     COLL_CHECK(sc->progress());
     if (!sc->flushed()) {
       p.blockedOn = sc->waitTarget();
-      p.blockedWhat = "delivery to";
+      p.blockedFor = Awaiting::kDelivery;
       p.blockedPeer = sc->peer();
       *flushed = false;
       return okStatus();
@@ -112,7 +112,7 @@ Status advanceOneShot(Program& p, OneShot& os, bool* moved, bool* finished) {
   }
   COLL_CHECK(os.poll(finished, &p.blockedOn));
   p.blockedPeer = os.blockedPeer();
-  p.blockedWhat = "data from";
+  p.blockedFor = Awaiting::kData;
   return okStatus();
 }
 
@@ -160,13 +160,13 @@ Status advance(Program& p, bool* moved, bool* done) {
     size_t len = std::min(p.sliceBytes, s.bytes - p.off);
     if (s.recv && !s.recv->ready()) {
       p.blockedOn = s.recv->waitTarget();
-      p.blockedWhat = "data from";
+      p.blockedFor = Awaiting::kData;
       p.blockedPeer = s.recv->peer();
       return pumpSends(p, s.send);
     }
     if (s.send && !s.send->ready()) {
       p.blockedOn = s.send->waitTarget();
-      p.blockedWhat = "room at";
+      p.blockedFor = Awaiting::kRoom;
       p.blockedPeer = s.send->peer();
       return pumpSends(p, s.send);
     }
@@ -224,7 +224,7 @@ std::string laneState(const Program& p) {
   else if (p.ops && !p.ops->empty())
     s += ", " + p.ops->back().describe() + " draining";
   if (p.blockedPeer >= 0)
-    s += ", waiting for " + std::string(p.blockedWhat) + " rank " + std::to_string(p.blockedPeer);
+    s += ", waiting for " + std::string(awaitingName(p.blockedFor)) + " rank " + std::to_string(p.blockedPeer);
   return s;
 }
 
@@ -254,7 +254,7 @@ Status mailboxIntrusion(const Program& p) {
   // The peer wrote everything it owed this lane before publishing: look again.
   if (p.cur < p.steps.size()) {
     const Step& s = p.steps[p.cur];
-    bool waitsForData = std::strcmp(p.blockedWhat, "data from") == 0;
+    const bool waitsForData = p.blockedFor == Awaiting::kData;
     if (waitsForData ? (s.recv && s.recv->ready()) : (s.send && s.send->ready()))
       return okStatus();
   }
@@ -270,7 +270,7 @@ Status llIntrusionInLane(const Program& p, const Waiter& waiter, bool now = fals
   if (!c->ll.recv || p.cur >= p.steps.size()) return okStatus();
   const Step& s = p.steps[p.cur];
   if (s.oneShot) return llIntrusion(c, true, waiter, now);
-  if (s.recv && s.recv == c->channels[0].recv.get() && (now || std::strcmp(p.blockedWhat, "data from") == 0))
+  if (s.recv && s.recv == c->hostConns.channels[0].recv.get() && (now || p.blockedFor == Awaiting::kData))
     return llIntrusion(c, false, waiter, now);
   return okStatus();
 }
@@ -279,8 +279,8 @@ Status llIntrusionInLane(const Program& p, const Waiter& waiter, bool now = fals
 
 Status llIntrusion(collComm* c, bool waitingOnLL, const Waiter& waiter, bool now) {
   constexpr double kGraceS = 2.0;
-  if (!c->ll.recv || c->channels.empty() || (!now && waiter.idleSeconds() < kGraceS)) return okStatus();
-  RecvConnector* other = waitingOnLL ? c->channels[0].recv.get() : c->ll.recv.get();
+  if (!c->ll.recv || c->hostConns.channels.empty() || (!now && waiter.idleSeconds() < kGraceS)) return okStatus();
+  RecvConnector* other = waitingOnLL ? c->hostConns.channels[0].recv.get() : c->ll.recv.get();
   if (!other) return okStatus();
   if (!other->progress().ok() && !other->ready()) return okStatus();
   if (!other->ready()) return okStatus();
