@@ -212,25 +212,27 @@ class NetRecv : public RecvConnector {
 };
 
 // Both directions of one established connection: `send` and `recv` are its two comms.
-Result<NetDuplex> makeDuplex(int peer, NetBackend* b, std::unique_ptr<NetSendComm> send,
-                             std::unique_ptr<NetRecvComm> recv, size_t slotBytes) {
-  NetDuplex d;
+Result<DuplexConnectors> makeDuplex(int peer, NetBackend* b, std::unique_ptr<NetSendComm> send,
+                                    std::unique_ptr<NetRecvComm> recv, size_t slotBytes) {
+  DuplexConnectors d;
   COLL_ASSIGN(d.send, NetSend::create(peer, b, std::move(send), slotBytes));
   COLL_ASSIGN(d.recv, NetRecv::create(peer, b, std::move(recv), slotBytes));
   return d;
 }
 
-class PendingRecv : public NetPendingRecv {
+class NetPendingRecv : public PendingRecv {
  public:
-  PendingRecv(int peer, NetBackend* b, std::unique_ptr<NetListenComm> l, NetConnectInfo info)
+  NetPendingRecv(int peer, NetBackend* b, std::unique_ptr<NetListenComm> l, NetConnectInfo info)
       : peer_(peer), backend_(b), listen_(std::move(l)), info_(info) {}
-  const NetConnectInfo& info() const override { return info_; }
+  std::span<const std::byte> handle() const override { return handleBytes(info_); }
+  // Accepts the sender's connection (it connected after receiving handle()).
   Result<std::unique_ptr<RecvConnector>> finish() override {
     COLL_ASSIGN(auto comm, backend_->accept(listen_.get()));
     listen_.reset();
     return NetRecv::create(peer_, backend_, std::move(comm), info_.slotBytes);
   }
-  Result<NetDuplex> finishDuplex() override {
+  // Accepts the peer's connectDuplex() and sends back over the same connection.
+  Result<DuplexConnectors> finishDuplex() override {
     COLL_ASSIGN(auto comm, backend_->accept(listen_.get()));
     listen_.reset();
     COLL_ASSIGN(auto back, backend_->reverse(comm.get()));
@@ -246,30 +248,57 @@ class PendingRecv : public NetPendingRecv {
 
 }  // namespace
 
-Result<std::unique_ptr<NetPendingRecv>> netSetupRecv(int peer, size_t slotBytes) {
+Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes) {
   COLL_ASSIGN(NetBackend * b, netBackend());
   NetConnectInfo info{};
   info.slotBytes = slotBytes;
   COLL_ASSIGN(auto listen, b->listen(0, &info.handle));
-  return std::unique_ptr<NetPendingRecv>(new PendingRecv(peer, b, std::move(listen), info));
+  return std::unique_ptr<PendingRecv>(new NetPendingRecv(peer, b, std::move(listen), info));
 }
 
-Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, const NetConnectInfo& info) {
+Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, std::span<const std::byte> handle) {
+  COLL_ASSIGN(const NetConnectInfo info, handleAs<NetConnectInfo>(handle, "net"));
   COLL_ASSIGN(NetBackend * b, netBackend());
   COLL_ASSIGN(auto comm, b->connect(0, info.handle));
   return NetSend::create(peer, b, std::move(comm), info.slotBytes);
 }
 
-Result<NetDuplex> netConnectDuplex(int peer, const NetConnectInfo& info) {
-  COLL_ASSIGN(NetBackend * b, netBackend());
-  COLL_ASSIGN(auto comm, b->connect(0, info.handle));
-  COLL_ASSIGN(auto back, b->reverse(comm.get()));
-  return makeDuplex(peer, b, std::move(comm), std::move(back), info.slotBytes);
+namespace {
+
+bool canConnect(const PeerInfo&, const PeerInfo&, const TransportOptions&) { return true; }
+
+Result<std::unique_ptr<PendingRecv>> setupRecv(const Link& l, size_t slotBytes) {
+  return netSetupRecv(l.peerRank, slotBytes);
 }
 
-bool netDuplexSupported() {
+Result<std::unique_ptr<SendConnector>> connectSend(const Link& l, std::span<const std::byte> handle) {
+  return netConnectSend(l.peerRank, handle);
+}
+
+// COLL_NET_DUPLEX=1 and a backend that can (every rank agrees on both: checked at init).
+bool duplexEnabled() {
+  if (paramInt("NET_DUPLEX") == 0) return false;
   Result<NetBackend*> b = netBackend();
   return b.ok() && b.value()->duplex();
 }
+
+// Connects to the peer's listener and receives over the same connection.
+Result<DuplexConnectors> connectDuplex(const Link& l, std::span<const std::byte> handle) {
+  COLL_ASSIGN(const NetConnectInfo info, handleAs<NetConnectInfo>(handle, "net"));
+  COLL_ASSIGN(NetBackend * b, netBackend());
+  COLL_ASSIGN(auto comm, b->connect(0, info.handle));
+  COLL_ASSIGN(auto back, b->reverse(comm.get()));
+  return makeDuplex(l.peerRank, b, std::move(comm), std::move(back), info.slotBytes);
+}
+
+const DuplexHooks kNetDuplex = {.enabled = duplexEnabled, .connect = connectDuplex};
+
+}  // namespace
+
+const Transport kNetTransport = {.name = "net",
+                                 .canConnect = canConnect,
+                                 .setupRecv = setupRecv,
+                                 .connectSend = connectSend,
+                                 .duplex = &kNetDuplex};
 
 }  // namespace coll
