@@ -15,7 +15,7 @@ namespace coll {
 // (`extern const Transport k<Name>Transport;`, see table.h for what a row is) and
 // <name>.cc defining it with its connectors, its PendingRecv and its handle (a POD of at
 // most kMaxHandleBytes); then one row below, where its preference puts it, and the .cc in
-// CMakeLists.txt. Nothing in transport.cc changes.
+// CMakeLists.txt. Nothing in transport.cc changes (docs/DESIGN.md, "The transport table").
 std::span<const Transport* const> transportTable() {
   static constexpr const Transport* kRows[] = {&kP2pTransport, &kShmTransport, &kNetTransport};
   return kRows;
