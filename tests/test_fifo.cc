@@ -41,7 +41,9 @@ void pingPong(bool sameProcess) {
   if (!sameProcess) REQUIRE(shmEntries() == before + 1);
   auto send = shmConnectSend(0, pending.value()->handle());
   REQUIRE(send.ok());
-  std::unique_ptr<RecvConnector> recv = pending.value()->finish();
+  auto finished = pending.value()->finish();
+  REQUIRE(finished.ok());
+  std::unique_ptr<RecvConnector> recv = finished.take();
   REQUIRE(shmEntries() == before);  // unlinked once both sides mapped it
   std::unique_ptr<SendConnector> sender = send.take();
 
@@ -117,7 +119,7 @@ TEST_CASE("net connector delivers what a peer sent before closing, then reports 
     INFO(messages << " messages");
     auto pending = netSetupRecv(0, slot);
     REQUIRE(pending.ok());
-    auto send = netConnectSend(1, pending.value()->info());
+    auto send = netConnectSend(1, pending.value()->handle());
     REQUIRE(send.ok());
     auto recv = pending.value()->finish();
     REQUIRE(recv.ok());

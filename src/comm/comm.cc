@@ -278,7 +278,7 @@ static Status initConnections(collComm* c) {
   }
   const auto& peers = c->bootstrap->peers();
   if (c->nranks == 2 && mine.netDuplex && mine.netOneShotBytes > 0 &&
-      chooseTransport(peers[c->rank], peers[c->ringNext]) == TransportKind::kNet) {
+      transportTable()[chooseTransport(peers[c->rank], peers[c->ringNext])]->duplex) {
     job.addRecv(c->ringPrev, kTagLL, &c->ll.recv);
     job.addSend(c->ringNext, kTagLL, &c->ll.send);
   }

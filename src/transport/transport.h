@@ -1,14 +1,18 @@
-// Choosing a transport per peer and wiring connectors.
+// Wiring connectors: the three-phase exchange over the bootstrap that connects every
+// receive and send this rank needs, through the rows of the transport table (table.h).
 //
-// Same host (equal host ids) -> shm, unless COLL_SHM_DISABLE=1; otherwise net. The
-// receiver decides and tells the sender in the handle it ships, so both sides always
-// agree. Wiring runs in three phases so that one thread can wire several communicators
-// of one process at once (collCommInitAll, grouped send/recv) without deadlock:
-//   1. every receiver creates its FIFO or listener and sends the handle (never blocks);
-//   2. every sender waits for its handle, maps or connects, and acknowledges;
-//   3. every receiver waits for the acknowledgement / accepts the connection.
+// The receiver decides: it takes the first row of the table that can connect it to its
+// sender (p2p for device connectors where the GPUs allow, then shm on one host unless
+// COLL_SHM_DISABLE=1, then net) and ships that row's index and its handle bytes to the
+// sender, so both sides always agree. Wiring runs in three phases so that one thread can
+// wire several communicators of one process at once (collCommInitAll, grouped
+// send/recv) without deadlock:
+//   1. every receiver sets up its side (FIFO or listener) and sends the handle (never blocks);
+//   2. every sender waits for its handle, connects through the row, and acknowledges;
+//   3. every receiver waits for the acknowledgement and finishes its pending receive.
 // Duplex: an LL or tree connection whose receive and send sides face the same peer
-// under one tag (two ranks' LL pair, a tree edge) is one net connection when COLL_NET_DUPLEX=1 and the backend can:
+// under one tag (two ranks' LL pair, a tree edge) is one connection when its row has
+// duplex hooks that are enabled (net: COLL_NET_DUPLEX=1 and a backend that can):
 // the lower rank listens, the higher connects in phase 2 and gets both directions, the
 // lower accepts in phase 3 and gets both. (Measured on loopback: 8-byte exchange 10.8 ->
 // 7.2 us, the acknowledgements riding on data; docs/PERFORMANCE.md.)
@@ -18,24 +22,16 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
-#include "transport/net/net.h"
-#include "transport/p2p/p2p.h"
-#include "transport/shm/shm.h"
+#include "transport/table.h"
 
 namespace coll {
-
-enum class TransportKind : uint32_t { kShm = 1, kNet = 2, kP2p = 3 };
-const char* transportName(TransportKind k);
-
-// Which transport this rank would use to receive from / send to `peer`.
-TransportKind chooseTransport(const PeerInfo& self, const PeerInfo& peer);
 
 class ConnectJob {
  public:
   // device: connectors for device executors (p2p where possible, transport/p2p/p2p.h);
   // emulated: COLL_DEVICE_EMULATE (p2p FIFOs in host memory between threads).
   ConnectJob(Bootstrap* bootstrap, size_t slotBytes, bool device = false, bool emulated = false)
-      : bs_(bootstrap), slotBytes_(slotBytes), device_(device), emulated_(emulated) {}
+      : bs_(bootstrap), slotBytes_(slotBytes), options_{device, emulated} {}
   void addRecv(int peer, uint64_t tag, std::unique_ptr<RecvConnector>* out);
   void addSend(int peer, uint64_t tag, std::unique_ptr<SendConnector>* out);
   bool empty() const { return recvs_.empty() && sends_.empty(); }
@@ -51,10 +47,8 @@ class ConnectJob {
     int peer;
     uint64_t tag;
     std::unique_ptr<RecvConnector>* out;
-    TransportKind kind;
-    std::unique_ptr<ShmPendingRecv> shm;
-    std::unique_ptr<NetPendingRecv> net;
-    std::unique_ptr<P2pPendingRecv> p2p;
+    uint32_t row = 0;  // index in transportTable()
+    std::unique_ptr<PendingRecv> pending = nullptr;  // none for the higher rank of a duplex pair
     int partner = -1;  // duplex: index of the send item to the same peer and tag
   };
   struct SendItem {
@@ -64,11 +58,11 @@ class ConnectJob {
     int partner = -1;  // duplex: index of the receive item
   };
   void pairDuplex();
-  TransportKind kindFor(int peer) const;
+  Link linkTo(int peer) const;
+  Status connectSend(SendItem& s, const Transport& row, bool duplex, std::span<const std::byte> handle);
   Bootstrap* bs_;
   size_t slotBytes_;
-  bool device_;
-  bool emulated_;
+  TransportOptions options_;
   std::vector<RecvItem> recvs_;
   std::vector<SendItem> sends_;
 };

@@ -68,18 +68,26 @@ Status completeInOrder(NetBackend* b, NetRequest* const* reqs, uint32_t* next, u
   return okStatus();
 }
 
+// Registers one side's slots with the backend: RDMA backends pin and register them and
+// can fail (locked-memory limit, no device), so connectors are made by factories.
+Status registerSlots(NetBackend* b, const FifoView& f, int peer) {
+  Status st = b->regMr(f.data, kSteps * f.slotBytes);
+  if (!st.ok())
+    st.prefix("registering the FIFO of a connection with rank " + std::to_string(peer) + " with net backend " +
+              b->name() + ": ");
+  return st;
+}
+
 // Counters live in the local FIFO's control block (tail: slots filled by the producer,
 // head: slots sent), so the producer may be the host executor or a device kernel with
 // progress() driven by a proxy thread (device/proxy.h).
 class NetSend : public SendConnector {
  public:
-  NetSend(int peer, NetBackend* b, std::unique_ptr<NetSendComm> comm, size_t slotBytes)
-      : backend_(b), comm_(std::move(comm)), fifo_(slotBytes) {
-    slotBytes_ = slotBytes;
-    peer_ = peer;
-    kind_ = "net";
-    direct_ = backend_->sendsOnlyWhenTested(comm_.get());
-    (void)backend_->regMr(fifo_.view.data, kSteps * slotBytes);
+  static Result<std::unique_ptr<SendConnector>> create(int peer, NetBackend* b,
+                                                       std::unique_ptr<NetSendComm> comm, size_t slotBytes) {
+    std::unique_ptr<NetSend> c(new NetSend(peer, b, std::move(comm), slotBytes));
+    COLL_CHECK(registerSlots(b, c->fifo_.view, peer));
+    return std::unique_ptr<SendConnector>(std::move(c));
   }
   bool ready() override { return filled() - done() < static_cast<uint32_t>(kSteps); }
   char* slot() override { return fifo_.view.slotAt(filled()); }
@@ -108,6 +116,13 @@ class NetSend : public SendConnector {
   bool needsProgress() const override { return true; }
 
  private:
+  NetSend(int peer, NetBackend* b, std::unique_ptr<NetSendComm> comm, size_t slotBytes)
+      : backend_(b), comm_(std::move(comm)), fifo_(slotBytes) {
+    slotBytes_ = slotBytes;
+    peer_ = peer;
+    kind_ = "net";
+    direct_ = backend_->sendsOnlyWhenTested(comm_.get());
+  }
   uint32_t filled() const { return fifo_.view.ctrl->tail.load(std::memory_order_acquire); }
   uint32_t done() const { return fifo_.view.ctrl->head.load(std::memory_order_acquire); }
   // Host producers only (a device kernel fills the slots and advances tail itself, and
@@ -131,12 +146,11 @@ class NetSend : public SendConnector {
 // (written by progress()), head slots consumed (by the host executor or a device kernel).
 class NetRecv : public RecvConnector {
  public:
-  NetRecv(int peer, NetBackend* b, std::unique_ptr<NetRecvComm> comm, size_t slotBytes)
-      : backend_(b), comm_(std::move(comm)), fifo_(slotBytes) {
-    slotBytes_ = slotBytes;
-    peer_ = peer;
-    kind_ = "net";
-    (void)backend_->regMr(fifo_.view.data, kSteps * slotBytes);
+  static Result<std::unique_ptr<RecvConnector>> create(int peer, NetBackend* b,
+                                                       std::unique_ptr<NetRecvComm> comm, size_t slotBytes) {
+    std::unique_ptr<NetRecv> c(new NetRecv(peer, b, std::move(comm), slotBytes));
+    COLL_CHECK(registerSlots(b, c->fifo_.view, peer));
+    return std::unique_ptr<RecvConnector>(std::move(c));
   }
   bool ready() override { return arrived() != consumed(); }
   const char* slot() override { return fifo_.view.slotAt(consumed()); }
@@ -156,6 +170,12 @@ class NetRecv : public RecvConnector {
   bool needsProgress() const override { return true; }
 
  private:
+  NetRecv(int peer, NetBackend* b, std::unique_ptr<NetRecvComm> comm, size_t slotBytes)
+      : backend_(b), comm_(std::move(comm)), fifo_(slotBytes) {
+    slotBytes_ = slotBytes;
+    peer_ = peer;
+    kind_ = "net";
+  }
   uint32_t arrived() const { return fifo_.view.ctrl->tail.load(std::memory_order_acquire); }
   uint32_t consumed() const { return fifo_.view.ctrl->head.load(std::memory_order_acquire); }
   Status progressConnection() {
@@ -191,25 +211,32 @@ class NetRecv : public RecvConnector {
   uint32_t posted_ = 0;
 };
 
-class PendingRecv : public NetPendingRecv {
+// Both directions of one established connection: `send` and `recv` are its two comms.
+Result<DuplexConnectors> makeDuplex(int peer, NetBackend* b, std::unique_ptr<NetSendComm> send,
+                                    std::unique_ptr<NetRecvComm> recv, size_t slotBytes) {
+  DuplexConnectors d;
+  COLL_ASSIGN(d.send, NetSend::create(peer, b, std::move(send), slotBytes));
+  COLL_ASSIGN(d.recv, NetRecv::create(peer, b, std::move(recv), slotBytes));
+  return d;
+}
+
+class NetPendingRecv : public PendingRecv {
  public:
-  PendingRecv(int peer, NetBackend* b, std::unique_ptr<NetListenComm> l, NetConnectInfo info)
+  NetPendingRecv(int peer, NetBackend* b, std::unique_ptr<NetListenComm> l, NetConnectInfo info)
       : peer_(peer), backend_(b), listen_(std::move(l)), info_(info) {}
-  const NetConnectInfo& info() const override { return info_; }
+  std::span<const std::byte> handle() const override { return handleBytes(info_); }
+  // Accepts the sender's connection (it connected after receiving handle()).
   Result<std::unique_ptr<RecvConnector>> finish() override {
     COLL_ASSIGN(auto comm, backend_->accept(listen_.get()));
     listen_.reset();
-    return std::unique_ptr<RecvConnector>(
-        new NetRecv(peer_, backend_, std::move(comm), info_.slotBytes));
+    return NetRecv::create(peer_, backend_, std::move(comm), info_.slotBytes);
   }
-  Result<NetDuplex> finishDuplex() override {
+  // Accepts the peer's connectDuplex() and sends back over the same connection.
+  Result<DuplexConnectors> finishDuplex() override {
     COLL_ASSIGN(auto comm, backend_->accept(listen_.get()));
     listen_.reset();
     COLL_ASSIGN(auto back, backend_->reverse(comm.get()));
-    NetDuplex d;
-    d.send.reset(new NetSend(peer_, backend_, std::move(back), info_.slotBytes));
-    d.recv.reset(new NetRecv(peer_, backend_, std::move(comm), info_.slotBytes));
-    return d;
+    return makeDuplex(peer_, backend_, std::move(back), std::move(comm), info_.slotBytes);
   }
 
  private:
@@ -221,33 +248,57 @@ class PendingRecv : public NetPendingRecv {
 
 }  // namespace
 
-Result<std::unique_ptr<NetPendingRecv>> netSetupRecv(int peer, size_t slotBytes) {
+Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes) {
   COLL_ASSIGN(NetBackend * b, netBackend());
   NetConnectInfo info{};
   info.slotBytes = slotBytes;
   COLL_ASSIGN(auto listen, b->listen(0, &info.handle));
-  return std::unique_ptr<NetPendingRecv>(new PendingRecv(peer, b, std::move(listen), info));
+  return std::unique_ptr<PendingRecv>(new NetPendingRecv(peer, b, std::move(listen), info));
 }
 
-Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, const NetConnectInfo& info) {
+Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, std::span<const std::byte> handle) {
+  COLL_ASSIGN(const NetConnectInfo info, handleAs<NetConnectInfo>(handle, "net"));
   COLL_ASSIGN(NetBackend * b, netBackend());
   COLL_ASSIGN(auto comm, b->connect(0, info.handle));
-  return std::unique_ptr<SendConnector>(new NetSend(peer, b, std::move(comm), info.slotBytes));
+  return NetSend::create(peer, b, std::move(comm), info.slotBytes);
 }
 
-Result<NetDuplex> netConnectDuplex(int peer, const NetConnectInfo& info) {
-  COLL_ASSIGN(NetBackend * b, netBackend());
-  COLL_ASSIGN(auto comm, b->connect(0, info.handle));
-  COLL_ASSIGN(auto back, b->reverse(comm.get()));
-  NetDuplex d;
-  d.recv.reset(new NetRecv(peer, b, std::move(back), info.slotBytes));
-  d.send.reset(new NetSend(peer, b, std::move(comm), info.slotBytes));
-  return d;
+namespace {
+
+bool canConnect(const PeerInfo&, const PeerInfo&, const TransportOptions&) { return true; }
+
+Result<std::unique_ptr<PendingRecv>> setupRecv(const Link& l, size_t slotBytes) {
+  return netSetupRecv(l.peerRank, slotBytes);
 }
 
-bool netDuplexSupported() {
+Result<std::unique_ptr<SendConnector>> connectSend(const Link& l, std::span<const std::byte> handle) {
+  return netConnectSend(l.peerRank, handle);
+}
+
+// COLL_NET_DUPLEX=1 and a backend that can (every rank agrees on both: checked at init).
+bool duplexEnabled() {
+  if (paramInt("NET_DUPLEX") == 0) return false;
   Result<NetBackend*> b = netBackend();
   return b.ok() && b.value()->duplex();
 }
+
+// Connects to the peer's listener and receives over the same connection.
+Result<DuplexConnectors> connectDuplex(const Link& l, std::span<const std::byte> handle) {
+  COLL_ASSIGN(const NetConnectInfo info, handleAs<NetConnectInfo>(handle, "net"));
+  COLL_ASSIGN(NetBackend * b, netBackend());
+  COLL_ASSIGN(auto comm, b->connect(0, info.handle));
+  COLL_ASSIGN(auto back, b->reverse(comm.get()));
+  return makeDuplex(l.peerRank, b, std::move(comm), std::move(back), info.slotBytes);
+}
+
+const DuplexHooks kNetDuplex = {.enabled = duplexEnabled, .connect = connectDuplex};
+
+}  // namespace
+
+const Transport kNetTransport = {.name = "net",
+                                 .canConnect = canConnect,
+                                 .setupRecv = setupRecv,
+                                 .connectSend = connectSend,
+                                 .duplex = &kNetDuplex};
 
 }  // namespace coll

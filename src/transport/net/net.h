@@ -9,13 +9,17 @@
 // slot and frees the slot when the send completes; the receiver's progress() keeps an
 // irecv posted on every free slot and publishes a slot when its receive completes.
 // Requests of one connection complete in the order they were posted.
+//
+// The last row of the transport table (kNetTransport): it connects any two ranks. Its
+// duplex hooks give an LL pair or a tree edge one connection for both directions
+// (COLL_NET_DUPLEX, transport.h).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
-#include "transport/connector.h"
+#include "transport/table.h"
 
 namespace coll {
 
@@ -77,32 +81,17 @@ Result<NetBackend*> netBackend();
 // Whether `name` names a net backend this build has (collConfig_t.netName, COLL_NET).
 Status checkNetName(const std::string& name);
 
+// The handle a net receiver ships to its sender.
 struct NetConnectInfo {
   NetHandle handle;
   uint64_t slotBytes;
 };
 
-// Both directions between this rank and one peer over one connection.
-struct NetDuplex {
-  std::unique_ptr<SendConnector> send;
-  std::unique_ptr<RecvConnector> recv;
-};
+extern const Transport kNetTransport;
 
-class NetPendingRecv {
- public:
-  virtual ~NetPendingRecv() = default;
-  virtual const NetConnectInfo& info() const = 0;
-  // Accepts the sender's connection (it connected after receiving info()).
-  virtual Result<std::unique_ptr<RecvConnector>> finish() = 0;
-  // Accepts the peer's netConnectDuplex() and sends back over the same connection.
-  virtual Result<NetDuplex> finishDuplex() = 0;
-};
-
-Result<std::unique_ptr<NetPendingRecv>> netSetupRecv(int peer, size_t slotBytes);
-Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, const NetConnectInfo& info);
-// Connects to the peer's netSetupRecv() listener and receives over the same connection.
-Result<NetDuplex> netConnectDuplex(int peer, const NetConnectInfo& info);
-// Whether the backend named by COLL_NET supports duplex connections.
-bool netDuplexSupported();
+// The row's halves, for callers that know they want net (tests). The handle is a
+// NetConnectInfo; finish() accepts the sender's connection.
+Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes);
+Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, std::span<const std::byte> handle);
 
 }  // namespace coll

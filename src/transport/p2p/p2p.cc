@@ -79,14 +79,14 @@ class P2pRecv : public P2pEnd<RecvConnector> {
   void release() override {}
 };
 
-class PendingRecv : public P2pPendingRecv {
+class P2pPendingRecv : public PendingRecv {
  public:
-  PendingRecv(int peer, std::shared_ptr<P2pRegion> r, P2pHandle h) : peer_(peer), region_(std::move(r)), h_(h) {}
-  ~PendingRecv() override { forget(); }
-  const P2pHandle& handle() const override { return h_; }
-  std::unique_ptr<RecvConnector> finish() override {
+  P2pPendingRecv(int peer, std::shared_ptr<P2pRegion> r, P2pHandle h) : peer_(peer), region_(std::move(r)), h_(h) {}
+  ~P2pPendingRecv() override { forget(); }
+  std::span<const std::byte> handle() const override { return handleBytes(h_); }
+  Result<std::unique_ptr<RecvConnector>> finish() override {
     forget();
-    return std::make_unique<P2pRecv>(peer_, region_, h_.slotBytes);
+    return std::unique_ptr<RecvConnector>(new P2pRecv(peer_, region_, h_.slotBytes));
   }
 
  private:
@@ -118,7 +118,7 @@ bool p2pPossible(const PeerInfo& self, const PeerInfo& peer, bool emulated) {
 #endif
 }
 
-Result<std::unique_ptr<P2pPendingRecv>> p2pSetupRecv(int peer, size_t slotBytes, int dev, bool emulated) {
+Result<std::unique_ptr<PendingRecv>> p2pSetupRecv(int peer, size_t slotBytes, int dev, bool emulated) {
   P2pHandle h{};
   h.pid = getpid();
   h.slotBytes = slotBytes;
@@ -146,11 +146,12 @@ Result<std::unique_ptr<P2pPendingRecv>> p2pSetupRecv(int peer, size_t slotBytes,
   }
   COLL_TRACE(P2P, "recv FIFO from rank %d in %s memory, %zu-byte slots", peer,
              emulated ? "host (emulated device)" : ("device " + std::to_string(dev)).c_str(), slotBytes);
-  return std::unique_ptr<P2pPendingRecv>(new PendingRecv(peer, std::move(region), h));
+  return std::unique_ptr<PendingRecv>(new P2pPendingRecv(peer, std::move(region), h));
 }
 
-Result<std::unique_ptr<SendConnector>> p2pConnectSend(int peer, const P2pHandle& h, int selfDev,
-                                                     const PeerInfo& receiver, bool emulated) {
+Result<std::unique_ptr<SendConnector>> p2pConnectSend(int peer, std::span<const std::byte> handle,
+                                                     int selfDev, const PeerInfo& receiver, bool emulated) {
+  COLL_ASSIGN(const P2pHandle h, handleAs<P2pHandle>(handle, "p2p"));
   std::shared_ptr<P2pRegion> region;
   if (h.pid == getpid()) {
     {
@@ -181,5 +182,24 @@ Result<std::unique_ptr<SendConnector>> p2pConnectSend(int peer, const P2pHandle&
   }
   return std::unique_ptr<SendConnector>(new P2pSend(peer, std::move(region), h.slotBytes));
 }
+
+namespace {
+
+bool canConnect(const PeerInfo& self, const PeerInfo& peer, const TransportOptions& o) {
+  return o.device && p2pPossible(self, peer, o.emulated);
+}
+
+Result<std::unique_ptr<PendingRecv>> setupRecv(const Link& l, size_t slotBytes) {
+  return p2pSetupRecv(l.peerRank, slotBytes, l.self.cudaDev, l.options.emulated);
+}
+
+Result<std::unique_ptr<SendConnector>> connectSend(const Link& l, std::span<const std::byte> handle) {
+  return p2pConnectSend(l.peerRank, handle, l.self.cudaDev, l.peer, l.options.emulated);
+}
+
+}  // namespace
+
+const Transport kP2pTransport = {
+    .name = "p2p", .canConnect = canConnect, .setupRecv = setupRecv, .connectSend = connectSend};
 
 }  // namespace coll

@@ -7,9 +7,10 @@
 // the connectors belong to a communicator's device set (comm.h DeviceConns), never to
 // the host executor's; their host-side methods fail loudly instead of hanging.
 //
-// Chosen by the receiver (transport.cc) for device connection jobs when both ranks are
-// on one host and bound to GPUs that are the same or peer-accessible, unless
-// COLL_P2P_DISABLE=1; COLL_P2P_LEVEL=LOC keeps it to ranks on the same GPU.
+// The first row of the transport table (kP2pTransport): chosen by the receiver for device
+// connection jobs when both ranks are on one host and bound to GPUs that are the same or
+// peer-accessible, unless COLL_P2P_DISABLE=1; COLL_P2P_LEVEL=LOC keeps it to ranks on the
+// same GPU.
 #pragma once
 
 #include <memory>
@@ -17,6 +18,7 @@
 #include "bootstrap/wire.h"
 #include "cuda/gpu.h"
 #include "transport/connector.h"
+#include "transport/table.h"
 
 namespace coll {
 
@@ -28,19 +30,15 @@ struct P2pHandle {
   gpu::IpcHandle ipc;     // of the FIFO allocation
 };
 
-class P2pPendingRecv {
- public:
-  virtual ~P2pPendingRecv() = default;
-  virtual const P2pHandle& handle() const = 0;
-  virtual std::unique_ptr<RecvConnector> finish() = 0;
-};
+extern const Transport kP2pTransport;
 
 // Whether the receiver `self` and the sender `peer` can use p2p (decided by the receiver).
 // emulated (COLL_DEVICE_EMULATE): host blocks stand in for GPU memory between threads of
 // one process, so CI exercises the handshake and the in-process path.
 bool p2pPossible(const PeerInfo& self, const PeerInfo& peer, bool emulated);
-Result<std::unique_ptr<P2pPendingRecv>> p2pSetupRecv(int peer, size_t slotBytes, int dev, bool emulated);
-Result<std::unique_ptr<SendConnector>> p2pConnectSend(int peer, const P2pHandle& h, int selfDev,
-                                                     const PeerInfo& receiver, bool emulated);
+// The row's halves; the handle is a P2pHandle.
+Result<std::unique_ptr<PendingRecv>> p2pSetupRecv(int peer, size_t slotBytes, int dev, bool emulated);
+Result<std::unique_ptr<SendConnector>> p2pConnectSend(int peer, std::span<const std::byte> handle,
+                                                     int selfDev, const PeerInfo& receiver, bool emulated);
 
 }  // namespace coll

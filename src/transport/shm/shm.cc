@@ -12,6 +12,7 @@
 #include <random>
 
 #include "base/log.h"
+#include "base/param.h"
 #include "base/wait.h"
 #include "cuda/gpu.h"
 
@@ -115,15 +116,17 @@ class ShmRecv : public RecvConnector {
   bool shared_;
 };
 
-class PendingRecv : public ShmPendingRecv {
+class ShmPendingRecv : public PendingRecv {
  public:
-  PendingRecv(int peer, std::shared_ptr<ShmRegion> r, ShmHandle h)
+  ShmPendingRecv(int peer, std::shared_ptr<ShmRegion> r, ShmHandle h)
       : peer_(peer), region_(std::move(r)), h_(h) {}
-  ~PendingRecv() override { cleanup(); }
-  const ShmHandle& handle() const override { return h_; }
-  std::unique_ptr<RecvConnector> finish() override {
+  ~ShmPendingRecv() override { cleanup(); }
+  std::span<const std::byte> handle() const override { return handleBytes(h_); }
+  // After the sender mapped the FIFO: unlinks the segment, yields the connector.
+  Result<std::unique_ptr<RecvConnector>> finish() override {
     cleanup();
-    return std::make_unique<ShmRecv>(peer_, region_, h_.slotBytes, h_.name[0] != 0);
+    return std::unique_ptr<RecvConnector>(
+        new ShmRecv(peer_, region_, h_.slotBytes, h_.name[0] != 0));
   }
 
  private:
@@ -179,8 +182,7 @@ Result<void*> shmMapSegment(const char* name, size_t bytes, const std::string& w
   return p;
 }
 
-Result<std::unique_ptr<ShmPendingRecv>> shmSetupRecv(int peer, size_t slotBytes,
-                                                     bool sameProcess) {
+Result<std::unique_ptr<PendingRecv>> shmSetupRecv(int peer, size_t slotBytes, bool sameProcess) {
   ShmHandle h{};
   h.pid = getpid();
   h.slotBytes = slotBytes;
@@ -200,10 +202,11 @@ Result<std::unique_ptr<ShmPendingRecv>> shmSetupRecv(int peer, size_t slotBytes,
   }
   COLL_TRACE(SHM, "recv FIFO from rank %d: %s, %zu-byte slots", peer,
              sameProcess ? "in-process" : h.name, slotBytes);
-  return std::unique_ptr<ShmPendingRecv>(new PendingRecv(peer, std::move(region), h));
+  return std::unique_ptr<PendingRecv>(new ShmPendingRecv(peer, std::move(region), h));
 }
 
-Result<std::unique_ptr<SendConnector>> shmConnectSend(int peer, const ShmHandle& h) {
+Result<std::unique_ptr<SendConnector>> shmConnectSend(int peer, std::span<const std::byte> handle) {
+  COLL_ASSIGN(const ShmHandle h, handleAs<ShmHandle>(handle, "shm"));
   size_t bytes = fifoBytes(h.slotBytes);
   if (!h.name[0]) {
     if (h.pid != getpid())
@@ -218,5 +221,26 @@ Result<std::unique_ptr<SendConnector>> shmConnectSend(int peer, const ShmHandle&
   auto region = std::make_shared<ShmRegion>(p, bytes, true);
   return std::unique_ptr<SendConnector>(new ShmSend(peer, std::move(region), h.slotBytes, true));
 }
+
+namespace {
+
+bool canConnect(const PeerInfo& self, const PeerInfo& peer, const TransportOptions&) {
+  if (paramInt("SHM_DISABLE") != 0) return false;
+  return std::strncmp(self.hostId, peer.hostId, sizeof(self.hostId)) == 0;
+}
+
+Result<std::unique_ptr<PendingRecv>> setupRecv(const Link& l, size_t slotBytes) {
+  // Same host already established (canConnect).
+  return shmSetupRecv(l.peerRank, slotBytes, l.peer.pid == l.self.pid);
+}
+
+Result<std::unique_ptr<SendConnector>> connectSend(const Link& l, std::span<const std::byte> handle) {
+  return shmConnectSend(l.peerRank, handle);
+}
+
+}  // namespace
+
+const Transport kShmTransport = {
+    .name = "shm", .canConnect = canConnect, .setupRecv = setupRecv, .connectSend = connectSend};
 
 }  // namespace coll

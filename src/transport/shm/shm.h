@@ -5,15 +5,16 @@
 // mapped it, so a crash leaves nothing in /dev/shm. Between threads of one process it is
 // plain memory, handed over through an in-process registry.
 //
-// Setup (driven by transport.cc): the receiver calls shmSetupRecv() and ships the
-// returned handle to the sender through the bootstrap; the sender calls shmConnectSend()
-// and acknowledges; the receiver then calls finish() on its pending half.
+// Setup (the kShmTransport row of the transport table, driven by transport.cc): the
+// receiver calls shmSetupRecv() and ships the returned handle to the sender through the
+// bootstrap; the sender calls shmConnectSend() and acknowledges; the receiver then calls
+// finish() on its pending half, which unlinks the segment.
 #pragma once
 
 #include <memory>
 #include <string>
 
-#include "transport/connector.h"
+#include "transport/table.h"
 
 namespace coll {
 
@@ -26,13 +27,8 @@ struct ShmHandle {
 
 class ShmRegion;  // a mapping (or allocation) holding one FIFO
 
-class ShmPendingRecv {
- public:
-  virtual ~ShmPendingRecv() = default;
-  virtual const ShmHandle& handle() const = 0;
-  // After the sender acknowledged: unlinks the segment, yields the connector.
-  virtual std::unique_ptr<RecvConnector> finish() = 0;
-};
+// Ranks of one host, unless COLL_SHM_DISABLE=1 (table.cc).
+extern const Transport kShmTransport;
 
 // Segment helpers shared with the mailboxes. shmCreateSegment writes an unguessable name
 // ("/coll-<what>-<pid>-<random>") into name, creates it with mode 0600 and maps it;
@@ -41,8 +37,8 @@ uint64_t shmRandomId();
 Result<void*> shmCreateSegment(char* name, size_t nameLen, const char* what, size_t bytes);
 Result<void*> shmMapSegment(const char* name, size_t bytes, const std::string& what);
 
-Result<std::unique_ptr<ShmPendingRecv>> shmSetupRecv(int peer, size_t slotBytes,
-                                                     bool sameProcess);
-Result<std::unique_ptr<SendConnector>> shmConnectSend(int peer, const ShmHandle& handle);
+// The row's halves, for callers that know they want shm (tests). The handle is a ShmHandle.
+Result<std::unique_ptr<PendingRecv>> shmSetupRecv(int peer, size_t slotBytes, bool sameProcess);
+Result<std::unique_ptr<SendConnector>> shmConnectSend(int peer, std::span<const std::byte> handle);
 
 }  // namespace coll
