@@ -87,6 +87,14 @@ class [[nodiscard]] Result {
     }                                                      \
   } while (0)
 
+// Returns a failed Status from the enclosing function as it is, without recording a hop:
+// for the steps of one operation (a launch's phases), whose errors name what failed.
+#define COLL_RETURN_IF_FAILED(expr)        \
+  do {                                     \
+    ::coll::Status coll_st_ = (expr);      \
+    if (!coll_st_.ok()) return coll_st_;   \
+  } while (0)
+
 // `COLL_ASSIGN(auto x, resultExpr);` unwraps a Result<T> or returns its Status.
 #define COLL_ASSIGN_IMPL(tmp, decl, expr)      \
   auto tmp = (expr);                           \

@@ -165,28 +165,29 @@ static Status initTopology(collComm* c) {
   return okStatus();
 }
 
-static Status initConnections(collComm* c) {
-  COLL_CHECK(initTopology(c));
-  const size_t minBuff = 1024;
-  // Rings that cross the network get larger FIFOs (COLL_NET_BUFFSIZE) unless COLL_BUFFSIZE
-  // is set: over TCP 256 KiB slices beat 128 KiB ones by 5-26 % from 256 KiB up, while over
-  // shared memory 128 KiB is 7-12 % faster (docs/PERFORMANCE.md). Every rank sees the same
-  // hosts, so they agree (and the shared config below checks it).
-  const bool shmDisable = paramInt("SHM_DISABLE") != 0, oneHost = allOnOneHost(c);
-  const bool overNet = shmDisable || !oneHost;
+// COLL_BUFFSIZE, or for rings that cross the network COLL_NET_BUFFSIZE unless
+// COLL_BUFFSIZE is set: over TCP 256 KiB slices beat 128 KiB ones by 5-26 % from 256 KiB
+// up, while over shared memory 128 KiB is 7-12 % faster (docs/PERFORMANCE.md). Every rank
+// sees the same hosts, so they agree (and the shared config checks it).
+static int64_t configuredFifoBytes(bool overNet) {
+  const int64_t minBuff = 1024;
   const char* buffName = overNet && paramRaw("BUFFSIZE") == nullptr ? "NET_BUFFSIZE" : "BUFFSIZE";
   int64_t buff = paramInt(buffName);
-  if (buff < static_cast<int64_t>(minBuff)) {
-    COLL_WARN(ENV, "COLL_%s=%lld is below the minimum %zu; using %zu", buffName,
-              static_cast<long long>(buff), minBuff, minBuff);
+  if (buff < minBuff) {
+    COLL_WARN(ENV, "COLL_%s=%lld is below the minimum %lld; using %lld", buffName, static_cast<long long>(buff),
+              static_cast<long long>(minBuff), static_cast<long long>(minBuff));
     buff = minBuff;
   }
-  // collConfig_t's minCTAs/maxCTAs bound the channels where given.
+  return buff;
+}
+
+// This rank's side of the settings every rank must share; tuner inputs go to c->tuner.
+static Result<SharedConfig> localConfig(collComm* c, bool shmDisable, bool overNet, int64_t minCh) {
+  // collConfig_t's maxCTAs bounds the channels where given.
   const CommOptions& o = c->options;
-  int64_t minCh = std::clamp<int64_t>(o.minChannels > 0 ? o.minChannels : paramInt("MIN_NCHANNELS"), 1, 32);
-  int64_t maxCh = std::clamp<int64_t>(o.maxChannels > 0 ? o.maxChannels : paramInt("MAX_NCHANNELS"), 1, 32);
+  const int64_t maxCh = std::clamp<int64_t>(o.maxChannels > 0 ? o.maxChannels : paramInt("MAX_NCHANNELS"), 1, 32);
   SharedConfig mine{};
-  mine.buffSize = buff;
+  mine.buffSize = configuredFifoBytes(overNet);
   mine.oneShotBytes = std::clamp<int64_t>(paramInt("ONESHOT_BYTES"), 0, 64 << 20);
   mine.netOneShotBytes = std::max<int64_t>(0, paramInt("NET_ONESHOT_BYTES"));
   mine.nChannels = static_cast<int32_t>(std::max(minCh, maxCh));
@@ -201,37 +202,50 @@ static Status initConnections(collComm* c) {
   mine.protos = c->tuner.protos;
   const double consts[5] = {c->tuner.hopUs, c->tuner.netHopUs, c->tuner.llUs, c->tuner.bwGBs, c->tuner.netBwGBs};
   std::memcpy(mine.tunerConsts, consts, sizeof(consts));
+  return mine;
+}
+
+// The settings of s every rank must share, exactly (doubles to 17 digits): two ranks
+// agree when their descriptions are equal. deviceLaneBudget is not among them (the
+// smallest over all ranks applies).
+static std::string describeShared(const SharedConfig& s) {
+  std::string consts;
+  for (double v : s.tunerConsts) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%s%.17g", consts.empty() ? "" : "/", v);
+    consts += text;
+  }
+  return "FIFO bytes (COLL_BUFFSIZE or COLL_NET_BUFFSIZE) " + std::to_string(s.buffSize) + ", " +
+         std::to_string(s.nChannels) + " channels, COLL_ONESHOT_BYTES=" + std::to_string(s.oneShotBytes) +
+         ", COLL_NET_ONESHOT_BYTES=" + std::to_string(s.netOneShotBytes) +
+         ", COLL_SHM_DISABLE=" + std::to_string(s.shmDisable) + ", COLL_DIRECT=" + std::to_string(s.direct) +
+         ", COLL_NET_DUPLEX=" + std::to_string(s.netDuplex) +
+         ", COLL_DEVICE_EMULATE=" + std::to_string(s.deviceEmulate) +
+         ", COLL_DEVICE_NCHANNELS=" + std::to_string(s.deviceChannels) + ", COLL_ALGO/COLL_PROTO filters " +
+         std::to_string(s.algos) + "/" + std::to_string(s.protos) + ", COLL_TUNER_* " + consts;
+}
+
+// Every rank's SharedConfig; fails naming the first rank that differs from rank 0.
+static Result<std::vector<SharedConfig>> agreeConfig(collComm* c, const SharedConfig& mine) {
   std::vector<SharedConfig> all(c->nranks);
   all[c->rank] = mine;
   COLL_CHECK(c->bootstrap->allGather(all.data(), sizeof(SharedConfig), kTagConfig));
-  auto describe = [](const SharedConfig& s) {
-    return "FIFO bytes (COLL_BUFFSIZE or COLL_NET_BUFFSIZE) " + std::to_string(s.buffSize) + ", " +
-           std::to_string(s.nChannels) + " channels, COLL_ONESHOT_BYTES=" + std::to_string(s.oneShotBytes) +
-           ", COLL_NET_ONESHOT_BYTES=" + std::to_string(s.netOneShotBytes) +
-           ", COLL_SHM_DISABLE=" + std::to_string(s.shmDisable) +
-           ", COLL_DIRECT=" + std::to_string(s.direct) +
-           ", COLL_NET_DUPLEX=" + std::to_string(s.netDuplex) +
-           ", COLL_DEVICE_EMULATE=" + std::to_string(s.deviceEmulate) +
-           ", COLL_DEVICE_NCHANNELS=" + std::to_string(s.deviceChannels) + ", COLL_ALGO/COLL_PROTO filters " +
-           std::to_string(s.algos) + "/" + std::to_string(s.protos) + ", COLL_TUNER_* " +
-           std::to_string(s.tunerConsts[0]) + "/" + std::to_string(s.tunerConsts[1]) + "/" +
-           std::to_string(s.tunerConsts[2]) + "/" + std::to_string(s.tunerConsts[3]) + "/" +
-           std::to_string(s.tunerConsts[4]);
-  };
-  for (int r = 0; r < c->nranks; ++r) {
-    if (all[r].buffSize != all[0].buffSize || all[r].nChannels != all[0].nChannels ||
-        all[r].oneShotBytes != all[0].oneShotBytes ||
-        all[r].netOneShotBytes != all[0].netOneShotBytes ||
-        all[r].shmDisable != all[0].shmDisable || all[r].direct != all[0].direct ||
-        all[r].deviceEmulate != all[0].deviceEmulate || all[r].deviceChannels != all[0].deviceChannels ||
-        all[r].netDuplex != all[0].netDuplex || all[r].algos != all[0].algos ||
-        all[r].protos != all[0].protos ||
-        std::memcmp(all[r].tunerConsts, all[0].tunerConsts, sizeof(all[r].tunerConsts)) != 0)
-      return invalidUsage("ranks disagree on settings: rank 0 has " + describe(all[0]) +
-                          ", rank " + std::to_string(r) + " has " + describe(all[r]));
+  const std::string first = describeShared(all[0]);
+  for (int r = 1; r < c->nranks; ++r) {
+    const std::string other = describeShared(all[r]);
+    if (other != first)
+      return invalidUsage("ranks disagree on settings: rank 0 has " + first + ", rank " + std::to_string(r) +
+                          " has " + other);
   }
+  return all;
+}
+
+// What the agreed settings make of c: slices, per-op limits, the device set's shape, the
+// one-shot mailboxes.
+static Status applyConfig(collComm* c, const std::vector<SharedConfig>& all, bool overNet, bool oneHost) {
+  const SharedConfig& agreed = all[static_cast<size_t>(c->rank)];
   // Slots are 64-byte multiples so every element type divides them.
-  c->slotBytes = (static_cast<size_t>(buff) / kSteps) & ~size_t{63};
+  c->slotBytes = (static_cast<size_t>(agreed.buffSize) / kSteps) & ~size_t{63};
   c->sliceBytes = c->slotBytes;
   // Ring loops of 2 slices per block across the network, of kSteps/2 within a host: over
   // TCP 2 beat 4 by 3-16 % at 1-32 MiB, over shared memory 4 beat 2 by 8-26 % at 256 KiB-4
@@ -242,51 +256,73 @@ static Status initConnections(collComm* c) {
   c->opTimeoutS = static_cast<double>(std::max<int64_t>(0, paramInt("OP_TIMEOUT_S")));
   c->spinNs = std::max<int64_t>(0, paramInt("SPIN_US")) * 1000;
   c->streamMinBytes = static_cast<size_t>(std::max<int64_t>(0, paramInt("STREAM_MIN_BYTES")));
-  c->netOneShotBytes = static_cast<size_t>(mine.netOneShotBytes);
-  c->deviceEmulate = mine.deviceEmulate != 0;
+  c->netOneShotBytes = static_cast<size_t>(agreed.netOneShotBytes);
+  c->deviceEmulate = agreed.deviceEmulate != 0;
   // Every rank's kernel blocks must be resident together (they wait on each other): ranks
   // sharing a GPU divide its resident blocks, and every rank uses the smallest share.
   int32_t budget = kUnlimitedLanes;
   for (const SharedConfig& o : all) budget = std::min(budget, o.deviceLaneBudget);
   c->deviceLaneBudget = budget;
-  const DeviceShape shape = deviceShape(c->nranks, budget, mine.deviceChannels);
+  const DeviceShape shape = deviceShape(c->nranks, budget, agreed.deviceChannels);
   c->deviceChannels = shape.channels;
   c->deviceP2pLanes = shape.p2pLanes;
-  if (c->nranks > 1 && mine.oneShotBytes > 0 && !shmDisable && oneHost) {
-    COLL_ASSIGN(c->mailboxes, Mailboxes::create(c->bootstrap.get(),
-                                                static_cast<size_t>(mine.oneShotBytes),
-                                                kTagMailbox, mine.direct));
+  if (c->nranks > 1 && agreed.oneShotBytes > 0 && agreed.shmDisable == 0 && oneHost) {
+    COLL_ASSIGN(c->mailboxes, Mailboxes::create(c->bootstrap.get(), static_cast<size_t>(agreed.oneShotBytes),
+                                                kTagMailbox, agreed.direct));
     c->directOn = c->mailboxes && c->mailboxes->directOk();
   }
+  return okStatus();
+}
 
+// The ring's order and this rank's neighbours in it.
+static void initRing(collComm* c) {
   c->ring = ringOrder(c->bootstrap->peers());
   c->ringPosOf.assign(static_cast<size_t>(c->nranks), 0);
   for (int p = 0; p < c->nranks; ++p) c->ringPosOf[static_cast<size_t>(c->ring[p])] = p;
   c->ringPos = c->ringPosOf[static_cast<size_t>(c->rank)];
   c->ringNext = c->ring[(c->ringPos + 1) % c->nranks];
   c->ringPrev = c->ring[(c->ringPos + c->nranks - 1) % c->nranks];
-  int nch = c->nranks > 1 ? mine.nChannels : 1;
-  c->minChannels = static_cast<int>(std::min<int64_t>(minCh, nch));
+}
+
+// Wires the host set's ring channels, and for two ranks over a duplex-capable transport
+// the LL connection (comm.h: ll).
+static Status wireRing(collComm* c, const SharedConfig& agreed, int nch) {
   auto& channels = c->hostConns.channels;
-  channels.resize(nch);
-  initTrees(c, nch, mine.shmDisable != 0);
-  if (c->nranks == 1) return okStatus();
   ConnectJob job(c->bootstrap.get(), c->slotBytes);
   for (int ch = 0; ch < nch; ++ch) {
     job.addRecv(c->ringPrev, kTagRing | static_cast<uint64_t>(ch), &channels[ch].recv);
     job.addSend(c->ringNext, kTagRing | static_cast<uint64_t>(ch), &channels[ch].send);
   }
   const auto& peers = c->bootstrap->peers();
-  if (c->nranks == 2 && mine.netDuplex && mine.netOneShotBytes > 0 &&
+  if (c->nranks == 2 && agreed.netDuplex && agreed.netOneShotBytes > 0 &&
       transportTable()[chooseTransport(peers[c->rank], peers[c->ringNext])]->duplex) {
     job.addRecv(c->ringPrev, kTagLL, &c->ll.recv);
     job.addSend(c->ringNext, kTagLL, &c->ll.send);
   }
   COLL_CHECK(job.run());
-  COLL_INFO(INIT, "rank %d/%d: ring %d -> %d -> %d over %s/%s, %d channel(s), %zu-byte slices",
-            c->rank, c->nranks, c->ringPrev, c->rank, c->ringNext, channels[0].recv->kind(),
-            channels[0].send->kind(), nch, c->sliceBytes);
+  COLL_INFO(INIT, "rank %d/%d: ring %d -> %d -> %d over %s/%s, %d channel(s), %zu-byte slices", c->rank, c->nranks,
+            c->ringPrev, c->rank, c->ringNext, channels[0].recv->kind(), channels[0].send->kind(), nch,
+            c->sliceBytes);
   return okStatus();
+}
+
+static Status initConnections(collComm* c) {
+  COLL_CHECK(initTopology(c));
+  const bool shmDisable = paramInt("SHM_DISABLE") != 0, oneHost = allOnOneHost(c);
+  const bool overNet = shmDisable || !oneHost;
+  // collConfig_t's minCTAs bounds the channels where given.
+  const CommOptions& o = c->options;
+  const int64_t minCh = std::clamp<int64_t>(o.minChannels > 0 ? o.minChannels : paramInt("MIN_NCHANNELS"), 1, 32);
+  COLL_ASSIGN(SharedConfig mine, localConfig(c, shmDisable, overNet, minCh));
+  COLL_ASSIGN(std::vector<SharedConfig> all, agreeConfig(c, mine));
+  COLL_CHECK(applyConfig(c, all, overNet, oneHost));
+  initRing(c);
+  const int nch = c->nranks > 1 ? mine.nChannels : 1;
+  c->minChannels = static_cast<int>(std::min<int64_t>(minCh, nch));
+  c->hostConns.channels.resize(nch);
+  initTrees(c, nch, shmDisable);
+  if (c->nranks == 1) return okStatus();
+  return wireRing(c, mine, nch);
 }
 
 // Where this rank's GPU sits in its host's best GPU ring (graph.h gpuRingPosition), from

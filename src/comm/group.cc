@@ -304,10 +304,23 @@ class LaunchGuard {
   std::vector<collComm*> held_;
 };
 
-Status launch(std::vector<Queued>& queue, collComm** failedComm) {
-  LaunchGuard guard;
-  // One launch per communicator, operations in call order.
-  std::vector<std::unique_ptr<CommLaunch>> launches;
+// A failed phase of a launch: names the communicator it failed on.
+Status failOn(collComm* c, Status st, collComm** failedComm) {
+  if (!st.ok()) *failedComm = c;
+  return st;
+}
+
+// A failed status with context in front; an ok one as it is.
+Status prefixed(Status st, const std::string& context) {
+  if (!st.ok()) st.prefix(context);
+  return st;
+}
+
+using Launches = std::vector<std::unique_ptr<CommLaunch>>;
+
+// Collect: one launch per communicator, operations in call order; a communicator's
+// operations are all on device buffers or all on host buffers.
+Status collect(std::vector<Queued>& queue, Launches& launches, collComm** failedComm) {
   std::map<collComm*, CommLaunch*> byComm;
   for (auto& q : queue) {
     auto it = byComm.find(q.comm);
@@ -324,102 +337,108 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
       auto other = std::find_if(l.ops.begin(), l.ops.end(),
                                 [&](const OpDesc& o) { return o.count > 0 && o.device != q.op.device; });
       if (other != l.ops.end()) {
-        *failedComm = q.comm;
         const OpDesc& d = q.op.device ? q.op : *other;
         const OpDesc& h = q.op.device ? *other : q.op;
-        return invalidUsage("rank " + std::to_string(q.comm->rank) + ": " + d.describe() + " on device buffers and " +
-                            h.describe() + " on host buffers in one group on one communicator; group them separately");
+        return failOn(q.comm, invalidUsage("rank " + std::to_string(q.comm->rank) + ": " + d.describe() +
+                                           " on device buffers and " + h.describe() +
+                                           " on host buffers in one group on one communicator; group them "
+                                           "separately"),
+                      failedComm);
       }
       l.device = q.op.device;
     }
     l.ops.push_back(q.op);
   }
-  for (auto& l : launches) {
-    if (!guard.hold(l->comm))
-      return invalidUsage("a communicator queued in this group was destroyed before collGroupEnd");
-    for (const OpDesc& od : l->ops)
-      if (od.prepare) {
-        Status st = (*od.prepare)();
-        if (!st.ok()) { *failedComm = l->comm; return st.prefix(od.describe() + ": "); }
-      }
-    if (l->device && !l->comm->deviceConns) {
-      *failedComm = l->comm;
-      return invalidUsage("rank " + std::to_string(l->comm->rank) +
-                          " was given CUDA device buffers but is not bound to a CUDA device (create it with "
-                          "collCommInitRank after cudaSetDevice, or collCommInitAll with a devlist)");
-    }
-    if (l->comm->abort->raised()) {
-      *failedComm = l->comm;
-      return l->comm->abort->status().prefix("communicator is unusable after an earlier error: ");
-    }
-  }
+  return okStatus();
+}
 
-  // Choose every operation's algorithm (the same on every rank).
-  for (auto& l : launches) {
-    for (const OpDesc& od : l->ops) {
-      Result<Route> r = routeFor(l->comm, od);
-      if (!r.ok()) {
-        *failedComm = l->comm;
-        return r.takeStatus().prefix(od.describe() + ": ");
-      }
-      l->routes.push_back(r.value());
-      const bool wired = l->comm->conns(l->device).treesWired;
-      l->wiresTrees |= r.value() == Route::kTree && !wired;
-    }
-  }
-
-  // Wire missing send/recv and tree connectors, phase by phase across communicators.
-  std::vector<std::unique_ptr<ConnectJob>> jobs;
+// Admit: every communicator held for the launch, usable, able to run what it was given;
+// the work due when operations run (PreMulSum scaling) done.
+Status admit(Launches& launches, LaunchGuard& guard, collComm** failedComm) {
   for (auto& l : launches) {
     collComm* c = l->comm;
-    auto job = std::make_unique<ConnectJob>(c->bootstrap.get(), c->slotBytes, l->device, c->deviceEmulate);
-    if (l->wiresTrees) wireTrees(job.get(), c, l->device);
-    auto& sendMap = c->conns(l->device).p2pSend;
-    auto& recvMap = c->conns(l->device).p2pRecv;
-    std::set<int> wantSend, wantRecv;
-    for (auto& od : l->ops) {
-      if (od.root == c->rank || od.count == 0) continue;
-      if (od.kind == CollKind::kSend && !sendMap.count(od.root)) wantSend.insert(od.root);
-      if (od.kind == CollKind::kRecv && !recvMap.count(od.root)) wantRecv.insert(od.root);
+    if (!guard.hold(c)) return invalidUsage("a communicator queued in this group was destroyed before collGroupEnd");
+    for (const OpDesc& od : l->ops)
+      if (od.prepare) COLL_RETURN_IF_FAILED(failOn(c, prefixed((*od.prepare)(), od.describe() + ": "), failedComm));
+    if (l->device && !c->deviceConns)
+      return failOn(c,
+                    invalidUsage("rank " + std::to_string(c->rank) +
+                                 " was given CUDA device buffers but is not bound to a CUDA device (create it "
+                                 "with collCommInitRank after cudaSetDevice, or collCommInitAll with a devlist)"),
+                    failedComm);
+    if (c->abort->raised())
+      return failOn(c, c->abort->status().prefix("communicator is unusable after an earlier error: "), failedComm);
+  }
+  return okStatus();
+}
+
+// Route: every operation's algorithm (the same on every rank).
+Status route(Launches& launches, collComm** failedComm) {
+  for (auto& l : launches)
+    for (const OpDesc& od : l->ops) {
+      Result<Route> r = routeFor(l->comm, od);
+      if (!r.ok()) return failOn(l->comm, r.takeStatus().prefix(od.describe() + ": "), failedComm);
+      l->routes.push_back(r.value());
+      l->wiresTrees |= r.value() == Route::kTree && !l->comm->conns(l->device).treesWired;
     }
-    const uint64_t p2pTag = (l->device ? kTagDevice : 0) | kTagP2p;
-    for (int p : wantRecv) job->addRecv(p, p2pTag, &recvMap[p]);
-    for (int p : wantSend) job->addSend(p, p2pTag, &sendMap[p]);
-    jobs.push_back(std::move(job));
+  return okStatus();
+}
+
+// The connection job of one launch: its missing tree edges and send/recv peers.
+std::unique_ptr<ConnectJob> wiringJob(CommLaunch& l) {
+  collComm* c = l.comm;
+  auto job = std::make_unique<ConnectJob>(c->bootstrap.get(), c->slotBytes, l.device, c->deviceEmulate);
+  if (l.wiresTrees) wireTrees(job.get(), c, l.device);
+  ConnectorSet& conns = c->conns(l.device);
+  std::set<int> wantSend, wantRecv;
+  for (auto& od : l.ops) {
+    if (od.root == c->rank || od.count == 0) continue;
+    if (od.kind == CollKind::kSend && !conns.p2pSend.count(od.root)) wantSend.insert(od.root);
+    if (od.kind == CollKind::kRecv && !conns.p2pRecv.count(od.root)) wantRecv.insert(od.root);
   }
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    Status st = jobs[i]->phase1();
-    if (!st.ok()) { *failedComm = launches[i]->comm; return st; }
-  }
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    Status st = jobs[i]->phase2();
-    if (!st.ok()) { *failedComm = launches[i]->comm; return st; }
-  }
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    Status st = jobs[i]->phase3();
-    if (!st.ok()) { *failedComm = launches[i]->comm; return st; }
-  }
+  const uint64_t p2pTag = (l.device ? kTagDevice : 0) | kTagP2p;
+  for (int p : wantRecv) job->addRecv(p, p2pTag, &conns.p2pRecv[p]);
+  for (int p : wantSend) job->addSend(p, p2pTag, &conns.p2pSend[p]);
+  return job;
+}
+
+// Wire: the missing connectors of every launch, phase by phase across communicators (one
+// thread may wire several ranks of this process: transport.h).
+Status wire(Launches& launches, collComm** failedComm) {
+  std::vector<std::unique_ptr<ConnectJob>> jobs;
+  for (auto& l : launches) jobs.push_back(wiringJob(*l));
+  for (Status (ConnectJob::*phase)() : {&ConnectJob::phase1, &ConnectJob::phase2, &ConnectJob::phase3})
+    for (size_t i = 0; i < jobs.size(); ++i)
+      COLL_RETURN_IF_FAILED(failOn(launches[i]->comm, ((*jobs[i]).*phase)(), failedComm));
   for (auto& l : launches)
     if (l->wiresTrees) l->comm->conns(l->device).treesWired = true;
+  return okStatus();
+}
 
+// The non-empty programs of a built launch; device launches must fit their lane budget.
+Status lanesOf(CommLaunch& l, std::vector<Program*>* mine) {
+  for (auto& p : l.channels) if (!p.steps.empty()) mine->push_back(&p);
+  for (auto& [peer, p] : l.sends) if (!p.steps.empty()) mine->push_back(&p);
+  for (auto& [peer, p] : l.recvs) if (!p.steps.empty()) mine->push_back(&p);
+  if (!l.self.steps.empty()) mine->push_back(&l.self);
+  if (l.device && mine->size() > static_cast<size_t>(l.comm->deviceLaneBudget))
+    return invalidUsage("rank " + std::to_string(l.comm->rank) + ": this group needs " +
+                        std::to_string(mine->size()) + " device lanes (thread blocks) but only " +
+                        std::to_string(l.comm->deviceLaneBudget) +
+                        " fit beside the other ranks sharing its GPU (the GPU's resident blocks divided "
+                        "among them); put fewer ranks on one GPU");
+  return okStatus();
+}
+
+// Build and run: every launch's programs, device parts to their executor, host programs
+// to the host executor.
+Status buildAndRun(Launches& launches, collComm** failedComm) {
   std::vector<Program*> programs;
   std::vector<DevicePart> deviceParts;
   for (auto& l : launches) {
-    Status st = buildPrograms(*l);
-    if (!st.ok()) { *failedComm = l->comm; return st; }
+    COLL_RETURN_IF_FAILED(failOn(l->comm, buildPrograms(*l), failedComm));
     std::vector<Program*> mine;
-    for (auto& p : l->channels) if (!p.steps.empty()) mine.push_back(&p);
-    for (auto& [peer, p] : l->sends) if (!p.steps.empty()) mine.push_back(&p);
-    for (auto& [peer, p] : l->recvs) if (!p.steps.empty()) mine.push_back(&p);
-    if (!l->self.steps.empty()) mine.push_back(&l->self);
-    if (l->device && mine.size() > static_cast<size_t>(l->comm->deviceLaneBudget)) {
-      *failedComm = l->comm;
-      return invalidUsage("rank " + std::to_string(l->comm->rank) + ": this group needs " +
-                          std::to_string(mine.size()) + " device lanes (thread blocks) but only " +
-                          std::to_string(l->comm->deviceLaneBudget) +
-                          " fit beside the other ranks sharing its GPU (the GPU's resident blocks divided "
-                          "among them); put fewer ranks on one GPU");
-    }
+    COLL_RETURN_IF_FAILED(failOn(l->comm, lanesOf(*l, &mine), failedComm));
     if (l->device) {
       DevicePart part{l->comm, std::move(mine), {}};
       for (const OpDesc& od : l->ops)
@@ -434,6 +453,17 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
   }
   COLL_CHECK(deviceRun(deviceParts, failedComm));
   return runPrograms(programs, failedComm);
+}
+
+// A group's (or one call's) operations: collect, admit, route, wire, build and run.
+Status launch(std::vector<Queued>& queue, collComm** failedComm) {
+  LaunchGuard guard;
+  Launches launches;
+  COLL_RETURN_IF_FAILED(collect(queue, launches, failedComm));
+  COLL_RETURN_IF_FAILED(admit(launches, guard, failedComm));
+  COLL_RETURN_IF_FAILED(route(launches, failedComm));
+  COLL_RETURN_IF_FAILED(wire(launches, failedComm));
+  return buildAndRun(launches, failedComm);
 }
 
 }  // namespace
