@@ -214,13 +214,67 @@ int gpuRingPosition(const Topology& topo, const std::string& busId) {
   return -1;
 }
 
-Result<Graphs> searchGraphs(const Topology& topo, int nodes, int maxChannels, int hostRanksPerNode) {
-  if (nodes < 1) return invalidArgument("nodes=" + std::to_string(nodes) + ": must be at least 1");
-  if (hostRanksPerNode < 1)
-    return invalidArgument("ranks per node " + std::to_string(hostRanksPerNode) + ": must be at least 1");
-  Graphs g;
-  g.nodes = nodes;
-  g.gpusPerNode = static_cast<int>(topo.gpus().size());
+namespace {
+
+// Entry: the GPU closest to this channel's NIC, preferring one not yet an entry.
+size_t ringEntry(const Topology& topo, const std::vector<int>& cycle, int net, const std::vector<int>& startsUsed) {
+  size_t start = 0;
+  if (net >= 0) {
+    auto better = [&](size_t i, size_t j) {
+      const TopoPath& a = topo.path(cycle[i], net);
+      const TopoPath& b = topo.path(cycle[j], net);
+      if (a.bw != b.bw) return a.bw > b.bw;
+      if (a.type != b.type) return a.type < b.type;
+      bool ua = std::count(startsUsed.begin(), startsUsed.end(), cycle[i]) > 0;
+      bool ub = std::count(startsUsed.begin(), startsUsed.end(), cycle[j]) > 0;
+      return !ua && ub;
+    };
+    for (size_t i = 1; i < cycle.size(); ++i)
+      if (better(i, start)) start = i;
+  }
+  return start;
+}
+
+// The cycle's nodes read from `start`, one way round or the other.
+std::vector<int> orientRing(const Topology& topo, const std::vector<int>& cycle, size_t start, int net) {
+  size_t n = cycle.size();
+  std::vector<int> fwd, bwd;
+  for (size_t i = 0; i < n; ++i) {
+    fwd.push_back(cycle[(start + i) % n]);
+    bwd.push_back(cycle[(start + n - i) % n]);
+  }
+  // Direction: the last GPU closer to a NIC (the channel's NIC breaks ties).
+  if (net >= 0 && n > 1) {
+    int ef = nearestNet(topo, fwd.back(), net), eb = nearestNet(topo, bwd.back(), net);
+    const TopoPath& pf = topo.path(fwd.back(), ef);
+    const TopoPath& pb = topo.path(bwd.back(), eb);
+    bool useBwd = pb.bw > pf.bw || (pb.bw == pf.bw && pb.type < pf.type) ||
+                  (pb.bw == pf.bw && pb.type == pf.type && eb == net && ef != net);
+    if (useBwd) fwd.swap(bwd);
+  }
+  return fwd;
+}
+
+// One channel's ring inside the node over `cycle`, through NET node `net` (-1: none);
+// its entry GPU is appended to startsUsed so the next channels prefer another.
+NodeRing channelRing(const Topology& topo, const std::vector<int>& cycle, double bw, PathType worst, int net,
+                     std::vector<int>* startsUsed) {
+  NodeRing r;
+  r.bw = bw;
+  r.worst = worst;
+  if (cycle.empty()) return r;
+  size_t start = ringEntry(topo, cycle, net, *startsUsed);
+  startsUsed->push_back(cycle[start]);
+  const std::vector<int> fwd = orientRing(topo, cycle, start, net);
+  for (int node : fwd) r.gpus.push_back(topo.node(node).index);
+  r.netIn = net;
+  r.netOut = net >= 0 ? nearestNet(topo, fwd.back(), net) : -1;
+  return r;
+}
+
+// The rings inside one node, one per channel: a channel per NET node (at least one, at
+// most maxChannels when that is positive), NET nodes taken round robin.
+std::vector<NodeRing> nodeRings(const Topology& topo, int maxChannels) {
   double bw = 0;
   PathType worst = PathType::kLoc;
   std::vector<int> cycle = bestRingOrder(topo, &bw, &worst);
@@ -229,67 +283,34 @@ Result<Graphs> searchGraphs(const Topology& topo, int nodes, int maxChannels, in
   int nch = std::max(1, nNets);
   if (maxChannels > 0) nch = std::min(nch, maxChannels);
   std::vector<int> startsUsed;
+  std::vector<NodeRing> rings;
   for (int c = 0; c < nch; ++c) {
-    NodeRing r;
-    r.bw = bw;
-    r.worst = worst;
     int net = nNets ? topo.nets()[static_cast<size_t>(c % nNets)] : -1;
-    size_t n = cycle.size();
-    if (n > 0) {
-      // Entry: the GPU closest to this channel's NIC, preferring one not yet an entry.
-      size_t start = 0;
-      if (net >= 0) {
-        auto better = [&](size_t i, size_t j) {
-          const TopoPath& a = topo.path(cycle[i], net);
-          const TopoPath& b = topo.path(cycle[j], net);
-          if (a.bw != b.bw) return a.bw > b.bw;
-          if (a.type != b.type) return a.type < b.type;
-          bool ua = std::count(startsUsed.begin(), startsUsed.end(), cycle[i]) > 0;
-          bool ub = std::count(startsUsed.begin(), startsUsed.end(), cycle[j]) > 0;
-          return !ua && ub;
-        };
-        for (size_t i = 1; i < n; ++i)
-          if (better(i, start)) start = i;
-      }
-      startsUsed.push_back(cycle[start]);
-      std::vector<int> fwd, bwd;
-      for (size_t i = 0; i < n; ++i) {
-        fwd.push_back(cycle[(start + i) % n]);
-        bwd.push_back(cycle[(start + n - i) % n]);
-      }
-      // Direction: the last GPU closer to a NIC (the channel's NIC breaks ties).
-      if (net >= 0 && n > 1) {
-        int ef = nearestNet(topo, fwd.back(), net), eb = nearestNet(topo, bwd.back(), net);
-        const TopoPath& pf = topo.path(fwd.back(), ef);
-        const TopoPath& pb = topo.path(bwd.back(), eb);
-        bool useBwd = pb.bw > pf.bw || (pb.bw == pf.bw && pb.type < pf.type) ||
-                      (pb.bw == pf.bw && pb.type == pf.type && eb == net && ef != net);
-        if (useBwd) fwd.swap(bwd);
-      }
-      for (int node : fwd) r.gpus.push_back(topo.node(node).index);
-      r.netIn = net;
-      r.netOut = net >= 0 ? nearestNet(topo, fwd.back(), net) : -1;
-    }
-    g.rings.push_back(std::move(r));
+    rings.push_back(channelRing(topo, cycle, bw, worst, net, &startsUsed));
   }
+  return rings;
+}
 
-  if (g.gpusPerNode == 0) {
-    // Host ranks: rank order inside a node, nodes in order; one ring per channel.
-    int per = hostRanksPerNode, nranks = nodes * per;
-    std::vector<std::vector<int>> members(static_cast<size_t>(nodes));
-    std::vector<int> ring;
-    for (int r = 0; r < nranks; ++r) {
-      members[static_cast<size_t>(r / per)].push_back(r);
-      ring.push_back(r);
-    }
-    for (size_t c = 0; c < g.rings.size(); ++c) {
-      g.globalRings.push_back(ring);
-      g.trees.push_back(treesOverNodes(members, nranks));
-    }
-    return g;
+// Host ranks: rank order inside a node, nodes in order; one ring per channel.
+void addHostRankChannels(Graphs* g, int hostRanksPerNode) {
+  int nodes = g->nodes, per = hostRanksPerNode, nranks = nodes * per;
+  std::vector<std::vector<int>> members(static_cast<size_t>(nodes));
+  std::vector<int> ring;
+  for (int r = 0; r < nranks; ++r) {
+    members[static_cast<size_t>(r / per)].push_back(r);
+    ring.push_back(r);
   }
+  for (size_t c = 0; c < g->rings.size(); ++c) {
+    g->globalRings.push_back(ring);
+    g->trees.push_back(treesOverNodes(members, nranks));
+  }
+}
+
+// GPU ranks: each channel's node ring repeated on every node, and its trees.
+void addGpuChannels(Graphs* g, const Topology& topo) {
+  int nodes = g->nodes;
   // Rank of GPU dev d on node k: k * gpusPerNode + its position in dev order.
-  int per = g.gpusPerNode;
+  int per = g->gpusPerNode;
   std::vector<int> posOfDev;
   for (size_t i = 0; i < topo.gpus().size(); ++i) {
     int dev = topo.node(topo.gpus()[i]).index;
@@ -298,11 +319,11 @@ Result<Graphs> searchGraphs(const Topology& topo, int nodes, int maxChannels, in
   }
   auto rankOf = [&](int node, int dev) { return node * per + posOfDev[static_cast<size_t>(dev)]; };
   int nranks = nodes * per;
-  for (const NodeRing& r : g.rings) {
+  for (const NodeRing& r : g->rings) {
     std::vector<int> ring;
     for (int k = 0; k < nodes; ++k)
       for (int dev : r.gpus) ring.push_back(rankOf(k, dev));
-    g.globalRings.push_back(std::move(ring));
+    g->globalRings.push_back(std::move(ring));
 
     // Trees: the node-level double binary trees with a chain inside each node in this
     // channel's ring order, whose head (the entry GPU) links to the other nodes.
@@ -310,8 +331,24 @@ Result<Graphs> searchGraphs(const Topology& topo, int nodes, int maxChannels, in
     for (int k = 0; k < nodes; ++k)
       for (int dev : r.gpus) members[static_cast<size_t>(k)].push_back(rankOf(k, dev));
     auto trees = treesOverNodes(members, nranks);
-    g.trees.push_back(std::move(trees));
+    g->trees.push_back(std::move(trees));
   }
+}
+
+}  // namespace
+
+Result<Graphs> searchGraphs(const Topology& topo, int nodes, int maxChannels, int hostRanksPerNode) {
+  if (nodes < 1) return invalidArgument("nodes=" + std::to_string(nodes) + ": must be at least 1");
+  if (hostRanksPerNode < 1)
+    return invalidArgument("ranks per node " + std::to_string(hostRanksPerNode) + ": must be at least 1");
+  Graphs g;
+  g.nodes = nodes;
+  g.gpusPerNode = static_cast<int>(topo.gpus().size());
+  g.rings = nodeRings(topo, maxChannels);
+  if (g.gpusPerNode == 0)
+    addHostRankChannels(&g, hostRanksPerNode);
+  else
+    addGpuChannels(&g, topo);
   return g;
 }
 

@@ -288,14 +288,21 @@ XmlNode* pciElement(XmlNode* parent, const std::string& busId, unsigned hwlocCla
   return e;
 }
 
-}  // namespace
+// A <cpu> element under `system` for NUMA node numaId, whose cores are `cpuset`.
+XmlNode* addCpuElement(XmlNode* system, unsigned numaId, hwloc_const_bitmap_t cpuset, const utsname& u,
+                       const CpuId& id) {
+  XmlNode* cpu = system->addChild("cpu");
+  cpu->setAttr("numaid", std::to_string(numaId));
+  cpu->setAttr("affinity", affinityString(cpuset));
+  cpu->setAttr("arch", u.machine);
+  cpu->setAttr("vendor", id.vendor);
+  cpu->setAttr("familyid", id.family);
+  cpu->setAttr("modelid", id.model);
+  return cpu;
+}
 
-Result<std::unique_ptr<XmlNode>> probeTopologyXml() {
-  HwlocTopo topo;
-  COLL_CHECK(topo.load());
-  hwloc_topology_t t = topo.get();
-  auto system = std::make_unique<XmlNode>("system");
-  system->setAttr("version", "1");
+// The <cpu> elements under `system`, one per NUMA node, by NUMA node.
+std::map<int, XmlNode*> addCpuElements(hwloc_topology_t t, XmlNode* system) {
   utsname u{};
   uname(&u);
   CpuId id = cpuId();
@@ -303,36 +310,37 @@ Result<std::unique_ptr<XmlNode>> probeTopologyXml() {
   int nnuma = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE);
   for (int i = 0; i < nnuma; ++i) {
     hwloc_obj_t numa = hwloc_get_obj_by_type(t, HWLOC_OBJ_NUMANODE, static_cast<unsigned>(i));
-    XmlNode* cpu = system->addChild("cpu");
-    cpu->setAttr("numaid", std::to_string(numa->os_index));
-    cpu->setAttr("affinity", affinityString(numa->cpuset));
-    cpu->setAttr("arch", u.machine);
-    cpu->setAttr("vendor", id.vendor);
-    cpu->setAttr("familyid", id.family);
-    cpu->setAttr("modelid", id.model);
-    cpuByNuma[static_cast<int>(numa->os_index)] = cpu;
+    cpuByNuma[static_cast<int>(numa->os_index)] = addCpuElement(system, numa->os_index, numa->cpuset, u, id);
   }
-  if (cpuByNuma.empty()) {  // hwloc without NUMA information: one CPU for the machine
-    XmlNode* cpu = system->addChild("cpu");
-    cpu->setAttr("numaid", "0");
-    cpu->setAttr("affinity", affinityString(hwloc_get_root_obj(t)->cpuset));
-    cpu->setAttr("arch", u.machine);
-    cpu->setAttr("vendor", id.vendor);
-    cpu->setAttr("familyid", id.family);
-    cpu->setAttr("modelid", id.model);
-    cpuByNuma[0] = cpu;
-  }
-  auto cpuFor = [&](int numa) { return cpuByNuma.count(numa) ? cpuByNuma[numa] : cpuByNuma.begin()->second; };
+  if (cpuByNuma.empty())  // hwloc without NUMA information: one CPU for the machine
+    cpuByNuma[0] = addCpuElement(system, 0, hwloc_get_root_obj(t)->cpuset, u, id);
+  return cpuByNuma;
+}
+
+// Where probed devices go in the XML: under their NUMA node's <cpu> (the first <cpu> when
+// that is unknown), behind the PCI bridges above them.
+class DevicePlacer {
+ public:
+  DevicePlacer(hwloc_topology_t t, std::map<int, XmlNode*> cpuByNuma) : t_(t), cpuByNuma_(std::move(cpuByNuma)) {}
+
+  XmlNode* cpuFor(int numa) { return cpuByNuma_.count(numa) ? cpuByNuma_[numa] : cpuByNuma_.begin()->second; }
   // Places a device at its PCI position; returns its <pci> element.
-  auto place = [&](const std::string& busId) {
-    PciChain c = pciChain(t, busId);
+  XmlNode* place(const std::string& busId) {
+    PciChain c = pciChain(t_, busId);
     XmlNode* at = cpuFor(c.numa);
     for (const auto& [bid, cls] : c.bridges) at = pciElement(at, bid, cls);
     return pciElement(at, busId, c.devClass);
-  };
+  }
 
+ private:
+  hwloc_topology_t t_;
+  std::map<int, XmlNode*> cpuByNuma_;
+};
+
+// A <gpu> element, with its <nvlink>s, for each CUDA device.
+void addGpuElements(DevicePlacer* placer) {
   for (const GpuInfo& g : probeGpus()) {
-    XmlNode* pci = place(g.busId);
+    XmlNode* pci = placer->place(g.busId);
     if (pci->child("gpu")) continue;
     XmlNode* ge = pci->addChild("gpu");
     ge->setAttr("dev", std::to_string(g.dev));
@@ -346,37 +354,58 @@ Result<std::unique_ptr<XmlNode>> probeTopologyXml() {
       nv->setAttr("tclass", e.second);
     }
   }
+}
 
-  Result<NetBackend*> nb = netBackend();
-  if (nb.ok()) {
-    NetBackend* b = nb.value();
-    for (int d = 0; d < b->devices(); ++d) {
-      NetProperties props;
-      if (!b->properties(d, &props).ok()) continue;
-      std::string busId = netdevBusId(props.name);
-      long mbps = std::strtol(readLine("/sys/class/net/" + props.name + "/speed").c_str(), nullptr, 10);
-      if (mbps <= 0) mbps = props.speedMbps;  // virtual NICs report -1
-      XmlNode* parent;
-      if (!busId.empty()) {
-        parent = place(busId);
-      } else {
-        int numa = static_cast<int>(std::strtol(
-            readLine("/sys/class/net/" + props.name + "/device/numa_node").c_str(), nullptr, 10));
-        parent = cpuFor(numa);
-      }
-      XmlNode* nic = parent->child("nic");
-      if (!nic) nic = parent->addChild("nic");
-      XmlNode* net = nic->addChild("net");
-      net->setAttr("name", props.name);
-      net->setAttr("dev", std::to_string(d));
-      net->setAttr("speed", std::to_string(mbps));
-      net->setAttr("port", "0");
-      net->setAttr("latency", "0.000000");
-      net->setAttr("guid", "0x0");
-      net->setAttr("maxconn", std::to_string(props.maxComms));
-      net->setAttr("gdr", props.hostMemOnly ? "0" : "1");
-    }
+// A <net> element for device d of the network backend, in a <nic> at the device's PCI
+// position, or under its NUMA node's <cpu> when it has none.
+void addNetElement(DevicePlacer* placer, int d, const NetProperties& props) {
+  std::string busId = netdevBusId(props.name);
+  long mbps = std::strtol(readLine("/sys/class/net/" + props.name + "/speed").c_str(), nullptr, 10);
+  if (mbps <= 0) mbps = props.speedMbps;  // virtual NICs report -1
+  XmlNode* parent;
+  if (!busId.empty()) {
+    parent = placer->place(busId);
+  } else {
+    int numa = static_cast<int>(std::strtol(
+        readLine("/sys/class/net/" + props.name + "/device/numa_node").c_str(), nullptr, 10));
+    parent = placer->cpuFor(numa);
   }
+  XmlNode* nic = parent->child("nic");
+  if (!nic) nic = parent->addChild("nic");
+  XmlNode* net = nic->addChild("net");
+  net->setAttr("name", props.name);
+  net->setAttr("dev", std::to_string(d));
+  net->setAttr("speed", std::to_string(mbps));
+  net->setAttr("port", "0");
+  net->setAttr("latency", "0.000000");
+  net->setAttr("guid", "0x0");
+  net->setAttr("maxconn", std::to_string(props.maxComms));
+  net->setAttr("gdr", props.hostMemOnly ? "0" : "1");
+}
+
+// A <net> element for each device of the network backend, when there is one.
+void addNetElements(DevicePlacer* placer) {
+  Result<NetBackend*> nb = netBackend();
+  if (!nb.ok()) return;
+  NetBackend* b = nb.value();
+  for (int d = 0; d < b->devices(); ++d) {
+    NetProperties props;
+    if (!b->properties(d, &props).ok()) continue;
+    addNetElement(placer, d, props);
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<XmlNode>> probeTopologyXml() {
+  HwlocTopo topo;
+  COLL_CHECK(topo.load());
+  hwloc_topology_t t = topo.get();
+  auto system = std::make_unique<XmlNode>("system");
+  system->setAttr("version", "1");
+  DevicePlacer placer(t, addCpuElements(t, system.get()));
+  addGpuElements(&placer);
+  addNetElements(&placer);
   return system;
 }
 

@@ -179,43 +179,58 @@ Status Topology::build(const XmlNode& system, const std::string& origin) {
     return invalidArgument(origin + ": the root element is <" + system.name() + ">, not <system>");
   for (const auto& c : system.children()) {
     if (c->name() != "cpu") continue;
-    TopoNode cpu(NodeType::kCpu);
-    cpu.index = intAttr(*c, "numaid", static_cast<int>(cpus_.size()));
-    cpu.name = "CPU" + std::to_string(cpu.index);
-    cpu.vendor = c->attrOr("vendor", "");
-    int model = intAttr(*c, "modelid", 0);
-    int id = addNode(std::move(cpu));
-    for (int other : cpus_)
-      link(id, other, LinkType::kSys, sysBandwidth(nodes_[static_cast<size_t>(id)].vendor, model));
-    cpus_.push_back(id);
-    for (const auto& d : c->children()) {
-      if (d->name() == "pci") {
-        COLL_CHECK(addPci(*d, id, origin));
-      } else if (d->name() == "nic") {  // a NIC without a PCI position (virtual, loopback)
-        int nic = addNode(TopoNode(NodeType::kNic));
-        parentCpu_[static_cast<size_t>(nic)] = id;
-        nics_.push_back(nic);
-        double total = 0;
-        for (const auto& net : d->children()) {
-          if (net->name() != "net") continue;
-          TopoNode n(NodeType::kNet);
-          n.name = net->attrOr("name", "net" + std::to_string(nets_.size()));
-          n.index = intAttr(*net, "dev", static_cast<int>(nets_.size()));
-          n.speedGbps = intAttr(*net, "speed", 10000) / 1000.0;
-          n.gdr = intAttr(*net, "gdr", 0) != 0;
-          double nbw = n.speedGbps / 8;
-          total += nbw;
-          int nid = addNode(std::move(n));
-          parentCpu_[static_cast<size_t>(nid)] = id;
-          nets_.push_back(nid);
-          link(nic, nid, LinkType::kNet, nbw);
-        }
-        link(nic, id, LinkType::kPci, total > 0 ? total : kUnknownPciBw);
-      }
-    }
+    COLL_CHECK(addCpu(*c, origin));
   }
   if (cpus_.empty()) return invalidArgument(origin + ": no <cpu> element under <system>");
+  COLL_CHECK(numberGpus(origin));
+  resolveNvlinks();
+  computePaths();
+  return okStatus();
+}
 
+Status Topology::addCpu(const XmlNode& cpuXml, const std::string& origin) {
+  TopoNode cpu(NodeType::kCpu);
+  cpu.index = intAttr(cpuXml, "numaid", static_cast<int>(cpus_.size()));
+  cpu.name = "CPU" + std::to_string(cpu.index);
+  cpu.vendor = cpuXml.attrOr("vendor", "");
+  int model = intAttr(cpuXml, "modelid", 0);
+  int id = addNode(std::move(cpu));
+  for (int other : cpus_)
+    link(id, other, LinkType::kSys, sysBandwidth(nodes_[static_cast<size_t>(id)].vendor, model));
+  cpus_.push_back(id);
+  for (const auto& d : cpuXml.children()) {
+    if (d->name() == "pci") {
+      COLL_CHECK(addPci(*d, id, origin));
+    } else if (d->name() == "nic") {  // a NIC without a PCI position (virtual, loopback)
+      addCpuNic(*d, id);
+    }
+  }
+  return okStatus();
+}
+
+void Topology::addCpuNic(const XmlNode& nicXml, int cpu) {
+  int nic = addNode(TopoNode(NodeType::kNic));
+  parentCpu_[static_cast<size_t>(nic)] = cpu;
+  nics_.push_back(nic);
+  double total = 0;
+  for (const auto& net : nicXml.children()) {
+    if (net->name() != "net") continue;
+    TopoNode n(NodeType::kNet);
+    n.name = net->attrOr("name", "net" + std::to_string(nets_.size()));
+    n.index = intAttr(*net, "dev", static_cast<int>(nets_.size()));
+    n.speedGbps = intAttr(*net, "speed", 10000) / 1000.0;
+    n.gdr = intAttr(*net, "gdr", 0) != 0;
+    double nbw = n.speedGbps / 8;
+    total += nbw;
+    int nid = addNode(std::move(n));
+    parentCpu_[static_cast<size_t>(nid)] = cpu;
+    nets_.push_back(nid);
+    link(nic, nid, LinkType::kNet, nbw);
+  }
+  link(nic, cpu, LinkType::kPci, total > 0 ? total : kUnknownPciBw);
+}
+
+Status Topology::numberGpus(const std::string& origin) {
   // GPU numbering: devs from the file; skeleton GPUs take the next free numbers in order.
   std::vector<bool> taken;
   for (int g : gpus_) {
@@ -238,7 +253,10 @@ Status Topology::build(const XmlNode& system, const std::string& origin) {
   }
   std::sort(gpus_.begin(), gpus_.end(),
             [&](int a, int b) { return nodes_[static_cast<size_t>(a)].index < nodes_[static_cast<size_t>(b)].index; });
+  return okStatus();
+}
 
+void Topology::resolveNvlinks() {
   // NVLinks: to NVSwitches (one NVS node), to GPUs by bus id, to CPUs (POWER systems).
   for (const PendingNvlink& p : pending_) {
     TopoNode& g = nodes_[static_cast<size_t>(p.gpu)];
@@ -261,8 +279,6 @@ Status Topology::build(const XmlNode& system, const std::string& origin) {
       link(p.gpu, parentCpu_[static_cast<size_t>(p.gpu)], LinkType::kNvl, bw);
     }
   }
-  computePaths();
-  return okStatus();
 }
 
 const std::vector<int>& Topology::ofType(NodeType t) const {

@@ -87,6 +87,11 @@ class Topology {
 
  private:
   Status build(const XmlNode& system, const std::string& origin);
+  // The steps of build: each <cpu> with what hangs from it, then GPU devs, then NVLinks.
+  Status addCpu(const XmlNode& cpuXml, const std::string& origin);
+  void addCpuNic(const XmlNode& nicXml, int cpu);  // a <nic> right under a <cpu>
+  Status numberGpus(const std::string& origin);
+  void resolveNvlinks();
   Status addPci(const XmlNode& pci, int parent, const std::string& origin);
   int addNode(TopoNode n);
   void link(int a, int b, LinkType t, double bw);
