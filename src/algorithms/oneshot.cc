@@ -7,7 +7,6 @@
 
 #include "algorithms/algorithms.h"
 #include "base/datatype.h"
-#include "comm/executor.h"
 #include "base/wait.h"
 #include "kernels/host_copy.h"
 #include "transport/shm/mailbox.h"
@@ -416,28 +415,6 @@ void OneShot::finishRing() {
   const char* staging = c_->staging.data();
   reduceAllBlocks(od_, es_, c_->nranks,
                   [&](int r) { return staging + static_cast<size_t>(r) * bytes; });
-}
-
-Status runOneShot(collComm* c, const OpDesc& od) {
-  OneShot os(c, od);
-  COLL_CHECK(os.start());
-  Waiter waiter(c->spinNs);
-  const auto started = std::chrono::steady_clock::now();
-  for (;;) {
-    bool done = false;
-    WaitTarget wait;
-    Status st = os.poll(&done, &wait);
-    if (!st.ok() && os.ringMode()) {
-      Status cause = llIntrusion(c, true, waiter, true);  // the peer gave up first on a mismatch?
-      if (!cause.ok()) st = cause;
-    }
-    if (!st.ok()) return failLane(c, "one-shot", od, os.blockedPeer(), std::move(st));
-    if (done) return okStatus();
-    Status fatal = fatalWhileStalled(c, waiter, started);
-    if (fatal.ok() && os.ringMode()) fatal = llIntrusion(c, true, waiter);
-    if (!fatal.ok()) return failLane(c, "one-shot", od, os.blockedPeer(), std::move(fatal));
-    waiter.idle(wait);
-  }
 }
 
 }  // namespace coll

@@ -79,7 +79,4 @@ class OneShot {
   int blockedPeer_ = -1;
 };
 
-// Runs od as a one-shot operation from start to finish on the calling thread.
-Status runOneShot(collComm* c, const OpDesc& od);
-
 }  // namespace coll

@@ -7,6 +7,7 @@
 
 #include "algorithms/oneshot.h"
 #include "comm/comm.h"
+#include "comm/lane.h"
 #include "base/log.h"
 #include "base/wait.h"
 #include "kernels/host_copy.h"
@@ -316,31 +317,112 @@ Status failLane(collComm* c, const char* lane, const OpDesc& od, int peer, Statu
   return st.prefix(where + ": ");
 }
 
-Status runPrograms(std::vector<Program*>& programs, collComm** failedComm) {
-  std::vector<Program*> live = programs;
-  Waiter waiter;
+namespace {
+
+// A Program as a lane.
+class ProgramLane : public Lane {
+ public:
+  explicit ProgramLane(Program& p) : p_(p) {}
+  collComm* comm() const override { return p_.comm; }
+  Status poll(bool* moved, bool* done) override { return advance(p_, moved, done); }
+  WaitTarget waitTarget() const override { return p_.blockedOn; }
+  Status diagnose(const Waiter& waiter, bool failed) const override {
+    if (failed) return llIntrusionInLane(p_, waiter, true);
+    COLL_RETURN_IF_FAILED(mailboxIntrusion(p_));
+    return llIntrusionInLane(p_, waiter);
+  }
+  std::string describe() const override { return laneState(p_); }
+  Status fail(Status st, bool stalled) const override {
+    if (!stalled) return laneError(p_, recordFailure(p_.comm, std::move(st)));
+    if (!p_.comm->abort->raised()) p_.comm->abort->set(st.code(), st.message());
+    return laneError(p_, std::move(st));
+  }
+
+ private:
+  Program& p_;
+};
+
+// A one-shot operation run on its own (outside a group) as a lane.
+class OneShotLane : public Lane {
+ public:
+  OneShotLane(collComm* c, const OpDesc& od) : c_(c), os_(c, od) {}
+  collComm* comm() const override { return c_; }
+  Status poll(bool* moved, bool* done) override {
+    if (!started_) {
+      COLL_CHECK(os_.start());
+      started_ = true;
+    }
+    wait_ = WaitTarget{};
+    COLL_CHECK(os_.poll(done, &wait_));
+    *moved |= *done;
+    return okStatus();
+  }
+  WaitTarget waitTarget() const override { return wait_; }
+  Status diagnose(const Waiter& waiter, bool failed) const override {
+    // Across hosts it waits on the LL connection: the peer may have sent ring data
+    // instead (or, when it failed, given up first on that mismatch).
+    return os_.ringMode() ? llIntrusion(c_, true, waiter, failed) : okStatus();
+  }
+  std::string describe() const override {
+    std::string s = "rank " + std::to_string(c_->rank) + " one-shot, " + os_.op().describe();
+    if (os_.blockedPeer() >= 0) s += ", waiting for data from rank " + std::to_string(os_.blockedPeer());
+    return s;
+  }
+  Status fail(Status st, bool) const override {
+    return failLane(c_, "one-shot", os_.op(), os_.blockedPeer(), std::move(st));
+  }
+
+ private:
+  collComm* c_;
+  OneShot os_;
+  bool started_ = false;
+  WaitTarget wait_;
+};
+
+// COLL_STALL_WARN_S: where every lane stands, once per stall.
+void reportStall(const std::vector<Lane*>& live, const Waiter& waiter) {
+  for (Lane* l : live) COLL_WARN(COLL, "stalled for %.0f s: %s", waiter.idleSeconds(), l->describe().c_str());
+}
+
+// Nothing could move: the first lane whose stall is an error, failed; ok when none is.
+Status checkStalled(const std::vector<Lane*>& live, const Waiter& waiter,
+                    std::chrono::steady_clock::time_point started, collComm** failedComm) {
+  for (Lane* l : live) {
+    Status st = fatalWhileStalled(l->comm(), waiter, started);
+    if (st.ok()) st = l->diagnose(waiter, false);
+    if (!st.ok()) {
+      if (failedComm) *failedComm = l->comm();
+      return l->fail(std::move(st), true);
+    }
+  }
+  return okStatus();
+}
+
+}  // namespace
+
+Status runLanes(std::vector<Lane*> live, collComm** failedComm) {
+  if (live.empty()) return okStatus();
+  Waiter waiter(live.front()->comm()->spinNs);
   const auto started = std::chrono::steady_clock::now();
-  const double stallWarnS = programs.empty() ? 0 : programs.front()->comm->stallWarnS;
+  const double stallWarnS = live.front()->comm()->stallWarnS;
   bool stallReported = false;
   while (!live.empty()) {
     bool moved = false;
     for (size_t i = 0; i < live.size();) {
-      Program& p = *live[i];
       bool done = false;
-      Status st = advance(p, &moved, &done);
+      Status st = live[i]->poll(&moved, &done);
       if (!st.ok()) {
-        Status cause = llIntrusionInLane(p, waiter, true);
-        if (!cause.ok()) st = cause;
-        if (failedComm) *failedComm = p.comm;
-        return laneError(p, recordFailure(p.comm, std::move(st)));
+        Status cause = live[i]->diagnose(waiter, true);
+        if (failedComm) *failedComm = live[i]->comm();
+        return live[i]->fail(cause.ok() ? std::move(st) : std::move(cause), false);
       }
-      if (done) {
-        live[i] = live.back();
-        live.pop_back();
-        moved = true;
-      } else {
+      if (!done) {
         ++i;
+        continue;
       }
+      live[i] = live.back();
+      live.pop_back();
+      moved = true;
     }
     if (moved) {
       waiter.reset();
@@ -349,23 +431,25 @@ Status runPrograms(std::vector<Program*>& programs, collComm** failedComm) {
     }
     if (stallWarnS > 0 && !stallReported && waiter.idleSeconds() > stallWarnS) {
       stallReported = true;
-      for (Program* p : live)
-        COLL_WARN(COLL, "stalled for %.0f s: %s", waiter.idleSeconds(), laneState(*p).c_str());
+      reportStall(live, waiter);
     }
-    // Nothing could move: check why before sleeping.
-    for (Program* p : live) {
-      Status st = fatalWhileStalled(p->comm, waiter, started);
-      if (st.ok()) st = mailboxIntrusion(*p);
-      if (st.ok()) st = llIntrusionInLane(*p, waiter);
-      if (!st.ok()) {
-        if (failedComm) *failedComm = p->comm;
-        if (!p->comm->abort->raised()) p->comm->abort->set(st.code(), st.message());
-        return laneError(*p, st);
-      }
-    }
-    waiter.idle(live.front()->blockedOn);
+    COLL_RETURN_IF_FAILED(checkStalled(live, waiter, started, failedComm));
+    waiter.idle(live.front()->waitTarget());
   }
   return okStatus();
+}
+
+Status runPrograms(std::vector<Program*>& programs, collComm** failedComm) {
+  std::vector<ProgramLane> lanes;
+  lanes.reserve(programs.size());
+  std::vector<Lane*> live;
+  for (Program* p : programs) live.push_back(&lanes.emplace_back(*p));
+  return runLanes(std::move(live), failedComm);
+}
+
+Status runOneShot(collComm* c, const OpDesc& od, collComm** failedComm) {
+  OneShotLane lane(c, od);
+  return runLanes({&lane}, failedComm);
 }
 
 }  // namespace coll

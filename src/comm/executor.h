@@ -10,6 +10,7 @@
 #include "algorithms/plan.h"
 #include "base/status.h"
 #include "base/wait.h"
+#include "comm/lane.h"
 
 namespace coll {
 
@@ -20,17 +21,21 @@ namespace coll {
 void hostSlice(uint8_t flags, const ReduceKernels* kernels, size_t elemSize, const char* in, const char* src,
                char* dst, char* out, size_t len, int nranks);
 
-// Runs every program to completion. On failure returns the first error, naming the
-// rank, operation and peer; `failedComm` (if not null) receives the comm it belongs to.
+// The progress loop: runs every lane (lane.h) to completion. On failure returns the first
+// error, naming the rank, operation and peer; `failedComm` (if not null) receives the comm
+// it belongs to.
+Status runLanes(std::vector<Lane*> lanes, struct ::collComm** failedComm);
+// runLanes over programs.
 Status runPrograms(std::vector<Program*>& programs, struct ::collComm** failedComm);
+// runLanes over one one-shot operation (algorithms/oneshot.h), from start to finish.
+Status runOneShot(struct ::collComm* c, const OpDesc& od, struct ::collComm** failedComm);
 
 // How long a lane may stay stuck after a peer went away (AbortState::peerGone: the root
 // lost, a rank aborted) before that is its error: long enough for ranks that owe it
 // nothing more to finish normally.
 constexpr double kPeerGoneGraceS = 2.0;
 
-// For lanes run outside runPrograms (one-shot operations):
-// the error that ends a wait on c: its abort state raised, its bootstrap root lost for
+// The error that ends a lane's wait on c: its abort state raised, its bootstrap root lost for
 // longer than a grace period while stuck, or the operation, started at `started`, running
 // past c's timeout (collCommSetTimeout: kTimeout); ok otherwise.
 Status fatalWhileStalled(struct ::collComm* c, const Waiter& waiter, std::chrono::steady_clock::time_point started);

@@ -566,9 +566,11 @@ Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {
     }
     deviceQuiesce(comm, false);
     Status st = op.prepare ? (*op.prepare)() : okStatus();
-    if (st.ok()) st = runOneShot(comm, op);
-    if (!st.ok()) *failedComm = comm;
-    return st;
+    if (!st.ok()) {
+      *failedComm = comm;
+      return st;
+    }
+    return runOneShot(comm, op, failedComm);
   }
   std::vector<Queued> one{{comm, op}};
   return launch(one, failedComm);
