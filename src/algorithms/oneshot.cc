@@ -76,10 +76,10 @@ std::string signatureString(const MailSignature& s) {
 }
 
 // Bytes this rank publishes into its mailbox for od.
-size_t mailBytes(const collComm* c, const OpDesc& od, size_t es) {
+size_t mailBytes(const OneShotContext& c, const OpDesc& od, size_t es) {
   switch (od.kind) {
-    case CollKind::kReduceScatter: return od.count * es * static_cast<size_t>(c->nranks);
-    case CollKind::kBroadcast: return c->rank == od.root ? od.count * es : 0;
+    case CollKind::kReduceScatter: return od.count * es * static_cast<size_t>(c.nranks);
+    case CollKind::kBroadcast: return c.rank == od.root ? od.count * es : 0;
     default: return od.count * es;
   }
 }
@@ -99,23 +99,23 @@ constexpr size_t kDirectChunk = 128 * 1024;
 
 }  // namespace
 
-bool oneShotEligible(const collComm* c, const OpDesc& od) {
-  if (c->nranks < 2 || od.count == 0) return false;
+bool oneShotEligible(const OneShotContext& c, const OpDesc& od) {
+  if (c.nranks < 2 || od.count == 0) return false;
   const size_t bytes = od.count * dataTypeSize(od.dtype);
-  if (c->mailboxes) {
+  if (c.mailboxes) {
     if (!directKind(od.kind)) return false;
-    size_t cap = c->mailboxes->capacity();
-    if (od.kind == CollKind::kReduceScatter) cap /= static_cast<size_t>(c->nranks);
-    return bytes <= cap || c->directOn;
+    size_t cap = c.mailboxes->capacity();
+    if (od.kind == CollKind::kReduceScatter) cap /= static_cast<size_t>(c.nranks);
+    return bytes <= cap || c.directOn;
   }
-  return od.kind == CollKind::kAllReduce && bytes <= c->netOneShotBytes &&
-         bytes <= c->slotBytes && !c->hostConns.channels.empty() && c->hostConns.channels[0].send;
+  return od.kind == CollKind::kAllReduce && bytes <= c.netOneShotBytes &&
+         bytes <= c.slotBytes && c.ring0 && c.ring0->send;
 }
 
-OneShot::OneShot(collComm* c, const OpDesc& od) : c_(c), od_(od), es_(dataTypeSize(od.dtype)) {
-  if (!c_->mailboxes) return;  // ring
-  size_t cap = c_->mailboxes->capacity();
-  if (od.kind == CollKind::kReduceScatter) cap /= static_cast<size_t>(c_->nranks);
+OneShot::OneShot(const OneShotContext& ctx, const OpDesc& od) : ctx_(ctx), od_(od), es_(dataTypeSize(od.dtype)) {
+  if (!ctx_.mailboxes) return;  // ring
+  size_t cap = ctx_.mailboxes->capacity();
+  if (od.kind == CollKind::kReduceScatter) cap /= static_cast<size_t>(ctx_.nranks);
   if (od.count * es_ <= cap) {
     mode_ = Mode::kMailbox;
     rounds_ = 1;
@@ -123,28 +123,28 @@ OneShot::OneShot(collComm* c, const OpDesc& od) : c_(c), od_(od), es_(dataTypeSi
     mode_ = Mode::kDirect;
     rounds_ = od.kind == CollKind::kAllReduce ? 3 : 2;
   }
-  for (int r = 0; r < rounds_; ++r) seqs_[r] = c_->mailSeq = nextMailSeq(c_->mailSeq);
+  for (int r = 0; r < rounds_; ++r) seqs_[r] = *ctx_.mailSeq = nextMailSeq(*ctx_.mailSeq);
 }
 
 Status OneShot::start() {
   const size_t bytes = od_.count * es_;
   if (mode_ == Mode::kMailbox) {
-    size_t pub = mailBytes(c_, od_, es_);
-    if (pub) hostCopy(c_->mailboxes->mine(seqs_[0]), od_.sendbuff, pub);
-    c_->mailboxes->publish(seqs_[0], signatureOf(od_));
+    size_t pub = mailBytes(ctx_, od_, es_);
+    if (pub) hostCopy(ctx_.mailboxes->mine(seqs_[0]), od_.sendbuff, pub);
+    ctx_.mailboxes->publish(seqs_[0], signatureOf(od_));
     return okStatus();
   }
   if (mode_ == Mode::kDirect) {
-    ptrs_.resize(static_cast<size_t>(c_->nranks));
+    ptrs_.resize(static_cast<size_t>(ctx_.nranks));
     Ptrs mine{reinterpret_cast<uintptr_t>(od_.sendbuff), reinterpret_cast<uintptr_t>(od_.recvbuff)};
-    std::memcpy(c_->mailboxes->mine(seqs_[0]), &mine, sizeof(mine));
-    c_->mailboxes->publish(seqs_[0], signatureOf(od_));
+    std::memcpy(ctx_.mailboxes->mine(seqs_[0]), &mine, sizeof(mine));
+    ctx_.mailboxes->publish(seqs_[0], signatureOf(od_));
     return okStatus();
   }
   // Ring: stage our own input (in-place callers overwrite it while reducing).
-  const size_t need = bytes * static_cast<size_t>(c_->nranks);
-  if (c_->staging.size() < need) c_->staging.resize(need);
-  hostCopy(c_->staging.data() + static_cast<size_t>(c_->rank) * bytes, od_.sendbuff, bytes);
+  const size_t need = bytes * static_cast<size_t>(ctx_.nranks);
+  if (ctx_.staging->size() < need) ctx_.staging->resize(need);
+  hostCopy(ctx_.staging->data() + static_cast<size_t>(ctx_.rank) * bytes, od_.sendbuff, bytes);
   return okStatus();
 }
 
@@ -153,20 +153,20 @@ Status OneShot::poll(bool* done, WaitTarget* wait) {
 }
 
 Status OneShot::pollRounds(bool* done, WaitTarget* wait) {
-  Mailboxes& mb = *c_->mailboxes;
-  const int n = c_->nranks;
+  Mailboxes& mb = *ctx_.mailboxes;
+  const int n = ctx_.nranks;
   for (;;) {
     const uint32_t s = seqs_[round_];
     while (arrived_ < n - 1) {
-      int peer = arrived_ < c_->rank ? arrived_ : arrived_ + 1;
+      int peer = arrived_ < ctx_.rank ? arrived_ : arrived_ + 1;
       if (!mb.arrived(peer, s)) {
         blockedPeer_ = peer;
         *wait = mb.waitTarget(peer, s);
         if (wait->seen == s) continue;  // arrived just now
         // Ring data while a peer's flag is missing: see allArrivedNow().
-        if (!c_->hostConns.channels.empty() && c_->hostConns.channels[0].recv &&
-            c_->hostConns.channels[0].recv->ready() && !allArrivedNow())
-          return invalidUsage("rank " + std::to_string(c_->hostConns.channels[0].recv->peer()) +
+        if (ctx_.ring0 && ctx_.ring0->recv &&
+            ctx_.ring0->recv->ready() && !allArrivedNow())
+          return invalidUsage("rank " + std::to_string(ctx_.ring0->recv->peer()) +
                               " started a ring operation while this rank runs " +
                               od_.describe() +
                               " as a one-shot: the ranks called different operations or counts");
@@ -200,13 +200,13 @@ Status OneShot::pollRounds(bool* done, WaitTarget* wait) {
 
 template <typename Base>
 Status OneShot::reduceDirect(char* dst, Base base, size_t cnt, int last) {
-  const Mailboxes& mb = *c_->mailboxes;
-  const int n = c_->nranks, me = c_->rank;
+  const Mailboxes& mb = *ctx_.mailboxes;
+  const int n = ctx_.nranks, me = ctx_.rank;
   const pid_t self = getpid();
   const ReduceKernels& k = hostReduceKernels(od_.dtype, od_.op);
   const size_t chunk = std::max<size_t>(1, kDirectChunk / es_);
-  if (c_->staging.size() < 3 * kDirectChunk + 64) c_->staging.resize(3 * kDirectChunk + 64);
-  char* tmp = c_->staging.data();
+  if (ctx_.staging->size() < 3 * kDirectChunk + 64) ctx_.staging->resize(3 * kDirectChunk + 64);
+  char* tmp = ctx_.staging->data();
   for (size_t off = 0; off < cnt; off += chunk) {
     const size_t len = std::min(chunk, cnt - off), bytes = len * es_;
     char* d = dst + off * es_;
@@ -245,8 +245,8 @@ Status OneShot::reduceDirect(char* dst, Base base, size_t cnt, int last) {
 }
 
 Status OneShot::directPhase(int round) {
-  const Mailboxes& mb = *c_->mailboxes;
-  const int n = c_->nranks, me = c_->rank;
+  const Mailboxes& mb = *ctx_.mailboxes;
+  const int n = ctx_.nranks, me = ctx_.rank;
   const size_t bytes = od_.count * es_;
   char* out = static_cast<char*>(od_.recvbuff);
   const char* in = static_cast<const char*>(od_.sendbuff);
@@ -307,14 +307,14 @@ Status OneShot::directPhase(int round) {
 // started a ring one) was written after that peer saw every flag of this operation, so
 // then every flag is visible here too. Otherwise the ranks disagree.
 bool OneShot::allArrivedNow() const {
-  for (int r = 0; r < c_->nranks; ++r)
-    if (r != c_->rank && !c_->mailboxes->arrived(r, seqs_[round_])) return false;
+  for (int r = 0; r < ctx_.nranks; ++r)
+    if (r != ctx_.rank && !ctx_.mailboxes->arrived(r, seqs_[round_])) return false;
   return true;
 }
 
 void OneShot::finishMailbox() {
-  Mailboxes& mb = *c_->mailboxes;
-  const int n = c_->nranks, me = c_->rank;
+  Mailboxes& mb = *ctx_.mailboxes;
+  const int n = ctx_.nranks, me = ctx_.rank;
   const size_t bytes = od_.count * es_;
   char* out = static_cast<char*>(od_.recvbuff);
   switch (od_.kind) {
@@ -349,11 +349,11 @@ void OneShot::finishMailbox() {
 }
 
 Status OneShot::pollRing(bool* done, WaitTarget* wait) {
-  SendConnector& send = c_->ll.send ? *c_->ll.send : *c_->hostConns.channels[0].send;
-  RecvConnector& recv = c_->ll.recv ? *c_->ll.recv : *c_->hostConns.channels[0].recv;
-  const int n = c_->nranks, me = c_->rank;
+  SendConnector& send = ctx_.ll->send ? *ctx_.ll->send : *ctx_.ring0->send;
+  RecvConnector& recv = ctx_.ll->recv ? *ctx_.ll->recv : *ctx_.ring0->recv;
+  const int n = ctx_.nranks, me = ctx_.rank;
   const size_t bytes = od_.count * es_;
-  char* staging = c_->staging.data();
+  char* staging = ctx_.staging->data();
   COLL_CHECK(send.progress());
   if (sent_ == 0) {  // send before anything else: the peers wait for it
     if (!send.ready()) {
@@ -387,7 +387,7 @@ Status OneShot::pollRing(bool* done, WaitTarget* wait) {
       *wait = send.waitTarget();
       return okStatus();
     }
-    const int origin = c_->ring[static_cast<size_t>((c_->ringPos - j + n) % n)];
+    const int origin = ctx_.ring[static_cast<size_t>((ctx_.ringPos - j + n) % n)];
     hostCopy(staging + static_cast<size_t>(origin) * bytes, recv.slot(), bytes);
     if (forward) {
       hostCopy(send.slot(), recv.slot(), bytes);
@@ -412,8 +412,8 @@ Status OneShot::pollRing(bool* done, WaitTarget* wait) {
 
 void OneShot::finishRing() {
   const size_t bytes = od_.count * es_;
-  const char* staging = c_->staging.data();
-  reduceAllBlocks(od_, es_, c_->nranks,
+  const char* staging = ctx_.staging->data();
+  reduceAllBlocks(od_, es_, ctx_.nranks,
                   [&](int r) { return staging + static_cast<size_t>(r) * bytes; });
 }
 

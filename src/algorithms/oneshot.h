@@ -28,20 +28,39 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "algorithms/plan.h"
-#include "comm/comm.h"
+#include "transport/connector_set.h"
+#include "transport/shm/mailbox.h"
 
 namespace coll {
 
-// Whether od runs as a one-shot operation on c (depends only on values every rank
-// shares, so all ranks choose alike).
-bool oneShotEligible(const collComm* c, const OpDesc& od);
+// What a one-shot operation uses of its communicator (comm/comm.h oneShotContext): the
+// ranks, the mailboxes and their round counter, the staging buffer, the connectors.
+struct OneShotContext {
+  int rank = 0;
+  int nranks = 1;
+  int ringPos = 0;
+  std::span<const int> ring;
+  Mailboxes* mailboxes = nullptr;       // every rank on this host: the mailbox modes
+  uint32_t* mailSeq = nullptr;          // last mailbox round number used
+  std::vector<char>* staging = nullptr; // ring one-shot inputs; direct reductions' chunks
+  bool directOn = false;                // large operations read peers' buffers
+  size_t netOneShotBytes = 0;           // across hosts: allreduce up to this size
+  size_t slotBytes = 0;
+  ConnectorSet::Channel* ll = nullptr;     // two ranks over net: the LL connection, or empty
+  ConnectorSet::Channel* ring0 = nullptr;  // the host set's channel 0; null without one
+};
+
+// Whether od runs as a one-shot operation (depends only on values every rank shares, so
+// all ranks choose alike).
+bool oneShotEligible(const OneShotContext& c, const OpDesc& od);
 
 class OneShot {
  public:
-  OneShot(collComm* c, const OpDesc& od);
+  OneShot(const OneShotContext& ctx, const OpDesc& od);
   // Publishes this rank's contribution; call once.
   Status start();
   // Moves what can move; *done once the result is in place. When not done, *wait says
@@ -65,7 +84,7 @@ class OneShot {
   Status pollRing(bool* done, WaitTarget* wait);
   void finishRing();
 
-  collComm* c_;
+  OneShotContext ctx_;
   OpDesc od_;
   size_t es_;
   Mode mode_ = Mode::kRing;

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "algorithms/oneshot.h"
 #include "algorithms/tuner.h"
 #include "bootstrap/bootstrap.h"
 #include "transport/connector.h"
@@ -150,6 +151,24 @@ struct collComm {
 };
 
 namespace coll {
+
+// What a one-shot operation of c uses (algorithms/oneshot.h).
+inline OneShotContext oneShotContext(collComm* c) {
+  OneShotContext x;
+  x.rank = c->rank;
+  x.nranks = c->nranks;
+  x.ringPos = c->ringPos;
+  x.ring = c->ring;
+  x.mailboxes = c->mailboxes.get();
+  x.mailSeq = &c->mailSeq;
+  x.staging = &c->staging;
+  x.directOn = c->directOn;
+  x.netOneShotBytes = c->netOneShotBytes;
+  x.slotBytes = c->slotBytes;
+  x.ll = &c->ll;
+  x.ring0 = c->hostConns.channels.empty() ? nullptr : &c->hostConns.channels[0];
+  return x;
+}
 
 // The ring's order of ranks: grouped by host (hosts in order of their first rank), inside
 // a host by GPU: in the host's best GPU ring (PeerInfo::ringPos, from the topology: NVLink

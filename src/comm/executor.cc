@@ -345,7 +345,7 @@ class ProgramLane : public Lane {
 // A one-shot operation run on its own (outside a group) as a lane.
 class OneShotLane : public Lane {
  public:
-  OneShotLane(collComm* c, const OpDesc& od) : c_(c), os_(c, od) {}
+  OneShotLane(collComm* c, const OpDesc& od) : c_(c), os_(oneShotContext(c), od) {}
   collComm* comm() const override { return c_; }
   Status poll(bool* moved, bool* done) override {
     if (!started_) {

@@ -78,7 +78,7 @@ enum class Route : uint8_t { kOneShot, kRing, kTree };
 // Device operations never take the one-shot: its mailboxes and staging are host memory.
 Result<Route> routeFor(collComm* c, const OpDesc& od) {
   if (od.kind == CollKind::kSend || od.kind == CollKind::kRecv || c->nranks == 1) return Route::kRing;
-  const bool ll = !od.device && oneShotEligible(c, od);
+  const bool ll = !od.device && oneShotEligible(oneShotContext(c), od);
   size_t bytes = od.count * dataTypeSize(od.dtype);
   if (od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter) bytes *= static_cast<size_t>(c->nranks);
   COLL_ASSIGN(Choice ch, tunerChoose(c->tuner, od.kind, bytes, ll ? 1 : 0));
@@ -232,7 +232,7 @@ Status buildPrograms(CommLaunch& l) {
     if (l.routes[i] == Route::kOneShot) {
       // On channel 0, in call order with the ring operations: the ring one-shot shares
       // channel 0's connectors (two ranks over net: the LL connection, comm.h).
-      l.channels[0].addOneShot(std::make_shared<OneShot>(c, od), idx);
+      l.channels[0].addOneShot(std::make_shared<OneShot>(oneShotContext(c), od), idx);
       continue;
     }
     // Device collectives: every channel the operation leaves empty gets a token.
@@ -517,7 +517,7 @@ Result<double> predictUs(collComm* c, const OpDesc& od) {
   }
   if (od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter) bytes *= static_cast<size_t>(c->nranks);
   if (c->nranks == 1) return 0.0;
-  const bool ll = !od.device && oneShotEligible(c, od);
+  const bool ll = !od.device && oneShotEligible(oneShotContext(c), od);
   COLL_ASSIGN(Choice ch, tunerChoose(t, od.kind, bytes, ll ? 1 : 0));
   return ch.us;
 }
@@ -559,7 +559,7 @@ Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {
     tlsQueue.push_back({comm, op});
     return okStatus();
   }
-  if (!op.device && oneShotEligible(comm, op) && llUnfiltered(comm, op.kind)) {
+  if (!op.device && oneShotEligible(oneShotContext(comm), op) && llUnfiltered(comm, op.kind)) {
     if (comm->abort->raised()) {
       *failedComm = comm;
       return comm->abort->status().prefix("communicator is unusable after an earlier error: ");
