@@ -3,22 +3,13 @@
 
 The order is the line of docs/DESIGN.md that starts with "Layer order:" (written once,
 there). A folder may include its own files, any lower layer and the public headers
-(include/collectives/). Upward includes that existed when this test was written are listed
-in PENDING, each to be removed by the architecture work (issue 21); the test also fails
-when a listed one no longer exists, so the list only shrinks.
+(include/collectives/).
 
 Usage: layers_test.py <source dir>
 """
 import pathlib
 import re
 import sys
-
-# file (relative to src/) -> the higher-layer header it still includes
-PENDING = {
-    ("device/device_exec.cc", "comm/comm.h"),
-    ("device/proxy.cc", "comm/comm.h"),
-    ("device/proxy.cc", "comm/executor.h"),
-}
 
 
 def layer_order(design):
@@ -47,10 +38,8 @@ def upward_includes(src, rank):
                 yield f"{rel}: includes {target}, outside the layer order"
             elif rank[there] > rank[here]:
                 found.add((rel, target))
-    for edge in sorted(found - PENDING):
+    for edge in sorted(found):
         yield f"{edge[0]}: includes {edge[1]}, a higher layer ({edge[1].split('/')[0]} above {edge[0].split('/')[0]})"
-    for edge in sorted(PENDING - found):
-        yield f"{edge[0]} no longer includes {edge[1]}: remove it from PENDING in {__file__}"
 
 
 def main():
@@ -59,8 +48,7 @@ def main():
     problems = list(upward_includes(root / "src", rank))
     for p in problems:
         print(p)
-    print(f"layers: {' < '.join(sorted(rank, key=rank.get))}; {len(PENDING)} upward includes pending (issue 21); "
-          f"{len(problems)} problem(s)")
+    print(f"layers: {' < '.join(sorted(rank, key=rank.get))}; {len(problems)} problem(s)")
     return 1 if problems else 0
 
 

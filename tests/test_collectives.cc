@@ -423,7 +423,7 @@ TEST_CASE("the device proxy does not spin while launches it has nothing to move 
       clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
       return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
     };
-    coll::DeviceProxy proxy(comm);
+    coll::DeviceProxy proxy(&comm->dev);
     if (!proxy.init().ok()) return "proxy init failed";
     const auto t0 = clock::now();
     const int launches = 150;  // one ending every millisecond

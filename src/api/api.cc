@@ -116,7 +116,7 @@ collResult_t collCommFinalize(collComm_t comm) {
     COLL_CHECK(use.ready());
     // Host operations complete before their call returns; device work queued on streams
     // is waited for here.
-    coll::deviceQuiesce(comm, false);
+    coll::deviceQuiesce(comm->dev, false);
     return comm->abort->raised() && !comm->revoked.load() ? comm->abort->status() : coll::okStatus();
   });
 }
@@ -203,7 +203,7 @@ collResult_t collCommCuDevice(const collComm_t comm, int* device) {
   return guarded("collCommCuDevice", comm, [&]() -> Status {
     COLL_CHECK(use.check());
     if (!device) return coll::invalidArgument("device is NULL");
-    *device = comm->cudaDev;
+    *device = comm->dev.cudaDev;
     return coll::okStatus();
   });
 }

@@ -133,7 +133,7 @@ collResult_t collCommShrink(collComm_t comm, int* excludeRanksList, int excludeR
     if (shrinkFlags == COLL_SHRINK_ABORT) {
       comm->abort->set(coll::Code::kInvalidUsage,
                        "communicator revoked by collCommShrink(COLL_SHRINK_ABORT) on rank " + std::to_string(comm->rank));
-      coll::deviceQuiesce(comm, true);
+      coll::deviceQuiesce(comm->dev, true);
     }
     if (coll::inGroup()) {  // as collCommSplit in a group
       deferToGroupEnd(comm, newcomm, [comm, exclude, opts] { return coll::commShrink(comm, exclude, opts); });
@@ -160,7 +160,7 @@ collResult_t collCommRevoke(collComm_t comm, int revokeFlags) {
                           "communicator revoked by collCommRevoke on rank " + std::to_string(comm->rank)) &&
         !already)
       comm->revoked.store(false);
-    coll::deviceQuiesce(comm, true);
+    coll::deviceQuiesce(comm->dev, true);
     return coll::okStatus();
   });
 }

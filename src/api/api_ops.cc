@@ -228,7 +228,7 @@ collResult_t collAlltoAll(const void* sendbuff, void* recvbuff, size_t count, co
     if (sendbuff == recvbuff && total > 0) {
       // In place: every block is read after others may have landed on it, so the input
       // is staged first (host memory; device buffers have no staging here).
-      if (base.device && !comm->deviceEmulate)
+      if (base.device && !comm->dev.emulate)
         return coll::invalidArgument("sendbuff == recvbuff: in-place collAlltoAll is supported on host buffers "
                                      "only; pass separate device buffers");
       std::shared_ptr<char> staged = comm->scratch->take(block * n);

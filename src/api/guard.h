@@ -133,12 +133,12 @@ inline Status checkBuf(const char* arg, const void* p, size_t count, const collC
   if (!p && count > 0) return invalidArgument(std::string(arg) + " is NULL with count " + std::to_string(count));
   if (count == 0) return okStatus();
 #if COLL_HAVE_CUDA
-  if (c->deviceEmulate && gpu::isDeviceMemory(p))
+  if (c->dev.emulate && gpu::isDeviceMemory(p))
     return invalidArgument(std::string(arg) +
                            " is CUDA device memory, but COLL_DEVICE_EMULATE=1 runs the device path on host "
                            "threads: host buffers only");
 #endif
-  if (devicePathFor(c, p)) {
+  if (devicePathFor(c->dev, p)) {
     if (!kinds->deviceArg) kinds->deviceArg = arg;
   } else if (!kinds->hostArg) {
     kinds->hostArg = arg;
@@ -190,7 +190,7 @@ void deferOnComm(collComm* comm, Work work, std::function<void()> publish) {
         if (!acquireComm(comm)) return invalidUsage("the communicator was destroyed before collGroupEnd");
         LogContext log(comm->rank, comm->options.name);
 #if COLL_HAVE_CUDA
-        if (comm->cudaDev >= 0) (void)gpu::setDevice(comm->cudaDev);
+        if (comm->dev.cudaDev >= 0) (void)gpu::setDevice(comm->dev.cudaDev);
 #endif
         Status st = work();
         releaseComm(comm);

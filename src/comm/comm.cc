@@ -196,7 +196,7 @@ static Result<SharedConfig> localConfig(collComm* c, bool shmDisable, bool overN
   mine.netDuplex = paramInt("NET_DUPLEX") != 0 ? 1 : 0;
   mine.deviceEmulate = paramInt("DEVICE_EMULATE") != 0 ? 1 : 0;
   mine.deviceChannels = static_cast<int32_t>(std::clamp<int64_t>(paramInt("DEVICE_NCHANNELS"), 1, 32));
-  mine.deviceLaneBudget = deviceLaneBudget(c, mine.deviceEmulate != 0);
+  mine.deviceLaneBudget = deviceLaneBudget(c->bootstrap->peers(), c->rank, c->dev.cudaDev, mine.deviceEmulate != 0);
   COLL_CHECK(tunerInputFromParams(&c->tuner));
   mine.algos = c->tuner.algos;
   mine.protos = c->tuner.protos;
@@ -257,15 +257,15 @@ static Status applyConfig(collComm* c, const std::vector<SharedConfig>& all, boo
   c->spinNs = std::max<int64_t>(0, paramInt("SPIN_US")) * 1000;
   c->streamMinBytes = static_cast<size_t>(std::max<int64_t>(0, paramInt("STREAM_MIN_BYTES")));
   c->netOneShotBytes = static_cast<size_t>(agreed.netOneShotBytes);
-  c->deviceEmulate = agreed.deviceEmulate != 0;
+  c->dev.emulate = agreed.deviceEmulate != 0;
   // Every rank's kernel blocks must be resident together (they wait on each other): ranks
   // sharing a GPU divide its resident blocks, and every rank uses the smallest share.
   int32_t budget = kUnlimitedLanes;
   for (const SharedConfig& o : all) budget = std::min(budget, o.deviceLaneBudget);
-  c->deviceLaneBudget = budget;
+  c->dev.laneBudget = budget;
   const DeviceShape shape = deviceShape(c->nranks, budget, agreed.deviceChannels);
-  c->deviceChannels = shape.channels;
-  c->deviceP2pLanes = shape.p2pLanes;
+  c->dev.channels = shape.channels;
+  c->dev.p2pLanes = shape.p2pLanes;
   if (c->nranks > 1 && agreed.oneShotBytes > 0 && agreed.shmDisable == 0 && oneHost) {
     COLL_ASSIGN(c->mailboxes, Mailboxes::create(c->bootstrap.get(), static_cast<size_t>(agreed.oneShotBytes),
                                                 kTagMailbox, agreed.direct));
@@ -304,6 +304,22 @@ static Status wireRing(collComm* c, const SharedConfig& agreed, int nch) {
             c->ringPrev, c->rank, c->ringNext, channels[0].recv->kind(), channels[0].send->kind(), nch,
             c->sliceBytes);
   return okStatus();
+}
+
+// The device path's copy of what it reads of c (device/device_comm.h), fixed from now on.
+static void bindDevice(collComm* c) {
+  DeviceComm& d = c->dev;
+  d.owner = c;
+  d.rank = c->rank;
+  d.nranks = c->nranks;
+  d.bootstrap = c->bootstrap.get();
+  d.abort = c->abort;
+  d.opTimeoutS = &c->opTimeoutS;
+  d.stallWarnS = c->stallWarnS;
+  d.spinNs = c->spinNs;
+  d.slotBytes = c->slotBytes;
+  d.ringPrev = c->ringPrev;
+  d.ringNext = c->ringNext;
 }
 
 static Status initConnections(collComm* c) {
@@ -396,7 +412,7 @@ std::unique_ptr<collComm> commMake(int nranks, int rank, int cudaDev, const Comm
   auto comm = std::make_unique<collComm>();
   comm->rank = rank;
   comm->nranks = nranks;
-  comm->cudaDev = cudaDev;
+  comm->dev.cudaDev = cudaDev;
   comm->options = opts;
   comm->abort = std::make_shared<AbortState>();
   return comm;
@@ -409,16 +425,19 @@ Status commJoin(collComm* comm, const UniqueIdData& id) {
   std::snprintf(self.hostId, sizeof(self.hostId), "%s", localHostId().c_str());
   std::snprintf(self.hostname, sizeof(self.hostname), "%s", localHostName().c_str());
   self.pid = getpid();
-  self.cudaDev = comm->cudaDev;
+  self.cudaDev = comm->dev.cudaDev;
 #if COLL_HAVE_CUDA
-  if (comm->cudaDev >= 0) {
-    std::snprintf(self.busId, sizeof(self.busId), "%s", gpu::busIdOf(comm->cudaDev).c_str());
+  if (comm->dev.cudaDev >= 0) {
+    std::snprintf(self.busId, sizeof(self.busId), "%s", gpu::busIdOf(comm->dev.cudaDev).c_str());
     self.ringPos = hostGpuRingPos(comm->rank, self.busId);
   }
 #endif
   COLL_ASSIGN(comm->bootstrap, Bootstrap::create(id, comm->rank, comm->nranks, self, comm->abort));
   Status st = initConnections(comm);
-  if (st.ok()) st = devicePrepare(comm);
+  if (st.ok()) {
+    bindDevice(comm);
+    st = devicePrepare(comm->dev);
+  }
   if (!st.ok()) {
     comm->bootstrap->leave();
     return st.prefix("rank " + std::to_string(comm->rank) + " init: ");
@@ -446,7 +465,7 @@ collComm* commInitAsync(const UniqueIdData& id, int nranks, int rank, int cudaDe
   registerComm(c);
   c->initThread = std::thread([c, id] {
 #if COLL_HAVE_CUDA
-    if (c->cudaDev >= 0) (void)gpu::setDevice(c->cudaDev);
+    if (c->dev.cudaDev >= 0) (void)gpu::setDevice(c->dev.cudaDev);
 #endif
     Status st = commJoin(c, id);
     if (!st.ok()) c->abort->set(st.code(), st.message());
@@ -465,7 +484,7 @@ void commFree(collComm* comm, bool clean) {
     comm->initThread.join();
   }
   // Device work still queued or running ends first (told to give up when aborting).
-  if (comm->proxy) comm->proxy->quiesce(!clean || comm->abort->raised());
+  if (comm->dev.proxy) comm->dev.proxy->quiesce(!clean || comm->abort->raised());
   if (comm->bootstrap && clean) comm->bootstrap->leave();
   comm->magic = 0;
   delete comm;
@@ -501,7 +520,7 @@ Result<collComm*> commSplit(collComm* comm, int color, int key, const CommOption
   } else {
     COLL_CHECK(comm->bootstrap->recv(members[0], tag | 1, &id, sizeof(id), revoked));
   }
-  return commInit(id, n, newRank, comm->cudaDev, opts);
+  return commInit(id, n, newRank, comm->dev.cudaDev, opts);
 }
 
 Status commAgreeWindow(collComm* comm, size_t bytes, const std::string& localError) {
@@ -545,7 +564,7 @@ Result<collComm*> commShrink(collComm* comm, const std::vector<int>& exclude, co
                        ", the first rank that stays (is it alive, and did it call collCommShrink with the same "
                        "exclude list?): ");
   }
-  return commInit(id, n, newRank, comm->cudaDev, opts);
+  return commInit(id, n, newRank, comm->dev.cudaDev, opts);
 }
 
 }  // namespace coll

@@ -18,12 +18,12 @@
 #include "algorithms/oneshot.h"
 #include "algorithms/tuner.h"
 #include "bootstrap/bootstrap.h"
+#include "device/device_comm.h"
 #include "transport/connector.h"
 #include "transport/connector_set.h"
 #include "transport/shm/mailbox.h"
 
 namespace coll {
-class DeviceProxy;
 
 // What a communicator was asked for at init (collConfig_t, checked and defaulted by the
 // API layer); a split or shrink without a config passes its parent's on.
@@ -75,7 +75,6 @@ struct collComm {
   uint32_t magic = kMagic;
   int rank = 0;
   int nranks = 0;
-  int cudaDev = -1;
   std::unique_ptr<coll::Bootstrap> bootstrap;
   std::shared_ptr<coll::AbortState> abort;
   size_t slotBytes = 0;
@@ -96,8 +95,7 @@ struct collComm {
   // COLL_DEVICE_EMULATE), tree edges and send/recv peers on first use. The device set is
   // null for host-memory ranks.
   coll::ConnectorSet hostConns;
-  std::unique_ptr<coll::ConnectorSet> deviceConns;
-  coll::ConnectorSet& conns(bool device) { return device ? *deviceConns : hostConns; }
+  coll::ConnectorSet& conns(bool device) { return device ? *dev.conns : hostConns; }
   // Two ranks over net: a duplex connection for the LL one-shot only, so the ACKs of
   // small messages ride on data (8 B: 13 -> 9 us), while ring slices stay on one-way
   // connections (sharing a socket serialises bulk sends and receives on its lock:
@@ -123,13 +121,10 @@ struct collComm {
   int64_t spinNs = 0;         // COLL_SPIN_US, for waiters
   size_t streamMinBytes = 0;  // COLL_STREAM_MIN_BYTES: non-temporal stores from here up
 
-  // The device path's proxy thread and abort word (device/proxy.h), made by the first
-  // operation on device buffers.
-  std::unique_ptr<coll::DeviceProxy> proxy;
-  bool deviceEmulate = false;  // COLL_DEVICE_EMULATE: every operation takes the device path
-  int deviceChannels = 1;      // COLL_DEVICE_NCHANNELS: the device set's ring channels
-  int deviceP2pLanes = 1;      // lanes per direction for device send/recv (device_exec.h)
-  int deviceLaneBudget = 1;    // the most lanes one device launch may hold
+  // The device path (device/device_comm.h): the CUDA device this rank is bound to
+  // (dev.cudaDev, -1 for a host-memory rank), emulation, the device connector set
+  // (conns(true)), the proxy.
+  coll::DeviceComm dev;
 
   coll::CommOptions options;
   // collInProgress while a non-blocking init runs on initThread, then its result.

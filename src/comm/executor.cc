@@ -8,6 +8,7 @@
 #include "algorithms/oneshot.h"
 #include "comm/comm.h"
 #include "comm/lane.h"
+#include "bootstrap/failure.h"
 #include "base/log.h"
 #include "base/wait.h"
 #include "kernels/host_copy.h"
@@ -202,20 +203,6 @@ Status advance(Program& p, bool* moved, bool* done) {
   return okStatus();
 }
 
-// A connection closing under us is often the echo of another rank's failure: that rank's
-// neighbours give up and close their sockets. The root names the rank that actually
-// died, so give its notice (or the loss of the root itself) a moment to arrive and
-// report that as the cause.
-Status rootCause(AbortState& a, Status st) {
-  if (st.code() != Code::kRemote && st.code() != Code::kSystem) return st;
-  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1000);
-  while (!a.raised() && !a.peerGone.load() && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  if (a.raised()) return Status(a.status().code(), a.status().message() + " (seen here as: " + st.message() + ")");
-  if (a.peerGone.load()) return Status(Code::kRemote, a.peerGoneReason() + " (seen here as: " + st.message() + ")");
-  return st;
-}
-
 // What a lane is doing: for stall reports and as the context of its errors.
 std::string laneState(const Program& p) {
   std::string s = "rank " + std::to_string(p.rank) + " " + p.lane;
@@ -232,12 +219,6 @@ std::string laneState(const Program& p) {
 Status laneError(const Program& p, Status st) { return st.prefix(laneState(p) + ": "); }
 
 }  // namespace
-
-Status recordFailure(collComm* c, Status st) {
-  st = rootCause(*c->abort, std::move(st));
-  c->abort->set(st.code(), st.message());
-  return st;
-}
 
 namespace {
 
@@ -292,26 +273,11 @@ Status llIntrusion(collComm* c, bool waitingOnLL, const Waiter& waiter, bool now
 }
 
 Status fatalWhileStalled(collComm* c, const Waiter& waiter, std::chrono::steady_clock::time_point started) {
-  AbortState& a = *c->abort;
-  if (a.raised()) return a.status();
-  if (a.peerGone.load(std::memory_order_relaxed) && waiter.idleSeconds() > kPeerGoneGraceS)
-    return remoteError(a.peerGoneReason());
-  const double limit = c->opTimeoutS.load(std::memory_order_relaxed);
-  if (limit > 0) {
-    const double ran = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    if (ran > limit) return opTimedOut(ran, limit);
-  }
-  return okStatus();
-}
-
-Status opTimedOut(double ran, double limit) {
-  char text[160];
-  std::snprintf(text, sizeof text, "timed out: not complete %.1f s after it started (timeout %g s: collCommSetTimeout or COLL_OP_TIMEOUT_S)", ran, limit);
-  return Status(Code::kTimeout, text);
+  return stalledVerdict(*c->abort, waiter.idleSeconds(), c->opTimeoutS.load(std::memory_order_relaxed), started);
 }
 
 Status failLane(collComm* c, const char* lane, const OpDesc& od, int peer, Status st) {
-  if (!c->abort->raised()) st = recordFailure(c, std::move(st));
+  if (!c->abort->raised()) st = recordFailure(*c->abort, std::move(st));
   std::string where = "rank " + std::to_string(c->rank) + " " + lane + ", " + od.describe();
   if (peer >= 0) where += ", waiting for data from rank " + std::to_string(peer);
   return st.prefix(where + ": ");
@@ -333,7 +299,7 @@ class ProgramLane : public Lane {
   }
   std::string describe() const override { return laneState(p_); }
   Status fail(Status st, bool stalled) const override {
-    if (!stalled) return laneError(p_, recordFailure(p_.comm, std::move(st)));
+    if (!stalled) return laneError(p_, recordFailure(*p_.comm->abort, std::move(st)));
     if (!p_.comm->abort->raised()) p_.comm->abort->set(st.code(), st.message());
     return laneError(p_, std::move(st));
   }

@@ -30,17 +30,10 @@ Status runPrograms(std::vector<Program*>& programs, struct ::collComm** failedCo
 // runLanes over one one-shot operation (algorithms/oneshot.h), from start to finish.
 Status runOneShot(struct ::collComm* c, const OpDesc& od, struct ::collComm** failedComm);
 
-// How long a lane may stay stuck after a peer went away (AbortState::peerGone: the root
-// lost, a rank aborted) before that is its error: long enough for ranks that owe it
-// nothing more to finish normally.
-constexpr double kPeerGoneGraceS = 2.0;
-
 // The error that ends a lane's wait on c: its abort state raised, its bootstrap root lost for
 // longer than a grace period while stuck, or the operation, started at `started`, running
 // past c's timeout (collCommSetTimeout: kTimeout); ok otherwise.
 Status fatalWhileStalled(struct ::collComm* c, const Waiter& waiter, std::chrono::steady_clock::time_point started);
-// The error of an operation that ran `ran` seconds against a timeout of `limit`.
-Status opTimedOut(double ran, double limit);
 // Two ranks over net keep LL (one-shot) messages and ring slices on separate connections
 // (comm.h: ll). A rank stalled for 2 s on one of them (waitingOnLL: the LL one) while the
 // other holds data from the peer: the ranks called different operations or counts. (Data
@@ -49,9 +42,6 @@ Status opTimedOut(double ran, double limit);
 // With `now`, no grace period: used when the awaited connection failed (the peer gave up
 // first on the same mismatch and closed it), so the cause is named rather than the echo.
 Status llIntrusion(struct ::collComm* c, bool waitingOnLL, const Waiter& waiter, bool now = false);
-// Makes st c's fatal error (a no-op if one was raised already), after giving the root a
-// moment to name the rank that really failed when st is a connection error; returns it.
-Status recordFailure(struct ::collComm* c, Status st);
 // Makes st c's fatal error (after giving the root a moment to name the rank that really
 // failed) and returns it prefixed with rank, lane, operation and the awaited peer.
 Status failLane(struct ::collComm* c, const char* lane, const OpDesc& od, int peer, Status st);

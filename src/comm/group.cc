@@ -206,7 +206,7 @@ int p2pDistance(const collComm* c, const OpDesc& od) {
 // and every lane takes its peers by increasing distance. The lowest distance any lane
 // waits at can always progress (its partner lane is at that distance too, or done with
 // the ones below), so the lanes of all ranks never wait on each other in a cycle.
-int p2pLane(const collComm* c, const OpDesc& od) { return p2pDistance(c, od) % c->deviceP2pLanes; }
+int p2pLane(const collComm* c, const OpDesc& od) { return p2pDistance(c, od) % c->dev.p2pLanes; }
 
 Status buildPrograms(CommLaunch& l) {
   collComm* c = l.comm;
@@ -360,7 +360,7 @@ Status admit(Launches& launches, LaunchGuard& guard, collComm** failedComm) {
     if (!guard.hold(c)) return invalidUsage("a communicator queued in this group was destroyed before collGroupEnd");
     for (const OpDesc& od : l->ops)
       if (od.prepare) COLL_RETURN_IF_FAILED(failOn(c, prefixed((*od.prepare)(), od.describe() + ": "), failedComm));
-    if (l->device && !c->deviceConns)
+    if (l->device && !c->dev.conns)
       return failOn(c,
                     invalidUsage("rank " + std::to_string(c->rank) +
                                  " was given CUDA device buffers but is not bound to a CUDA device (create it "
@@ -387,7 +387,7 @@ Status route(Launches& launches, collComm** failedComm) {
 // The connection job of one launch: its missing tree edges and send/recv peers.
 std::unique_ptr<ConnectJob> wiringJob(CommLaunch& l) {
   collComm* c = l.comm;
-  auto job = std::make_unique<ConnectJob>(c->bootstrap.get(), c->slotBytes, l.device, c->deviceEmulate);
+  auto job = std::make_unique<ConnectJob>(c->bootstrap.get(), c->slotBytes, l.device, c->dev.emulate);
   if (l.wiresTrees) wireTrees(job.get(), c, l.device);
   ConnectorSet& conns = c->conns(l.device);
   std::set<int> wantSend, wantRecv;
@@ -421,10 +421,10 @@ Status lanesOf(CommLaunch& l, std::vector<Program*>* mine) {
   for (auto& [peer, p] : l.sends) if (!p.steps.empty()) mine->push_back(&p);
   for (auto& [peer, p] : l.recvs) if (!p.steps.empty()) mine->push_back(&p);
   if (!l.self.steps.empty()) mine->push_back(&l.self);
-  if (l.device && mine->size() > static_cast<size_t>(l.comm->deviceLaneBudget))
+  if (l.device && mine->size() > static_cast<size_t>(l.comm->dev.laneBudget))
     return invalidUsage("rank " + std::to_string(l.comm->rank) + ": this group needs " +
                         std::to_string(mine->size()) + " device lanes (thread blocks) but only " +
-                        std::to_string(l.comm->deviceLaneBudget) +
+                        std::to_string(l.comm->dev.laneBudget) +
                         " fit beside the other ranks sharing its GPU (the GPU's resident blocks divided "
                         "among them); put fewer ranks on one GPU");
   return okStatus();
@@ -440,14 +440,14 @@ Status buildAndRun(Launches& launches, collComm** failedComm) {
     std::vector<Program*> mine;
     COLL_RETURN_IF_FAILED(failOn(l->comm, lanesOf(*l, &mine), failedComm));
     if (l->device) {
-      DevicePart part{l->comm, std::move(mine), {}};
+      DevicePart part{&l->comm->dev, std::move(mine), {}};
       for (const OpDesc& od : l->ops)
         if (std::find(part.streams.begin(), part.streams.end(), od.stream) == part.streams.end())
           part.streams.push_back(od.stream);
       deviceParts.push_back(std::move(part));
     } else {
       // Host operations reuse the connectors: device work queued before them ends first.
-      deviceQuiesce(l->comm, false);
+      deviceQuiesce(l->comm->dev, false);
       programs.insert(programs.end(), mine.begin(), mine.end());
     }
   }
@@ -564,7 +564,7 @@ Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {
       *failedComm = comm;
       return comm->abort->status().prefix("communicator is unusable after an earlier error: ");
     }
-    deviceQuiesce(comm, false);
+    deviceQuiesce(comm->dev, false);
     Status st = op.prepare ? (*op.prepare)() : okStatus();
     if (!st.ok()) {
       *failedComm = comm;

@@ -57,14 +57,14 @@ Status lowerPreMulSum(collComm* comm, OpDesc* od, size_t inputCount) {
   const void* src = od->sendbuff;
   const collDataType_t t = od->dtype;
 #if COLL_HAVE_CUDA
-  if (od->device && !comm->deviceEmulate) {
+  if (od->device && !comm->dev.emulate) {
     // The comm's device: one thread may drive ranks on several GPUs.
-    COLL_CHECK(gpu::setDevice(comm->cudaDev));
+    COLL_CHECK(gpu::setDevice(comm->dev.cudaDev));
     COLL_ASSIGN(void* scratch, gpu::allocateOnStream(bytes, od->stream));
     od->keep = std::shared_ptr<void>(scratch, [s = od->stream](void* q) { gpu::releaseOnStream(q, s); });
     od->sendbuff = scratch;
     od->prepare = std::make_shared<std::function<Status()>>([p, scratch, src, inputCount, t, s = od->stream,
-                                                             dev = comm->cudaDev] {
+                                                             dev = comm->dev.cudaDev] {
       COLL_CHECK(gpu::setDevice(dev));
       const void* devScalar = !p.immediate && gpu::isDeviceMemory(p.scalar) ? p.scalar : nullptr;
       unsigned char host[8] = {};

@@ -11,13 +11,13 @@
 #include <thread>
 
 #include "collectives/config.h"
-#include "comm/comm.h"
 #include "base/datatype.h"
 #include "base/log.h"
 #include "base/param.h"
 #include "base/wait.h"
 #include "device/dev_lane.h"
 #include "device/dev_slice.h"
+#include "device/device_comm.h"
 #include "device/proxy.h"
 #include "transport/transport.h"
 #if COLL_HAVE_CUDA
@@ -215,14 +215,14 @@ Status lowerPart(const DevicePart& part, const MapFn& map, LoweredPart& out) {
   return okStatus();
 }
 
-Result<DeviceProxy*> proxyOf(collComm* c) {
+Result<DeviceProxy*> proxyOf(DeviceComm* c) {
   if (!c->proxy) {
     auto proxy = std::make_unique<DeviceProxy>(c);
     COLL_CHECK(proxy->init());
     c->proxy = std::move(proxy);
     COLL_INFO(INIT, "rank %d: device path %s", c->rank,
-              c->deviceEmulate ? "emulated on host threads (COLL_DEVICE_EMULATE=1)"
-                               : ("on CUDA device " + std::to_string(c->cudaDev)).c_str());
+              c->emulate ? "emulated on host threads (COLL_DEVICE_EMULATE=1)"
+                         : ("on CUDA device " + std::to_string(c->cudaDev)).c_str());
   }
   return c->proxy.get();
 }
@@ -242,15 +242,15 @@ struct Assembly {
   std::vector<void*> streams;  // distinct streams of the parts, in order
 };
 
-Status assemble(std::vector<DevicePart>& parts, Assembly& a, const MapFn& map, collComm** failedComm) {
+Status assemble(std::vector<DevicePart>& parts, Assembly& a, const MapFn& map, struct ::collComm** failedComm) {
   a.lowered.resize(a.parts.size());
   for (size_t k = 0; k < a.parts.size(); ++k) {
     DevicePart& part = parts[a.parts[k]];
     LoweredPart& l = a.lowered[k];
     Status st = lowerPart(part, map, l);
-    Result<DeviceProxy*> proxy = st.ok() ? proxyOf(part.comm) : Result<DeviceProxy*>(st);
+    Result<DeviceProxy*> proxy = st.ok() ? proxyOf(part.dev) : Result<DeviceProxy*>(st);
     if (!proxy.ok()) {
-      *failedComm = part.comm;
+      *failedComm = part.dev->owner;
       return proxy.takeStatus();
     }
     const size_t stepBase = a.steps.size();
@@ -276,13 +276,13 @@ void submitParts(std::vector<DevicePart>& parts, Assembly& a, const std::shared_
     p.completion = completion;
     p.results = results + a.firstLane[k];
     p.resultsOwner = owner;
-    parts[a.parts[k]].comm->proxy->submit(a.lowered[k].pending);
+    parts[a.parts[k]].dev->proxy->submit(a.lowered[k].pending);
   }
 }
 
 // ---- Emulation: lanes on host threads ------------------------------------------------
 
-Status runEmulated(std::vector<DevicePart>& parts, collComm** failedComm) {
+Status runEmulated(std::vector<DevicePart>& parts, struct ::collComm** failedComm) {
   Assembly a;
   for (size_t i = 0; i < parts.size(); ++i) a.parts.push_back(i);
   COLL_CHECK(assemble(parts, a, identityMap, failedComm));
@@ -314,10 +314,10 @@ Status runEmulated(std::vector<DevicePart>& parts, collComm** failedComm) {
   submitParts(parts, a, completion, mem->results.data(), mem);
   Status first;
   for (size_t k = 0; k < a.parts.size(); ++k) {
-    Status st = parts[a.parts[k]].comm->proxy->wait(a.lowered[k].pending);
+    Status st = parts[a.parts[k]].dev->proxy->wait(a.lowered[k].pending);
     if (!st.ok() && first.ok()) {
       first = st;
-      *failedComm = parts[a.parts[k]].comm;
+      *failedComm = parts[a.parts[k]].dev->owner;
     }
   }
   return first;
@@ -331,29 +331,29 @@ Status runEmulated(std::vector<DevicePart>& parts, collComm** failedComm) {
 // is queued behind it. Allowed when the launch holds all of them (a group driven by one
 // thread: one kernel), as with one rank per device.
 Status checkLegacyStream(const DevicePart& part, int partsOnDevice) {
-  const int sharing = ranksOnGpu(part.comm, true);
+  const int sharing = ranksOnGpu(part.dev->bootstrap->peers(), part.dev->rank, true);
   if (sharing <= partsOnDevice) return okStatus();
   for (void* s : part.streams)
     if (s == nullptr || s == reinterpret_cast<void*>(1) /* cudaStreamLegacy */)
-      return invalidUsage("rank " + std::to_string(part.comm->rank) + " shares CUDA device " +
-                          std::to_string(part.comm->cudaDev) + " with " + std::to_string(sharing - 1) +
+      return invalidUsage("rank " + std::to_string(part.dev->rank) + " shares CUDA device " +
+                          std::to_string(part.dev->cudaDev) + " with " + std::to_string(sharing - 1) +
                           " other rank(s) of this process but was given the legacy default stream (0): their "
                           "kernels would wait for each other forever; give each rank its own stream (or "
                           "cudaStreamPerThread), or drive them all from one thread in one group");
   return okStatus();
 }
 
-Status runOnDevices(std::vector<DevicePart>& parts, collComm** failedComm) {
+Status runOnDevices(std::vector<DevicePart>& parts, struct ::collComm** failedComm) {
   const MapFn mapHost = [](void* base, size_t bytes, const void* p) { return gpu::mapHost(base, bytes, p); };
   // Every part's rank is bound to a device: launch() refuses device buffers on ranks
   // without a device set, which only device-bound (or emulated) ranks have.
   std::map<int, std::vector<size_t>> byDevice;
-  for (size_t i = 0; i < parts.size(); ++i) byDevice[parts[i].comm->cudaDev].push_back(i);
+  for (size_t i = 0; i < parts.size(); ++i) byDevice[parts[i].dev->cudaDev].push_back(i);
   for (auto& [dev, idx] : byDevice)
     for (size_t i : idx) {
       Status st = checkLegacyStream(parts[i], static_cast<int>(idx.size()));
       if (!st.ok()) {
-        *failedComm = parts[i].comm;
+        *failedComm = parts[i].dev->owner;
         return st;
       }
     }
@@ -364,7 +364,7 @@ Status runOnDevices(std::vector<DevicePart>& parts, collComm** failedComm) {
     a.parts = idx;
     Status st = gpu::setDevice(dev);
     if (!st.ok()) {
-      *failedComm = parts[idx.front()].comm;
+      *failedComm = parts[idx.front()].dev->owner;
       result = st;
       break;
     }
@@ -373,7 +373,7 @@ Status runOnDevices(std::vector<DevicePart>& parts, collComm** failedComm) {
     Result<DevLaunch> h = launchLanes(a.lanes, a.steps, a.streams.front(),
                                       std::vector<void*>(a.streams.begin() + 1, a.streams.end()));
     if (!h.ok()) {
-      *failedComm = parts[idx.front()].comm;
+      *failedComm = parts[idx.front()].dev->owner;
       result = h.takeStatus();
       break;
     }
@@ -388,9 +388,8 @@ Status runOnDevices(std::vector<DevicePart>& parts, collComm** failedComm) {
 
 }  // namespace
 
-int ranksOnGpu(const collComm* c, bool sameProcess) {
-  const auto& peers = c->bootstrap->peers();
-  const PeerInfo& me = peers[static_cast<size_t>(c->rank)];
+int ranksOnGpu(const std::vector<PeerInfo>& peers, int rank, bool sameProcess) {
+  const PeerInfo& me = peers[static_cast<size_t>(rank)];
   if (!me.busId[0]) return 0;
   int n = 0;
   for (const PeerInfo& p : peers)
@@ -399,9 +398,8 @@ int ranksOnGpu(const collComm* c, bool sameProcess) {
   return n;
 }
 
-int deviceLaneBudget(const collComm* c, bool emulate) {
-  const auto& peers = c->bootstrap->peers();
-  const PeerInfo& me = peers[static_cast<size_t>(c->rank)];
+int deviceLaneBudget(const std::vector<PeerInfo>& peers, int rank, int cudaDev, bool emulate) {
+  const PeerInfo& me = peers[static_cast<size_t>(rank)];
   if (emulate) {
     const int64_t blocks = paramInt("DEVICE_EMULATE_BLOCKS");
     if (blocks <= 0) return kUnlimitedLanes;
@@ -412,8 +410,8 @@ int deviceLaneBudget(const collComm* c, bool emulate) {
   }
 #if COLL_HAVE_CUDA
   // Every rank on the GPU counts, other processes' too: under MPS their blocks share it.
-  const int sharing = ranksOnGpu(c, false);
-  const int resident = c->cudaDev >= 0 ? residentLanes(c->cudaDev) : 0;
+  const int sharing = ranksOnGpu(peers, rank, false);
+  const int resident = cudaDev >= 0 ? residentLanes(cudaDev) : 0;
   if (sharing > 0 && resident > 0) return resident / sharing;
 #endif
   return kUnlimitedLanes;
@@ -429,8 +427,8 @@ DeviceShape deviceShape(int nranks, int budget, int requested) {
   return s;
 }
 
-bool devicePathFor(const collComm* c, const void* p) {
-  if (c->deviceEmulate) return true;
+bool devicePathFor(const DeviceComm& d, const void* p) {
+  if (d.emulate) return true;
 #if COLL_HAVE_CUDA
   return gpu::isDeviceMemory(p);
 #else
@@ -439,48 +437,48 @@ bool devicePathFor(const collComm* c, const void* p) {
 #endif
 }
 
-Status deviceRun(std::vector<DevicePart>& parts, collComm** failedComm) {
+Status deviceRun(std::vector<DevicePart>& parts, struct ::collComm** failedComm) {
   if (parts.empty()) return okStatus();
   // Every rank of a communicator agrees on emulation (checked at init); a group mixing
   // emulated and real communicators is run part by part.
   std::vector<DevicePart> emulated, real;
-  for (DevicePart& p : parts) (p.comm->deviceEmulate ? emulated : real).push_back(std::move(p));
+  for (DevicePart& p : parts) (p.dev->emulate ? emulated : real).push_back(std::move(p));
   if (!emulated.empty()) COLL_CHECK(runEmulated(emulated, failedComm));
   if (real.empty()) return okStatus();
   parts.swap(real);
 #if COLL_HAVE_CUDA
   return runOnDevices(parts, failedComm);
 #else
-  *failedComm = parts.front().comm;
+  *failedComm = parts.front().dev->owner;
   return invalidUsage("device buffers need a build with CUDA support");
 #endif
 }
 
-Status devicePrepare(collComm* c) {
+Status devicePrepare(DeviceComm& d) {
   bool bound = false;
 #if COLL_HAVE_CUDA
-  bound = c->cudaDev >= 0 && !c->deviceEmulate;
+  bound = d.cudaDev >= 0 && !d.emulate;
 #endif
-  if (!bound && !c->deviceEmulate) return okStatus();
+  if (!bound && !d.emulate) return okStatus();
   // The device set's ring channels (p2p where possible), wired like the host ones.
-  c->deviceConns = std::make_unique<ConnectorSet>();
-  auto& channels = c->deviceConns->channels;
-  channels.resize(static_cast<size_t>(c->deviceChannels));
-  if (c->nranks > 1) {
-    ConnectJob job(c->bootstrap.get(), c->slotBytes, true, c->deviceEmulate);
+  d.conns = std::make_unique<ConnectorSet>();
+  auto& channels = d.conns->channels;
+  channels.resize(static_cast<size_t>(d.channels));
+  if (d.nranks > 1) {
+    ConnectJob job(d.bootstrap, d.slotBytes, true, d.emulate);
     for (size_t ch = 0; ch < channels.size(); ++ch) {
-      job.addRecv(c->ringPrev, kTagDevice | kTagRing | ch, &channels[ch].recv);
-      job.addSend(c->ringNext, kTagDevice | kTagRing | ch, &channels[ch].send);
+      job.addRecv(d.ringPrev, kTagDevice | kTagRing | ch, &channels[ch].recv);
+      job.addSend(d.ringNext, kTagDevice | kTagRing | ch, &channels[ch].send);
     }
     COLL_CHECK(job.run());
-    COLL_INFO(INIT, "rank %d: device ring %d -> %d -> %d over %s/%s, %zu channel(s)", c->rank, c->ringPrev, c->rank,
-              c->ringNext, channels[0].recv->kind(), channels[0].send->kind(), channels.size());
+    COLL_INFO(INIT, "rank %d: device ring %d -> %d -> %d over %s/%s, %zu channel(s)", d.rank, d.ringPrev, d.rank,
+              d.ringNext, channels[0].recv->kind(), channels[0].send->kind(), channels.size());
   }
 #if COLL_HAVE_CUDA
   if (!bound) return okStatus();
   // Kernels reach host-memory FIFOs (shm, net) through mappings made now, before any
   // kernel runs; the abort word and launch memory likewise.
-  Result<DeviceProxy*> proxy = proxyOf(c);
+  Result<DeviceProxy*> proxy = proxyOf(&d);
   if (!proxy.ok()) return proxy.takeStatus();
   auto map = [](auto& conn) -> Status {
     if (!conn || conn->fifoInDeviceMemory()) return okStatus();
@@ -498,8 +496,8 @@ Status devicePrepare(collComm* c) {
 #endif
 }
 
-void deviceQuiesce(collComm* c, bool abort) {
-  if (c->proxy) c->proxy->quiesce(abort);
+void deviceQuiesce(DeviceComm& d, bool abort) {
+  if (d.proxy) d.proxy->quiesce(abort);
 }
 
 }  // namespace coll

@@ -20,16 +20,18 @@
 
 #include "algorithms/plan.h"
 #include "base/status.h"
+#include "bootstrap/wire.h"
+#include "device/device_comm.h"
 
 namespace coll {
 
-// Whether an operation of c on buffer p takes the device path: p is CUDA device memory,
-// or c was made with COLL_DEVICE_EMULATE=1.
-bool devicePathFor(const struct ::collComm* c, const void* p);
+// Whether an operation of d's communicator on buffer p takes the device path: p is CUDA
+// device memory, or it was made with COLL_DEVICE_EMULATE=1.
+bool devicePathFor(const DeviceComm& d, const void* p);
 
-// Ranks of c's communicator on c's GPU (one host, the same PCI bus id), c included;
-// sameProcess: only threads of this process. 0 for a rank bound to no GPU.
-int ranksOnGpu(const struct ::collComm* c, bool sameProcess);
+// Ranks among `peers` on the GPU of peers[rank] (one host, the same PCI bus id), itself
+// included; sameProcess: only threads of its process. 0 for a rank bound to no GPU.
+int ranksOnGpu(const std::vector<PeerInfo>& peers, int rank, bool sameProcess);
 
 // The most lanes (kernel blocks) one launch of c may hold, so that the lanes of every rank
 // sharing its GPU are resident together (lanes wait on each other: a block left queued
@@ -37,7 +39,7 @@ int ranksOnGpu(const struct ::collComm* c, bool sameProcess);
 // ranks. With COLL_DEVICE_EMULATE, COLL_DEVICE_EMULATE_BLOCKS divided among the ranks of
 // this process. kUnlimitedLanes where nothing limits them.
 constexpr int kUnlimitedLanes = 1 << 20;
-int deviceLaneBudget(const struct ::collComm* c, bool emulate);
+int deviceLaneBudget(const std::vector<PeerInfo>& peers, int rank, int cudaDev, bool emulate);
 
 // The device set's shape for a lane budget agreed by all ranks: ring channels (at most
 // `requested`, leaving room for one send and one receive lane set), and the lanes per
@@ -51,7 +53,7 @@ DeviceShape deviceShape(int nranks, int budget, int requested);
 
 // One communicator's share of a device launch.
 struct DevicePart {
-  struct ::collComm* comm;
+  DeviceComm* dev;
   std::vector<Program*> programs;
   std::vector<void*> streams;  // distinct cudaStream_t of its operations, in call order
 };
@@ -66,11 +68,11 @@ Status deviceRun(std::vector<DevicePart>& parts, struct ::collComm** failedComm)
 // registered for kernels, and launch memory, all before any kernel runs (page-locking
 // memory later, between two ranks' launches, could keep their kernels from running
 // together). Nothing for host-memory ranks and for emulation.
-Status devicePrepare(struct ::collComm* c);
+Status devicePrepare(DeviceComm& d);
 
 // Waits until the communicator's device work has finished (before host-memory operations
 // reuse its connectors, and before it is freed). With `abort`, first tells running
 // kernels to give up.
-void deviceQuiesce(struct ::collComm* c, bool abort);
+void deviceQuiesce(DeviceComm& d, bool abort);
 
 }  // namespace coll

@@ -3,10 +3,10 @@
 #include <chrono>
 
 #include "collectives/config.h"
-#include "comm/comm.h"
-#include "comm/executor.h"
+#include "bootstrap/failure.h"
 #include "base/log.h"
 #include "base/wait.h"
+#include "device/device_comm.h"
 #include "device/device_exec.h"
 #if COLL_HAVE_CUDA
 #include "cuda/gpu.h"
@@ -17,7 +17,7 @@ namespace coll {
 namespace {
 
 // A lane's report turned into an error naming rank, lane, operation and peer.
-Status laneStatus(collComm* c, const PendingLaunch& p, const PendingLaunch::Lane& lane, const DevLaneResult& r) {
+Status laneStatus(DeviceComm* c, const PendingLaunch& p, const PendingLaunch::Lane& lane, const DevLaneResult& r) {
   if (r.code == kDevDone) return okStatus();
   std::string where = "rank " + std::to_string(c->rank) + " " + lane.name;
   if (r.step < lane.steps.size()) where += ", " + p.stepOp(lane, r.step);
@@ -54,7 +54,7 @@ std::string PendingLaunch::stepPeers(const Lane& l, uint32_t step) const {
 
 Status DeviceProxy::init() {
 #if COLL_HAVE_CUDA
-  if (!c_->deviceEmulate) {
+  if (!c_->emulate) {
     COLL_ASSIGN(gpu::MappedHostBuffer word, gpu::MappedHostBuffer::allocate(sizeof(uint32_t)));
     abortHost_ = static_cast<uint32_t*>(word.host());  // zeroed by allocate
     abortDevice_ = reinterpret_cast<const uint32_t*>(word.device());
@@ -109,7 +109,7 @@ void DeviceProxy::finish(PendingLaunch& p, Status st) {
   if (!st.ok() && !c_->abort->raised()) {
     // Found here (a size mismatch, a device fault): the peers may wait for this rank's
     // data forever, so they are told.
-    (void)recordFailure(c_, st);
+    (void)recordFailure(*c_->abort, st);
     c_->bootstrap->announceFailure(st.message());
   }
   if (!st.ok()) COLL_WARN(COLL, "%s", st.message().c_str());
@@ -136,7 +136,7 @@ bool DeviceProxy::pass(std::vector<std::shared_ptr<PendingLaunch>>& live) {
       if (st.ok()) st = r->progress();
       moved |= before != r->fifo()->ctrl->tail.load(std::memory_order_acquire);
     }
-    if (!st.ok() && !c_->abort->raised()) (void)recordFailure(c_, st.prefix("rank " + std::to_string(c_->rank) + ": "));
+    if (!st.ok() && !c_->abort->raised()) (void)recordFailure(*c_->abort, st.prefix("rank " + std::to_string(c_->rank) + ": "));
   }
   // An aborted or failed communicator: every kernel of it must give up waiting.
   if (c_->abort->raised()) __atomic_store_n(abortHost_, 1u, __ATOMIC_RELEASE);
@@ -145,9 +145,9 @@ bool DeviceProxy::pass(std::vector<std::shared_ptr<PendingLaunch>>& live) {
     if (!p->completion->done(&err)) {
       const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - p->submitted).count();
       if (c_->stallWarnS > 0 && !p->stallReported && waited > c_->stallWarnS) reportStall(*p, waited);
-      const double limit = c_->opTimeoutS.load(std::memory_order_relaxed);
+      const double limit = c_->opTimeoutS->load(std::memory_order_relaxed);
       if (limit > 0 && waited > limit && !c_->abort->raised())
-        (void)recordFailure(c_, opTimedOut(waited, limit).prefix("rank " + std::to_string(c_->rank) + ": "));
+        (void)recordFailure(*c_->abort, opTimedOut(waited, limit).prefix("rank " + std::to_string(c_->rank) + ": "));
       continue;
     }
     bool flushed = true;

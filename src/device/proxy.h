@@ -31,6 +31,8 @@
 
 namespace coll {
 
+struct DeviceComm;
+
 // When a launch's lanes are done (a CUDA event, or the emulation's lane threads).
 class Completion {
  public:
@@ -72,7 +74,7 @@ struct PendingLaunch {
 class DeviceProxy {
  public:
   static constexpr int kLazyPollUs = 200;
-  explicit DeviceProxy(struct ::collComm* c) : c_(c) {}
+  explicit DeviceProxy(DeviceComm* c) : c_(c) {}
   ~DeviceProxy();
   // The word kernels poll (host view and the address kernels use).
   Status init();
@@ -94,7 +96,7 @@ class DeviceProxy {
   void reportStall(PendingLaunch& p, double seconds);
   void finish(PendingLaunch& p, Status st);
 
-  struct ::collComm* c_;
+  DeviceComm* c_;
   uint32_t* abortHost_ = nullptr;
   const uint32_t* abortDevice_ = nullptr;
   std::shared_ptr<void> abortMemory_;  // owns the word: pinned mapped memory, or a host word

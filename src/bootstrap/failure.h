@@ -1,0 +1,32 @@
+// How a wait learns that it must end in failure, for every executor (the host engine,
+// comm/executor.h; the device proxy, device/proxy.h): verdicts over a communicator's
+// AbortState and its operation timeout.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+
+#include "base/status.h"
+#include "bootstrap/bootstrap.h"
+
+namespace coll {
+
+// How long a lane may stay stuck after a peer went away (AbortState::peerGone: the root
+// lost, a rank aborted) before that is its error: long enough for ranks that owe it
+// nothing more to finish normally.
+constexpr double kPeerGoneGraceS = 2.0;
+
+// Makes st the communicator's fatal error (a no-op if one was raised already), after
+// giving the root a moment to name the rank that really failed when st is a connection
+// error (the echo of another rank's death); returns what was recorded.
+Status recordFailure(AbortState& abort, Status st);
+
+// The error of an operation that ran `ran` seconds against a timeout of `limit`.
+Status opTimedOut(double ran, double limit);
+
+// The error that ends a wait idle for `idleS` seconds of an operation started at
+// `started`: the abort state raised, a peer gone for longer than the grace period, or the
+// operation past `timeoutS` (collCommSetTimeout; 0: none); ok otherwise.
+Status stalledVerdict(AbortState& abort, double idleS, double timeoutS, std::chrono::steady_clock::time_point started);
+
+}  // namespace coll

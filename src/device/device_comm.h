@@ -1,0 +1,40 @@
+// What the device path keeps of one communicator (collComm::dev): the communicator's
+// identity and limits as the device layer needs them (copied at init, fixed after), the
+// device connector set and the proxy. The device layer sees the communicator only as
+// this, and names it in failures by `owner`, an opaque handle.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "bootstrap/bootstrap.h"
+#include "device/proxy.h"
+#include "transport/connector_set.h"
+
+namespace coll {
+
+struct DeviceComm {
+  struct ::collComm* owner = nullptr;  // the communicator (failedComm of errors)
+  int rank = 0;
+  int nranks = 0;
+  int cudaDev = -1;      // the CUDA device this rank is bound to; -1: a host-memory rank
+  bool emulate = false;  // COLL_DEVICE_EMULATE: every operation takes the device path
+  Bootstrap* bootstrap = nullptr;
+  std::shared_ptr<AbortState> abort;
+  const std::atomic<double>* opTimeoutS = nullptr;  // collCommSetTimeout; 0: none
+  double stallWarnS = 0;                            // COLL_STALL_WARN_S; 0: no reports
+  int64_t spinNs = 0;                               // COLL_SPIN_US, for waiters
+  size_t slotBytes = 0;
+  int ringPrev = 0, ringNext = 0;
+  int channels = 1;    // the device set's ring channels (COLL_DEVICE_NCHANNELS, shaped)
+  int p2pLanes = 1;    // lanes per direction for device send/recv (device_exec.h)
+  int laneBudget = 1;  // the most lanes one device launch may hold
+  // The device set (devicePrepare; null for host-memory ranks), and the proxy, made by
+  // the first device launch. Declared in this order so the proxy, which follows
+  // launches over the set's connectors, goes first.
+  std::unique_ptr<ConnectorSet> conns;
+  std::unique_ptr<DeviceProxy> proxy;
+};
+
+}  // namespace coll
