@@ -76,12 +76,5 @@ void Program::addToken(uint16_t opIndex, SendConnector* send, RecvConnector* rec
   if (std::find(flushTargets.begin(), flushTargets.end(), send) == flushTargets.end()) flushTargets.push_back(send);
 }
 
-void Program::addOneShot(std::shared_ptr<OneShot> os, uint16_t opIndex) {
-  Step s{};
-  s.op = opIndex;
-  s.oneShot = os.get();
-  steps.push_back(s);
-  oneShots.push_back(std::move(os));
-}
 
 }  // namespace coll

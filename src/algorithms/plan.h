@@ -38,7 +38,6 @@ struct Step {
   size_t bytes;
   SendConnector* send;
   RecvConnector* recv;
-  class OneShot* oneShot;  // set: this step is a whole one-shot operation (oneshot.h)
 };
 
 enum class CollKind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kSend, kRecv };
@@ -85,7 +84,6 @@ struct Program {
   int nranks = 1;
   int rank = 0;
   std::string lane;  // "channel 1", "send to rank 3": for stall reports
-  std::vector<std::shared_ptr<class OneShot>> oneShots;  // owns the steps' one-shots
   // Executor state.
   size_t cur = 0;
   size_t off = 0;
@@ -100,8 +98,6 @@ struct Program {
            size_t bytes, SendConnector* send, RecvConnector* recv);
   // Appends token steps (kToken): a zero-length slot sent on `send`, then one received.
   void addToken(uint16_t opIndex, SendConnector* send, RecvConnector* recv);
-  // Appends a one-shot operation as one step, ordered with the ring steps around it.
-  void addOneShot(std::shared_ptr<class OneShot> os, uint16_t opIndex);
 };
 
 }  // namespace coll

@@ -105,19 +105,6 @@ Status flushSends(Program& p, bool* flushed) {
   return okStatus();
 }
 
-// A one-shot step: starts the operation once, then polls it.
-Status advanceOneShot(Program& p, OneShot& os, bool* moved, bool* finished) {
-  if (p.off == 0) {
-    COLL_CHECK(os.start());
-    p.off = 1;
-    *moved = true;
-  }
-  COLL_CHECK(os.poll(finished, &p.blockedOn));
-  p.blockedPeer = os.blockedPeer();
-  p.blockedFor = Awaiting::kData;
-  return okStatus();
-}
-
 // Pushes out what earlier steps queued on any of the lane's send connectors. A net
 // connector sends only when progressed, and a later step may wait on another connector
 // while a peer waits for those queued bytes: a tree rank that sent its part up and now
@@ -147,15 +134,6 @@ Status advance(Program& p, bool* moved, bool* done) {
       COLL_CHECK(flushSends(p, &flushed));
       if (!flushed) return okStatus();
       p.directPending = false;
-    }
-    if (s.oneShot) {
-      bool finished = false;
-      COLL_CHECK(advanceOneShot(p, *s.oneShot, moved, &finished));
-      if (!finished) return okStatus();
-      *moved = true;
-      ++p.cur;
-      p.off = 0;
-      continue;
     }
     if (s.recv) COLL_CHECK(s.recv->progress());
     if (s.send) COLL_CHECK(s.send->progress());
@@ -230,7 +208,6 @@ namespace {
 Status mailboxIntrusion(const Program& p) {
   collComm* c = p.comm;
   if (!c->mailboxes || p.blockedPeer < 0 || p.blockedPeer == c->rank) return okStatus();
-  if (p.cur < p.steps.size() && p.steps[p.cur].oneShot) return okStatus();
   uint32_t next = nextMailSeq(c->mailSeq);
   if (!c->mailboxes->arrived(p.blockedPeer, next)) return okStatus();
   // The peer wrote everything it owed this lane before publishing: look again.
@@ -245,13 +222,11 @@ Status mailboxIntrusion(const Program& p) {
                       "the ranks called different operations or counts");
 }
 
-// llIntrusion for a lane: a one-shot step waits on the LL connection, a step receiving on
-// channel 0 on the ring's.
+// llIntrusion for a program: a step receiving on channel 0 waits on the ring's connection.
 Status llIntrusionInLane(const Program& p, const Waiter& waiter, bool now = false) {
   collComm* c = p.comm;
   if (!c->ll.recv || p.cur >= p.steps.size()) return okStatus();
   const Step& s = p.steps[p.cur];
-  if (s.oneShot) return llIntrusion(c, true, waiter, now);
   if (s.recv && s.recv == c->hostConns.channels[0].recv.get() && (now || p.blockedFor == Awaiting::kData))
     return llIntrusion(c, false, waiter, now);
   return okStatus();
@@ -308,18 +283,18 @@ class ProgramLane : public Lane {
   Program& p_;
 };
 
-// A one-shot operation run on its own (outside a group) as a lane.
+// A one-shot operation as a lane.
 class OneShotLane : public Lane {
  public:
-  OneShotLane(collComm* c, const OpDesc& od) : c_(c), os_(oneShotContext(c), od) {}
+  OneShotLane(collComm* c, std::shared_ptr<OneShot> os) : c_(c), os_(std::move(os)) {}
   collComm* comm() const override { return c_; }
   Status poll(bool* moved, bool* done) override {
     if (!started_) {
-      COLL_CHECK(os_.start());
+      COLL_CHECK(os_->start());
       started_ = true;
     }
     wait_ = WaitTarget{};
-    COLL_CHECK(os_.poll(done, &wait_));
+    COLL_CHECK(os_->poll(done, &wait_));
     *moved |= *done;
     return okStatus();
   }
@@ -327,22 +302,50 @@ class OneShotLane : public Lane {
   Status diagnose(const Waiter& waiter, bool failed) const override {
     // Across hosts it waits on the LL connection: the peer may have sent ring data
     // instead (or, when it failed, given up first on that mismatch).
-    return os_.ringMode() ? llIntrusion(c_, true, waiter, failed) : okStatus();
+    return os_->ringMode() ? llIntrusion(c_, true, waiter, failed) : okStatus();
   }
   std::string describe() const override {
-    std::string s = "rank " + std::to_string(c_->rank) + " one-shot, " + os_.op().describe();
-    if (os_.blockedPeer() >= 0) s += ", waiting for data from rank " + std::to_string(os_.blockedPeer());
+    std::string s = "rank " + std::to_string(c_->rank) + " one-shot, " + os_->op().describe();
+    if (os_->blockedPeer() >= 0) s += ", waiting for data from rank " + std::to_string(os_->blockedPeer());
     return s;
   }
   Status fail(Status st, bool) const override {
-    return failLane(c_, "one-shot", os_.op(), os_.blockedPeer(), std::move(st));
+    return failLane(c_, "one-shot", os_->op(), os_->blockedPeer(), std::move(st));
   }
 
  private:
   collComm* c_;
-  OneShot os_;
+  std::shared_ptr<OneShot> os_;
   bool started_ = false;
   WaitTarget wait_;
+};
+
+// Lanes run one after another (channel 0 of a group whose one-shot operations sit between
+// ring operations on its connectors and mailboxes: call order is kept).
+class SequenceLane : public Lane {
+ public:
+  explicit SequenceLane(std::vector<std::unique_ptr<Lane>> lanes) : lanes_(std::move(lanes)) {}
+  collComm* comm() const override { return lanes_.front()->comm(); }
+  Status poll(bool* moved, bool* done) override {
+    while (cur_ < lanes_.size()) {
+      bool finished = false;
+      COLL_CHECK(lanes_[cur_]->poll(moved, &finished));
+      if (!finished) return okStatus();
+      *moved = true;
+      ++cur_;
+    }
+    *done = true;
+    return okStatus();
+  }
+  WaitTarget waitTarget() const override { return current().waitTarget(); }
+  Status diagnose(const Waiter& waiter, bool failed) const override { return current().diagnose(waiter, failed); }
+  std::string describe() const override { return current().describe(); }
+  Status fail(Status st, bool stalled) const override { return current().fail(std::move(st), stalled); }
+
+ private:
+  const Lane& current() const { return *lanes_[std::min(cur_, lanes_.size() - 1)]; }
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  size_t cur_ = 0;
 };
 
 // COLL_STALL_WARN_S: where every lane stands, once per stall.
@@ -405,16 +408,18 @@ Status runLanes(std::vector<Lane*> live, collComm** failedComm) {
   return okStatus();
 }
 
-Status runPrograms(std::vector<Program*>& programs, collComm** failedComm) {
-  std::vector<ProgramLane> lanes;
-  lanes.reserve(programs.size());
-  std::vector<Lane*> live;
-  for (Program* p : programs) live.push_back(&lanes.emplace_back(*p));
-  return runLanes(std::move(live), failedComm);
+std::unique_ptr<Lane> programLane(Program& p) { return std::make_unique<ProgramLane>(p); }
+
+std::unique_ptr<Lane> oneShotLane(collComm* c, std::shared_ptr<OneShot> os) {
+  return std::make_unique<OneShotLane>(c, std::move(os));
+}
+
+std::unique_ptr<Lane> sequenceLane(std::vector<std::unique_ptr<Lane>> lanes) {
+  return std::make_unique<SequenceLane>(std::move(lanes));
 }
 
 Status runOneShot(collComm* c, const OpDesc& od, collComm** failedComm) {
-  OneShotLane lane(c, od);
+  OneShotLane lane(c, std::make_shared<OneShot>(oneShotContext(c), od));
   return runLanes({&lane}, failedComm);
 }
 

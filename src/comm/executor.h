@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <vector>
 
 #include "algorithms/plan.h"
@@ -25,8 +26,11 @@ void hostSlice(uint8_t flags, const ReduceKernels* kernels, size_t elemSize, con
 // error, naming the rank, operation and peer; `failedComm` (if not null) receives the comm
 // it belongs to.
 Status runLanes(std::vector<Lane*> lanes, struct ::collComm** failedComm);
-// runLanes over programs.
-Status runPrograms(std::vector<Program*>& programs, struct ::collComm** failedComm);
+// The lanes of a launch: a program; a one-shot operation (started by the lane); lanes run
+// one after another, in order.
+std::unique_ptr<Lane> programLane(Program& p);
+std::unique_ptr<Lane> oneShotLane(struct ::collComm* c, std::shared_ptr<class OneShot> os);
+std::unique_ptr<Lane> sequenceLane(std::vector<std::unique_ptr<Lane>> lanes);
 // runLanes over one one-shot operation (algorithms/oneshot.h), from start to finish.
 Status runOneShot(struct ::collComm* c, const OpDesc& od, struct ::collComm** failedComm);
 

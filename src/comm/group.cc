@@ -135,6 +135,14 @@ struct CommLaunch {
   std::vector<Route> routes;  // per op
   bool wiresTrees = false;
   std::vector<Program> channels;
+  // Host launches with one-shot operations: what channel 0 runs before its current
+  // program, in call order (a one-shot shares channel 0's connectors and the mailboxes
+  // with the ring operations around it).
+  struct Segment {
+    std::unique_ptr<Program> program;  // ring steps before a one-shot
+    std::shared_ptr<OneShot> oneShot;
+  };
+  std::vector<Segment> channel0Before;
   // Host: one program per peer. Device: per lane, peers spread by distance (p2pLane).
   std::map<int, Program> sends, recvs;
   Program self;  // send/recv to oneself
@@ -208,6 +216,20 @@ int p2pDistance(const collComm* c, const OpDesc& od) {
 // the ones below), so the lanes of all ranks never wait on each other in a cycle.
 int p2pLane(const collComm* c, const OpDesc& od) { return p2pDistance(c, od) % c->dev.p2pLanes; }
 
+// A one-shot operation runs on channel 0 in call order with the ring operations (the
+// ring one-shot shares channel 0's connectors; two ranks over net: the LL connection,
+// comm.h): the steps so far become a segment of their own, then the one-shot, and channel
+// 0 starts a new program. Numbered now (its mailbox rounds), in call order.
+void cutChannel0(CommLaunch& l, std::shared_ptr<OneShot> os) {
+  Program& ch0 = l.channels[0];
+  if (!ch0.steps.empty()) {
+    l.channel0Before.push_back({std::make_unique<Program>(std::move(ch0)), nullptr});
+    ch0 = Program();
+    initProgram(ch0, l, "channel 0");
+  }
+  l.channel0Before.push_back({nullptr, std::move(os)});
+}
+
 Status buildPrograms(CommLaunch& l) {
   collComm* c = l.comm;
   ConnectorSet& conns = c->conns(l.device);
@@ -230,9 +252,7 @@ Status buildPrograms(CommLaunch& l) {
     const OpDesc& od = l.ops[i];
     auto idx = static_cast<uint16_t>(i);
     if (l.routes[i] == Route::kOneShot) {
-      // On channel 0, in call order with the ring operations: the ring one-shot shares
-      // channel 0's connectors (two ranks over net: the LL connection, comm.h).
-      l.channels[0].addOneShot(std::make_shared<OneShot>(oneShotContext(c), od), idx);
+      cutChannel0(l, std::make_shared<OneShot>(oneShotContext(c), od));
       continue;
     }
     // Device collectives: every channel the operation leaves empty gets a token.
@@ -432,8 +452,22 @@ Status lanesOf(CommLaunch& l, std::vector<Program*>* mine) {
 
 // Build and run: every launch's programs, device parts to their executor, host programs
 // to the host executor.
+// The host lanes of a built launch: its programs, channel 0 after the segments before it.
+void hostLanes(CommLaunch& l, const std::vector<Program*>& programs, std::vector<std::unique_ptr<Lane>>* lanes) {
+  std::vector<std::unique_ptr<Lane>> channel0;
+  for (CommLaunch::Segment& s : l.channel0Before)
+    channel0.push_back(s.program ? programLane(*s.program) : oneShotLane(l.comm, s.oneShot));
+  const size_t first = lanes->size();  // channel 0 leads, as in `programs`
+  for (Program* p : programs) {
+    if (p == &l.channels[0] && !channel0.empty()) channel0.push_back(programLane(*p));
+    else lanes->push_back(programLane(*p));
+  }
+  if (!channel0.empty())
+    lanes->insert(lanes->begin() + static_cast<std::ptrdiff_t>(first), sequenceLane(std::move(channel0)));
+}
+
 Status buildAndRun(Launches& launches, collComm** failedComm) {
-  std::vector<Program*> programs;
+  std::vector<std::unique_ptr<Lane>> hosts;
   std::vector<DevicePart> deviceParts;
   for (auto& l : launches) {
     COLL_RETURN_IF_FAILED(failOn(l->comm, buildPrograms(*l), failedComm));
@@ -448,11 +482,13 @@ Status buildAndRun(Launches& launches, collComm** failedComm) {
     } else {
       // Host operations reuse the connectors: device work queued before them ends first.
       deviceQuiesce(l->comm->dev, false);
-      programs.insert(programs.end(), mine.begin(), mine.end());
+      hostLanes(*l, mine, &hosts);
     }
   }
   COLL_CHECK(deviceRun(deviceParts, failedComm));
-  return runPrograms(programs, failedComm);
+  std::vector<Lane*> lanes;
+  for (auto& h : hosts) lanes.push_back(h.get());
+  return runLanes(std::move(lanes), failedComm);
 }
 
 // A group's (or one call's) operations: collect, admit, route, wire, build and run.

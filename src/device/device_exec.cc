@@ -179,7 +179,6 @@ Status lowerProgram(const Program& p, const MapFn& map, LoweredPart& out) {
   info.name = p.lane;
   std::vector<const void*> keys;
   for (const Step& s : p.steps) {
-    if (s.oneShot) return internalError(p.lane + ": one-shot steps have no device form");
     const OpDesc& od = (*p.ops)[s.op];
     DevStep d{};
     d.src = (s.flags & kSrc) ? s.src : nullptr;
