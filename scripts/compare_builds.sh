@@ -12,8 +12,8 @@ ROUNDS=${3:-5}
 ARGS=(${PERF_ARGS:--b 8 -e 64M -f 8 -n 20 -w 5})
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
-run() {  # BUILD SETUP ROUND
-  local b=$1 setup=$2 round=$3 json="$OUT/$2.$(basename "$(dirname "$1")")-$(basename "$1").$3.json"
+run() {  # BUILD LABEL SETUP ROUND
+  local b=$1 setup=$3 json="$OUT/$3.$2.$4.json"
   if [ "$setup" = threads ]; then
     "$b/perf_tests/all_reduce_perf" -t 2 "${ARGS[@]}" -J "$json" >/dev/null
   else
@@ -23,8 +23,8 @@ run() {  # BUILD SETUP ROUND
 }
 for round in $(seq 1 "$ROUNDS"); do
   for setup in threads procs; do
-    echo "old $setup $round $(run "$OLD" "$setup" "$round")" >>"$OUT/index"
-    echo "new $setup $round $(run "$NEW" "$setup" "$round")" >>"$OUT/index"
+    echo "old $setup $round $(run "$OLD" old "$setup" "$round")" >>"$OUT/index"
+    echo "new $setup $round $(run "$NEW" new "$setup" "$round")" >>"$OUT/index"
   done
 done
 python3 - "$OUT/index" <<'EOF'

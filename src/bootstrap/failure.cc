@@ -38,9 +38,11 @@ Status opTimedOut(double ran, double limit) {
   return Status(Code::kTimeout, text);
 }
 
-Status stalledVerdict(AbortState& a, double idleS, double timeoutS, std::chrono::steady_clock::time_point started) {
+Status stalledVerdictSlow(AbortState& a, const Waiter& waiter, double timeoutS,
+                          std::chrono::steady_clock::time_point started) {
   if (a.raised()) return a.status();
-  if (a.peerGone.load(std::memory_order_relaxed) && idleS > kPeerGoneGraceS) return remoteError(a.peerGoneReason());
+  if (a.peerGone.load(std::memory_order_relaxed) && waiter.idleSeconds() > kPeerGoneGraceS)
+    return remoteError(a.peerGoneReason());
   if (timeoutS > 0) {
     const double ran = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (ran > timeoutS) return opTimedOut(ran, timeoutS);

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "base/status.h"
+#include "base/wait.h"
 #include "bootstrap/bootstrap.h"
 
 namespace coll {
@@ -24,9 +25,16 @@ Status recordFailure(AbortState& abort, Status st);
 // The error of an operation that ran `ran` seconds against a timeout of `limit`.
 Status opTimedOut(double ran, double limit);
 
-// The error that ends a wait idle for `idleS` seconds of an operation started at
-// `started`: the abort state raised, a peer gone for longer than the grace period, or the
-// operation past `timeoutS` (collCommSetTimeout; 0: none); ok otherwise.
-Status stalledVerdict(AbortState& abort, double idleS, double timeoutS, std::chrono::steady_clock::time_point started);
+// The error that ends the wait of `waiter` in an operation started at `started`: the
+// abort state raised, a peer gone for longer than the grace period, or the operation past
+// `timeoutS` (collCommSetTimeout; 0: none); ok otherwise. Reads no clock unless a peer is
+// gone or a timeout is set (it runs on every idle pass of the smallest operations).
+Status stalledVerdictSlow(AbortState& abort, const Waiter& waiter, double timeoutS,
+                          std::chrono::steady_clock::time_point started);
+inline Status stalledVerdict(AbortState& abort, const Waiter& waiter, double timeoutS,
+                             std::chrono::steady_clock::time_point started) {
+  if (!abort.raised() && !abort.peerGone.load(std::memory_order_relaxed) && timeoutS <= 0) return okStatus();
+  return stalledVerdictSlow(abort, waiter, timeoutS, started);
+}
 
 }  // namespace coll

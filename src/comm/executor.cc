@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <span>
 #include <thread>
 
 #include "algorithms/oneshot.h"
@@ -248,7 +249,7 @@ Status llIntrusion(collComm* c, bool waitingOnLL, const Waiter& waiter, bool now
 }
 
 Status fatalWhileStalled(collComm* c, const Waiter& waiter, std::chrono::steady_clock::time_point started) {
-  return stalledVerdict(*c->abort, waiter.idleSeconds(), c->opTimeoutS.load(std::memory_order_relaxed), started);
+  return stalledVerdict(*c->abort, waiter, c->opTimeoutS.load(std::memory_order_relaxed), started);
 }
 
 Status failLane(collComm* c, const char* lane, const OpDesc& od, int peer, Status st) {
@@ -286,7 +287,9 @@ class ProgramLane : public Lane {
 // A one-shot operation as a lane.
 class OneShotLane : public Lane {
  public:
-  OneShotLane(collComm* c, std::shared_ptr<OneShot> os) : c_(c), os_(std::move(os)) {}
+  // Runs *os, which outlives the lane; `keep` may own it.
+  OneShotLane(collComm* c, OneShot* os, std::shared_ptr<OneShot> keep = nullptr)
+      : c_(c), os_(os), keep_(std::move(keep)) {}
   collComm* comm() const override { return c_; }
   Status poll(bool* moved, bool* done) override {
     if (!started_) {
@@ -315,7 +318,8 @@ class OneShotLane : public Lane {
 
  private:
   collComm* c_;
-  std::shared_ptr<OneShot> os_;
+  OneShot* os_;
+  std::shared_ptr<OneShot> keep_;
   bool started_ = false;
   WaitTarget wait_;
 };
@@ -349,12 +353,12 @@ class SequenceLane : public Lane {
 };
 
 // COLL_STALL_WARN_S: where every lane stands, once per stall.
-void reportStall(const std::vector<Lane*>& live, const Waiter& waiter) {
+void reportStall(std::span<Lane* const> live, const Waiter& waiter) {
   for (Lane* l : live) COLL_WARN(COLL, "stalled for %.0f s: %s", waiter.idleSeconds(), l->describe().c_str());
 }
 
 // Nothing could move: the first lane whose stall is an error, failed; ok when none is.
-Status checkStalled(const std::vector<Lane*>& live, const Waiter& waiter,
+Status checkStalled(std::span<Lane* const> live, const Waiter& waiter,
                     std::chrono::steady_clock::time_point started, collComm** failedComm) {
   for (Lane* l : live) {
     Status st = fatalWhileStalled(l->comm(), waiter, started);
@@ -369,15 +373,17 @@ Status checkStalled(const std::vector<Lane*>& live, const Waiter& waiter,
 
 }  // namespace
 
-Status runLanes(std::vector<Lane*> live, collComm** failedComm) {
-  if (live.empty()) return okStatus();
-  Waiter waiter(live.front()->comm()->spinNs);
+Status runLanes(std::span<Lane*> lanes, collComm** failedComm) {
+  if (lanes.empty()) return okStatus();
+  Waiter waiter(lanes.front()->comm()->spinNs);
   const auto started = std::chrono::steady_clock::now();
-  const double stallWarnS = live.front()->comm()->stallWarnS;
+  const double stallWarnS = lanes.front()->comm()->stallWarnS;
   bool stallReported = false;
-  while (!live.empty()) {
+  size_t n = lanes.size();  // lanes[0, n) are live; finished ones are swapped past n
+  while (n > 0) {
+    const std::span<Lane*> live = lanes.first(n);
     bool moved = false;
-    for (size_t i = 0; i < live.size();) {
+    for (size_t i = 0; i < n;) {
       bool done = false;
       Status st = live[i]->poll(&moved, &done);
       if (!st.ok()) {
@@ -389,8 +395,7 @@ Status runLanes(std::vector<Lane*> live, collComm** failedComm) {
         ++i;
         continue;
       }
-      live[i] = live.back();
-      live.pop_back();
+      std::swap(live[i], live[--n]);
       moved = true;
     }
     if (moved) {
@@ -400,10 +405,10 @@ Status runLanes(std::vector<Lane*> live, collComm** failedComm) {
     }
     if (stallWarnS > 0 && !stallReported && waiter.idleSeconds() > stallWarnS) {
       stallReported = true;
-      reportStall(live, waiter);
+      reportStall(lanes.first(n), waiter);
     }
-    COLL_RETURN_IF_FAILED(checkStalled(live, waiter, started, failedComm));
-    waiter.idle(live.front()->waitTarget());
+    COLL_RETURN_IF_FAILED(checkStalled(lanes.first(n), waiter, started, failedComm));
+    waiter.idle(lanes.front()->waitTarget());
   }
   return okStatus();
 }
@@ -411,16 +416,20 @@ Status runLanes(std::vector<Lane*> live, collComm** failedComm) {
 std::unique_ptr<Lane> programLane(Program& p) { return std::make_unique<ProgramLane>(p); }
 
 std::unique_ptr<Lane> oneShotLane(collComm* c, std::shared_ptr<OneShot> os) {
-  return std::make_unique<OneShotLane>(c, std::move(os));
+  OneShot* p = os.get();
+  return std::make_unique<OneShotLane>(c, p, std::move(os));
 }
 
 std::unique_ptr<Lane> sequenceLane(std::vector<std::unique_ptr<Lane>> lanes) {
   return std::make_unique<SequenceLane>(std::move(lanes));
 }
 
-Status runOneShot(collComm* c, const OpDesc& od, collComm** failedComm) {
-  OneShotLane lane(c, std::make_shared<OneShot>(oneShotContext(c), od));
-  return runLanes({&lane}, failedComm);
+Status runOneShot(collComm* c, const OneShotContext& ctx, const OpDesc& od, collComm** failedComm) {
+  // Nothing on the heap: this is the path of the smallest operations.
+  OneShot os(ctx, od);
+  OneShotLane lane(c, &os);
+  Lane* lanes[] = {&lane};
+  return runLanes(lanes, failedComm);
 }
 
 }  // namespace coll

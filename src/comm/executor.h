@@ -6,8 +6,10 @@
 
 #include <chrono>
 #include <memory>
+#include <span>
 #include <vector>
 
+#include "algorithms/oneshot.h"
 #include "algorithms/plan.h"
 #include "base/status.h"
 #include "base/wait.h"
@@ -25,14 +27,16 @@ void hostSlice(uint8_t flags, const ReduceKernels* kernels, size_t elemSize, con
 // The progress loop: runs every lane (lane.h) to completion. On failure returns the first
 // error, naming the rank, operation and peer; `failedComm` (if not null) receives the comm
 // it belongs to.
-Status runLanes(std::vector<Lane*> lanes, struct ::collComm** failedComm);
+// `lanes` is the loop's scratch: reordered as lanes finish.
+Status runLanes(std::span<Lane*> lanes, struct ::collComm** failedComm);
 // The lanes of a launch: a program; a one-shot operation (started by the lane); lanes run
 // one after another, in order.
 std::unique_ptr<Lane> programLane(Program& p);
 std::unique_ptr<Lane> oneShotLane(struct ::collComm* c, std::shared_ptr<class OneShot> os);
 std::unique_ptr<Lane> sequenceLane(std::vector<std::unique_ptr<Lane>> lanes);
 // runLanes over one one-shot operation (algorithms/oneshot.h), from start to finish.
-Status runOneShot(struct ::collComm* c, const OpDesc& od, struct ::collComm** failedComm);
+Status runOneShot(struct ::collComm* c, const OneShotContext& ctx, const OpDesc& od,
+                  struct ::collComm** failedComm);
 
 // The error that ends a lane's wait on c: its abort state raised, its bootstrap root lost for
 // longer than a grace period while stuck, or the operation, started at `started`, running

@@ -488,7 +488,7 @@ Status buildAndRun(Launches& launches, collComm** failedComm) {
   COLL_CHECK(deviceRun(deviceParts, failedComm));
   std::vector<Lane*> lanes;
   for (auto& h : hosts) lanes.push_back(h.get());
-  return runLanes(std::move(lanes), failedComm);
+  return runLanes(lanes, failedComm);
 }
 
 // A group's (or one call's) operations: collect, admit, route, wire, build and run.
@@ -595,7 +595,8 @@ Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {
     tlsQueue.push_back({comm, op});
     return okStatus();
   }
-  if (!op.device && oneShotEligible(oneShotContext(comm), op) && llUnfiltered(comm, op.kind)) {
+  const OneShotContext ctx = oneShotContext(comm);
+  if (!op.device && oneShotEligible(ctx, op) && llUnfiltered(comm, op.kind)) {
     if (comm->abort->raised()) {
       *failedComm = comm;
       return comm->abort->status().prefix("communicator is unusable after an earlier error: ");
@@ -606,7 +607,7 @@ Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {
       *failedComm = comm;
       return st;
     }
-    return runOneShot(comm, op, failedComm);
+    return runOneShot(comm, ctx, op, failedComm);
   }
   std::vector<Queued> one{{comm, op}};
   return launch(one, failedComm);

@@ -241,6 +241,30 @@ class SockConn {
     return error_;
   }
 
+  // One sendmsg of the queued tasks (at most 16), from where each stands.
+  template <typename Queue>
+  static ssize_t sendQueued(int fd, const Queue& q) {
+    constexpr int kMaxIov = 16;
+    iovec iov[kMaxIov];
+    int k = 0;
+    for (auto it = q.begin(); it != q.end() && k < kMaxIov; ++it, ++k) iov[k] = {it->ptr + it->off, it->len - it->off};
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = static_cast<size_t>(k);
+    return ::sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+
+  // Receive socket i reached its end. Not an error yet: the other sockets may still hold
+  // the peer's last bytes. Requires mu_.
+  void peerClosed(size_t i) {
+    closed_[i] = true;
+    anyClosed_.store(true, std::memory_order_release);
+    if (hasHelpers()) {  // the caller sleeps on completions: let it look again
+      completions_.fetch_add(1, std::memory_order_release);
+      futexWakeIfWaiting(&completions_, &waiters_, false);
+    }
+  }
+
   // Moves bytes on socket i until it would block. Requires mu_. Sends gather every
   // queued task (a message's header and its data, several small messages) into one
   // sendmsg, so a small message is one syscall and one TCP segment, not two.
@@ -251,15 +275,7 @@ class SockConn {
       if (closed_[i]) break;  // read to its end (bounce_ too: a close is seen only once it is empty)
       ssize_t n;
       if (send_) {
-        constexpr int kMaxIov = 16;
-        iovec iov[kMaxIov];
-        int k = 0;
-        for (auto it = q.begin(); it != q.end() && k < kMaxIov; ++it, ++k)
-          iov[k] = {it->ptr + it->off, it->len - it->off};
-        msghdr m{};
-        m.msg_iov = iov;
-        m.msg_iovlen = static_cast<size_t>(k);
-        n = ::sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        n = sendQueued(fd, q);
       } else if (delivered_ && !(i == 0 && bounceHead_ < bounceTail_)) {
         // A message completed in this call: its reader is about to act on it, and a
         // syscall now would only delay that (each poll or recv is ~0.4 us here, and an
@@ -309,14 +325,8 @@ class SockConn {
         continue;
       }
       if (n == 0 && !send_) {
-        // Not an error yet: the other sockets may still hold the peer's last bytes.
-        closed_[i] = true;
-        anyClosed_.store(true, std::memory_order_release);
+        peerClosed(i);
         *progressed = true;
-        if (hasHelpers()) {  // the caller sleeps on completions: let it look again
-          completions_.fetch_add(1, std::memory_order_release);
-          futexWakeIfWaiting(&completions_, &waiters_, false);
-        }
         break;
       }
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
