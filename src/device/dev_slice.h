@@ -27,21 +27,10 @@ COLL_HD inline void devSlice(unsigned tid, unsigned nt, const DevStep& s, const 
     else if (src) copy(tid, nt, src, dst != src ? dst : nullptr, out, len);
     return;
   }
-  switch (s.dtype) {
-    case collInt8: withOp<int8_t>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    case collUint8: withOp<uint8_t>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    case collInt32: withOp<int32_t>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    case collUint32: withOp<uint32_t>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    case collInt64: withOp<int64_t>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    case collUint64: withOp<uint64_t>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    case collFloat16: withOp<Half>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    case collFloat32: withOp<float>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    case collFloat64: withOp<double>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    case collBfloat16: withOp<Bf16>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    case collFloat8e4m3: withOp<E4M3>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    case collFloat8e5m2: withOp<E5M2>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); break;
-    default: break;  // validated by the API
-  }
+  // An unknown type does nothing: the API validated it.
+  withElemType(s.dtype, [&](auto elem) {
+    withOp<decltype(elem)>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks);
+  });
 }
 
 }  // namespace coll

@@ -90,21 +90,8 @@ Status forOp(void* dst, const void* a, const void* b, size_t n, collRedOp_t op, 
 // Calls f with a value of the element type of `type` (one switch for every entry point).
 template <typename F>
 Status byType(collDataType_t type, F&& f) {
-  switch (type) {
-    case collInt8: return f(int8_t{});
-    case collUint8: return f(uint8_t{});
-    case collInt32: return f(int32_t{});
-    case collUint32: return f(uint32_t{});
-    case collInt64: return f(int64_t{});
-    case collUint64: return f(uint64_t{});
-    case collFloat16: return f(Half{});
-    case collFloat32: return f(float{});
-    case collFloat64: return f(double{});
-    case collBfloat16: return f(Bf16{});
-    case collFloat8e4m3: return f(E4M3{});
-    case collFloat8e5m2: return f(E5M2{});
-    default: break;
-  }
+  Status st;
+  if (withElemType(type, [&](auto elem) { (void)(st = f(elem)); })) return st;
   return invalidArgument("datatype " + std::to_string(static_cast<int>(type)) + " is not a data type");
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "collectives/collectives.h"
 #include "kernels/float_conv.h"
 
 namespace coll {
@@ -80,6 +81,31 @@ COLL_HD inline typename Elem<T>::C avgOf(typename Elem<T>::C sum, int nranks) {
     return static_cast<C>(sum / static_cast<C>(nranks));  // C++ truncates toward zero
   } else {
     return sum * (static_cast<C>(1) / static_cast<C>(nranks));
+  }
+}
+
+// Calls f(T{}) with T the storage type of collDataType_t `type` (one place maps types for
+// the host and device kernels); false for a value that is no data type.
+// (Instantiated with host-only callables too: nvcc's check of the device side is off.)
+#if defined(__CUDACC__)
+#pragma nv_exec_check_disable
+#endif
+template <typename F>
+COLL_HD inline bool withElemType(int type, F&& f) {
+  switch (type) {
+    case collInt8: f(int8_t{}); return true;
+    case collUint8: f(uint8_t{}); return true;
+    case collInt32: f(int32_t{}); return true;
+    case collUint32: f(uint32_t{}); return true;
+    case collInt64: f(int64_t{}); return true;
+    case collUint64: f(uint64_t{}); return true;
+    case collFloat16: f(Half{}); return true;
+    case collFloat32: f(float{}); return true;
+    case collFloat64: f(double{}); return true;
+    case collBfloat16: f(Bf16{}); return true;
+    case collFloat8e4m3: f(E4M3{}); return true;
+    case collFloat8e5m2: f(E5M2{}); return true;
+    default: return false;
   }
 }
 
