@@ -3,9 +3,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
-#include <mutex>
-#include <set>
 
 #include "base/log.h"
 
@@ -32,19 +29,6 @@ const char* paramRaw(const ParamInfo& p) {
 
 const char* paramRaw(IntParam p) { return paramRaw(paramInfo(p)); }
 const char* paramRaw(StringParam p) { return paramRaw(paramInfo(p)); }
-
-static const ParamInfo* findParam(const char* name) {
-  for (const auto& p : allParams())
-    if (std::strcmp(p.name, name) == 0) return &p;
-  return nullptr;
-}
-
-const char* paramRaw(const char* name) {
-  std::string coll = std::string("COLL_") + name;
-  if (const char* v = std::getenv(coll.c_str())) return v;
-  std::string nccl = std::string("NCCL_") + name;
-  return std::getenv(nccl.c_str());
-}
 
 bool parseSize(const std::string& text, int64_t* out) {
   if (text.empty()) return false;
@@ -86,31 +70,6 @@ int64_t param(IntParam p) {
 std::string param(StringParam p) {
   const char* raw = paramRaw(p);
   return raw ? raw : paramInfo(p).defaultValue;
-}
-
-int64_t paramInt(const char* name) {
-  const ParamInfo* info = findParam(name);
-  int64_t def = info ? std::strtoll(info->defaultValue, nullptr, 0) : 0;
-  const char* raw = paramRaw(name);
-  if (!raw || !*raw) return def;
-  int64_t v;
-  if (!parseSize(raw, &v)) {
-    static std::mutex mu;
-    static std::set<std::string> warned;
-    std::lock_guard<std::mutex> lock(mu);
-    if (warned.insert(name).second)
-      COLL_WARN(ENV, "COLL_%s=\"%s\" is not an integer; using the default %lld", name, raw,
-                static_cast<long long>(def));
-    return def;
-  }
-  return v;
-}
-
-std::string paramString(const char* name) {
-  const char* raw = paramRaw(name);
-  if (raw) return raw;
-  const ParamInfo* info = findParam(name);
-  return info ? info->defaultValue : "";
 }
 
 }  // namespace coll

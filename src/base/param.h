@@ -70,12 +70,6 @@ const char* paramRaw(IntParam p);
 const char* paramRaw(StringParam p);
 const char* paramRaw(const ParamInfo& p);
 
-// Lookup by name, being replaced by the typed accessors above: an unknown name reads as 0
-// or "".
-const char* paramRaw(const char* name);
-int64_t paramInt(const char* name);
-std::string paramString(const char* name);
-
 // Parses "123", "4K", "16M", "1G" (binary units). Returns false on garbage.
 bool parseSize(const std::string& text, int64_t* out);
 
