@@ -1,5 +1,6 @@
 // Parameters, interface-name matching and address parsing.
 #include <cstdlib>
+#include <string>
 
 #include <catch2/catch.hpp>
 
@@ -26,13 +27,13 @@ TEST_CASE("sizes parse with binary suffixes", "[params]") {
 TEST_CASE("COLL_ wins over NCCL_, defaults apply, garbage falls back", "[params]") {
   unsetenv("COLL_BUFFSIZE");
   unsetenv("NCCL_BUFFSIZE");
-  REQUIRE(paramInt("BUFFSIZE") == 1048576);
+  REQUIRE(param(IntParam::BUFFSIZE) == 1048576);
   setenv("NCCL_BUFFSIZE", "2M", 1);
-  REQUIRE(paramInt("BUFFSIZE") == 2 << 20);
+  REQUIRE(param(IntParam::BUFFSIZE) == 2 << 20);
   setenv("COLL_BUFFSIZE", "8192", 1);
-  REQUIRE(paramInt("BUFFSIZE") == 8192);
+  REQUIRE(param(IntParam::BUFFSIZE) == 8192);
   setenv("COLL_BUFFSIZE", "lots", 1);
-  REQUIRE(paramInt("BUFFSIZE") == 1048576);
+  REQUIRE(param(IntParam::BUFFSIZE) == 1048576);
   unsetenv("COLL_BUFFSIZE");
   unsetenv("NCCL_BUFFSIZE");
 }
@@ -41,6 +42,33 @@ TEST_CASE("every parameter is declared with a doc", "[params]") {
   for (const auto& p : allParams()) {
     INFO(p.name);
     REQUIRE(p.doc[0] != '\0');
+  }
+}
+
+// The accessors find a parameter's entry by the enum's value, so an enum generated out of
+// step with the table would read another parameter's environment variable and default.
+TEST_CASE("each typed enum value names its own entry of the table", "[params]") {
+  size_t declared = 0;
+#define COLL_PARAM(Type, NAME, def, unit, doc)           \
+  {                                                     \
+    const ParamInfo& info = paramInfo(Type##Param::NAME); \
+    INFO(#NAME);                                        \
+    CHECK(std::string(info.name) == #NAME);             \
+    CHECK(info.type == ParamType::k##Type);             \
+    CHECK(std::string(info.defaultValue) == def);       \
+    ++declared;                                         \
+  }
+#include "base/params.def"
+  REQUIRE(declared == allParams().size());
+}
+
+// An Int default that does not parse would read as 0 without a word.
+TEST_CASE("every integer parameter's default parses", "[params]") {
+  for (const auto& p : allParams()) {
+    if (p.type != ParamType::kInt) continue;
+    INFO(p.name << " default \"" << p.defaultValue << "\"");
+    int64_t v = -1;
+    REQUIRE(parseSize(p.defaultValue, &v));
   }
 }
 

@@ -18,7 +18,7 @@ int main() {
     std::printf("  %-12s %s\n", nif.name.c_str(), nif.addr.str().c_str());
   std::printf("\nNet backends: Socket\n\nParameters (COLL_<NAME>, or NCCL_<NAME>):\n");
   for (const auto& p : coll::allParams()) {
-    const char* raw = coll::paramRaw(p.name);
+    const char* raw = coll::paramRaw(p);
     std::string unit = p.unit[0] ? std::string(" ") + p.unit : "";
     std::printf("  COLL_%-20s default %-12s%s%s\n      %s\n", p.name,
                 (std::string(p.defaultValue[0] ? p.defaultValue : "\"\"") + unit).c_str(),

@@ -110,17 +110,17 @@ Result<AllowMask> parseProtoFilter(const std::string& spec) {
 }
 
 Status tunerInputFromParams(TunerInput* in) {
-  COLL_ASSIGN(in->algos, parseAlgoFilter(paramString("ALGO")));
-  COLL_ASSIGN(in->protos, parseProtoFilter(paramString("PROTO")));
-  auto num = [](const char* name, double fallback) {
-    double v = std::strtod(paramString(name).c_str(), nullptr);
+  COLL_ASSIGN(in->algos, parseAlgoFilter(param(StringParam::ALGO)));
+  COLL_ASSIGN(in->protos, parseProtoFilter(param(StringParam::PROTO)));
+  auto num = [](StringParam p, double fallback) {
+    double v = std::strtod(param(p).c_str(), nullptr);
     return v > 0 ? v : fallback;
   };
-  in->hopUs = num("TUNER_HOP_US", in->hopUs);
-  in->netHopUs = num("TUNER_NET_HOP_US", in->netHopUs);
-  in->llUs = num("TUNER_LL_US", in->llUs);
-  in->bwGBs = num("TUNER_BW_GBS", in->bwGBs);
-  in->netBwGBs = num("TUNER_NET_BW_GBS", in->netBwGBs);
+  in->hopUs = num(StringParam::TUNER_HOP_US, in->hopUs);
+  in->netHopUs = num(StringParam::TUNER_NET_HOP_US, in->netHopUs);
+  in->llUs = num(StringParam::TUNER_LL_US, in->llUs);
+  in->bwGBs = num(StringParam::TUNER_BW_GBS, in->bwGBs);
+  in->netBwGBs = num(StringParam::TUNER_NET_BW_GBS, in->netBwGBs);
   return okStatus();
 }
 
@@ -160,8 +160,8 @@ std::vector<Choice> tunerCandidates(const TunerInput& in, CollKind kind, size_t 
 Result<Choice> tunerChoose(const TunerInput& in, CollKind kind, size_t bytes, int llApplies) {
   auto c = tunerCandidates(in, kind, bytes, llApplies);
   if (c.empty())
-    return invalidUsage(std::string("COLL_ALGO=\"") + paramString("ALGO") + "\" and COLL_PROTO=\"" +
-                        paramString("PROTO") + "\" leave no algorithm for " + collKindName(kind) + " of " +
+    return invalidUsage(std::string("COLL_ALGO=\"") + param(StringParam::ALGO) + "\" and COLL_PROTO=\"" +
+                        param(StringParam::PROTO) + "\" leave no algorithm for " + collKindName(kind) + " of " +
                         std::to_string(bytes) + " bytes (" + collKindName(kind) +
                         " runs on Ring" + (kind == CollKind::kAllReduce ? " or Tree" : "") + ")");
   // LL first wherever it applies: measured faster than every Simple algorithm at every

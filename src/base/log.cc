@@ -41,13 +41,13 @@ unsigned subsysBit(const std::string& name) {
 // Level, subsystems and destination from the environment.
 void readEnv(LogState* st) {
   st->cfg = LogConfig{LogLevel::kWarn, kSubALL};
-  std::string lvl = paramString("DEBUG");
+  std::string lvl = param(StringParam::DEBUG);
   if (strcasecmp(lvl.c_str(), "VERSION") == 0) st->cfg.level = LogLevel::kVersion;
   else if (strcasecmp(lvl.c_str(), "WARN") == 0) st->cfg.level = LogLevel::kWarn;
   else if (strcasecmp(lvl.c_str(), "INFO") == 0) st->cfg.level = LogLevel::kInfo;
   else if (strcasecmp(lvl.c_str(), "TRACE") == 0) st->cfg.level = LogLevel::kTrace;
   else if (strcasecmp(lvl.c_str(), "NONE") == 0) st->cfg.level = LogLevel::kNone;
-  std::string subs = paramString("DEBUG_SUBSYS");
+  std::string subs = param(StringParam::DEBUG_SUBSYS);
   bool invert = !subs.empty() && subs[0] == '^';
   if (invert) subs.erase(0, 1);
   unsigned mask = 0;
@@ -59,7 +59,7 @@ void readEnv(LogState* st) {
     pos = comma + 1;
   }
   st->cfg.mask = invert ? ~mask : mask;
-  std::string file = paramString("DEBUG_FILE");
+  std::string file = param(StringParam::DEBUG_FILE);
   if (!file.empty()) {
     std::string path;
     for (size_t i = 0; i < file.size(); ++i) {

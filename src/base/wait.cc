@@ -29,7 +29,7 @@ void futexWakeIfWaiting(std::atomic<uint32_t>* word, std::atomic<uint32_t>* wait
   if (waiters->load(std::memory_order_relaxed) != 0) futexWake(word, shared);
 }
 
-Waiter::Waiter() : spinNs_(paramInt("SPIN_US") * 1000) {}
+Waiter::Waiter() : spinNs_(param(IntParam::SPIN_US) * 1000) {}
 
 // The calling thread's spin budget; INT64_MAX (read as the waiter's configured spin)
 // until the thread's first wait ends.

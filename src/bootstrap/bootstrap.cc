@@ -21,7 +21,7 @@ static uint64_t randomU64() {
 Result<UniqueIdData> makeUniqueId() {
   UniqueIdData id{};
   id.magic = kIdMagic;
-  std::string env = paramString("COMM_ID");
+  std::string env = param(StringParam::COMM_ID);
   if (!env.empty()) {
     auto addr = parseSockAddr(env);
     if (!addr.ok())
@@ -36,7 +36,7 @@ Result<UniqueIdData> makeUniqueId() {
   auto ifs = findInterfaces();
   if (ifs.empty())
     return Status(Code::kSystem, "no usable network interface (COLL_SOCKET_IFNAME=\"" +
-                                     paramString("SOCKET_IFNAME") + "\")");
+                                     param(StringParam::SOCKET_IFNAME) + "\")");
   return startRootAt(ifs[0].addr);
 }
 
@@ -58,7 +58,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdData& id, int
   b->nranks_ = nranks;
   b->secret_ = id.secret;
   b->abort_ = std::move(abort);
-  b->timeoutS_ = static_cast<double>(paramInt("BOOTSTRAP_TIMEOUT_S"));
+  b->timeoutS_ = static_cast<double>(param(IntParam::BOOTSTRAP_TIMEOUT_S));
 
   if ((id.flags & kIdFromEnv) && rank == 0) {
     SockAddr rootAddr = id.root;
@@ -75,7 +75,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdData& id, int
   if (!found) {
     if (ifs.empty())
       return Status(Code::kSystem, "no usable network interface (COLL_SOCKET_IFNAME=\"" +
-                                       paramString("SOCKET_IFNAME") + "\")");
+                                       param(StringParam::SOCKET_IFNAME) + "\")");
     mine = ifs[0].addr;
   }
   mine.setPort(0);

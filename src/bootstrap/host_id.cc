@@ -15,7 +15,7 @@ std::string localHostName() {
 }
 
 std::string localHostId() {
-  std::string forced = paramString("HOSTID");
+  std::string forced = param(StringParam::HOSTID);
   if (!forced.empty()) return forced;
   std::string boot;
   std::ifstream f("/proc/sys/kernel/random/boot_id");

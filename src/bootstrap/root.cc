@@ -85,7 +85,7 @@ void Root::handleJoin(Socket s) {
 }
 
 bool Root::gather() {
-  double timeout = static_cast<double>(paramInt("BOOTSTRAP_TIMEOUT_S"));
+  double timeout = static_cast<double>(param(IntParam::BOOTSTRAP_TIMEOUT_S));
   Deadline deadline{};
   bool started = false;
   while (nranks_ < 0 || joined_ < nranks_) {

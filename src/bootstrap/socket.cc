@@ -93,8 +93,8 @@ bool ifNameMatches(const std::string& specIn, const std::string& ifname) {
 }
 
 std::vector<NetIf> findInterfaces() {
-  std::string spec = paramString("SOCKET_IFNAME");
-  std::string fam = paramString("SOCKET_FAMILY");
+  std::string spec = param(StringParam::SOCKET_IFNAME);
+  std::string fam = param(StringParam::SOCKET_FAMILY);
   int wantFamily = fam == "AF_INET" ? AF_INET : fam == "AF_INET6" ? AF_INET6 : AF_UNSPEC;
   std::vector<NetIf> out, loopback;
   ifaddrs* list = nullptr;

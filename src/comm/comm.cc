@@ -156,7 +156,7 @@ static void initTrees(collComm* c, int nch, bool shmDisable) {
 // ranks' rings and trees follow rank order and host ids, so nothing else needs it here;
 // the probe's cost (hwloc) is paid only when asked.
 static Status initTopology(collComm* c) {
-  if (paramString("TOPO_FILE").empty() && paramString("TOPO_DUMP_FILE").empty()) return okStatus();
+  if (param(StringParam::TOPO_FILE).empty() && param(StringParam::TOPO_DUMP_FILE).empty()) return okStatus();
   std::string origin;
   COLL_ASSIGN(auto topo, loadSystemTopology(&origin));
   COLL_INFO(GRAPH, "rank %d: topology from %s: %zu CPU(s), %zu GPU(s), %zu NIC port(s)", c->rank,
@@ -171,11 +171,12 @@ static Status initTopology(collComm* c) {
 // sees the same hosts, so they agree (and the shared config checks it).
 static int64_t configuredFifoBytes(bool overNet) {
   const int64_t minBuff = 1024;
-  const char* buffName = overNet && paramRaw("BUFFSIZE") == nullptr ? "NET_BUFFSIZE" : "BUFFSIZE";
-  int64_t buff = paramInt(buffName);
+  const IntParam which =
+      overNet && paramRaw(IntParam::BUFFSIZE) == nullptr ? IntParam::NET_BUFFSIZE : IntParam::BUFFSIZE;
+  int64_t buff = param(which);
   if (buff < minBuff) {
-    COLL_WARN(ENV, "COLL_%s=%lld is below the minimum %lld; using %lld", buffName, static_cast<long long>(buff),
-              static_cast<long long>(minBuff), static_cast<long long>(minBuff));
+    COLL_WARN(ENV, "COLL_%s=%lld is below the minimum %lld; using %lld", paramInfo(which).name,
+              static_cast<long long>(buff), static_cast<long long>(minBuff), static_cast<long long>(minBuff));
     buff = minBuff;
   }
   return buff;
@@ -185,17 +186,17 @@ static int64_t configuredFifoBytes(bool overNet) {
 static Result<SharedConfig> localConfig(collComm* c, bool shmDisable, bool overNet, int64_t minCh) {
   // collConfig_t's maxCTAs bounds the channels where given.
   const CommOptions& o = c->options;
-  const int64_t maxCh = std::clamp<int64_t>(o.maxChannels > 0 ? o.maxChannels : paramInt("MAX_NCHANNELS"), 1, 32);
+  const int64_t maxCh = std::clamp<int64_t>(o.maxChannels > 0 ? o.maxChannels : param(IntParam::MAX_NCHANNELS), 1, 32);
   SharedConfig mine{};
   mine.buffSize = configuredFifoBytes(overNet);
-  mine.oneShotBytes = std::clamp<int64_t>(paramInt("ONESHOT_BYTES"), 0, 64 << 20);
-  mine.netOneShotBytes = std::max<int64_t>(0, paramInt("NET_ONESHOT_BYTES"));
+  mine.oneShotBytes = std::clamp<int64_t>(param(IntParam::ONESHOT_BYTES), 0, 64 << 20);
+  mine.netOneShotBytes = std::max<int64_t>(0, param(IntParam::NET_ONESHOT_BYTES));
   mine.nChannels = static_cast<int32_t>(std::max(minCh, maxCh));
   mine.shmDisable = shmDisable ? 1 : 0;
-  mine.direct = static_cast<int32_t>(std::clamp<int64_t>(paramInt("DIRECT"), 0, 2));
-  mine.netDuplex = paramInt("NET_DUPLEX") != 0 ? 1 : 0;
-  mine.deviceEmulate = paramInt("DEVICE_EMULATE") != 0 ? 1 : 0;
-  mine.deviceChannels = static_cast<int32_t>(std::clamp<int64_t>(paramInt("DEVICE_NCHANNELS"), 1, 32));
+  mine.direct = static_cast<int32_t>(std::clamp<int64_t>(param(IntParam::DIRECT), 0, 2));
+  mine.netDuplex = param(IntParam::NET_DUPLEX) != 0 ? 1 : 0;
+  mine.deviceEmulate = param(IntParam::DEVICE_EMULATE) != 0 ? 1 : 0;
+  mine.deviceChannels = static_cast<int32_t>(std::clamp<int64_t>(param(IntParam::DEVICE_NCHANNELS), 1, 32));
   mine.deviceLaneBudget = deviceLaneBudget(c->bootstrap->peers(), c->rank, c->dev.cudaDev, mine.deviceEmulate != 0);
   COLL_CHECK(tunerInputFromParams(&c->tuner));
   mine.algos = c->tuner.algos;
@@ -251,11 +252,11 @@ static Status applyConfig(collComm* c, const std::vector<SharedConfig>& all, boo
   // TCP 2 beat 4 by 3-16 % at 1-32 MiB, over shared memory 4 beat 2 by 8-26 % at 256 KiB-4
   // MiB (docs/PERFORMANCE.md). Every rank sees the same hosts, so they agree.
   c->loopSlices = overNet ? 2 : kSteps / 2;
-  c->chunkMinBytes = std::max<int64_t>(1, paramInt("CHUNK_MIN_BYTES"));
-  c->stallWarnS = static_cast<double>(std::max<int64_t>(0, paramInt("STALL_WARN_S")));
-  c->opTimeoutS = static_cast<double>(std::max<int64_t>(0, paramInt("OP_TIMEOUT_S")));
-  c->spinNs = std::max<int64_t>(0, paramInt("SPIN_US")) * 1000;
-  c->streamMinBytes = static_cast<size_t>(std::max<int64_t>(0, paramInt("STREAM_MIN_BYTES")));
+  c->chunkMinBytes = std::max<int64_t>(1, param(IntParam::CHUNK_MIN_BYTES));
+  c->stallWarnS = static_cast<double>(std::max<int64_t>(0, param(IntParam::STALL_WARN_S)));
+  c->opTimeoutS = static_cast<double>(std::max<int64_t>(0, param(IntParam::OP_TIMEOUT_S)));
+  c->spinNs = std::max<int64_t>(0, param(IntParam::SPIN_US)) * 1000;
+  c->streamMinBytes = static_cast<size_t>(std::max<int64_t>(0, param(IntParam::STREAM_MIN_BYTES)));
   c->netOneShotBytes = static_cast<size_t>(agreed.netOneShotBytes);
   c->dev.emulate = agreed.deviceEmulate != 0;
   // Every rank's kernel blocks must be resident together (they wait on each other): ranks
@@ -324,11 +325,11 @@ static void bindDevice(collComm* c) {
 
 static Status initConnections(collComm* c) {
   COLL_CHECK(initTopology(c));
-  const bool shmDisable = paramInt("SHM_DISABLE") != 0, oneHost = allOnOneHost(c);
+  const bool shmDisable = param(IntParam::SHM_DISABLE) != 0, oneHost = allOnOneHost(c);
   const bool overNet = shmDisable || !oneHost;
   // collConfig_t's minCTAs bounds the channels where given.
   const CommOptions& o = c->options;
-  const int64_t minCh = std::clamp<int64_t>(o.minChannels > 0 ? o.minChannels : paramInt("MIN_NCHANNELS"), 1, 32);
+  const int64_t minCh = std::clamp<int64_t>(o.minChannels > 0 ? o.minChannels : param(IntParam::MIN_NCHANNELS), 1, 32);
   COLL_ASSIGN(SharedConfig mine, localConfig(c, shmDisable, overNet, minCh));
   COLL_ASSIGN(std::vector<SharedConfig> all, agreeConfig(c, mine));
   COLL_CHECK(applyConfig(c, all, overNet, oneHost));
@@ -351,7 +352,7 @@ static Status initConnections(collComm* c) {
   static std::mutex mu;
   static std::map<std::string, std::unique_ptr<Topology>> topos;  // by COLL_TOPO_FILE; null: failed
   std::lock_guard<std::mutex> lock(mu);
-  const std::string file = paramString("TOPO_FILE");
+  const std::string file = param(StringParam::TOPO_FILE);
   auto it = topos.find(file);
   if (it == topos.end()) {
     std::string origin;

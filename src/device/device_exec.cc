@@ -301,7 +301,7 @@ Status runEmulated(std::vector<DevicePart>& parts, struct ::collComm** failedCom
   }
   auto completion = std::make_shared<EmulatedCompletion>();
   completion->left = mem->lanes.size();
-  const int64_t blocks = paramInt("DEVICE_EMULATE_BLOCKS");
+  const int64_t blocks = param(IntParam::DEVICE_EMULATE_BLOCKS);
   for (const DevLane& lane : mem->lanes)
     completion->threads.emplace_back([&lane, blocks, completion = completion.get()] {
       HostLaneBackend b;
@@ -400,7 +400,7 @@ int ranksOnGpu(const std::vector<PeerInfo>& peers, int rank, bool sameProcess) {
 int deviceLaneBudget(const std::vector<PeerInfo>& peers, int rank, int cudaDev, bool emulate) {
   const PeerInfo& me = peers[static_cast<size_t>(rank)];
   if (emulate) {
-    const int64_t blocks = paramInt("DEVICE_EMULATE_BLOCKS");
+    const int64_t blocks = param(IntParam::DEVICE_EMULATE_BLOCKS);
     if (blocks <= 0) return kUnlimitedLanes;
     int sharing = 0;  // the emulated GPU is the process's
     for (const PeerInfo& p : peers)

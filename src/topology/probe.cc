@@ -440,7 +440,7 @@ int mergeProbe(XmlNode* file, const XmlNode& probed) {
 }
 
 Result<std::unique_ptr<Topology>> loadSystemTopology(std::string* origin) {
-  std::string file = paramString("TOPO_FILE");
+  std::string file = param(StringParam::TOPO_FILE);
   COLL_ASSIGN(auto probed, probeTopologyXml());
   if (file.empty()) {
     if (origin) *origin = "probe";
@@ -454,7 +454,7 @@ Result<std::unique_ptr<Topology>> loadSystemTopology(std::string* origin) {
 }
 
 Status dumpTopologyIfAsked(const Topology& topo) {
-  std::string path = paramString("TOPO_DUMP_FILE");
+  std::string path = param(StringParam::TOPO_DUMP_FILE);
   if (path.empty()) return okStatus();
   COLL_CHECK(xmlSaveFile(path, topo.xml()));
   COLL_INFO(GRAPH, "topology written to %s", path.c_str());

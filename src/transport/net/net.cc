@@ -18,7 +18,7 @@ Result<NetBackend*> netBackend() {
   static std::mutex mu;
   static std::unique_ptr<NetBackend> backend;
   std::lock_guard<std::mutex> lock(mu);
-  std::string want = paramString("NET");
+  std::string want = param(StringParam::NET);
   if (backend && strcasecmp(backend->name(), want.c_str()) == 0) return backend.get();
   COLL_CHECK(checkNetName(want).prefix("COLL_NET: "));
   backend = makeSocketBackend();
@@ -277,7 +277,7 @@ Result<std::unique_ptr<SendConnector>> connectSend(const Link& l, std::span<cons
 
 // COLL_NET_DUPLEX=1 and a backend that can (every rank agrees on both: checked at init).
 bool duplexEnabled() {
-  if (paramInt("NET_DUPLEX") == 0) return false;
+  if (param(IntParam::NET_DUPLEX) == 0) return false;
   Result<NetBackend*> b = netBackend();
   return b.ok() && b.value()->duplex();
 }

@@ -102,13 +102,13 @@ class P2pPendingRecv : public PendingRecv {
 }  // namespace
 
 bool p2pPossible(const PeerInfo& self, const PeerInfo& peer, bool emulated) {
-  if (paramInt("P2P_DISABLE") != 0) return false;
+  if (param(IntParam::P2P_DISABLE) != 0) return false;
   if (std::strncmp(self.hostId, peer.hostId, sizeof(self.hostId)) != 0) return false;
   if (emulated) return self.pid == peer.pid;  // host blocks stand in: threads of one process
 #if COLL_HAVE_CUDA
   if (self.cudaDev < 0 || peer.cudaDev < 0 || !self.busId[0] || !peer.busId[0]) return false;
   if (std::strncmp(self.busId, peer.busId, sizeof(self.busId)) == 0) return true;  // one GPU
-  const std::string level = paramString("P2P_LEVEL");
+  const std::string level = param(StringParam::P2P_LEVEL);
   if (level == "LOC" || level == "0") return false;
   // The sender's GPU as this process numbers it: it writes into this rank's GPU memory.
   const int senderHere = gpu::deviceByBusId(peer.busId);

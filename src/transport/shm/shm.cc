@@ -225,7 +225,7 @@ Result<std::unique_ptr<SendConnector>> shmConnectSend(int peer, std::span<const 
 namespace {
 
 bool canConnect(const PeerInfo& self, const PeerInfo& peer, const TransportOptions&) {
-  if (paramInt("SHM_DISABLE") != 0) return false;
+  if (param(IntParam::SHM_DISABLE) != 0) return false;
   return std::strncmp(self.hostId, peer.hostId, sizeof(self.hostId)) == 0;
 }
 

@@ -436,9 +436,9 @@ Result<std::unique_ptr<To>> reverseOf(const From& from, bool send) {
 }
 
 // Helper threads per connection (0: the caller pumps) and sockets per connection.
-int helperThreads() { return static_cast<int>(std::clamp<int64_t>(paramInt("SOCKET_NTHREADS"), 0, 16)); }
+int helperThreads() { return static_cast<int>(std::clamp<int64_t>(param(IntParam::SOCKET_NTHREADS), 0, 16)); }
 uint32_t socketsPerConn() {
-  int64_t per = std::clamp<int64_t>(paramInt("NSOCKS_PERTHREAD"), 1, 16);
+  int64_t per = std::clamp<int64_t>(param(IntParam::NSOCKS_PERTHREAD), 1, 16);
   return static_cast<uint32_t>(std::max(1, helperThreads()) * per);
 }
 
@@ -463,7 +463,7 @@ class SocketBackend : public NetBackend {
   Result<std::unique_ptr<NetListenComm>> listen(int dev, NetHandle* handle) override {
     if (dev != 0 || ifs_.empty())
       return Status(Code::kSystem, "socket backend: no usable interface (COLL_SOCKET_IFNAME=\"" +
-                                       paramString("SOCKET_IFNAME") + "\")");
+                                       param(StringParam::SOCKET_IFNAME) + "\")");
     auto l = std::make_unique<SockListen>();
     SockAddr a = ifs_[0].addr;
     a.setPort(0);
