@@ -18,23 +18,26 @@
 
 #include "collectives/collectives.h"
 
-#define CHECK(call)                                                                 \
-  do {                                                                              \
-    collResult_t r_ = (call);                                                       \
-    if (r_ != collSuccess) {                                                        \
-      std::fprintf(stderr, "rank %d: %s failed: %s\n  %s\n", rank, #call,           \
-                   collGetErrorString(r_), collGetLastError(comm));                 \
-      return 1;                                                                     \
-    }                                                                               \
+#define CHECK(call)                                                                               \
+  do {                                                                                            \
+    collResult_t r_ = (call);                                                                     \
+    if (r_ != collSuccess) {                                                                      \
+      std::fprintf(stderr, "rank %d: %s failed: %s\n  %s\n", rank, #call, collGetErrorString(r_), \
+                   collGetLastError(comm));                                                       \
+      return 1;                                                                                   \
+    }                                                                                             \
   } while (0)
 
 static size_t parseBytes(const char* s) {
   char* end;
   double v = std::strtod(s, &end);
   switch (*end) {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
+    case 'K':
+    case 'k': v *= 1024; break;
+    case 'M':
+    case 'm': v *= 1024 * 1024; break;
+    case 'G':
+    case 'g': v *= 1024.0 * 1024 * 1024; break;
   }
   return static_cast<size_t>(v);
 }
@@ -59,9 +62,8 @@ static int runRank(int rank, int nranks, const std::vector<size_t>& sizes, int i
     double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
     if (rank == 0) {
       double algbw = static_cast<double>(bytes) / us / 1e3;
-      std::printf("%12zu bytes  %10.1f us  algbw %6.2f GB/s  busbw %6.2f GB/s  recv[1]=%g  %s\n",
-                  bytes, us, algbw, algbw * 2.0 * (nranks - 1) / nranks, recv.size() > 1 ? recv[1] : 0.0,
-                  wrong ? "WRONG" : "ok");
+      std::printf("%12zu bytes  %10.1f us  algbw %6.2f GB/s  busbw %6.2f GB/s  recv[1]=%g  %s\n", bytes, us, algbw,
+                  algbw * 2.0 * (nranks - 1) / nranks, recv.size() > 1 ? recv[1] : 0.0, wrong ? "WRONG" : "ok");
       std::fflush(stdout);
     }
     if (wrong) {
@@ -103,8 +105,10 @@ int main(int argc, char** argv) {
   }
   int version = 0;
   collGetVersion(&version);
-  std::printf("Collectives %d: float32 sum allreduce, %d processes, %d iterations per size, %s\n",
-              version, nranks, iters, std::getenv("COLL_SHM_DISABLE") && std::atoi(std::getenv("COLL_SHM_DISABLE")) ? "TCP (COLL_SHM_DISABLE=1)" : "shared memory");
+  std::printf("Collectives %d: float32 sum allreduce, %d processes, %d iterations per size, %s\n", version, nranks,
+              iters,
+              std::getenv("COLL_SHM_DISABLE") && std::atoi(std::getenv("COLL_SHM_DISABLE")) ? "TCP (COLL_SHM_DISABLE=1)"
+                                                                                            : "shared memory");
   std::fflush(stdout);
   std::vector<pid_t> kids;
   for (int r = 0; r < nranks; ++r) {

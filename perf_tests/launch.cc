@@ -38,11 +38,9 @@ bool detectLaunch(LaunchInfo* out, std::string* error, const EnvGetter& envIn) {
     const char* r = env(s.rank);
     const char* n = env(s.size);
     if (!r && !n) continue;
-    if (!parseInt(r, &info.rank) || !parseInt(n, &info.size) || info.size < 1 ||
-        info.rank >= info.size) {
-      *error = std::string(s.name) + " launch: " + s.rank + "=\"" + (r ? r : "(unset)") +
-               "\" and " + s.size + "=\"" + (n ? n : "(unset)") +
-               "\" do not describe a rank of a job";
+    if (!parseInt(r, &info.rank) || !parseInt(n, &info.size) || info.size < 1 || info.rank >= info.size) {
+      *error = std::string(s.name) + " launch: " + s.rank + "=\"" + (r ? r : "(unset)") + "\" and " + s.size + "=\"" +
+               (n ? n : "(unset)") + "\" do not describe a rank of a job";
       return false;
     }
     info.launcher = s.name;
@@ -58,8 +56,8 @@ bool detectLaunch(LaunchInfo* out, std::string* error, const EnvGetter& envIn) {
   else if (env("MASTER_ADDR") && env("MASTER_PORT"))
     info.rootAddr = std::string(env("MASTER_ADDR")) + ":" + env("MASTER_PORT");
   if (info.size > 1 && info.rootAddr.empty()) {
-    *error = "this is rank " + std::to_string(info.rank) + " of " + std::to_string(info.size) +
-             " (" + info.launcher + ") but no rendezvous address is set: export COLL_COMM_ID=host:port "
+    *error = "this is rank " + std::to_string(info.rank) + " of " + std::to_string(info.size) + " (" + info.launcher +
+             ") but no rendezvous address is set: export COLL_COMM_ID=host:port "
              "(or MASTER_ADDR and MASTER_PORT) to every rank, e.g. mpirun -x COLL_COMM_ID=host:29500";
     return false;
   }

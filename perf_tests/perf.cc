@@ -28,8 +28,8 @@ namespace perf {
 
 // ---------------------------------------------------------------- names and options
 
-static const char* kTypeNames[] = {"int8",  "uint8",  "int32",    "uint32",   "int64",    "uint64",
-                                   "half",  "float",  "double",   "bfloat16", "fp8_e4m3", "fp8_e5m2"};
+static const char* kTypeNames[] = {"int8", "uint8", "int32",  "uint32",   "int64",    "uint64",
+                                   "half", "float", "double", "bfloat16", "fp8_e4m3", "fp8_e5m2"};
 // nccl-tests' names, in its order: "mulsum" (kMulSum) follows the built-in ops.
 static const char* kOpNames[] = {"sum", "prod", "max", "min", "avg", "mulsum"};
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == kMulSum + 1);
@@ -38,21 +38,32 @@ const char* typeName(collDataType_t t) { return coll::validDataType(t) ? kTypeNa
 const char* opName(collRedOp_t op) { return op >= 0 && op <= kMulSum ? kOpNames[op] : "?"; }
 
 bool parseType(const std::string& s, collDataType_t* t) {
-  static const struct { const char* n; collDataType_t t; } kAliases[] = {
-      {"char", collInt8}, {"int", collInt32}, {"float16", collFloat16}, {"fp16", collFloat16},
-      {"float32", collFloat32}, {"fp32", collFloat32}, {"float64", collFloat64},
-      {"bf16", collBfloat16}, {"f8e4m3", collFloat8e4m3}, {"f8e5m2", collFloat8e5m2},
-      {"e4m3", collFloat8e4m3}, {"e5m2", collFloat8e5m2}};
+  static const struct {
+    const char* n;
+    collDataType_t t;
+  } kAliases[] = {{"char", collInt8},         {"int", collInt32},       {"float16", collFloat16},
+                  {"fp16", collFloat16},      {"float32", collFloat32}, {"fp32", collFloat32},
+                  {"float64", collFloat64},   {"bf16", collBfloat16},   {"f8e4m3", collFloat8e4m3},
+                  {"f8e5m2", collFloat8e5m2}, {"e4m3", collFloat8e4m3}, {"e5m2", collFloat8e5m2}};
   for (int i = 0; i < collNumTypes; ++i)
-    if (s == kTypeNames[i]) { *t = static_cast<collDataType_t>(i); return true; }
+    if (s == kTypeNames[i]) {
+      *t = static_cast<collDataType_t>(i);
+      return true;
+    }
   for (auto& a : kAliases)
-    if (s == a.n) { *t = a.t; return true; }
+    if (s == a.n) {
+      *t = a.t;
+      return true;
+    }
   return false;
 }
 
 bool parseOp(const std::string& s, collRedOp_t* op) {
   for (int i = 0; i <= kMulSum; ++i)
-    if (s == kOpNames[i]) { *op = static_cast<collRedOp_t>(i); return true; }
+    if (s == kOpNames[i]) {
+      *op = static_cast<collRedOp_t>(i);
+      return true;
+    }
   return false;
 }
 
@@ -73,9 +84,9 @@ static bool parseBytes(const std::string& s, size_t* out) {
 }
 
 static const char* collProgram(Coll c) {
-  static const char* k[] = {"all_reduce_perf", "all_gather_perf", "broadcast_perf", "reduce_perf",
-                            "reduce_scatter_perf", "sendrecv_perf", "alltoall_perf", "gather_perf",
-                            "scatter_perf"};
+  static const char* k[] = {"all_reduce_perf", "all_gather_perf",     "broadcast_perf",
+                            "reduce_perf",     "reduce_scatter_perf", "sendrecv_perf",
+                            "alltoall_perf",   "gather_perf",         "scatter_perf"};
   return k[static_cast<int>(c)];
 }
 static bool hasOp(Coll c) { return c == Coll::kAllReduce || c == Coll::kReduce || c == Coll::kReduceScatter; }
@@ -89,23 +100,37 @@ static bool hasInPlace(Coll c, const std::string& mem) {
 
 int parseOptions(Coll coll, int argc, char** argv, Options* o, bool* stop) {
   *stop = false;
-  CLI::App app{std::string(collProgram(coll)) +
-               ": nccl-tests compatible benchmark of libcollectives (host buffers)"};
+  CLI::App app{std::string(collProgram(coll)) + ": nccl-tests compatible benchmark of libcollectives (host buffers)"};
   std::string b = "32M", e = "32M", i = "1M", op = "sum", dt = "float", root = "0";
   app.add_option("-b,--minbytes", b, "minimum size in bytes (K/M/G suffixes)")->capture_default_str();
   app.add_option("-e,--maxbytes", e, "maximum size in bytes")->capture_default_str();
   app.add_option("-i,--stepbytes", i, "size increment when no step factor is given")->capture_default_str();
-  app.add_option("-f,--stepfactor", o->stepFactor, "size multiplication factor (> 1 enables it)")->capture_default_str();
+  app.add_option("-f,--stepfactor", o->stepFactor, "size multiplication factor (> 1 enables it)")
+      ->capture_default_str();
   app.add_option("-n,--iters", o->iters, "timed iterations")->capture_default_str()->check(CLI::Range(1, 1 << 30));
-  app.add_option("-w,--warmup_iters", o->warmupIters, "warmup iterations")->capture_default_str()->check(CLI::Range(0, 1 << 30));
-  app.add_option("-m,--agg_iters", o->aggIters, "operations grouped per iteration")->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  app.add_option("-c,--check", o->check, "verify results on fresh data (0/1)")->capture_default_str()->check(CLI::Range(0, 1));
+  app.add_option("-w,--warmup_iters", o->warmupIters, "warmup iterations")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 30));
+  app.add_option("-m,--agg_iters", o->aggIters, "operations grouped per iteration")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("-c,--check", o->check, "verify results on fresh data (0/1)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1));
   app.add_option("-o,--op", op, "sum, prod, min, max, avg, mulsum (PreMulSum) or all")->capture_default_str();
-  app.add_option("-d,--datatype", dt, "int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 fp8_e4m3 fp8_e5m2, or all")->capture_default_str();
+  app.add_option("-d,--datatype", dt,
+                 "int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 fp8_e4m3 fp8_e5m2, or all")
+      ->capture_default_str();
   app.add_option("-r,--root", root, "root rank, or all")->capture_default_str();
-  app.add_option("-z,--blocking", o->blocking, "blocking collectives (host buffers always block)")->capture_default_str()->check(CLI::Range(0, 1));
-  app.add_option("-a,--average", o->average, "time reported: 0 rank 0, 1 average, 2 min, 3 max over ranks")->capture_default_str()->check(CLI::Range(0, 3));
-  app.add_option("-t,--nthreads", o->nthreads, "ranks as threads of this process")->capture_default_str()->check(CLI::Range(1, 1024));
+  app.add_option("-z,--blocking", o->blocking, "blocking collectives (host buffers always block)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1));
+  app.add_option("-a,--average", o->average, "time reported: 0 rank 0, 1 average, 2 min, 3 max over ranks")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 3));
+  app.add_option("-t,--nthreads", o->nthreads, "ranks as threads of this process")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   app.add_option("-g,--ngpus", o->ngpus, "GPUs per thread (host buffers: 1)")->capture_default_str();
   app.add_option("-J,--output_file", o->outputFile, "also write every row and the environment as JSON");
   app.add_option("--mem", o->mem, "buffer memory: host, device (CUDA), or auto: device where a GPU is usable")
@@ -113,7 +138,8 @@ int parseOptions(Coll coll, int argc, char** argv, Options* o, bool* stop) {
   app.add_option("--offset", o->offset,
                  "host buffers start this many bytes past a page boundary (0-4095; -1: where the "
                  "allocator puts them). Pinned and mmap'd buffers are page-aligned")
-      ->capture_default_str()->check(CLI::Range(-1, 4095));
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 4095));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& ex) {
@@ -135,7 +161,8 @@ int parseOptions(Coll coll, int argc, char** argv, Options* o, bool* stop) {
   if (o->maxBytes < o->minBytes) return bad("-e/--maxbytes " + e + " is smaller than -b/--minbytes " + b);
   if (o->stepFactor <= 1 && o->stepBytes == 0) return bad("-i/--stepbytes 0 with no -f factor would never end");
   o->ops.clear();
-  if (op == "all") for (int k = 0; k <= kMulSum; ++k) o->ops.push_back(static_cast<collRedOp_t>(k));
+  if (op == "all")
+    for (int k = 0; k <= kMulSum; ++k) o->ops.push_back(static_cast<collRedOp_t>(k));
   else {
     collRedOp_t x;
     if (!parseOp(op, &x)) return bad("-o/--op \"" + op + "\": expected sum, prod, min, max, avg, mulsum or all");
@@ -143,7 +170,8 @@ int parseOptions(Coll coll, int argc, char** argv, Options* o, bool* stop) {
   }
   if (!hasOp(coll)) o->ops = {collSum};
   o->types.clear();
-  if (dt == "all") for (int k = 0; k < collNumTypes; ++k) o->types.push_back(static_cast<collDataType_t>(k));
+  if (dt == "all")
+    for (int k = 0; k < collNumTypes; ++k) o->types.push_back(static_cast<collDataType_t>(k));
   else {
     collDataType_t x;
     if (!parseType(dt, &x)) return bad("-d/--datatype \"" + dt + "\" is not a data type (try -d all)");
@@ -156,7 +184,9 @@ int parseOptions(Coll coll, int argc, char** argv, Options* o, bool* stop) {
     if (root.empty() || *end || r < 0) return bad("-r/--root \"" + root + "\": expected a rank or all");
     o->root = static_cast<int>(r);
   }
-  if (o->ngpus != 1) return bad("-g/--ngpus " + std::to_string(o->ngpus) + ": host buffers use one rank per thread; use -t for more ranks");
+  if (o->ngpus != 1)
+    return bad("-g/--ngpus " + std::to_string(o->ngpus) +
+               ": host buffers use one rank per thread; use -t for more ranks");
   if (o->mem == "auto") o->mem = deviceUsable(nullptr) ? "device" : "host";
   std::string why;
   if (o->mem == "device" && !deviceUsable(&why)) return bad("--mem device: no usable CUDA device (" + why + ")");
@@ -167,8 +197,11 @@ int parseOptions(Coll coll, int argc, char** argv, Options* o, bool* stop) {
 double busBwFactor(Coll coll, int n) {
   switch (coll) {
     case Coll::kAllReduce: return 2.0 * (n - 1) / n;
-    case Coll::kAllGather: case Coll::kReduceScatter: case Coll::kAllToAll: case Coll::kGather: case Coll::kScatter:
-      return static_cast<double>(n - 1) / n;
+    case Coll::kAllGather:
+    case Coll::kReduceScatter:
+    case Coll::kAllToAll:
+    case Coll::kGather:
+    case Coll::kScatter: return static_cast<double>(n - 1) / n;
     default: return 1.0;
   }
 }
@@ -196,7 +229,11 @@ void bufferBytes(Coll coll, const Shape& s, size_t es, int n, size_t* sendBytes,
 Shape shapeFor(Coll coll, size_t bytes, size_t es, int n) {
   size_t count = bytes / es;
   switch (coll) {
-    case Coll::kAllGather: case Coll::kReduceScatter: case Coll::kAllToAll: case Coll::kGather: case Coll::kScatter: {
+    case Coll::kAllGather:
+    case Coll::kReduceScatter:
+    case Coll::kAllToAll:
+    case Coll::kGather:
+    case Coll::kScatter: {
       size_t per = count / static_cast<size_t>(n);
       return {per, per * n, per * n * es};
     }
@@ -226,8 +263,11 @@ double floatInput(collDataType_t t, collRedOp_t op, int nranks, int rank, size_t
   uint64_t h = hashOf(rank, i, seed);
   if (op == collProd) return (h & 1) ? 1.0 : -1.0;
   if (op == collMax || op == collMin) return static_cast<double>(h % 17) - 8.0;
-  uint64_t budget = t == collFloat16 ? 2048 : t == collBfloat16 ? 256 : t == collFloat8e4m3 ? 16
-                  : t == collFloat8e5m2 ? 8 : 1 << 20;
+  uint64_t budget = t == collFloat16      ? 2048
+                    : t == collBfloat16   ? 256
+                    : t == collFloat8e4m3 ? 16
+                    : t == collFloat8e5m2 ? 8
+                                          : 1 << 20;
   if (op == kMulSum) budget /= 2;
   const uint64_t n = static_cast<uint64_t>(nranks), contributors = std::min(n, budget);
   if ((static_cast<uint64_t>(rank) + i) % n >= contributors) return 0;
@@ -244,7 +284,8 @@ double preOp(collDataType_t t, collRedOp_t op, int r, double x) {
   return coll::loadFloatElement(y, 0, t);
 }
 
-void fill(void* buf, size_t count, collDataType_t t, collRedOp_t op, int nranks, int rank, size_t offset, uint64_t seed) {
+void fill(void* buf, size_t count, collDataType_t t, collRedOp_t op, int nranks, int rank, size_t offset,
+          uint64_t seed) {
   for (size_t i = 0; i < count; ++i) {
     if (coll::isIntegerType(t)) coll::storeIntElement(buf, i, t, hashOf(rank, offset + i, seed) | 1);
     else coll::storeFloatElement(buf, i, t, floatInput(t, op, nranks, rank, offset + i, seed));
@@ -295,7 +336,8 @@ void expectReduce(void* out, size_t j, collDataType_t t, collRedOp_t op, int n, 
     else acc += x;
   }
   if (op == collAvg)
-    acc = t == collFloat64 ? acc * (1.0 / n) : static_cast<double>(static_cast<float>(acc) * (1.0f / static_cast<float>(n)));
+    acc = t == collFloat64 ? acc * (1.0 / n)
+                           : static_cast<double>(static_cast<float>(acc) * (1.0f / static_cast<float>(n)));
   coll::storeFloatElement(out, j, t, acc);
 }
 
@@ -370,7 +412,8 @@ class Rank {
     for (auto& [t, op] : mulSum_) {
       collResult_t r = collRedOpDestroy(op, comm_);
       if (r != collSuccess && e.empty())
-        e = std::string("collRedOpDestroy(") + typeName(t) + "): " + collGetErrorString(r) + ": " + collGetLastError(comm_);
+        e = std::string("collRedOpDestroy(") + typeName(t) + "): " + collGetErrorString(r) + ": " +
+            collGetLastError(comm_);
     }
     mulSum_.clear();
     return e;
@@ -430,7 +473,8 @@ class Rank {
   std::string sync() { return dev_ ? dev_->sync() : ""; }
 
   // Fresh inputs, one checked call; returns the wrong elements on this rank.
-  int64_t check(const Shape& s, collDataType_t t, collRedOp_t op, int root, bool inPlace, uint64_t seed, std::string* err) {
+  int64_t check(const Shape& s, collDataType_t t, collRedOp_t op, int root, bool inPlace, uint64_t seed,
+                std::string* err) {
     size_t es = coll::dataTypeSize(t), c = s.callCount;
     *err = allocate(s, es);
     if (!err->empty()) return static_cast<int64_t>(c);
@@ -438,9 +482,16 @@ class Rank {
     // Inputs where the call reads them.
     char* in = b_.send.data();
     size_t inCount = b_.send.size() / es;
-    if (inPlace && (coll_ == Coll::kAllReduce || coll_ == Coll::kBroadcast || coll_ == Coll::kReduce)) in = b_.recv.data();
-    if (inPlace && coll_ == Coll::kAllToAll) { in = b_.recv.data(); inCount = b_.recv.size() / es; }
-    if (inPlace && (coll_ == Coll::kAllGather || coll_ == Coll::kGather)) { in = b_.recv.data() + rank_ * c * es; inCount = c; }
+    if (inPlace && (coll_ == Coll::kAllReduce || coll_ == Coll::kBroadcast || coll_ == Coll::kReduce))
+      in = b_.recv.data();
+    if (inPlace && coll_ == Coll::kAllToAll) {
+      in = b_.recv.data();
+      inCount = b_.recv.size() / es;
+    }
+    if (inPlace && (coll_ == Coll::kAllGather || coll_ == Coll::kGather)) {
+      in = b_.recv.data() + rank_ * c * es;
+      inCount = c;
+    }
     // Only the root's input is read: other ranks' stays zero, so data sent from it shows.
     const bool rooted = coll_ == Coll::kBroadcast || coll_ == Coll::kScatter;
     if (!rooted || rank_ == root) fill(in, inCount, t, op, n_, rank_, 0, seed);
@@ -494,7 +545,8 @@ class Rank {
   }
 
   // Mean microseconds per operation over iters x agg timed operations.
-  double time(const Options& o, const Shape& s, collDataType_t t, collRedOp_t op, int root, bool inPlace, std::string* err) {
+  double time(const Options& o, const Shape& s, collDataType_t t, collRedOp_t op, int root, bool inPlace,
+              std::string* err) {
     *err = allocate(s, coll::dataTypeSize(t));
     if (!err->empty()) return -1;
     // Device buffers: operations are enqueued; -z 1 waits for each, otherwise the stream
@@ -547,9 +599,14 @@ std::string fmtTime(double us) {
 std::string jsonEscape(const std::string& s) {
   std::string o;
   for (char c : s) {
-    if (c == '"' || c == '\\') { o += '\\'; o += c; }
-    else if (static_cast<unsigned char>(c) < 0x20) { char b[8]; std::snprintf(b, sizeof(b), "\\u%04x", c); o += b; }
-    else o += c;
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char b[8];
+      std::snprintf(b, sizeof(b), "\\u%04x", c);
+      o += b;
+    } else o += c;
   }
   return o;
 }
@@ -647,7 +704,9 @@ int runPerf(Coll coll, int argc, char** argv) {
       return fail(rank, std::string(" init: ") + collGetLastError(nullptr));
     Rank R(coll, rank, nranks, comm, dev.get(), o.offset);
     // Who is where, and over what: every rank's line reaches rank 0.
-    struct Info { char text[200]; } mine{}, *all = new Info[nranks];
+    struct Info {
+      char text[200];
+    } mine{}, *all = new Info[nranks];
     char host[64] = {};
     gethostname(host, sizeof(host) - 1);
     const std::string memName = cudaDev >= 0 ? "device " + std::to_string(cudaDev) : "host memory";
@@ -660,8 +719,8 @@ int runPerf(Coll coll, int argc, char** argv) {
         size_t a = s.find('|'), b = s.find('|', a + 1);
         transports[r] = s.substr(s.find(", ", b) + 2);
         char line[320];
-        std::snprintf(line, sizeof(line), "#  Rank %2d Group  0 Pid %6s on %10s %s", r,
-                      s.substr(0, a).c_str(), s.substr(a + 1, b - a - 1).c_str(), transports[r].c_str());
+        std::snprintf(line, sizeof(line), "#  Rank %2d Group  0 Pid %6s on %10s %s", r, s.substr(0, a).c_str(),
+                      s.substr(a + 1, b - a - 1).c_str(), transports[r].c_str());
         rankLines[r] = line;
       }
     delete[] all;
@@ -674,8 +733,10 @@ int runPerf(Coll coll, int argc, char** argv) {
       }
     }
     if (rank == 0 && printer) {
-      std::printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d agg iters: %d validation: %d graph: 0\n",
-                  o.nthreads, o.ngpus, o.minBytes, o.maxBytes, o.stepFactor > 1 ? o.stepFactor : static_cast<double>(o.stepBytes),
+      std::printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d agg iters: "
+                  "%d validation: %d graph: 0\n",
+                  o.nthreads, o.ngpus, o.minBytes, o.maxBytes,
+                  o.stepFactor > 1 ? o.stepFactor : static_cast<double>(o.stepBytes),
                   o.stepFactor > 1 ? "factor" : "bytes", o.warmupIters, o.iters, o.aggIters, o.check);
       std::printf("#\n# Using devices\n");
       for (auto& l : rankLines) std::printf("%s\n", l.c_str());
@@ -691,7 +752,8 @@ int runPerf(Coll coll, int argc, char** argv) {
       for (collDataType_t type : o.types)
         for (collRedOp_t op : o.ops) {
           std::vector<int> roots;
-          if (hasRoot(coll) && o.root < 0) for (int r = 0; r < nranks; ++r) roots.push_back(r);
+          if (hasRoot(coll) && o.root < 0)
+            for (int r = 0; r < nranks; ++r) roots.push_back(r);
           else roots.push_back(hasRoot(coll) ? o.root : -1);
           for (int root : roots) {
             Shape s = shapeFor(coll, bytes, coll::dataTypeSize(type), nranks);
@@ -747,7 +809,10 @@ int runPerf(Coll coll, int argc, char** argv) {
   for (auto& r : rows)
     for (const Half* h : {&r.oop, &r.ip}) {
       if (h->wrong > 0) wrong += h->wrong;
-      if (h->timeUs >= 0) { sumBus += h->busbw; ++nBus; }
+      if (h->timeUs >= 0) {
+        sumBus += h->busbw;
+        ++nBus;
+      }
     }
   if (printer && failures == 0) {
     std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(wrong), wrong ? "FAILED" : "OK");
@@ -763,15 +828,16 @@ int runPerf(Coll coll, int argc, char** argv) {
     gethostname(host, sizeof(host) - 1);
     std::time_t now = std::time(nullptr);
     std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    f << "{\n  \"program\": \"" << collProgram(coll) << "\",\n  \"library_version\": " << version
-      << ",\n  \"date\": \"" << date << "\",\n  \"host\": \"" << jsonEscape(host) << "\",\n  \"nranks\": " << nranks
+    f << "{\n  \"program\": \"" << collProgram(coll) << "\",\n  \"library_version\": " << version << ",\n  \"date\": \""
+      << date << "\",\n  \"host\": \"" << jsonEscape(host) << "\",\n  \"nranks\": " << nranks
       << ",\n  \"nprocs\": " << L.size << ",\n  \"nthreads\": " << o.nthreads << ",\n  \"launcher\": \""
       << jsonEscape(L.launcher) << "\",\n  \"mem\": \"" << o.mem << "\",\n  \"transports\": [";
     for (int r = 0; r < nranks; ++r) f << (r ? ", " : "") << "\"" << jsonEscape(transports[r]) << "\"";
-    f << "],\n  \"options\": {\"minbytes\": " << o.minBytes << ", \"maxbytes\": " << o.maxBytes << ", \"stepfactor\": "
-      << o.stepFactor << ", \"stepbytes\": " << o.stepBytes << ", \"iters\": " << o.iters << ", \"warmup_iters\": "
-      << o.warmupIters << ", \"agg_iters\": " << o.aggIters << ", \"check\": " << o.check << ", \"average\": "
-      << o.average << "},\n  \"busbw_factor\": " << busBwFactor(coll, nranks) << ",\n  \"rows\": [";
+    f << "],\n  \"options\": {\"minbytes\": " << o.minBytes << ", \"maxbytes\": " << o.maxBytes
+      << ", \"stepfactor\": " << o.stepFactor << ", \"stepbytes\": " << o.stepBytes << ", \"iters\": " << o.iters
+      << ", \"warmup_iters\": " << o.warmupIters << ", \"agg_iters\": " << o.aggIters << ", \"check\": " << o.check
+      << ", \"average\": " << o.average << "},\n  \"busbw_factor\": " << busBwFactor(coll, nranks)
+      << ",\n  \"rows\": [";
     for (size_t k = 0; k < rows.size(); ++k) {
       const Row& r = rows[k];
       auto half = [](const Half& h) {
@@ -783,8 +849,9 @@ int runPerf(Coll coll, int argc, char** argv) {
         return s.str();
       };
       f << (k ? "," : "") << "\n    {\"size\": " << r.bytes << ", \"count\": " << r.count << ", \"type\": \""
-        << typeName(r.type) << "\", \"redop\": \"" << (hasOp(coll) ? opName(r.op) : "none") << "\", \"root\": " << r.root
-        << ", \"out_of_place\": " << half(r.oop) << ", \"in_place\": " << half(r.ip) << "}";
+        << typeName(r.type) << "\", \"redop\": \"" << (hasOp(coll) ? opName(r.op) : "none")
+        << "\", \"root\": " << r.root << ", \"out_of_place\": " << half(r.oop) << ", \"in_place\": " << half(r.ip)
+        << "}";
     }
     f << "\n  ],\n  \"out_of_bounds\": " << wrong << ",\n  \"avg_busbw_gbs\": " << (nBus ? sumBus / nBus : 0.0)
       << ",\n  \"ok\": " << (failures == 0 && wrong == 0 ? "true" : "false") << "\n}\n";

@@ -11,7 +11,17 @@
 
 namespace perf {
 
-enum class Coll { kAllReduce, kAllGather, kBroadcast, kReduce, kReduceScatter, kSendRecv, kAllToAll, kGather, kScatter };
+enum class Coll {
+  kAllReduce,
+  kAllGather,
+  kBroadcast,
+  kReduce,
+  kReduceScatter,
+  kSendRecv,
+  kAllToAll,
+  kGather,
+  kScatter
+};
 
 // nccl-tests' stand-in for a PreMulSum op in Options::ops (`-o mulsum`; `-o all` ends
 // with it): not an op of the library. Each rank makes the real one per data type with
@@ -22,7 +32,7 @@ inline constexpr collRedOp_t kMulSum = collNumOps;
 struct Options {
   size_t minBytes = 32 << 20;
   size_t maxBytes = 32 << 20;
-  double stepFactor = 1;     // > 1: multiply; otherwise add stepBytes
+  double stepFactor = 1;  // > 1: multiply; otherwise add stepBytes
   size_t stepBytes = 1 << 20;
   int iters = 20;
   int warmupIters = 1;
@@ -30,9 +40,9 @@ struct Options {
   int check = 1;
   std::vector<collRedOp_t> ops{collSum};
   std::vector<collDataType_t> types{collFloat32};
-  int root = 0;              // -1: all roots
+  int root = 0;  // -1: all roots
   int blocking = 0;
-  int average = 1;           // 0 rank 0, 1 avg, 2 min, 3 max
+  int average = 1;  // 0 rank 0, 1 avg, 2 min, 3 max
   int nthreads = 1;
   int ngpus = 1;
   std::string outputFile;    // -J
@@ -52,9 +62,9 @@ std::vector<size_t> sizeList(const Options& o);
 // Elements per rank (the count passed to the call) and the count/size printed for a
 // nominal size in bytes: allgather/reduce-scatter/alltoall/gather/scatter print totals.
 struct Shape {
-  size_t callCount;    // count argument of the call
-  size_t printCount;   // "count" column
-  size_t printBytes;   // "size" column
+  size_t callCount;   // count argument of the call
+  size_t printCount;  // "count" column
+  size_t printBytes;  // "size" column
 };
 Shape shapeFor(Coll coll, size_t bytes, size_t typeSize, int nranks);
 // Bytes of the send and receive buffers one rank needs for a call of shape s.

@@ -135,9 +135,12 @@ int main(int argc, char** argv) {
   CLI::App app{"tcp_exchange: two processes exchange data over loopback TCP, no library"};
   app.add_option("--bytes", bytes, "bytes each side sends per round (K/M suffixes)")->capture_default_str();
   app.add_option("--slice", slice, "bytes per send call")->capture_default_str();
-  app.add_option("--header", c.header, "header bytes before every slice")->capture_default_str()->check(CLI::Range(0, 4096));
+  app.add_option("--header", c.header, "header bytes before every slice")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
   app.add_option("--src-offset", c.srcOffset, "send buffer's offset past a page boundary")->check(CLI::Range(0, 4095));
-  app.add_option("--dst-offset", c.dstOffset, "receive buffer's offset past a page boundary")->check(CLI::Range(0, 4095));
+  app.add_option("--dst-offset", c.dstOffset, "receive buffer's offset past a page boundary")
+      ->check(CLI::Range(0, 4095));
   app.add_option("--iters", c.iters, "timed rounds")->capture_default_str()->check(CLI::Range(1, 1 << 24));
   app.add_flag("--one-socket", c.oneSocket, "one connection both ways instead of one per direction");
   CLI11_PARSE(app, argc, argv);
@@ -176,8 +179,7 @@ int main(int argc, char** argv) {
   if (me == 1) return 0;
   int status = 0;
   ::waitpid(child, &status, 0);
-  std::printf("bytes %zu slice %zu header %zu src-offset %zu dst-offset %zu %s: %.2f GB/s per direction\n",
-              c.bytes, c.slice, c.header, c.srcOffset, c.dstOffset, c.oneSocket ? "one socket" : "two sockets",
-              gbs);
+  std::printf("bytes %zu slice %zu header %zu src-offset %zu dst-offset %zu %s: %.2f GB/s per direction\n", c.bytes,
+              c.slice, c.header, c.srcOffset, c.dstOffset, c.oneSocket ? "one socket" : "two sockets", gbs);
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }

@@ -3,9 +3,9 @@
 set -euo pipefail
 # openmpi-bin: the mpirun launch test; iproute2: the network-namespace test; python3: JSON checks;
 # python3-matplotlib: perf_tests/plot; python3-torch, libtorch-dev, pybind11-dev, python3-dev: the PyTorch
-# backend (python/), built and tested when they are present.
+# backend (python/), built and tested when they are present; clang-format: the format test.
 pkgs=(cmake g++ make pkg-config libhwloc-dev catch2 libcli11-dev libibverbs-dev openmpi-bin python3 iproute2
-      python3-matplotlib python3-torch libtorch-dev pybind11-dev python3-dev)
+      python3-matplotlib python3-torch libtorch-dev pybind11-dev python3-dev clang-format)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -21,8 +21,7 @@ ScopedEnv::~ScopedEnv() {
   else unsetenv(name_.c_str());
 }
 
-std::vector<std::string> runRanks(int nranks,
-                                  const std::function<std::string(int, collComm_t)>& body) {
+std::vector<std::string> runRanks(int nranks, const std::function<std::string(int, collComm_t)>& body) {
   std::vector<std::string> errors;
   collUniqueId id;
   if (collGetUniqueId(&id) != collSuccess) {
@@ -77,7 +76,8 @@ double rawFloat(collRedOp_t op, int rank, size_t i, uint64_t seed) {
       static const double kVals[] = {1, 2, -1, -2};
       return kVals[h % 4];
     }
-    case collMax: case collMin: {
+    case collMax:
+    case collMin: {
       double v = static_cast<double>(h % 16) - 8;
       return v == 0 ? 3 : v;
     }
@@ -93,7 +93,9 @@ template <typename I>
 I combineInt(I a, I b, collRedOp_t op) {
   using U = std::make_unsigned_t<I>;
   switch (op) {
-    case collProd: return static_cast<I>(static_cast<U>(static_cast<uint64_t>(static_cast<U>(a)) * static_cast<uint64_t>(static_cast<U>(b))));
+    case collProd:
+      return static_cast<I>(static_cast<U>(static_cast<uint64_t>(static_cast<U>(a)) *
+                                           static_cast<uint64_t>(static_cast<U>(b))));
     case collMax: return a > b ? a : b;
     case collMin: return a < b ? a : b;
     default: return static_cast<I>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
@@ -101,27 +103,24 @@ I combineInt(I a, I b, collRedOp_t op) {
 }
 
 template <typename I>
-void intReference(void* out, collRedOp_t op, const std::vector<int>& order, size_t i,
-                  uint64_t seed, int nranks) {
+void intReference(void* out, collRedOp_t op, const std::vector<int>& order, size_t i, uint64_t seed, int nranks) {
   I acc = static_cast<I>(rawInt(order[0], i, seed));
-  for (size_t k = 1; k < order.size(); ++k)
-    acc = combineInt<I>(acc, static_cast<I>(rawInt(order[k], i, seed)), op);
+  for (size_t k = 1; k < order.size(); ++k) acc = combineInt<I>(acc, static_cast<I>(rawInt(order[k], i, seed)), op);
   if (op == collAvg) acc = static_cast<I>(acc / static_cast<I>(nranks));
   std::memcpy(out, &acc, sizeof(I));
 }
 
 }  // namespace
 
-void fillInput(void* buf, size_t count, collDataType_t t, collRedOp_t op, int rank,
-               uint64_t seed) {
+void fillInput(void* buf, size_t count, collDataType_t t, collRedOp_t op, int rank, uint64_t seed) {
   for (size_t i = 0; i < count; ++i) {
     if (isInt(t)) storeInt(buf, i, t, rawInt(rank, i, seed));
     else encode(buf, i, t, rawFloat(op, rank, i, seed));
   }
 }
 
-void referenceReduce(void* out, collDataType_t t, collRedOp_t op, const std::vector<int>& order,
-                     size_t i, uint64_t seed, int nranks) {
+void referenceReduce(void* out, collDataType_t t, collRedOp_t op, const std::vector<int>& order, size_t i,
+                     uint64_t seed, int nranks) {
   switch (t) {
     case collInt8: return intReference<int8_t>(out, op, order, i, seed, nranks);
     case collUint8: return intReference<uint8_t>(out, op, order, i, seed, nranks);
@@ -144,7 +143,8 @@ void referenceReduce(void* out, collDataType_t t, collRedOp_t op, const std::vec
   };
   bool dbl = t == collFloat64;
   double acc = input(order[0]);
-  if (order.size() == 1 && op == collAvg) acc = roundT(dbl ? acc * (1.0 / nranks) : static_cast<float>(acc) * (1.0f / nranks));
+  if (order.size() == 1 && op == collAvg)
+    acc = roundT(dbl ? acc * (1.0 / nranks) : static_cast<float>(acc) * (1.0f / nranks));
   for (size_t k = 1; k < order.size(); ++k) {
     double x = input(order[k]);
     double r;

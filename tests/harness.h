@@ -32,19 +32,17 @@ class ScopedEnv {
 // Runs body(rank, comm) on nranks threads, each owning rank `rank` of a fresh
 // communicator (made with collGetUniqueId + collCommInitRank). Returns one message per
 // failed rank ("rank r: ..."), empty when all succeeded. Comms are destroyed afterwards.
-std::vector<std::string> runRanks(int nranks,
-                                  const std::function<std::string(int, collComm_t)>& body);
+std::vector<std::string> runRanks(int nranks, const std::function<std::string(int, collComm_t)>& body);
 
 // The input element i of `rank` for one test case (seed), encoded in dtype, non-zero,
 // small enough that sums and products stay meaningful in every type.
-void fillInput(void* buf, size_t count, collDataType_t t, collRedOp_t op, int rank,
-               uint64_t seed);
+void fillInput(void* buf, size_t count, collDataType_t t, collRedOp_t op, int rank, uint64_t seed);
 
 // Expected result of reducing element i over ranks, combining contributions in `order`
 // (the chain the algorithm uses), rounding in the type after each step as the library
 // does (narrow floats in fp32). Writes one element to out.
-void referenceReduce(void* out, collDataType_t t, collRedOp_t op, const std::vector<int>& order,
-                     size_t i, uint64_t seed, int nranks);
+void referenceReduce(void* out, collDataType_t t, collRedOp_t op, const std::vector<int>& order, size_t i,
+                     uint64_t seed, int nranks);
 
 // Reads element i of an array of type t as bytes, for exact comparison.
 bool sameElement(const void* a, const void* b, size_t i, collDataType_t t);

@@ -27,8 +27,7 @@ int freePort() {
   return ntohs(a.sin_port);
 }
 
-std::vector<ProcResult> runProcs(int nranks,
-                                 const std::function<int(int, std::string&)>& body,
+std::vector<ProcResult> runProcs(int nranks, const std::function<int(int, std::string&)>& body,
                                  const ProcOptions& opts) {
   std::string commId = "127.0.0.1:" + std::to_string(freePort());
   std::vector<pid_t> pids(nranks);

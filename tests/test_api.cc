@@ -274,7 +274,7 @@ TEST_CASE("collCommSplit orders by key and honours COLL_SPLIT_NOCOLOR", "[api][s
     int subRank = -1, subN = 0;
     collCommUserRank(sub, &subRank);
     collCommCount(sub, &subN);
-    int wantN = 2;  // evens {0,2}, odds {1,3}
+    int wantN = 2;                    // evens {0,2}, odds {1,3}
     int wantRank = rank < 2 ? 1 : 0;  // key -rank: higher old rank first
     if (subN != wantN || subRank != wantRank)
       return "split gave rank " + std::to_string(subRank) + "/" + std::to_string(subN);
@@ -340,9 +340,11 @@ TEST_CASE("one thread drives small and large collectives of all ranks in one gro
         in[r][j].assign(counts[j], r + 1);
         out[r][j].assign(counts[j], -1);
         if (j % 2 == 0)
-          REQUIRE(collAllReduce(in[r][j].data(), out[r][j].data(), counts[j], collInt32, collSum, comms[r], nullptr) == collSuccess);
+          REQUIRE(collAllReduce(in[r][j].data(), out[r][j].data(), counts[j], collInt32, collSum, comms[r], nullptr) ==
+                  collSuccess);
         else
-          REQUIRE(collBroadcast(in[r][j].data(), out[r][j].data(), counts[j], collInt32, 1, comms[r], nullptr) == collSuccess);
+          REQUIRE(collBroadcast(in[r][j].data(), out[r][j].data(), counts[j], collInt32, 1, comms[r], nullptr) ==
+                  collSuccess);
       }
     }
     collResult_t res = collGroupEnd();

@@ -184,7 +184,8 @@ TEST_CASE("alltoall, gather and scatter move every block, in place too", "[api][
     if (collAlltoAll(send.data(), recv.data(), count, collInt64, comm, nullptr) != collSuccess)
       return std::string("alltoall: ") + collGetLastError(comm);
     for (int p = 0; p < n; ++p)
-      if (recv[p * count + 7] != p * 1000000 + rank * static_cast<int64_t>(count) + 7) return "alltoall block " + std::to_string(p);
+      if (recv[p * count + 7] != p * 1000000 + rank * static_cast<int64_t>(count) + 7)
+        return "alltoall block " + std::to_string(p);
     std::vector<int64_t> inplace = send;
     if (collAlltoAll(inplace.data(), inplace.data(), count, collInt64, comm, nullptr) != collSuccess)
       return std::string("alltoall in place: ") + collGetLastError(comm);
@@ -202,7 +203,8 @@ TEST_CASE("alltoall, gather and scatter move every block, in place too", "[api][
         collSuccess)
       return std::string("scatter: ") + collGetLastError(comm);
     if (part[5] != rank * 1000000 + 5) return "scatter got " + std::to_string(part[5]);
-    if (collGather(send.data(), nullptr, count, collInt64, root, comm, nullptr) != (rank == root ? collInvalidArgument : collSuccess))
+    if (collGather(send.data(), nullptr, count, collInt64, root, comm, nullptr) !=
+        (rank == root ? collInvalidArgument : collSuccess))
       return "gather with a NULL recvbuff on the root was not refused";
     return "";
   });
@@ -275,7 +277,8 @@ TEST_CASE("a split after gather and scatter still meets: management tags are not
     if (collScatter(all.data(), mine.data(), 4, collInt32, 1, comm, nullptr) != collSuccess)
       return std::string("scatter: ") + collGetLastError(comm);
     collComm_t sub = nullptr;
-    if (collCommSplit(comm, 0, rank, &sub, nullptr) != collSuccess) return std::string("split: ") + collGetLastError(comm);
+    if (collCommSplit(comm, 0, rank, &sub, nullptr) != collSuccess)
+      return std::string("split: ") + collGetLastError(comm);
     void* mem = nullptr;
     collWindow_t win = nullptr;
     if (collMemAlloc(&mem, 8192) != collSuccess) return "collMemAlloc";

@@ -52,22 +52,22 @@ struct Case {
   bool tree = false;  // allreduce on the tree (COLL_ALGO=allreduce:tree): chain order n-1..0
   std::string str() const {
     std::ostringstream s;
-    s << collName(coll) << " " << coll::dataTypeName(dt) << " " << coll::redOpName(op)
-      << " count " << count << (inPlace ? " in-place" : " out-of-place") << " root " << root;
+    s << collName(coll) << " " << coll::dataTypeName(dt) << " " << coll::redOpName(op) << " count " << count
+      << (inPlace ? " in-place" : " out-of-place") << " root " << root;
     return s.str();
   }
 };
 
-#define RCHECK(call)                                                                   \
-  do {                                                                                 \
-    collResult_t r_ = (call);                                                          \
-    if (r_ != collSuccess)                                                             \
+#define RCHECK(call)                                                                               \
+  do {                                                                                             \
+    collResult_t r_ = (call);                                                                      \
+    if (r_ != collSuccess)                                                                         \
       return c.str() + ": " #call " -> " + collGetErrorString(r_) + ": " + collGetLastError(comm); \
   } while (0)
 
 std::string mismatch(const Case& c, const char* what, size_t i, const void* got, const void* want) {
-  return c.str() + ": " + what + " element " + std::to_string(i) + " is " +
-         testing::elementString(got, 0, c.dt) + ", expected " + testing::elementString(want, 0, c.dt);
+  return c.str() + ": " + what + " element " + std::to_string(i) + " is " + testing::elementString(got, 0, c.dt) +
+         ", expected " + testing::elementString(want, 0, c.dt);
 }
 
 // Runs one case on this rank and checks its result; "" when correct.
@@ -86,10 +86,8 @@ std::string runCase(const Case& c, int rank, int n, collComm_t comm) {
       std::vector<unsigned char> keep = in;
       void* send = in.data();
       void* recv = c.inPlace ? in.data() : out.data();
-      if (c.coll == Coll::kAllReduce)
-        RCHECK(collAllReduce(send, recv, cnt, c.dt, c.op, comm, nullptr));
-      else
-        RCHECK(collReduce(send, recv, cnt, c.dt, c.op, c.root, comm, nullptr));
+      if (c.coll == Coll::kAllReduce) RCHECK(collAllReduce(send, recv, cnt, c.dt, c.op, comm, nullptr));
+      else RCHECK(collReduce(send, recv, cnt, c.dt, c.op, c.root, comm, nullptr));
       const unsigned char* res = static_cast<unsigned char*>(recv);
       bool hasResult = c.coll == Coll::kAllReduce || rank == c.root;
       for (size_t i = 0; i < cnt; ++i) {
@@ -122,10 +120,8 @@ std::string runCase(const Case& c, int rank, int n, collComm_t comm) {
       RCHECK(collReduceScatter(in.data(), recv, cnt, c.dt, c.op, comm, nullptr));
       const unsigned char* res = static_cast<unsigned char*>(recv);
       for (size_t i = 0; i < cnt; ++i) {
-        testing::referenceReduce(want.data(), c.dt, c.op, chainEndingAt(rank, n), rank * cnt + i,
-                                 c.seed, n);
-        if (std::memcmp(res + i * es, want.data(), es) != 0)
-          return mismatch(c, "result", i, res + i * es, want.data());
+        testing::referenceReduce(want.data(), c.dt, c.op, chainEndingAt(rank, n), rank * cnt + i, c.seed, n);
+        if (std::memcmp(res + i * es, want.data(), es) != 0) return mismatch(c, "result", i, res + i * es, want.data());
       }
       if (!c.inPlace && in != keep) return c.str() + ": sendbuff was modified";
       return "";
@@ -202,8 +198,8 @@ std::vector<Case> sweepCases(int n) {
   std::vector<Case> cases;
   const size_t counts[] = {0, 1, 7, 13, 1000, 4099};
   uint64_t seed = 1;
-  for (Coll coll : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kReduce, Coll::kBroadcast,
-                    Coll::kAllGather, Coll::kSendRecv, Coll::kAllToAll}) {
+  for (Coll coll : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kReduce, Coll::kBroadcast, Coll::kAllGather,
+                    Coll::kSendRecv, Coll::kAllToAll}) {
     bool reduces = coll == Coll::kAllReduce || coll == Coll::kReduceScatter || coll == Coll::kReduce;
     bool p2p = coll == Coll::kSendRecv || coll == Coll::kAllToAll;
     for (int dt = 0; dt < collNumTypes; ++dt) {
@@ -211,8 +207,13 @@ std::vector<Case> sweepCases(int n) {
         for (size_t count : counts) {
           for (bool inPlace : {false, true}) {
             if (p2p && inPlace) continue;
-            Case c{coll, static_cast<collDataType_t>(dt), static_cast<collRedOp_t>(op), count,
-                   inPlace, static_cast<int>((seed * 7) % n), seed};
+            Case c{coll,
+                   static_cast<collDataType_t>(dt),
+                   static_cast<collRedOp_t>(op),
+                   count,
+                   inPlace,
+                   static_cast<int>((seed * 7) % n),
+                   seed};
             ++seed;
             cases.push_back(c);
           }
@@ -238,7 +239,7 @@ void sweep(int nranks, bool net, bool tree = false) {
   ScopedEnv algo("COLL_ALGO", tree ? "allreduce:tree" : "");
   ScopedEnv shm("COLL_SHM_DISABLE", net ? "1" : "0");
   ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
-  ScopedEnv buff("COLL_BUFFSIZE", "4096");        // 512-byte slices
+  ScopedEnv buff("COLL_BUFFSIZE", "4096");          // 512-byte slices
   ScopedEnv chunk("COLL_CHUNK_MIN_BYTES", "1024");  // several channels from 2 KiB up
   ScopedEnv maxch("COLL_MAX_NCHANNELS", "2");
   // Small thresholds, so the counts below straddle them: one-shot and ring operations
@@ -337,7 +338,8 @@ TEST_CASE("device lanes of all ranks on a GPU fit its resident blocks (emulated 
       for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int32_t>(rank * 1000003 + i);
       for (size_t i = 0; i < cnt; ++i) red[i] = static_cast<int32_t>(rank + i);
       collResult_t r = collGroupStart();
-      if (withAllReduce && r == collSuccess) r = collAllReduce(red.data(), sum.data(), cnt, collInt32, collSum, comm, nullptr);
+      if (withAllReduce && r == collSuccess)
+        r = collAllReduce(red.data(), sum.data(), cnt, collInt32, collSum, comm, nullptr);
       for (int k = 0; k < n && r == collSuccess; ++k) {
         const int p = (rank * 3 + k) % n, q = (rank * 5 + 3 * k) % n;  // rank-dependent orders (n = 8)
         r = collSend(in.data() + p * cnt, cnt, collInt32, p, comm, nullptr);
@@ -398,12 +400,13 @@ TEST_CASE("ring order groups ranks by host, then by GPU in bus order, keeping ra
   CHECK(coll::ringOrder(peers({{"A", ""}, {"B", ""}, {"A", ""}, {"B", ""}})) == V{0, 2, 1, 3});
   CHECK(coll::ringOrder(peers({{"B", ""}, {"A", ""}, {"B", ""}})) == V{0, 2, 1});
   CHECK(coll::ringOrder(peers({{"A", "g0"}, {"A", "g1"}, {"A", "g0"}, {"A", "g1"}})) == V{0, 2, 1, 3});
-  CHECK(coll::ringOrder(peers({{"A", "g0"}, {"B", "g0"}, {"A", "g1"}, {"B", "g0"}, {"A", "g0"}})) ==
-        V{0, 4, 2, 1, 3});
+  CHECK(coll::ringOrder(peers({{"A", "g0"}, {"B", "g0"}, {"A", "g1"}, {"B", "g0"}, {"A", "g0"}})) == V{0, 4, 2, 1, 3});
   CHECK(coll::ringOrder(peers({{"A", ""}, {"A", "g0"}, {"A", ""}})) == V{0, 2, 1});
   CHECK(coll::ringOrder(peers({{"A", ""}})) == V{0});
   // Device numbering across sockets: ranks on buses 0x18, 0x9a, 0x2a, 0xab (GPUs 0, 4, 1, 5).
-  CHECK(coll::ringOrder(peers({{"A", "0000:18:00.0"}, {"A", "0000:9a:00.0"}, {"A", "0000:2a:00.0"},
+  CHECK(coll::ringOrder(peers({{"A", "0000:18:00.0"},
+                               {"A", "0000:9a:00.0"},
+                               {"A", "0000:2a:00.0"},
                                {"A", "0000:ab:00.0"}})) == V{0, 2, 1, 3});
 }
 
@@ -474,7 +477,8 @@ TEST_CASE("large messages over 16 MiB with default slices", "[collectives][large
       std::vector<Case> cases;
       const size_t big = (16u << 20) / 4 + 5;  // float32: a little over 16 MiB, odd
       uint64_t seed = 1000;
-      for (Coll c : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kReduce, Coll::kBroadcast, Coll::kAllGather, Coll::kSendRecv})
+      for (Coll c :
+           {Coll::kAllReduce, Coll::kReduceScatter, Coll::kReduce, Coll::kBroadcast, Coll::kAllGather, Coll::kSendRecv})
         for (bool inPlace : {false, true}) {
           size_t count = (c == Coll::kReduceScatter || c == Coll::kAllGather) ? big / n : big;
           cases.push_back({c, collFloat32, collSum, count, inPlace && c != Coll::kSendRecv, 1 % n, seed++});
@@ -500,9 +504,9 @@ TEST_CASE("rings over the network use COLL_NET_BUFFSIZE unless COLL_BUFFSIZE is 
     const char* netBuff;
     size_t slice;
   };
-  const Row rows[] = {{"0", nullptr, nullptr, 131072},   {"1", nullptr, nullptr, 262144},
-                      {"1", nullptr, "524288", 65536},   {"1", "1048576", nullptr, 131072},
-                      {"0", nullptr, "524288", 131072},  {"1", "4096", "524288", 512}};
+  const Row rows[] = {{"0", nullptr, nullptr, 131072},  {"1", nullptr, nullptr, 262144},
+                      {"1", nullptr, "524288", 65536},  {"1", "1048576", nullptr, 131072},
+                      {"0", nullptr, "524288", 131072}, {"1", "4096", "524288", 512}};
   for (const Row& row : rows) {
     ScopedEnv shm("COLL_SHM_DISABLE", row.shmDisable);
     ScopedEnv buff("COLL_BUFFSIZE", row.buff);
@@ -558,8 +562,7 @@ TEST_CASE("tree over net with slices larger than a socket buffer", "[collectives
 // directSource). In a group, each operation here writes the buffer the previous one sent
 // from (in place, 12 MiB: streamed writes, sends the socket takes only in part), so a
 // send still reading it when the next operation writes would hand stale or mixed data on.
-TEST_CASE("a group over net whose operations each write the buffer the previous one sent from",
-          "[collectives][net]") {
+TEST_CASE("a group over net whose operations each write the buffer the previous one sent from", "[collectives][net]") {
   ScopedEnv shm("COLL_SHM_DISABLE", "1");
   ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
   const int n = 3;

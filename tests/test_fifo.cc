@@ -83,17 +83,13 @@ void pingPong(bool sameProcess) {
 
 }  // namespace
 
-TEST_CASE("shm FIFO in process memory keeps order, sizes and back-pressure", "[fifo]") {
-  pingPong(true);
-}
+TEST_CASE("shm FIFO in process memory keeps order, sizes and back-pressure", "[fifo]") { pingPong(true); }
 
-TEST_CASE("shm FIFO in a POSIX segment keeps order and leaves nothing in /dev/shm", "[fifo]") {
-  pingPong(false);
-}
+TEST_CASE("shm FIFO in a POSIX segment keeps order and leaves nothing in /dev/shm", "[fifo]") { pingPong(false); }
 
 TEST_CASE("socket striping covers every byte exactly once", "[fifo][net]") {
-  for (size_t size : {size_t{0}, size_t{1}, size_t{65535}, size_t{65536}, size_t{65537},
-                      size_t{1} << 20, (size_t{1} << 20) + 3}) {
+  for (size_t size :
+       {size_t{0}, size_t{1}, size_t{65535}, size_t{65536}, size_t{65537}, size_t{1} << 20, (size_t{1} << 20) + 3}) {
     for (int nsocks : {1, 2, 3, 8}) {
       size_t partLen;
       int parts = socketStripe(size, nsocks, &partLen);
@@ -139,7 +135,8 @@ TEST_CASE("net connector delivers what a peer sent before closing, then reports 
       while (st.ok() && !receiver->ready()) st = receiver->progress();
       REQUIRE(st.ok());
       REQUIRE(receiver->size() == static_cast<size_t>(i) + 1);
-      REQUIRE(std::string(receiver->slot(), receiver->size()) == std::string(static_cast<size_t>(i) + 1, static_cast<char>('a' + i)));
+      REQUIRE(std::string(receiver->slot(), receiver->size()) ==
+              std::string(static_cast<size_t>(i) + 1, static_cast<char>('a' + i)));
       receiver->release();
     }
     Status st;
@@ -171,8 +168,7 @@ void pinTo(int cpu) {
 
 }  // namespace
 
-TEST_CASE("waiter: spin budget shrinks when the awaited thread shares the CPU, then recovers",
-          "[fifo][wait]") {
+TEST_CASE("waiter: spin budget shrinks when the awaited thread shares the CPU, then recovers", "[fifo][wait]") {
   // Two threads on one CPU pass a counter back and forth. Each wait can only end after the
   // waiter yields the CPU to its peer, so spinning the full 50 us first is pure delay:
   // the budget must come down (to the 1 us floor unless a tick preemption intervened).
@@ -208,8 +204,7 @@ TEST_CASE("waiter: spin budget shrinks when the awaited thread shares the CPU, t
   std::thread a(player, 0), b(player, 1);
   a.join();
   b.join();
-  INFO("cpu " << cpu << ", budgets after " << kRounds << " handoffs: " << budgets[0] << " and "
-              << budgets[1] << " ns");
+  INFO("cpu " << cpu << ", budgets after " << kRounds << " handoffs: " << budgets[0] << " and " << budgets[1] << " ns");
   CHECK(budgets[0] <= kSpinNs / 4);
   CHECK(budgets[1] <= kSpinNs / 4);
   CHECK(recovered == kSpinNs);

@@ -125,7 +125,8 @@ struct RankDevice {
   std::string init(int device, size_t bytes, bool nonBlocking) {
     dev = device;
     if (cudaSetDevice(dev) != cudaSuccess) return "cudaSetDevice failed";
-    cudaError_t err = nonBlocking ? cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) : cudaStreamCreate(&stream);
+    cudaError_t err = nonBlocking ? cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)
+                                  : cudaStreamCreate(&stream);
     if (err != cudaSuccess) return std::string("cudaStreamCreate: ") + cudaGetErrorString(err);
     if (cudaMalloc(&send, bytes) != cudaSuccess || cudaMalloc(&recv, bytes) != cudaSuccess) return "cudaMalloc failed";
     if (cudaMallocHost(&host, bytes) != cudaSuccess) return "cudaMallocHost failed";
@@ -141,16 +142,15 @@ struct RankDevice {
 };
 
 // One call; buffers may be host or device (the library decides), `stream` for device.
-collResult_t gcall(GColl c, const char* sb, char* rb, size_t count, collDataType_t t, collRedOp_t op, int rank,
-                   int n, bool inPlace, collComm_t comm, cudaStream_t stream) {
+collResult_t gcall(GColl c, const char* sb, char* rb, size_t count, collDataType_t t, collRedOp_t op, int rank, int n,
+                   bool inPlace, collComm_t comm, cudaStream_t stream) {
   const size_t es = dataTypeSize(t);
   const char* in = inPlace ? rb : sb;
   switch (c) {
     case GColl::kAllReduce: return collAllReduce(in, rb, count, t, op, comm, stream);
     case GColl::kReduce: return collReduce(in, rb, count, t, op, n - 1, comm, stream);
     case GColl::kBroadcast: return collBroadcast(in, rb, count, t, 0, comm, stream);
-    case GColl::kAllGather:
-      return collAllGather(inPlace ? rb + rank * count * es : sb, rb, count, t, comm, stream);
+    case GColl::kAllGather: return collAllGather(inPlace ? rb + rank * count * es : sb, rb, count, t, comm, stream);
     case GColl::kReduceScatter:
       return collReduceScatter(sb, inPlace ? const_cast<char*>(sb) + rank * count * es : rb, count, t, op, comm,
                                stream);
@@ -307,7 +307,8 @@ TEST_CASE("ranks on one GPU with blocking streams wire send/recv peers while oth
       // run on the legacy default stream and wait for the other ranks' kernels.
       float* h = reinterpret_cast<float*>(rd[rank].host);
       for (int p = 0; p < n; ++p)
-        for (size_t i = 0; i < count; ++i) h[p * count + i] = static_cast<float>(rank * 100 + p) + static_cast<float>(i % 7);
+        for (size_t i = 0; i < count; ++i)
+          h[p * count + i] = static_cast<float>(rank * 100 + p) + static_cast<float>(i % 7);
       cudaMemcpyAsync(sb, h, count * n * sizeof(float), cudaMemcpyHostToDevice, rd[rank].stream);
       cudaStreamSynchronize(rd[rank].stream);
       std::this_thread::sleep_for(std::chrono::milliseconds(150 * rank));
@@ -381,8 +382,7 @@ TEST_CASE("one thread drives device collectives of all ranks in a group", "[gpu]
   cudaStreamDestroy(stream);
 }
 
-TEST_CASE("device and host buffers in one call, or device buffers on a host rank, are refused by name",
-          "[gpu][api]") {
+TEST_CASE("device and host buffers in one call, or device buffers on a host rank, are refused by name", "[gpu][api]") {
   std::string why;
   if (!gpu::usable(&why)) {
     WARN("skipped: no usable CUDA device (" << why << ")");
@@ -395,7 +395,8 @@ TEST_CASE("device and host buffers in one call, or device buffers on a host rank
   collComm_t comm = nullptr;
   REQUIRE(collCommInitAll(&comm, 1, &dev0) == collSuccess);
   CHECK(collAllReduce(d, h.data(), 64, collFloat, collSum, comm, nullptr) == collInvalidArgument);
-  CHECK_THAT(std::string(collGetLastError(comm)), Catch::Contains("sendbuff is CUDA device memory but recvbuff is host"));
+  CHECK_THAT(std::string(collGetLastError(comm)),
+             Catch::Contains("sendbuff is CUDA device memory but recvbuff is host"));
   collCommDestroy(comm);
   // Two ranks of this process on one device, each on the legacy default stream: refused
   // (their kernels would serialise and wait for each other forever).

@@ -175,7 +175,9 @@ I intRef(I a, I b, collRedOp_t op, int nranks, bool final) {
   using U = std::make_unsigned_t<I>;
   switch (op) {
     case collSum: return static_cast<I>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
-    case collProd: return static_cast<I>(static_cast<U>(static_cast<uint64_t>(static_cast<U>(a)) * static_cast<uint64_t>(static_cast<U>(b))));
+    case collProd:
+      return static_cast<I>(static_cast<U>(static_cast<uint64_t>(static_cast<U>(a)) *
+                                           static_cast<uint64_t>(static_cast<U>(b))));
     case collMax: return std::max(a, b);
     case collMin: return std::min(a, b);
     default: {
@@ -225,8 +227,7 @@ TEST_CASE("integer reductions wrap and truncate like the reference", "[kernels]"
 TEST_CASE("floating reductions match fp32/fp64 arithmetic then one rounding", "[kernels]") {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-8.0f, 8.0f);
-  const collDataType_t types[] = {collFloat16, collFloat32, collFloat64, collBfloat16,
-                                  collFloat8e4m3, collFloat8e5m2};
+  const collDataType_t types[] = {collFloat16, collFloat32, collFloat64, collBfloat16, collFloat8e4m3, collFloat8e5m2};
   for (collDataType_t t : types) {
     const size_t es = dataTypeSize(t), n = 777;
     std::vector<unsigned char> a(n * es), b(n * es), out(n * es), enc(es);
@@ -337,8 +338,8 @@ TEST_CASE("host copy matches memcpy at every short page distance", "[kernels][co
   };
   unsigned char* s0 = pageStart(src) + 100;
   unsigned char* d0 = pageStart(dst) + 100;
-  for (size_t dist : {size_t{0}, size_t{1}, size_t{4}, size_t{8}, size_t{15}, size_t{16}, size_t{33},
-                      size_t{63}, size_t{64}, size_t{4095}}) {
+  for (size_t dist : {size_t{0}, size_t{1}, size_t{4}, size_t{8}, size_t{15}, size_t{16}, size_t{33}, size_t{63},
+                      size_t{64}, size_t{4095}}) {
     for (size_t n : {0, 1, 63, 64, 65, 2047, 2048, 2049, 5000, 70001}) {
       std::fill(dst.begin(), dst.end(), 0xEE);
       unsigned char* d = d0 + dist;

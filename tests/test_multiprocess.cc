@@ -22,13 +22,13 @@ using testing::runProcs;
 
 namespace {
 
-#define PCHECK(call)                                                               \
-  do {                                                                             \
-    collResult_t r_ = (call);                                                      \
-    if (r_ != collSuccess) {                                                       \
-      report += std::string(#call) + ": " + collGetLastError(comm) + "\n";         \
-      return 1;                                                                    \
-    }                                                                              \
+#define PCHECK(call)                                                       \
+  do {                                                                     \
+    collResult_t r_ = (call);                                              \
+    if (r_ != collSuccess) {                                               \
+      report += std::string(#call) + ": " + collGetLastError(comm) + "\n"; \
+      return 1;                                                            \
+    }                                                                      \
   } while (0)
 
 // Allreduce, broadcast, reduce-scatter, reduce and allgather with checks; 0 when all
@@ -108,8 +108,8 @@ TEST_CASE("simulated hosts mix shm and net in one ring", "[multiprocess]") {
   // one host share FIFOs in shm segments; across hosts the proxy thread moves net FIFOs).
   const char* emulate = GENERATE("0", "1");
   ProcOptions o;
-  o.env = {{"TEST_NRANKS", "4"}, {"COLL_DEBUG", "INFO"}, {"COLL_DEBUG_SUBSYS", "INIT"},
-           {"COLL_DEVICE_EMULATE", emulate}};
+  o.env = {
+      {"TEST_NRANKS", "4"}, {"COLL_DEBUG", "INFO"}, {"COLL_DEBUG_SUBSYS", "INIT"}, {"COLL_DEVICE_EMULATE", emulate}};
   o.perRankEnv = [](int rank) { setenv("COLL_HOSTID", rank < 2 ? "hostA" : "hostB", 1); };
   auto res = runProcs(4, basicOps, o);
   INFO(describe(res));
@@ -169,8 +169,11 @@ TEST_CASE("round-robin placement over hosts: the ring visits each host once", "[
   const std::string dir = "/tmp/coll-rr-" + std::to_string(getpid());
   REQUIRE(std::system(("mkdir -p " + dir).c_str()) == 0);
   ProcOptions o;
-  o.env = {{"TEST_NRANKS", "4"}, {"COLL_DEBUG", "INFO"}, {"COLL_DEBUG_SUBSYS", "INIT"},
-           {"COLL_DEVICE_EMULATE", emulate}, {"COLL_SOCKET_IFNAME", "lo"}};
+  o.env = {{"TEST_NRANKS", "4"},
+           {"COLL_DEBUG", "INFO"},
+           {"COLL_DEBUG_SUBSYS", "INIT"},
+           {"COLL_DEVICE_EMULATE", emulate},
+           {"COLL_SOCKET_IFNAME", "lo"}};
   o.perRankEnv = [dir](int rank) {
     setenv("COLL_HOSTID", rank % 2 == 0 ? "hostA" : "hostB", 1);
     setenv("COLL_DEBUG_FILE", (dir + "/rank" + std::to_string(rank) + ".log").c_str(), 1);
@@ -187,11 +190,9 @@ TEST_CASE("tree allreduce across simulated hosts", "[multiprocess][tree]") {
   for (const char* algo : {"allreduce:tree", ""})
     for (const char* shmDisable : {"0", "1"}) {
       ProcOptions o;
-      o.env = {{"TEST_NRANKS", "5"}, {"COLL_ALGO", algo}, {"COLL_SHM_DISABLE", shmDisable},
-               {"COLL_SOCKET_IFNAME", "lo"}};
-      o.perRankEnv = [](int rank) {
-        setenv("COLL_HOSTID", rank < 2 ? "hostA" : rank < 3 ? "hostB" : "hostC", 1);
-      };
+      o.env = {
+          {"TEST_NRANKS", "5"}, {"COLL_ALGO", algo}, {"COLL_SHM_DISABLE", shmDisable}, {"COLL_SOCKET_IFNAME", "lo"}};
+      o.perRankEnv = [](int rank) { setenv("COLL_HOSTID", rank < 2 ? "hostA" : rank < 3 ? "hostB" : "hostC", 1); };
       auto res = runProcs(5, basicOps, o);
       INFO("COLL_ALGO=" << algo << " COLL_SHM_DISABLE=" << shmDisable << "\n" << describe(res));
       for (auto& r : res) REQUIRE(r.exitCode == 0);
@@ -201,12 +202,15 @@ TEST_CASE("tree allreduce across simulated hosts", "[multiprocess][tree]") {
 TEST_CASE("NCCL_COMM_ID is honoured like COLL_COMM_ID", "[multiprocess]") {
   ProcOptions o;
   o.env = {{"TEST_NRANKS", "2"}};
-  auto res = runProcs(2, [](int rank, std::string& report) {
+  auto res = runProcs(
+      2,
+      [](int rank, std::string& report) {
     std::string id = std::getenv("COLL_COMM_ID");
     unsetenv("COLL_COMM_ID");
     setenv("NCCL_COMM_ID", id.c_str(), 1);
     return basicOps(rank, report);
-  }, o);
+      },
+      o);
   INFO(describe(res));
   for (auto& r : res) REQUIRE(r.exitCode == 0);
 }
@@ -242,8 +246,10 @@ int loopUntilError(int rank, std::string& report) {
 void killTest(const char* shmDisable, int victim, int n = 3, const char* emulate = "0") {
   ProcOptions o;
   o.timeoutS = 40;
-  o.env = {{"TEST_NRANKS", std::to_string(n)}, {"TEST_VICTIM", std::to_string(victim)},
-           {"COLL_SHM_DISABLE", shmDisable}, {"COLL_DEVICE_EMULATE", emulate}};
+  o.env = {{"TEST_NRANKS", std::to_string(n)},
+           {"TEST_VICTIM", std::to_string(victim)},
+           {"COLL_SHM_DISABLE", shmDisable},
+           {"COLL_DEVICE_EMULATE", emulate}};
   std::chrono::steady_clock::time_point killedAt;
   o.parent = [&](const std::vector<pid_t>& pids) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // init + some iterations
@@ -252,8 +258,9 @@ void killTest(const char* shmDisable, int victim, int n = 3, const char* emulate
   };
   auto res = runProcs(n, loopUntilError, o);
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killedAt).count();
-  INFO("victim " << victim << " COLL_SHM_DISABLE=" << shmDisable << " COLL_DEVICE_EMULATE=" << emulate << " survivors done after "
-                 << took << " s\n" << describe(res));
+  INFO("victim " << victim << " COLL_SHM_DISABLE=" << shmDisable << " COLL_DEVICE_EMULATE=" << emulate
+                 << " survivors done after " << took << " s\n"
+                 << describe(res));
   REQUIRE(res[victim].signal == SIGKILL);
   for (int r = 0; r < n; ++r)
     if (r != victim) REQUIRE(res[r].exitCode == 0);
@@ -264,14 +271,14 @@ void killTest(const char* shmDisable, int victim, int n = 3, const char* emulate
 
 TEST_CASE("a killed peer fails every survivor naming it over shm", "[multiprocess][failure]") {
   killTest("0", 2);
-  killTest("0", 0);  // the rank hosting the bootstrap root
+  killTest("0", 0);          // the rank hosting the bootstrap root
   killTest("0", 2, 3, "1");  // device executor (emulated): lanes spin until the proxy raises abort
 }
 
 TEST_CASE("a killed peer fails every survivor naming it over TCP", "[multiprocess][failure]") {
   killTest("1", 1);
   killTest("1", 0);
-  killTest("1", 1, 2);  // two ranks: one duplex connection carries both directions
+  killTest("1", 1, 2);       // two ranks: one duplex connection carries both directions
   killTest("1", 1, 3, "1");  // device executor (emulated): the proxy sees the connection fail
 }
 
@@ -280,9 +287,13 @@ TEST_CASE("a rank waiting for a late peer reports where it stands (COLL_STALL_WA
   // names the operation and the rank it waits for, then the operation completes.
   const char* emulate = GENERATE("0", "1");
   ProcOptions o;
-  o.env = {{"TEST_NRANKS", "2"}, {"COLL_STALL_WARN_S", "1"}, {"COLL_DEBUG_FILE", "/tmp/coll-stall-test-%p.log"},
+  o.env = {{"TEST_NRANKS", "2"},
+           {"COLL_STALL_WARN_S", "1"},
+           {"COLL_DEBUG_FILE", "/tmp/coll-stall-test-%p.log"},
            {"COLL_DEVICE_EMULATE", emulate}};
-  auto res = runProcs(2, [](int rank, std::string& report) {
+  auto res = runProcs(
+      2,
+      [](int rank, std::string& report) {
     collComm_t comm = nullptr;
     collUniqueId id;
     PCHECK(collGetUniqueId(&id));
@@ -302,7 +313,8 @@ TEST_CASE("a rank waiting for a late peer reports where it stands (COLL_STALL_WA
     const bool named = log.find("stalled") != std::string::npos && log.find("collAllReduce #0") != std::string::npos &&
                        log.find("rank 1") != std::string::npos;
     return named ? 0 : 3;
-  }, o);
+      },
+      o);
   INFO("COLL_DEVICE_EMULATE=" << emulate << "\n" << describe(res));
   for (auto& r : res) REQUIRE(r.exitCode == 0);
 }
@@ -311,7 +323,9 @@ TEST_CASE("ranks that disagree on settings fail init naming both", "[multiproces
   ProcOptions o;
   o.env = {{"TEST_NRANKS", "2"}, {"COLL_SHM_DISABLE", "1"}};
   o.perRankEnv = [](int rank) { setenv("COLL_NET_DUPLEX", rank == 0 ? "1" : "0", 1); };
-  auto res = runProcs(2, [](int rank, std::string& report) {
+  auto res = runProcs(
+      2,
+      [](int rank, std::string& report) {
     collComm_t comm = nullptr;
     collUniqueId id;
     PCHECK(collGetUniqueId(&id));
@@ -322,7 +336,8 @@ TEST_CASE("ranks that disagree on settings fail init naming both", "[multiproces
                  report.find("rank 1 has") != std::string::npos &&
                  report.find("COLL_NET_DUPLEX=0") != std::string::npos;
     return named ? 0 : 3;
-  }, o);
+      },
+      o);
   INFO(describe(res));
   for (auto& r : res) REQUIRE(r.exitCode == 0);
 }

@@ -49,14 +49,14 @@ TEST_CASE("every parameter is declared with a doc", "[params]") {
 // step with the table would read another parameter's environment variable and default.
 TEST_CASE("each typed enum value names its own entry of the table", "[params]") {
   size_t declared = 0;
-#define COLL_PARAM(Type, NAME, def, unit, doc)           \
-  {                                                     \
+#define COLL_PARAM(Type, NAME, def, unit, doc)            \
+  {                                                       \
     const ParamInfo& info = paramInfo(Type##Param::NAME); \
-    INFO(#NAME);                                        \
-    CHECK(std::string(info.name) == #NAME);             \
-    CHECK(info.type == ParamType::k##Type);             \
-    CHECK(std::string(info.defaultValue) == def);       \
-    ++declared;                                         \
+    INFO(#NAME);                                          \
+    CHECK(std::string(info.name) == #NAME);               \
+    CHECK(info.type == ParamType::k##Type);               \
+    CHECK(std::string(info.defaultValue) == def);         \
+    ++declared;                                           \
   }
 #include "base/params.def"
   REQUIRE(declared == allParams().size());

@@ -37,9 +37,9 @@ TEST_CASE("perf options: nccl-tests letters and defaults", "[perf]") {
   REQUIRE(o.offset == -1);
 
   Options p;
-  REQUIRE(parse(Coll::kAllReduce, {"-b", "8", "-e", "128M", "-f", "2", "-n", "5", "-w", "2", "-m", "3", "-c", "0",
-                                   "-o", "all", "-d", "all", "-z", "1", "-a", "3", "-t", "4", "-J", "out.json",
-                                   "--offset", "56"},
+  REQUIRE(parse(Coll::kAllReduce,
+                {"-b", "8",   "-e", "128M", "-f", "2", "-n", "5", "-w", "2", "-m", "3",        "-c",       "0",
+                 "-o", "all", "-d", "all",  "-z", "1", "-a", "3", "-t", "4", "-J", "out.json", "--offset", "56"},
                 &p, &stop) == 0);
   REQUIRE(p.minBytes == 8);
   REQUIRE(p.maxBytes == 128u << 20);
@@ -57,10 +57,12 @@ TEST_CASE("perf options: nccl-tests letters and defaults", "[perf]") {
   REQUIRE(p.offset == 56);
 
   Options q;
-  REQUIRE(parse(Coll::kBroadcast, {"--minbytes", "1K", "--maxbytes", "1K", "--root", "all", "--datatype", "fp8_e5m2", "--op", "max"}, &q, &stop) == 0);
+  REQUIRE(parse(Coll::kBroadcast,
+                {"--minbytes", "1K", "--maxbytes", "1K", "--root", "all", "--datatype", "fp8_e5m2", "--op", "max"}, &q,
+                &stop) == 0);
   REQUIRE(q.root == -1);
   REQUIRE(q.types == std::vector<collDataType_t>{collFloat8e5m2});
-  REQUIRE(q.ops == std::vector<collRedOp_t>{collSum});  // broadcast has no op
+  REQUIRE(q.ops == std::vector<collRedOp_t>{collSum});                      // broadcast has no op
   REQUIRE(parse(Coll::kGather, {"-r", "3", "-o", "max"}, &q, &stop) == 0);  // a root, no op
   REQUIRE(q.root == 3);
   REQUIRE(q.ops == std::vector<collRedOp_t>{collSum});
@@ -100,19 +102,27 @@ TEST_CASE("perf mulsum scalar: nccl-tests' 1 on even ranks, 2 on odd, in the typ
     std::memcpy(&v, b, sizeof(v));
     return v;
   };
-  auto f32 = [](float f) { uint32_t u; std::memcpy(&u, &f, 4); return static_cast<uint64_t>(u); };
-  auto f64 = [](double f) { uint64_t u; std::memcpy(&u, &f, 8); return u; };
+  auto f32 = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return static_cast<uint64_t>(u);
+  };
+  auto f64 = [](double f) {
+    uint64_t u;
+    std::memcpy(&u, &f, 8);
+    return u;
+  };
   REQUIRE(bytes(collFloat32, 0) == f32(1.0f));
   REQUIRE(bytes(collFloat32, 1) == f32(2.0f));
   REQUIRE(bytes(collFloat32, 6) == f32(1.0f));
   REQUIRE(bytes(collFloat64, 3) == f64(2.0));
-  REQUIRE(bytes(collFloat16, 1) == 0x4000);   // 2.0 in IEEE half
-  REQUIRE(bytes(collFloat16, 2) == 0x3c00);   // 1.0
+  REQUIRE(bytes(collFloat16, 1) == 0x4000);  // 2.0 in IEEE half
+  REQUIRE(bytes(collFloat16, 2) == 0x3c00);  // 1.0
   REQUIRE(bytes(collBfloat16, 1) == 0x4000);
   REQUIRE(bytes(collFloat8e4m3, 1) == 0x40);
   REQUIRE(bytes(collFloat8e5m2, 1) == 0x40);
   REQUIRE(bytes(collFloat8e5m2, 0) == 0x3c);
-  REQUIRE(bytes(collInt8, 5) == 2);           // one byte written, the rest untouched
+  REQUIRE(bytes(collInt8, 5) == 2);  // one byte written, the rest untouched
   REQUIRE(bytes(collUint64, 4) == 1);
   REQUIRE(bytes(collInt32, 7) == 2);
 }
@@ -203,11 +213,34 @@ TEST_CASE("launch environments of collrun, Open MPI, MPICH, Slurm and torchrun",
     const char* addr;
   };
   const Case cases[] = {
-      {{{"COLL_RANK", "2"}, {"COLL_NRANKS", "4"}, {"COLL_LOCAL_RANK", "0"}, {"COLL_COMM_ID", "h:1"}}, "collrun", 2, 4, 0, "h:1"},
-      {{{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"NCCL_COMM_ID", "h:2"}}, "Open MPI", 1, 2, 1, "h:2"},
+      {{{"COLL_RANK", "2"}, {"COLL_NRANKS", "4"}, {"COLL_LOCAL_RANK", "0"}, {"COLL_COMM_ID", "h:1"}},
+       "collrun",
+       2,
+       4,
+       0,
+       "h:1"},
+      {{{"OMPI_COMM_WORLD_RANK", "1"},
+        {"OMPI_COMM_WORLD_SIZE", "2"},
+        {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+        {"NCCL_COMM_ID", "h:2"}},
+       "Open MPI",
+       1,
+       2,
+       1,
+       "h:2"},
       {{{"PMI_RANK", "3"}, {"PMI_SIZE", "8"}, {"COLL_COMM_ID", "h:3"}}, "MPICH/Hydra", 3, 8, 3, "h:3"},
-      {{{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "1"}, {"COLL_COMM_ID", "h:4"}}, "Slurm", 5, 6, 1, "h:4"},
-      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}}, "torchrun", 0, 2, 0, "10.0.0.1:29500"},
+      {{{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "1"}, {"COLL_COMM_ID", "h:4"}},
+       "Slurm",
+       5,
+       6,
+       1,
+       "h:4"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}},
+       "torchrun",
+       0,
+       2,
+       0,
+       "10.0.0.1:29500"},
   };
   for (const Case& c : cases) {
     INFO(c.launcher);

@@ -29,10 +29,10 @@ const std::string kDir = COLL_TEST_TOPO_DIR;
 
 const std::vector<std::string>& fixtures() {
   static const std::vector<std::string> f = {
-      "azure/ndv2-topo.xml",     "azure/ndv4-topo.xml",          "azure/ndv5-topo.xml",
-      "azure/ncv4-topo.xml",     "simai/topo_1A100_1CX6.xml",    "simai/topo_2A100_1CX6.xml",
-      "simai/topo_4A100_2CX6.xml", "simai/topo_8A100_4CX6.xml",  "dgx-h100-like.xml",
-      "pcie-8gpu-2socket.xml",   "vm-debian12-2core.xml",        "dgx1-like-cubemesh.xml"};
+      "azure/ndv2-topo.xml",       "azure/ndv4-topo.xml",       "azure/ndv5-topo.xml",
+      "azure/ncv4-topo.xml",       "simai/topo_1A100_1CX6.xml", "simai/topo_2A100_1CX6.xml",
+      "simai/topo_4A100_2CX6.xml", "simai/topo_8A100_4CX6.xml", "dgx-h100-like.xml",
+      "pcie-8gpu-2socket.xml",     "vm-debian12-2core.xml",     "dgx1-like-cubemesh.xml"};
   return f;
 }
 
@@ -83,13 +83,11 @@ TEST_CASE("xml parses and writes NCCL topology files", "[topology][xml]") {
     const char* text;
     const char* says;
   };
-  for (Bad b : {Bad{"<system>\n<cpu>\n</system>", "line 3: </system> closes <cpu>"},
-                Bad{"<system a=1/>", "expected a quoted value for a"},
-                Bad{"<system a=\"1\" a=\"2\"/>", "attribute a twice"},
-                Bad{"", "no root element"},
-                Bad{"<a/><b/>", "a second root element"},
-                Bad{"<a x=\"&foo;\"/>", "unknown entity &foo;"},
-                Bad{"<system>", "never closed"}}) {
+  for (Bad b :
+       {Bad{"<system>\n<cpu>\n</system>", "line 3: </system> closes <cpu>"},
+        Bad{"<system a=1/>", "expected a quoted value for a"}, Bad{"<system a=\"1\" a=\"2\"/>", "attribute a twice"},
+        Bad{"", "no root element"}, Bad{"<a/><b/>", "a second root element"},
+        Bad{"<a x=\"&foo;\"/>", "unknown entity &foo;"}, Bad{"<system>", "never closed"}}) {
     auto e = xmlParse(b.text, "topology file \"t.xml\"");
     INFO(b.text);
     REQUIRE_FALSE(e.ok());
@@ -346,7 +344,8 @@ TEST_CASE("rings and trees on every fixture", "[topology][rings]") {
           for (int k = 0; k < nodes; ++k) {
             int head = k * static_cast<int>(per) + 0;
             for (int i = 0; i < static_cast<int>(per); ++i)
-              if (t->node(t->gpus()[static_cast<size_t>(i)]).index == gr.rings[c].gpus[0]) head = k * static_cast<int>(per) + i;
+              if (t->node(t->gpus()[static_cast<size_t>(i)]).index == gr.rings[c].gpus[0])
+                head = k * static_cast<int>(per) + i;
             auto crossNode = [&](int tr) {
               int n = 0;
               for (int kid : gr.trees[c][static_cast<size_t>(tr)][static_cast<size_t>(head)].children)

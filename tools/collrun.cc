@@ -120,12 +120,15 @@ int main(int argc, char** argv) {
   std::vector<std::string> exports, command;
   bool tag = false;
   app.add_option("-n,-N,--np", np, "number of ranks (-np works too)")->required()->check(CLI::Range(1, 4096));
-  app.add_option("--bind", bind, "bind ranks to: core, numa or none")->check(CLI::IsMember({"core", "numa", "none"}))->capture_default_str();
-  app.add_option("--nodes", nodes, "simulated hosts (ranks split in contiguous blocks)")->check(CLI::Range(1, 4096))->capture_default_str();
+  app.add_option("--bind", bind, "bind ranks to: core, numa or none")
+      ->check(CLI::IsMember({"core", "numa", "none"}))
+      ->capture_default_str();
+  app.add_option("--nodes", nodes, "simulated hosts (ranks split in contiguous blocks)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   app.add_option("--timeout", timeout, "seconds before every rank is stopped (0: none)")->capture_default_str();
   // One value per -x (repeatable), so "-x A=1 -- prog -n 5" leaves prog's options alone.
-  app.add_option("-x", exports, "export VAR (from this environment) or VAR=VAL to the ranks")
-      ->allow_extra_args(false);
+  app.add_option("-x", exports, "export VAR (from this environment) or VAR=VAL to the ranks")->allow_extra_args(false);
   app.add_flag("--tag-output", tag, "prefix every output line with [rank]");
   app.add_option("command", command, "program and its arguments (after --)")->required();
   app.allow_extras(false);
@@ -155,16 +158,25 @@ int main(int argc, char** argv) {
   std::vector<Child> kids(np);
   for (int r = 0; r < np; ++r) {
     int o[2], e[2];
-    if (pipe(o) != 0 || pipe(e) != 0) { perror("collrun: pipe"); return 2; }
+    if (pipe(o) != 0 || pipe(e) != 0) {
+      perror("collrun: pipe");
+      return 2;
+    }
     pid_t pid = fork();
-    if (pid < 0) { perror("collrun: fork"); return 2; }
+    if (pid < 0) {
+      perror("collrun: fork");
+      return 2;
+    }
     if (pid == 0) {
       // If collrun dies, even by SIGKILL, its ranks must not live on.
       prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (getppid() == 1) _exit(1);
       dup2(o[1], 1);
       dup2(e[1], 2);
-      close(o[0]); close(o[1]); close(e[0]); close(e[1]);
+      close(o[0]);
+      close(o[1]);
+      close(e[0]);
+      close(e[1]);
       int node = r / perNode, local = r % perNode;
       int localSize = std::min(perNode, np - node * perNode);
       setenv("COLL_COMM_ID", commId.c_str(), 1);
@@ -197,7 +209,7 @@ int main(int argc, char** argv) {
   }
 
   // Ctrl-C, SIGTERM or SIGHUP to collrun stops the ranks the same way a failure does.
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = onSignal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
@@ -218,8 +230,14 @@ int main(int argc, char** argv) {
     std::vector<pollfd> fds;
     std::vector<std::pair<int, bool>> who;
     for (int r = 0; r < np; ++r) {
-      if (kids[r].out >= 0) { fds.push_back({kids[r].out, POLLIN, 0}); who.push_back({r, true}); }
-      if (kids[r].err >= 0) { fds.push_back({kids[r].err, POLLIN, 0}); who.push_back({r, false}); }
+      if (kids[r].out >= 0) {
+        fds.push_back({kids[r].out, POLLIN, 0});
+        who.push_back({r, true});
+      }
+      if (kids[r].err >= 0) {
+        fds.push_back({kids[r].err, POLLIN, 0});
+        who.push_back({r, false});
+      }
     }
     if (!fds.empty()) poll(fds.data(), fds.size(), 50);
     else usleep(20000);
@@ -248,8 +266,9 @@ int main(int argc, char** argv) {
       int code = WIFEXITED(k.status) ? WEXITSTATUS(k.status) : 128 + WTERMSIG(k.status);
       if (code != 0 && exitCode == 0 && !stopping) {
         exitCode = code;
-        std::string why = "rank " + std::to_string(r) + (WIFEXITED(k.status) ? " exited with status " + std::to_string(code)
-                                                                               : std::string(" was killed by signal ") + strsignal(WTERMSIG(k.status)));
+        std::string why = "rank " + std::to_string(r) +
+                          (WIFEXITED(k.status) ? " exited with status " + std::to_string(code)
+                                               : std::string(" was killed by signal ") + strsignal(WTERMSIG(k.status)));
         stopAll(why.c_str());
       }
     }

@@ -48,15 +48,14 @@ int nodeByBusId(const Topology& t, const std::string& busId, NodeType type) {
 void printMachine(const Topology& t, const XmlNode& x, int depth) {
   std::string pad(static_cast<size_t>(depth) * 2, ' ');
   if (x.name() == "cpu") {
-    std::printf("%sCPU%s  %s %s family %s model %s, affinity %s\n", pad.c_str(),
-                x.attrOr("numaid", "?").c_str(), x.attrOr("arch", "").c_str(),
-                x.attrOr("vendor", "").c_str(), x.attrOr("familyid", "?").c_str(),
+    std::printf("%sCPU%s  %s %s family %s model %s, affinity %s\n", pad.c_str(), x.attrOr("numaid", "?").c_str(),
+                x.attrOr("arch", "").c_str(), x.attrOr("vendor", "").c_str(), x.attrOr("familyid", "?").c_str(),
                 x.attrOr("modelid", "?").c_str(), x.attrOr("affinity", "").c_str());
   } else if (x.name() == "pci") {
     std::string bus = x.attrOr("busid", "");
     double bw = pciBandwidth(x.attrOr("link_speed", ""), x.attrOr("link_width", ""));
-    std::string link = bw > 0 ? x.attrOr("link_speed", "") + " x" + x.attrOr("link_width", "") + " (" +
-                                    fmtBw(bw) + " GB/s)"
+    std::string link = bw > 0 ? x.attrOr("link_speed", "") + " x" + x.attrOr("link_width", "") + " (" + fmtBw(bw) +
+                                    " GB/s)"
                               : "link unknown";
     int g = nodeByBusId(t, bus, NodeType::kGpu);
     int nic = nodeByBusId(t, bus, NodeType::kNic);
@@ -65,8 +64,7 @@ void printMachine(const Topology& t, const XmlNode& x, int depth) {
       std::string nv;
       for (const TopoLink& l : n.links)
         if (l.type == LinkType::kNvl) nv += " NVLink->" + label(t, l.to) + " " + fmtBw(l.bw) + " GB/s";
-      std::printf("%s%s  %s, sm %d, %s%s\n", pad.c_str(), n.name.c_str(), bus.c_str(), n.sm, link.c_str(),
-                  nv.c_str());
+      std::printf("%s%s  %s, sm %d, %s%s\n", pad.c_str(), n.name.c_str(), bus.c_str(), n.sm, link.c_str(), nv.c_str());
     } else if (nic >= 0) {
       std::printf("%sNIC  %s, %s\n", pad.c_str(), bus.c_str(), link.c_str());
       for (const TopoLink& l : t.node(nic).links)
@@ -94,9 +92,8 @@ void printPaths(const Topology& t) {
   if (t.gpus().empty()) {
     std::printf("\nPaths: no GPUs (host ranks use shared memory inside a node, the NIC ports below across nodes)\n");
     for (int n : t.nets())
-      std::printf("  %s: %s from %s, %s GB/s\n", t.node(n).name.c_str(),
-                  pathTypeName(t.path(t.localCpu(n), n).type), label(t, t.localCpu(n)).c_str(),
-                  fmtBw(t.path(t.localCpu(n), n).bw).c_str());
+      std::printf("  %s: %s from %s, %s GB/s\n", t.node(n).name.c_str(), pathTypeName(t.path(t.localCpu(n), n).type),
+                  label(t, t.localCpu(n)).c_str(), fmtBw(t.path(t.localCpu(n), n).bw).c_str());
     return;
   }
   std::printf("\nPaths (type/bottleneck GB/s):\n%-14s", "");
@@ -120,21 +117,21 @@ void printGraphs(const Topology& t, const Graphs& g, int hostRanks) {
     for (int r : g.globalRings[0]) std::printf(" %d", r);
     std::printf("\n");
   } else {
-  std::printf("\nRings inside a node (GPU devs, entry first):\n");
-  for (size_t c = 0; c < g.rings.size(); ++c) {
-    const NodeRing& r = g.rings[c];
-    std::string s;
-    for (int d : r.gpus) s += " " + std::to_string(d);
-    std::printf("  channel %zu: %s ->%s -> %s   slowest hop %s GB/s (%s)\n", c,
-                r.netIn >= 0 ? t.node(r.netIn).name.c_str() : "-", s.c_str(),
-                r.netOut >= 0 ? t.node(r.netOut).name.c_str() : "-", fmtBw(r.bw).c_str(), pathTypeName(r.worst));
-  }
-  std::printf("\nRing of rings over %d node(s) (ranks = node x %d + GPU position):\n", g.nodes, g.gpusPerNode);
-  for (size_t c = 0; c < g.globalRings.size(); ++c) {
-    std::printf("  channel %zu:", c);
-    for (int r : g.globalRings[c]) std::printf(" %d", r);
-    std::printf("\n");
-  }
+    std::printf("\nRings inside a node (GPU devs, entry first):\n");
+    for (size_t c = 0; c < g.rings.size(); ++c) {
+      const NodeRing& r = g.rings[c];
+      std::string s;
+      for (int d : r.gpus) s += " " + std::to_string(d);
+      std::printf("  channel %zu: %s ->%s -> %s   slowest hop %s GB/s (%s)\n", c,
+                  r.netIn >= 0 ? t.node(r.netIn).name.c_str() : "-", s.c_str(),
+                  r.netOut >= 0 ? t.node(r.netOut).name.c_str() : "-", fmtBw(r.bw).c_str(), pathTypeName(r.worst));
+    }
+    std::printf("\nRing of rings over %d node(s) (ranks = node x %d + GPU position):\n", g.nodes, g.gpusPerNode);
+    for (size_t c = 0; c < g.globalRings.size(); ++c) {
+      std::printf("  channel %zu:", c);
+      for (int r : g.globalRings[c]) std::printf(" %d", r);
+      std::printf("\n");
+    }
   }
   std::printf("\nDouble binary trees (channel 0; rank: parent / children):\n");
   int nranks = static_cast<int>(g.globalRings[0].size());
@@ -174,12 +171,13 @@ TunerInput tunerFor(const Topology& t, const Graphs& g, int hostRanks) {
   return in;
 }
 
-const CollKind kTunedKinds[] = {CollKind::kAllReduce, CollKind::kBroadcast, CollKind::kReduce,
-                                CollKind::kAllGather, CollKind::kReduceScatter};
+const CollKind kTunedKinds[] = {CollKind::kAllReduce, CollKind::kBroadcast, CollKind::kReduce, CollKind::kAllGather,
+                                CollKind::kReduceScatter};
 
 void printTuner(const TunerInput& in) {
-  std::printf("\nTuner (%d ranks on %d node(s); bandwidths %.1f GB/s inside, %.1f GB/s between; hops %.1f / %.1f us):\n",
-              in.nranks, in.hosts, in.bwGBs, in.netBwGBs, in.hopUs, in.netHopUs);
+  std::printf(
+      "\nTuner (%d ranks on %d node(s); bandwidths %.1f GB/s inside, %.1f GB/s between; hops %.1f / %.1f us):\n",
+      in.nranks, in.hosts, in.bwGBs, in.netBwGBs, in.hopUs, in.netHopUs);
   std::printf("%10s", "bytes");
   for (CollKind k : kTunedKinds) std::printf("  %-24s", collKindName(k) + 4);
   std::printf("\n");
@@ -191,8 +189,7 @@ void printTuner(const TunerInput& in) {
       if (c.ok())
         std::snprintf(cell, sizeof(cell), "%s/%s %.1f us", algoName(c.value().algo), protoName(c.value().proto),
                       c.value().us);
-      else
-        std::snprintf(cell, sizeof(cell), "(filtered out)");
+      else std::snprintf(cell, sizeof(cell), "(filtered out)");
       std::printf("  %-24s", cell);
     }
     std::printf("\n");
@@ -261,8 +258,7 @@ void printJson(const Topology& t, const Graphs& g, const std::string& origin, co
       const auto& links = g.trees[c][tr];
       for (size_t r = 0; r < links.size(); ++r) {
         std::printf("%s{\"rank\": %zu, \"parent\": %d, \"children\": [", r ? ", " : "", r, links[r].parent);
-        for (size_t k = 0; k < links[r].children.size(); ++k)
-          std::printf("%s%d", k ? ", " : "", links[r].children[k]);
+        for (size_t k = 0; k < links[r].children.size(); ++k) std::printf("%s%d", k ? ", " : "", links[r].children[k]);
         std::printf("]}");
       }
       std::printf("]");
@@ -288,11 +284,15 @@ void printDot(const Topology& t, const Graphs& g) {
   std::printf("graph topology {\n  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n");
   for (size_t i = 0; i < t.nodes().size(); ++i) {
     const TopoNode& n = t.node(static_cast<int>(i));
-    const char* shape = n.type == NodeType::kGpu ? "box" : n.type == NodeType::kCpu ? "ellipse"
-                        : n.type == NodeType::kNet ? "diamond" : n.type == NodeType::kNvs ? "hexagon" : "box";
-    const char* style = n.type == NodeType::kGpu ? ", style=filled, fillcolor=\"#b8e186\""
+    const char* shape = n.type == NodeType::kGpu   ? "box"
+                        : n.type == NodeType::kCpu ? "ellipse"
+                        : n.type == NodeType::kNet ? "diamond"
+                        : n.type == NodeType::kNvs ? "hexagon"
+                                                   : "box";
+    const char* style = n.type == NodeType::kGpu   ? ", style=filled, fillcolor=\"#b8e186\""
                         : n.type == NodeType::kNet ? ", style=filled, fillcolor=\"#92c5de\""
-                        : n.type == NodeType::kNvs ? ", style=filled, fillcolor=\"#fdb863\"" : "";
+                        : n.type == NodeType::kNvs ? ", style=filled, fillcolor=\"#fdb863\""
+                                                   : "";
     std::string text = label(t, static_cast<int>(i));
     if (n.type == NodeType::kGpu || n.type == NodeType::kNic) text += "\\n" + n.busId;
     std::printf("  n%zu [label=\"%s\", shape=%s%s];\n", i, text.c_str(), shape, style);
@@ -319,8 +319,8 @@ void printDot(const Topology& t, const Graphs& g) {
       std::printf("  n%d -- n%d [dir=forward, style=dashed, color=%s, constraint=false];\n", r.netIn,
                   gpuNode(r.gpus.front()), col);
     if (!r.gpus.empty() && r.netOut >= 0)
-      std::printf("  n%d -- n%d [dir=forward, style=dashed, color=%s, constraint=false];\n",
-                  gpuNode(r.gpus.back()), r.netOut, col);
+      std::printf("  n%d -- n%d [dir=forward, style=dashed, color=%s, constraint=false];\n", gpuNode(r.gpus.back()),
+                  r.netOut, col);
   }
   std::printf("}\n");
 }

@@ -49,9 +49,16 @@ Reduction planBool(const char* opName, RedOp::RedOpType op) {
   Reduction r;
   r.type = collUint8;
   switch (op) {
-    case RedOp::SUM: case RedOp::BOR: case RedOp::MAX: r.op = collMax; return r;
-    case RedOp::PRODUCT: case RedOp::BAND: case RedOp::MIN: r.op = collMin; return r;
-    case RedOp::BXOR: r.path = Path::kBitwise; r.bitwise = op; return r;
+    case RedOp::SUM:
+    case RedOp::BOR:
+    case RedOp::MAX: r.op = collMax; return r;
+    case RedOp::PRODUCT:
+    case RedOp::BAND:
+    case RedOp::MIN: r.op = collMin; return r;
+    case RedOp::BXOR:
+      r.path = Path::kBitwise;
+      r.bitwise = op;
+      return r;
     default: unsupported(opName, op, at::kBool, "bool tensors take SUM, PRODUCT, MIN, MAX, BAND, BOR, BXOR");
   }
 }
@@ -60,7 +67,8 @@ void planPreMulSum(const char* opName, at::ScalarType dtype, const RedOp& op, Re
   if (!at::isFloatingType(dtype) && !at::isComplexType(dtype))
     unsupported(opName, op.op_, dtype, "PREMUL_SUM scales floating-point tensors");
   auto* sup = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
-  TORCH_CHECK(sup, "torch_collectives: ", opName, ": PREMUL_SUM without its factor (make it with "
+  TORCH_CHECK(sup, "torch_collectives: ", opName,
+              ": PREMUL_SUM without its factor (make it with "
               "torch.distributed._make_nccl_premul_sum)");
   r->preMulSum = true;
   r->op = collSum;
@@ -70,8 +78,8 @@ void planPreMulSum(const char* opName, at::ScalarType dtype, const RedOp& op, Re
   }
   const at::Tensor& f = sup->tensor_factors.front();
   TORCH_CHECK(f.numel() == 1 && !f.is_complex(), "torch_collectives: ", opName,
-              ": the PREMUL_SUM factor must be one real number, got a tensor of ", f.numel(),
-              " elements of ", dtypeName(f.scalar_type()));
+              ": the PREMUL_SUM factor must be one real number, got a tensor of ", f.numel(), " elements of ",
+              dtypeName(f.scalar_type()));
   TORCH_CHECK(f.device().is_cpu(), "torch_collectives: ", opName, ": the PREMUL_SUM factor tensor is on ",
               f.device().str(), "; pass it on the CPU (or as a number)");
   r->factorTensor = f;
@@ -127,7 +135,8 @@ Reduction planReduction(const char* opName, at::ScalarType dtype, const RedOp& o
   if (at::isComplexType(dtype)) {
     if (t != RedOp::SUM && t != RedOp::AVG && t != RedOp::PREMUL_SUM)
       unsupported(opName, t, dtype, "complex tensors take SUM, AVG and PREMUL_SUM");
-    if (dtype != at::kComplexFloat && dtype != at::kComplexDouble) unsupported(opName, t, dtype, "no matching library type");
+    if (dtype != at::kComplexFloat && dtype != at::kComplexDouble)
+      unsupported(opName, t, dtype, "no matching library type");
     r.path = Path::kComplex;
     r.type = dtype == at::kComplexFloat ? collFloat32 : collFloat64;
     return r;
@@ -168,9 +177,21 @@ void preMulSumScalar(const Reduction& r, void* scalar) {
   std::memset(scalar, 0, 8);
   switch (r.type) {
     case collFloat64: std::memcpy(scalar, &f, sizeof f); break;
-    case collFloat16: { c10::Half h(static_cast<float>(f)); std::memcpy(scalar, &h, sizeof h); break; }
-    case collBfloat16: { c10::BFloat16 b(static_cast<float>(f)); std::memcpy(scalar, &b, sizeof b); break; }
-    default: { float x = static_cast<float>(f); std::memcpy(scalar, &x, sizeof x); break; }
+    case collFloat16: {
+      c10::Half h(static_cast<float>(f));
+      std::memcpy(scalar, &h, sizeof h);
+      break;
+    }
+    case collBfloat16: {
+      c10::BFloat16 b(static_cast<float>(f));
+      std::memcpy(scalar, &b, sizeof b);
+      break;
+    }
+    default: {
+      float x = static_cast<float>(f);
+      std::memcpy(scalar, &x, sizeof x);
+      break;
+    }
   }
 }
 

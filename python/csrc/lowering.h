@@ -25,12 +25,12 @@ enum class Path { kNative, kWidenInt16, kComplex, kBitwise };
 
 struct Reduction {
   Path path = Path::kNative;
-  collDataType_t type = collFloat;  // the library type of the lowered tensor
-  collRedOp_t op = collSum;         // the built-in op (collSum for PREMUL_SUM)
+  collDataType_t type = collFloat;                           // the library type of the lowered tensor
+  collRedOp_t op = collSum;                                  // the built-in op (collSum for PREMUL_SUM)
   c10d::ReduceOp::RedOpType bitwise = c10d::ReduceOp::BAND;  // for Path::kBitwise
   bool preMulSum = false;
-  double factor = 1.0;        // PREMUL_SUM with a number
-  at::Tensor factorTensor;    // PREMUL_SUM with a one-element tensor, read when the op runs
+  double factor = 1.0;      // PREMUL_SUM with a number
+  at::Tensor factorTensor;  // PREMUL_SUM with a one-element tensor, read when the op runs
 };
 
 // Throws c10::Error (RuntimeError in Python) naming opName, the op and the dtype when

@@ -21,12 +21,12 @@ PYBIND11_MODULE(_C, m) {
            py::call_guard<py::gil_scoped_release>());
   m.def(
       "create_process_group",
-      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, const std::chrono::duration<float>& timeout) {
-        return c10::static_intrusive_pointer_cast<torch_collectives::ProcessGroupCollectives>(
-            torch_collectives::createProcessGroup(store, rank, size, timeout));
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+         const std::chrono::duration<float>& timeout) {
+    return c10::static_intrusive_pointer_cast<torch_collectives::ProcessGroupCollectives>(
+        torch_collectives::createProcessGroup(store, rank, size, timeout));
       },
-      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
-      py::call_guard<py::gil_scoped_release>());
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>());
   m.def("set_timeout", [](const c10::intrusive_ptr<torch_collectives::ProcessGroupCollectives>& pg, double seconds) {
     collResult_t r = collCommSetTimeout(pg->comm(), seconds);
     TORCH_CHECK(r == collSuccess, "torch_collectives.set_timeout: ", collGetLastError(pg->comm()));

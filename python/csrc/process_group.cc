@@ -17,7 +17,6 @@ namespace torch_collectives {
 
 namespace {
 
-
 std::string shapeOf(const at::Tensor& t) {
   std::ostringstream s;
   s << dtypeName(t.scalar_type()) << t.sizes();
@@ -47,9 +46,9 @@ const at::Tensor& single(const char* op, const std::vector<at::Tensor>& ts) {
 
 void checkSameAs(const char* op, const char* what, const at::Tensor& t, const at::Tensor& like) {
   checkTensor(op, t);
-  TORCH_CHECK(t.scalar_type() == like.scalar_type() && t.numel() == like.numel() && t.device() == like.device(), "torch_collectives: ", op, ": ",
-              "an ", what, " is ", shapeOf(t), " on ", t.device().str(), ", expected ", like.numel(), " elements of ",
-              dtypeName(like.scalar_type()), " on ", like.device().str());
+  TORCH_CHECK(t.scalar_type() == like.scalar_type() && t.numel() == like.numel() && t.device() == like.device(),
+              "torch_collectives: ", op, ": ", "an ", what, " is ", shapeOf(t), " on ", t.device().str(), ", expected ",
+              like.numel(), " elements of ", dtypeName(like.scalar_type()), " on ", like.device().str());
 }
 
 void checkRoot(const char* op, int64_t root, int size) {
@@ -66,8 +65,8 @@ void writeBack(const at::Tensor& buf, at::Tensor& t) {
 // The one list of `size` tensors shaped like `like` that op takes (what: "output").
 std::vector<at::Tensor> rankList(const char* op, const char* what, const std::vector<std::vector<at::Tensor>>& lists,
                                  const at::Tensor& like, int size) {
-  TORCH_CHECK(lists.size() == 1 && lists[0].size() == static_cast<size_t>(size), "torch_collectives: ", op, " takes one ",
-              "list of ", size, " ", what, " tensors");
+  TORCH_CHECK(lists.size() == 1 && lists[0].size() == static_cast<size_t>(size), "torch_collectives: ", op,
+              " takes one ", "list of ", size, " ", what, " tensors");
   for (const at::Tensor& t : lists[0]) checkSameAs(op, what, t, like);
   return lists[0];
 }
@@ -88,9 +87,9 @@ void checkWhole(const char* op, const char* wholeName, const at::Tensor& whole, 
   checkTensor(op, part);
   TORCH_CHECK(whole.device() == part.device(), "torch_collectives: ", op, ": input and output are on ",
               whole.device().str(), " and ", part.device().str());
-  TORCH_CHECK(whole.scalar_type() == part.scalar_type() && whole.numel() == part.numel() * size, "torch_collectives: ",
-              op, ": ", wholeName, " is ", shapeOf(whole), ", expected ", size, " x ", part.numel(), " elements of ",
-              dtypeName(part.scalar_type()));
+  TORCH_CHECK(whole.scalar_type() == part.scalar_type() && whole.numel() == part.numel() * size,
+              "torch_collectives: ", op, ": ", wholeName, " is ", shapeOf(whole), ", expected ", size, " x ",
+              part.numel(), " elements of ", dtypeName(part.scalar_type()));
 }
 
 std::vector<int64_t> evenSplits(int64_t rows, int size) {
@@ -140,10 +139,8 @@ ProcessGroupCollectives::~ProcessGroupCollectives() {
 void ProcessGroupCollectives::release(collComm_t comm, bool revoked) {
   if (!comm) return;
   collResult_t async = collSuccess;
-  if (revoked || (collCommGetAsyncError(comm, &async) == collSuccess && async != collSuccess))
-    collCommAbort(comm);
-  else
-    collCommDestroy(comm);
+  if (revoked || (collCommGetAsyncError(comm, &async) == collSuccess && async != collSuccess)) collCommAbort(comm);
+  else collCommDestroy(comm);
 }
 
 // Polls rather than store->get(): a TCPStore holds its one lock through a blocking get, so
@@ -179,8 +176,8 @@ collComm_t ProcessGroupCollectives::makeComm(const std::string& key, int nranks,
   }
   collComm_t comm = nullptr;
   collResult_t r = collCommInitRank(&comm, nranks, id, rank);
-  TORCH_CHECK(r == collSuccess, "torch_collectives: rank ", rank, " of ", nranks, ": collCommInitRank: ",
-              collGetErrorString(r), ": ", collGetLastError(nullptr));
+  TORCH_CHECK(r == collSuccess, "torch_collectives: rank ", rank, " of ", nranks,
+              ": collCommInitRank: ", collGetErrorString(r), ": ", collGetLastError(nullptr));
   r = collCommSetTimeout(comm, timeoutS_ > 0 ? timeoutS_ : 0);
   TORCH_CHECK(r == collSuccess, "torch_collectives: collCommSetTimeout: ", collGetLastError(comm));
   return comm;
@@ -200,10 +197,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::post(c10d::OpType type, 
     std::exception_ptr error;
     try {
       at::NoGradGuard noGrad;
-      if (inputsReady)
-        runOnDevice(device, *inputsReady, body);
-      else
-        body();
+      if (inputsReady) runOnDevice(device, *inputsReady, body);
+      else body();
     } catch (...) {
       error = std::current_exception();
     }
@@ -338,7 +333,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allreduce_coalesced(
     checkTensor("allreduce_coalesced", t);
     plans.push_back(planReduction("allreduce_coalesced", t.scalar_type(), opts.reduceOp));
   }
-  OpInfo op{"allreduce_coalesced", static_cast<int64_t>(seq_.fetch_add(1)), std::to_string(tensors.size()) + " tensors"};
+  OpInfo op{"allreduce_coalesced", static_cast<int64_t>(seq_.fetch_add(1)),
+            std::to_string(tensors.size()) + " tensors"};
   return post(c10d::OpType::ALLREDUCE_COALESCED, op, tensors, deviceOf(tensors), [this, tensors, plans, op]() mutable {
     // One reduction per tensor, in order: every rank passes the same list.
     for (size_t i = 0; i < tensors.size(); ++i) reduceTensor(tensors[i], plans[i], -1, op);
@@ -352,7 +348,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::reduce(std::vector<at::T
   Reduction r = planReduction("reduce", t.scalar_type(), opts.reduceOp);
   OpInfo op = info("reduce", t);
   const int root = static_cast<int>(opts.rootRank);
-  return post(c10d::OpType::REDUCE, op, {t}, t.device(), [this, t, r, root, op]() mutable { reduceTensor(t, r, root, op); });
+  return post(c10d::OpType::REDUCE, op, {t}, t.device(),
+              [this, t, r, root, op]() mutable { reduceTensor(t, r, root, op); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -439,7 +436,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather_coalesced(
   OpInfo op{"allgather_coalesced", static_cast<int64_t>(seq_.fetch_add(1)), std::to_string(inputs.size()) + " tensors"};
   std::vector<at::Tensor> flatOuts;
   for (const auto& list : outputLists) flatOuts.insert(flatOuts.end(), list.begin(), list.end());
-  return post(c10d::OpType::ALLGATHER_COALESCED, op, flatOuts, deviceOf(inputs), [this, outputLists, inputs, op]() mutable {
+  return post(c10d::OpType::ALLGATHER_COALESCED, op, flatOuts, deviceOf(inputs),
+              [this, outputLists, inputs, op]() mutable {
     size_t total = 0;
     for (const at::Tensor& t : inputs) total += t.nbytes();
     std::vector<uint8_t> mine(total), all(total * static_cast<size_t>(size_));
@@ -532,8 +530,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::alltoall_base(at::Tensor
                                                                       const c10d::AllToAllOptions&) {
   checkTensor("all_to_all_single", output);
   checkTensor("all_to_all_single", input);
-  TORCH_CHECK(input.device() == output.device(), "torch_collectives: all_to_all_single: input on ", input.device().str(),
-              ", output on ", output.device().str());
+  TORCH_CHECK(input.device() == output.device(), "torch_collectives: all_to_all_single: input on ",
+              input.device().str(), ", output on ", output.device().str());
   TORCH_CHECK(input.scalar_type() == output.scalar_type(), "torch_collectives: all_to_all_single: input is ",
               shapeOf(input), ", output ", shapeOf(output), ": the dtypes differ");
   const int64_t inRows = input.dim() ? input.size(0) : 1, outRows = output.dim() ? output.size(0) : 1;
@@ -558,7 +556,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::alltoall_base(at::Tensor
   std::vector<int64_t> outSplit = splits(outputSplitSizes, outRows, "output");
   OpInfo op = info("all_to_all_single", input);
   at::Tensor out = output, in = input;
-  return post(c10d::OpType::ALLTOALL_BASE, op, {out}, in.device(), [this, out, in, inSplit, outSplit, inRows, outRows, op]() mutable {
+  return post(c10d::OpType::ALLTOALL_BASE, op, {out}, in.device(),
+              [this, out, in, inSplit, outSplit, inRows, outRows, op]() mutable {
     at::Tensor src = dense(in), dst = dense(out);
     if (src.data_ptr() == dst.data_ptr()) src = src.clone();  // in place: keep the input whole
     const size_t inRow = inRows ? src.nbytes() / static_cast<size_t>(inRows) : 0;
@@ -584,12 +583,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::alltoall(std::vector<at:
                                                                  std::vector<at::Tensor>& inputs,
                                                                  const c10d::AllToAllOptions&) {
   TORCH_CHECK(outputs.size() == static_cast<size_t>(size_) && inputs.size() == static_cast<size_t>(size_),
-              "torch_collectives: all_to_all takes ", size_, " input and ", size_, " output tensors, got ", inputs.size(),
-              " and ", outputs.size());
+              "torch_collectives: all_to_all takes ", size_, " input and ", size_, " output tensors, got ",
+              inputs.size(), " and ", outputs.size());
   for (int p = 0; p < size_; ++p) {
     checkTensor("all_to_all", inputs[p]);
     checkTensor("all_to_all", outputs[p]);
-    TORCH_CHECK(inputs[p].scalar_type() == inputs[0].scalar_type() && outputs[p].scalar_type() == inputs[0].scalar_type(),
+    TORCH_CHECK(inputs[p].scalar_type() == inputs[0].scalar_type() &&
+                    outputs[p].scalar_type() == inputs[0].scalar_type(),
                 "torch_collectives: all_to_all: every tensor must have one dtype");
   }
   OpInfo op = info("all_to_all", inputs[0]);
@@ -624,8 +624,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::barrier(const c10d::Barr
 ProcessGroupCollectives::Lane& ProcessGroupCollectives::lane(int peer, bool sending) {
   std::lock_guard<std::mutex> lock(lanesMu_);
   Lane& l = lanes_[{peer, sending}];
-  if (!l.worker)
-    l.worker = std::make_unique<Worker>((sending ? "coll-send" : "coll-recv") + std::to_string(peer));
+  if (!l.worker) l.worker = std::make_unique<Worker>((sending ? "coll-send" : "coll-recv") + std::to_string(peer));
   return l;
 }
 
@@ -641,17 +640,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::transfer(std::vector<at:
   OpInfo op{name, -1, shapeOf(t) + (sending ? " to rank " : " from rank ") + std::to_string(peer)};
   const int src = sending ? rank_ : peer, dst = sending ? peer : rank_;
   const std::string key = keyPrefix_ + "p2p/" + std::to_string(src) + "->" + std::to_string(dst);
-  return post(sending ? c10d::OpType::SEND : c10d::OpType::RECV, op, {t}, t.device(),
-              [this, &l, t, key, op, sending]() mutable {
-                if (!l.comm.load()) l.comm = makeComm(key, 2, sending ? 0 : 1);
-                collComm_t comm = l.comm.load();
-                at::Tensor buf = dense(t);
-                check(sending ? collSend(buf.data_ptr(), buf.nbytes(), collUint8, 1, comm, nullptr)
-                              : collRecv(buf.data_ptr(), buf.nbytes(), collUint8, 0, comm, nullptr),
-                      op, comm);
-                if (!sending) writeBack(buf, t);
-              },
-              l.worker.get());
+  return post(
+      sending ? c10d::OpType::SEND : c10d::OpType::RECV, op, {t}, t.device(),
+      [this, &l, t, key, op, sending]() mutable {
+    if (!l.comm.load()) l.comm = makeComm(key, 2, sending ? 0 : 1);
+    collComm_t comm = l.comm.load();
+    at::Tensor buf = dense(t);
+    check(sending ? collSend(buf.data_ptr(), buf.nbytes(), collUint8, 1, comm, nullptr)
+                  : collRecv(buf.data_ptr(), buf.nbytes(), collUint8, 0, comm, nullptr),
+          op, comm);
+    if (!sending) writeBack(buf, t);
+      },
+      l.worker.get());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::send(std::vector<at::Tensor>& tensors, int dstRank, int) {

@@ -29,10 +29,8 @@ bool CollWork::wait(std::chrono::milliseconds timeout) {
 
 void CollWork::complete(std::exception_ptr error) {
   // The future first: whoever wait() wakes may read the future's value at once.
-  if (error)
-    future_->setError(error);
-  else
-    future_->markCompleted(c10::IValue(outputs_));
+  if (error) future_->setError(error);
+  else future_->markCompleted(c10::IValue(outputs_));
   finish(error);
   done_.store(true, std::memory_order_release);
 }

@@ -15,14 +15,14 @@ namespace coll {
 // (host or device).
 struct BuildInput {
   int nranks = 1;
-  int ringPos = 0;               // this rank's position in `ring`
-  std::span<const int> ring;     // ranks in ring order (comm.h ringOrder)
+  int ringPos = 0;                 // this rank's position in `ring`
+  std::span<const int> ring;       // ranks in ring order (comm.h ringOrder)
   std::span<const int> ringPosOf;  // rank -> its position in `ring`
   size_t sliceBytes = 0;
-  size_t loopSlices = 1;         // slices of a block per ring loop (ring.cc), 1..kSteps/2
-  int64_t chunkMinBytes = 1;     // COLL_CHUNK_MIN_BYTES: bytes per channel used
+  size_t loopSlices = 1;      // slices of a block per ring loop (ring.cc), 1..kSteps/2
+  int64_t chunkMinBytes = 1;  // COLL_CHUNK_MIN_BYTES: bytes per channel used
   int minChannels = 1;
-  bool twoTrees = false;         // chunks alternate between the two trees (tree.cc)
+  bool twoTrees = false;  // chunks alternate between the two trees (tree.cc)
   const ConnectorSet* conns = nullptr;
 };
 
@@ -31,21 +31,13 @@ struct BuildInput {
 int channelsFor(const BuildInput& in, size_t bytes);
 
 // [begin, end) of part i when `total` is split into n nearly equal parts.
-inline size_t partBegin(size_t total, size_t n, size_t i) {
-  return i * (total / n) + std::min(i, total % n);
-}
+inline size_t partBegin(size_t total, size_t n, size_t i) { return i * (total / n) + std::min(i, total % n); }
 
-void buildRingAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex,
-                        std::vector<Program>& programs);
-void buildRingReduceScatter(const BuildInput& in, const OpDesc& od, uint16_t opIndex,
-                            std::vector<Program>& programs);
-void buildRingAllGather(const BuildInput& in, const OpDesc& od, uint16_t opIndex,
-                        std::vector<Program>& programs);
-void buildChainBroadcast(const BuildInput& in, const OpDesc& od, uint16_t opIndex,
-                         std::vector<Program>& programs);
-void buildChainReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex,
-                      std::vector<Program>& programs);
-void buildTreeAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex,
-                        std::vector<Program>& programs);
+void buildRingAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& programs);
+void buildRingReduceScatter(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& programs);
+void buildRingAllGather(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& programs);
+void buildChainBroadcast(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& programs);
+void buildChainReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& programs);
+void buildTreeAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& programs);
 
 }  // namespace coll

@@ -26,8 +26,7 @@ void forEachPiece(const BuildInput& in, const OpDesc& od, F f) {
 
 }  // namespace
 
-void buildChainBroadcast(const BuildInput& in, const OpDesc& od, uint16_t opIndex,
-                         std::vector<Program>& progs) {
+void buildChainBroadcast(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& progs) {
   const int n = in.nranks;
   const int rootPos = in.ringPosOf[static_cast<size_t>(od.root)];
   const int pos = (in.ringPos - rootPos + n) % n;  // distance from the root along the ring
@@ -45,8 +44,7 @@ void buildChainBroadcast(const BuildInput& in, const OpDesc& od, uint16_t opInde
   });
 }
 
-void buildChainReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex,
-                      std::vector<Program>& progs) {
+void buildChainReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& progs) {
   const int n = in.nranks;
   const int rootPos = in.ringPosOf[static_cast<size_t>(od.root)];
   const int pos = (in.ringPos - rootPos - 1 + 2 * n) % n;  // root is last (pos n-1)

@@ -167,7 +167,8 @@ std::vector<int> bestRingOrder(const Topology& topo, double* bw, PathType* worst
       for (size_t v = 0; v < s.n; ++v) {
         if (used[v]) continue;
         if (pick < 0 || s.bw(from, static_cast<int>(v)) > s.bw(from, pick) ||
-            (s.bw(from, static_cast<int>(v)) == s.bw(from, pick) && s.cost(from, static_cast<int>(v)) < s.cost(from, pick)))
+            (s.bw(from, static_cast<int>(v)) == s.bw(from, pick) &&
+             s.cost(from, static_cast<int>(v)) < s.cost(from, pick)))
           pick = static_cast<int>(v);
       }
       used[static_cast<size_t>(pick)] = true;
@@ -207,8 +208,8 @@ int gpuRingPosition(const Topology& topo, const std::string& busId) {
   const std::vector<int> order = bestRingOrder(topo, &bw, &worst);
   for (size_t i = 0; i < order.size(); ++i) {
     unsigned have[3];
-    if (parsePciAddress(topo.node(order[i]).busId, have) && have[0] == want[0] &&
-        have[1] == want[1] && have[2] == want[2])
+    if (parsePciAddress(topo.node(order[i]).busId, have) && have[0] == want[0] && have[1] == want[1] &&
+        have[2] == want[2])
       return static_cast<int>(i);
   }
   return -1;
@@ -345,10 +346,8 @@ Result<Graphs> searchGraphs(const Topology& topo, int nodes, int maxChannels, in
   g.nodes = nodes;
   g.gpusPerNode = static_cast<int>(topo.gpus().size());
   g.rings = nodeRings(topo, maxChannels);
-  if (g.gpusPerNode == 0)
-    addHostRankChannels(&g, hostRanksPerNode);
-  else
-    addGpuChannels(&g, topo);
+  if (g.gpusPerNode == 0) addHostRankChannels(&g, hostRanksPerNode);
+  else addGpuChannels(&g, topo);
   return g;
 }
 

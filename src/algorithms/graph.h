@@ -34,10 +34,10 @@
 namespace coll {
 
 struct NodeRing {
-  std::vector<int> gpus;  // GPU devs in ring order (entry GPU first)
-  int netIn = -1;         // NET node index entered through (-1: no NIC)
-  int netOut = -1;        // NET node index left through
-  double bw = 0;          // slowest hop inside the node, GB/s
+  std::vector<int> gpus;            // GPU devs in ring order (entry GPU first)
+  int netIn = -1;                   // NET node index entered through (-1: no NIC)
+  int netOut = -1;                  // NET node index left through
+  double bw = 0;                    // slowest hop inside the node, GB/s
   PathType worst = PathType::kLoc;  // worst hop type inside the node
 };
 
@@ -49,7 +49,7 @@ struct TreeLinks {
 struct Graphs {
   int nodes = 1;
   int gpusPerNode = 0;
-  std::vector<NodeRing> rings;               // per channel, inside one node
+  std::vector<NodeRing> rings;                // per channel, inside one node
   std::vector<std::vector<int>> globalRings;  // per channel: every rank in ring order
   // [tree 0/1][rank]: parent and children over all ranks (per channel the same shape,
   // rotated with the channel's ring inside each node: trees[c % 2] serves channel c).

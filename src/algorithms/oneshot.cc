@@ -42,7 +42,8 @@ void reduceAllBlocks(const OpDesc& od, size_t es, int n, Input input) {
     size_t begin = partBegin(od.count, n, b), end = partBegin(od.count, n, b + 1);
     if (end == begin) continue;
     size_t off = begin * es;
-    reduceChain(k, out + off, [&](int r) { return input(r) + off; }, end - begin, n, b);
+    reduceChain(
+        k, out + off, [&](int r) { return input(r) + off; }, end - begin, n, b);
   }
 }
 
@@ -50,8 +51,7 @@ MailSignature signatureOf(const OpDesc& od) {
   MailSignature s;
   s.kind = static_cast<uint32_t>(od.kind) + 1;
   s.dtype = static_cast<uint32_t>(od.dtype);
-  bool reduces = od.kind == CollKind::kAllReduce || od.kind == CollKind::kReduce ||
-                 od.kind == CollKind::kReduceScatter;
+  bool reduces = od.kind == CollKind::kAllReduce || od.kind == CollKind::kReduce || od.kind == CollKind::kReduceScatter;
   s.op = reduces ? static_cast<uint32_t>(od.op) : 0;
   s.root = (od.kind == CollKind::kBroadcast || od.kind == CollKind::kReduce) ? od.root : -1;
   s.count = od.count;
@@ -108,8 +108,8 @@ bool oneShotEligible(const OneShotContext& c, const OpDesc& od) {
     if (od.kind == CollKind::kReduceScatter) cap /= static_cast<size_t>(c.nranks);
     return bytes <= cap || c.directOn;
   }
-  return od.kind == CollKind::kAllReduce && bytes <= c.netOneShotBytes &&
-         bytes <= c.slotBytes && c.ring0 && c.ring0->send;
+  return od.kind == CollKind::kAllReduce && bytes <= c.netOneShotBytes && bytes <= c.slotBytes && c.ring0 &&
+         c.ring0->send;
 }
 
 OneShot::OneShot(const OneShotContext& ctx, const OpDesc& od) : ctx_(ctx), od_(od), es_(dataTypeSize(od.dtype)) {
@@ -164,11 +164,9 @@ Status OneShot::pollRounds(bool* done, WaitTarget* wait) {
         *wait = mb.waitTarget(peer, s);
         if (wait->seen == s) continue;  // arrived just now
         // Ring data while a peer's flag is missing: see allArrivedNow().
-        if (ctx_.ring0 && ctx_.ring0->recv &&
-            ctx_.ring0->recv->ready() && !allArrivedNow())
+        if (ctx_.ring0 && ctx_.ring0->recv && ctx_.ring0->recv->ready() && !allArrivedNow())
           return invalidUsage("rank " + std::to_string(ctx_.ring0->recv->peer()) +
-                              " started a ring operation while this rank runs " +
-                              od_.describe() +
+                              " started a ring operation while this rank runs " + od_.describe() +
                               " as a one-shot: the ranks called different operations or counts");
         return okStatus();
       }
@@ -219,9 +217,15 @@ Status OneShot::reduceDirect(char* dst, Base base, size_t cnt, int last) {
       own = tmp + 2 * kDirectChunk;
     }
     auto get = [&](int r, int slot, const char** p) -> Status {
-      if (r == me) { *p = own; return okStatus(); }
+      if (r == me) {
+        *p = own;
+        return okStatus();
+      }
       const char* remote = base(r) + off * es_;
-      if (mb.pid(r) == self) { *p = remote; return okStatus(); }
+      if (mb.pid(r) == self) {
+        *p = remote;
+        return okStatus();
+      }
       COLL_CHECK(mb.readPeer(r, tmp + slot * kDirectChunk, remote, bytes));
       *p = tmp + slot * kDirectChunk;
       return okStatus();
@@ -250,9 +254,7 @@ Status OneShot::directPhase(int round) {
   const size_t bytes = od_.count * es_;
   char* out = static_cast<char*>(od_.recvbuff);
   const char* in = static_cast<const char*>(od_.sendbuff);
-  auto sendOf = [&](int r) {
-    return r == me ? in : reinterpret_cast<const char*>(ptrs_[static_cast<size_t>(r)].send);
-  };
+  auto sendOf = [&](int r) { return r == me ? in : reinterpret_cast<const char*>(ptrs_[static_cast<size_t>(r)].send); };
   auto copyIn = [&](int r, char* dst, const char* remote, size_t len) -> Status {
     if (r == me || mb.pid(r) == getpid()) {
       if (dst != remote) hostCopy(dst, remote, len);
@@ -268,14 +270,14 @@ Status OneShot::directPhase(int round) {
         COLL_CHECK(copyIn(r, out + static_cast<size_t>(r) * bytes, sendOf(r), bytes));
       }
       return okStatus();
-    case CollKind::kBroadcast:
-      return copyIn(od_.root, out, sendOf(od_.root), bytes);
+    case CollKind::kBroadcast: return copyIn(od_.root, out, sendOf(od_.root), bytes);
     case CollKind::kReduce:
       if (me != od_.root) return okStatus();
       return reduceDirect(out, sendOf, od_.count, od_.root);
     case CollKind::kReduceScatter: {
       const size_t off = static_cast<size_t>(me) * bytes;
-      return reduceDirect(out, [&](int r) { return sendOf(r) + off; }, od_.count, me);
+      return reduceDirect(
+          out, [&](int r) { return sendOf(r) + off; }, od_.count, me);
     }
     case CollKind::kAllReduce: {
       auto block = [&](int b, size_t* begin) {
@@ -287,7 +289,8 @@ Status OneShot::directPhase(int round) {
         size_t len = block(me, &begin);
         if (len == 0) return okStatus();
         const size_t off = begin * es_;
-        return reduceDirect(out + off, [&](int r) { return sendOf(r) + off; }, len, me);
+        return reduceDirect(
+            out + off, [&](int r) { return sendOf(r) + off; }, len, me);
       }
       for (int j = 1; j < n; ++j) {  // round 1: the other finished blocks
         int r = (me + j) % n;
@@ -298,8 +301,7 @@ Status OneShot::directPhase(int round) {
       }
       return okStatus();
     }
-    default:
-      return internalError("no direct algorithm for " + od_.describe());
+    default: return internalError("no direct algorithm for " + od_.describe());
   }
 }
 
@@ -318,18 +320,18 @@ void OneShot::finishMailbox() {
   const size_t bytes = od_.count * es_;
   char* out = static_cast<char*>(od_.recvbuff);
   switch (od_.kind) {
-    case CollKind::kAllReduce:
-      reduceAllBlocks(od_, es_, n, [&](int r) { return mb.data(r, seqs_[0]); });
-      break;
+    case CollKind::kAllReduce: reduceAllBlocks(od_, es_, n, [&](int r) { return mb.data(r, seqs_[0]); }); break;
     case CollKind::kReduce:
       if (me == od_.root)
-        reduceChain(hostReduceKernels(od_.dtype, od_.op), out,
-                    [&](int r) { return mb.data(r, seqs_[0]); }, od_.count, n, od_.root);
+        reduceChain(
+            hostReduceKernels(od_.dtype, od_.op), out, [&](int r) { return mb.data(r, seqs_[0]); }, od_.count, n,
+            od_.root);
       break;
     case CollKind::kReduceScatter: {
       size_t off = static_cast<size_t>(me) * bytes;
-      reduceChain(hostReduceKernels(od_.dtype, od_.op), out,
-                  [&](int r) { return mb.data(r, seqs_[0]) + off; }, od_.count, n, me);
+      reduceChain(
+          hostReduceKernels(od_.dtype, od_.op), out, [&](int r) { return mb.data(r, seqs_[0]) + off; }, od_.count, n,
+          me);
       break;
     }
     case CollKind::kBroadcast:
@@ -343,8 +345,7 @@ void OneShot::finishMailbox() {
         if (dst != src) hostCopy(dst, src, bytes);
       }
       break;
-    default:
-      break;
+    default: break;
   }
 }
 
@@ -379,8 +380,8 @@ Status OneShot::pollRing(bool* done, WaitTarget* wait) {
     const int j = received_ + 1;  // the j-th block in comes from ring position me - j
     const bool forward = j <= n - 2;
     if (recv.size() != bytes)
-      return invalidUsage("rank " + std::to_string(recv.peer()) + " sent " +
-                          std::to_string(recv.size()) + " bytes where " + std::to_string(bytes) +
+      return invalidUsage("rank " + std::to_string(recv.peer()) + " sent " + std::to_string(recv.size()) +
+                          " bytes where " + std::to_string(bytes) +
                           " were expected: the ranks called different operations or counts");
     if (forward && !send.ready()) {
       blockedPeer_ = send.peer();
@@ -413,8 +414,7 @@ Status OneShot::pollRing(bool* done, WaitTarget* wait) {
 void OneShot::finishRing() {
   const size_t bytes = od_.count * es_;
   const char* staging = ctx_.staging->data();
-  reduceAllBlocks(od_, es_, ctx_.nranks,
-                  [&](int r) { return staging + static_cast<size_t>(r) * bytes; });
+  reduceAllBlocks(od_, es_, ctx_.nranks, [&](int r) { return staging + static_cast<size_t>(r) * bytes; });
 }
 
 }  // namespace coll

@@ -44,11 +44,11 @@ struct OneShotContext {
   int nranks = 1;
   int ringPos = 0;
   std::span<const int> ring;
-  Mailboxes* mailboxes = nullptr;       // every rank on this host: the mailbox modes
-  uint32_t* mailSeq = nullptr;          // last mailbox round number used
-  std::vector<char>* staging = nullptr; // ring one-shot inputs; direct reductions' chunks
-  bool directOn = false;                // large operations read peers' buffers
-  size_t netOneShotBytes = 0;           // across hosts: allreduce up to this size
+  Mailboxes* mailboxes = nullptr;        // every rank on this host: the mailbox modes
+  uint32_t* mailSeq = nullptr;           // last mailbox round number used
+  std::vector<char>* staging = nullptr;  // ring one-shot inputs; direct reductions' chunks
+  bool directOn = false;                 // large operations read peers' buffers
+  size_t netOneShotBytes = 0;            // across hosts: allreduce up to this size
   size_t slotBytes = 0;
   ConnectorSet::Channel* ll = nullptr;     // two ranks over net: the LL connection, or empty
   ConnectorSet::Channel* ring0 = nullptr;  // the host set's channel 0; null without one
@@ -91,10 +91,10 @@ class OneShot {
   uint32_t seqs_[3] = {};  // mailbox round numbers
   int rounds_ = 1;         // mailbox: 1; direct: 2 or 3 (the last one: "done reading")
   int round_ = 0;
-  int arrived_ = 0;        // peers seen in this round, in rank order skipping ourselves
-  std::vector<Ptrs> ptrs_; // direct: every rank's buffers
-  int sent_ = 0;           // ring: blocks sent (own + forwarded)
-  int received_ = 0;       // ring: blocks received
+  int arrived_ = 0;         // peers seen in this round, in rank order skipping ourselves
+  std::vector<Ptrs> ptrs_;  // direct: every rank's buffers
+  int sent_ = 0;            // ring: blocks sent (own + forwarded)
+  int received_ = 0;        // ring: blocks received
   int blockedPeer_ = -1;
 };
 

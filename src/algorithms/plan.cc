@@ -20,13 +20,11 @@ const char* collKindName(CollKind k) {
 }
 
 std::string OpDesc::describe() const {
-  std::string s = std::string(collKindName(kind)) + " #" + std::to_string(seq) + " (count " +
-                  std::to_string(count) + ", " + dataTypeName(dtype);
-  if (kind == CollKind::kAllReduce || kind == CollKind::kReduce ||
-      kind == CollKind::kReduceScatter)
+  std::string s = std::string(collKindName(kind)) + " #" + std::to_string(seq) + " (count " + std::to_string(count) +
+                  ", " + dataTypeName(dtype);
+  if (kind == CollKind::kAllReduce || kind == CollKind::kReduce || kind == CollKind::kReduceScatter)
     s += std::string(", ") + redOpName(op);
-  if (kind == CollKind::kBroadcast || kind == CollKind::kReduce)
-    s += ", root " + std::to_string(root);
+  if (kind == CollKind::kBroadcast || kind == CollKind::kReduce) s += ", root " + std::to_string(root);
   if (kind == CollKind::kSend || kind == CollKind::kRecv) s += ", peer " + std::to_string(root);
   if (via) s += std::string(", part of ") + via;
   return s + ")";
@@ -41,13 +39,12 @@ const char* awaitingName(Awaiting a) {
   return "?";
 }
 
-void Program::add(uint8_t flags, const OpDesc& od, uint16_t opIndex, const char* src, char* dst,
-                  size_t bytes, SendConnector* send, RecvConnector* recv) {
+void Program::add(uint8_t flags, const OpDesc& od, uint16_t opIndex, const char* src, char* dst, size_t bytes,
+                  SendConnector* send, RecvConnector* recv) {
   if (bytes == 0) return;
   Step s{};
   s.flags = flags;
-  if ((flags & kDst) && streamMinBytes > 0 && od.count * dataTypeSize(od.dtype) >= streamMinBytes)
-    s.flags |= kStream;
+  if ((flags & kDst) && streamMinBytes > 0 && od.count * dataTypeSize(od.dtype) >= streamMinBytes) s.flags |= kStream;
   s.elemSize = static_cast<uint8_t>(dataTypeSize(od.dtype));
   s.op = opIndex;
   s.kernels = &hostReduceKernels(od.dtype, od.op);
@@ -75,6 +72,5 @@ void Program::addToken(uint16_t opIndex, SendConnector* send, RecvConnector* rec
   steps.push_back(s);
   if (std::find(flushTargets.begin(), flushTargets.end(), send) == flushTargets.end()) flushTargets.push_back(send);
 }
-
 
 }  // namespace coll

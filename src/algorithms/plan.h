@@ -31,7 +31,7 @@ namespace coll {
 struct Step {
   uint8_t flags;
   uint8_t elemSize;
-  uint16_t op;        // index of the operation in Program::ops (for error messages)
+  uint16_t op;  // index of the operation in Program::ops (for error messages)
   const ReduceKernels* kernels;
   const char* src;
   char* dst;
@@ -51,10 +51,10 @@ struct OpDesc {
   size_t count;
   collDataType_t dtype;
   collRedOp_t op;
-  int root;   // broadcast/reduce root; send/recv peer
+  int root;  // broadcast/reduce root; send/recv peer
   uint64_t seq;
-  bool device = false;      // runs on the device path (device/device_exec.h)
-  void* stream = nullptr;   // its cudaStream_t
+  bool device = false;           // runs on the device path (device/device_exec.h)
+  void* stream = nullptr;        // its cudaStream_t
   const char* via = nullptr;     // the call this send/recv is part of ("collAlltoAll"), for errors
   bool registered = false;       // a send from memory registered with collCommRegister
   std::shared_ptr<void> keep{};  // memory the op reads that the library made (staged inputs)
@@ -79,7 +79,7 @@ struct Program {
   std::vector<Step> steps;
   const std::vector<OpDesc>* ops = nullptr;
   struct collComm* comm = nullptr;
-  size_t sliceBytes = 0;     // agreed by all ranks
+  size_t sliceBytes = 0;      // agreed by all ranks
   size_t streamMinBytes = 0;  // COLL_STREAM_MIN_BYTES: results of ops this large stream (kStream)
   int nranks = 1;
   int rank = 0;
@@ -88,14 +88,14 @@ struct Program {
   size_t cur = 0;
   size_t off = 0;
   std::vector<SendConnector*> flushTargets;  // senders that must drain before done
-  bool directPending = false;  // slices sent from the caller's memory may not have left
+  bool directPending = false;                // slices sent from the caller's memory may not have left
   WaitTarget blockedOn;                      // set when the last advance stalled
   Awaiting blockedFor = Awaiting::kData;     // with blockedPeer >= 0
   int blockedPeer = -1;
 
   // Appends a step (skipping empty ones) and remembers its send connector for flushing.
-  void add(uint8_t flags, const OpDesc& od, uint16_t opIndex, const char* src, char* dst,
-           size_t bytes, SendConnector* send, RecvConnector* recv);
+  void add(uint8_t flags, const OpDesc& od, uint16_t opIndex, const char* src, char* dst, size_t bytes,
+           SendConnector* send, RecvConnector* recv);
   // Appends token steps (kToken): a zero-length slot sent on `send`, then one received.
   void addToken(uint16_t opIndex, SendConnector* send, RecvConnector* recv);
 };

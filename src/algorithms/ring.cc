@@ -76,8 +76,7 @@ Piece subPiece(Piece p, size_t elemSize, size_t nloops, size_t loop) {
 
 }  // namespace
 
-void buildRingAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex,
-                        std::vector<Program>& progs) {
+void buildRingAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& progs) {
   const int n = in.nranks, r = in.ringPos;
   const size_t es = dataTypeSize(od.dtype);
   const char* src = static_cast<const char*>(od.sendbuff);
@@ -86,8 +85,7 @@ void buildRingAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex
   if (n == 1) {
     for (int ch = 0; ch < nch; ++ch) {
       Piece p = piece(0, od.count, es, nch, ch);
-      progs[ch].add(kSrc | kDst | kFinal, od, opIndex, src + p.offset, dst + p.offset, p.bytes,
-                    nullptr, nullptr);
+      progs[ch].add(kSrc | kDst | kFinal, od, opIndex, src + p.offset, dst + p.offset, p.bytes, nullptr, nullptr);
     }
     return;
   }
@@ -136,8 +134,7 @@ size_t userBlock(const BuildInput& in, int k) {
   return static_cast<size_t>(in.ring[static_cast<size_t>(mod(k, in.nranks))]);
 }
 
-void buildRingReduceScatter(const BuildInput& in, const OpDesc& od, uint16_t opIndex,
-                            std::vector<Program>& progs) {
+void buildRingReduceScatter(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& progs) {
   const int n = in.nranks, r = in.ringPos;
   const size_t blockBytes = od.count * dataTypeSize(od.dtype);
   const char* src = static_cast<const char*>(od.sendbuff);
@@ -155,8 +152,7 @@ void buildRingReduceScatter(const BuildInput& in, const OpDesc& od, uint16_t opI
   });
 }
 
-void buildRingAllGather(const BuildInput& in, const OpDesc& od, uint16_t opIndex,
-                        std::vector<Program>& progs) {
+void buildRingAllGather(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& progs) {
   const int n = in.nranks, r = in.ringPos;
   const size_t blockBytes = od.count * dataTypeSize(od.dtype);
   const char* src = static_cast<const char*>(od.sendbuff);
@@ -165,8 +161,7 @@ void buildRingAllGather(const BuildInput& in, const OpDesc& od, uint16_t opIndex
     auto dstOf = [&](int k) { return dst + userBlock(in, k) * blockBytes + mine.offset; };
     uint8_t first = n > 1 ? (kSrc | kDst | kSend) : (kSrc | kDst);
     pg.add(first, od, opIndex, src + mine.offset, dstOf(r), mine.bytes, s, rv);
-    for (int j = 1; j < n - 1; ++j)
-      pg.add(kRecv | kDst | kSend, od, opIndex, nullptr, dstOf(r - j), mine.bytes, s, rv);
+    for (int j = 1; j < n - 1; ++j) pg.add(kRecv | kDst | kSend, od, opIndex, nullptr, dstOf(r - j), mine.bytes, s, rv);
     if (n > 1) pg.add(kRecv | kDst, od, opIndex, nullptr, dstOf(r - (n - 1)), mine.bytes, s, rv);
   });
 }

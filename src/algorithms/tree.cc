@@ -66,8 +66,7 @@ void downSteps(const OpDesc& od, uint16_t opIndex, Program& p, const ConnectorSe
     p.add(kRecv | kDst | kSend, od, opIndex, nullptr, dst, bytes, e.toChild[0].get(), e.down.get());
     first = 1;
   }
-  for (size_t j = first; j < k; ++j)
-    p.add(kSrc | kSend, od, opIndex, dst, nullptr, bytes, e.toChild[j].get(), nullptr);
+  for (size_t j = first; j < k; ++j) p.add(kSrc | kSend, od, opIndex, dst, nullptr, bytes, e.toChild[j].get(), nullptr);
 }
 
 }  // namespace

@@ -34,8 +34,8 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 int kindIndex(const std::string& name) {
-  static const char* names[kNumKinds] = {"allreduce", "broadcast", "reduce", "allgather", "reducescatter",
-                                         "send", "recv"};
+  static const char* names[kNumKinds] = {"allreduce",     "broadcast", "reduce", "allgather",
+                                         "reducescatter", "send",      "recv"};
   for (int k = 0; k < kNumKinds; ++k)
     if (strcasecmp(name.c_str(), names[k]) == 0) return k;
   return -1;
@@ -61,7 +61,8 @@ Result<AllowMask> parseFilter(const std::string& spec, const char* var, const st
         if (isKnown) continue;  // an NCCL name this library does not implement (e.g. NVLS)
         std::string all;
         for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
-        return invalidArgument(std::string(var) + "=\"" + spec + "\": unknown name \"" + item + "\" (known: " + all + ")");
+        return invalidArgument(std::string(var) + "=\"" + spec + "\": unknown name \"" + item + "\" (known: " + all +
+                               ")");
       }
       named |= 1u << idx;
     }
@@ -101,8 +102,7 @@ double log2ceil(int v) {
 }  // namespace
 
 Result<AllowMask> parseAlgoFilter(const std::string& spec) {
-  return parseFilter(spec, "COLL_ALGO", {"Ring", "Tree"},
-                     {"CollnetDirect", "CollnetChain", "NVLS", "NVLSTree", "PAT"});
+  return parseFilter(spec, "COLL_ALGO", {"Ring", "Tree"}, {"CollnetDirect", "CollnetChain", "NVLS", "NVLSTree", "PAT"});
 }
 
 Result<AllowMask> parseProtoFilter(const std::string& spec) {
@@ -162,8 +162,8 @@ Result<Choice> tunerChoose(const TunerInput& in, CollKind kind, size_t bytes, in
   if (c.empty())
     return invalidUsage(std::string("COLL_ALGO=\"") + param(StringParam::ALGO) + "\" and COLL_PROTO=\"" +
                         param(StringParam::PROTO) + "\" leave no algorithm for " + collKindName(kind) + " of " +
-                        std::to_string(bytes) + " bytes (" + collKindName(kind) +
-                        " runs on Ring" + (kind == CollKind::kAllReduce ? " or Tree" : "") + ")");
+                        std::to_string(bytes) + " bytes (" + collKindName(kind) + " runs on Ring" +
+                        (kind == CollKind::kAllReduce ? " or Tree" : "") + ")");
   // LL first wherever it applies: measured faster than every Simple algorithm at every
   // size it serves (on one host and across hosts, docs/PERFORMANCE.md), even where the
   // model's per-hop latencies would put a tree ahead.

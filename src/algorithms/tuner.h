@@ -46,9 +46,7 @@ const char* protoName(Proto p);
 using AllowMask = uint64_t;
 Result<AllowMask> parseAlgoFilter(const std::string& spec);
 Result<AllowMask> parseProtoFilter(const std::string& spec);
-inline bool allowed(AllowMask m, CollKind k, int index) {
-  return (m >> (static_cast<int>(k) * 4 + index)) & 1;
-}
+inline bool allowed(AllowMask m, CollKind k, int index) { return (m >> (static_cast<int>(k) * 4 + index)) & 1; }
 
 struct TunerInput {
   int nranks = 1;

@@ -61,8 +61,8 @@ collResult_t collCommInitAll(collComm_t* comms, int ndev, const int* devlist) {
 #if COLL_HAVE_CUDA
       std::string why;
       if (!coll::gpu::usable(&why))
-        return coll::invalidArgument("devlist[0]=" + std::to_string(devlist[0]) + ": no CUDA device is usable (" +
-                                     why + "); pass devlist NULL for host-memory ranks");
+        return coll::invalidArgument("devlist[0]=" + std::to_string(devlist[0]) + ": no CUDA device is usable (" + why +
+                                     "); pass devlist NULL for host-memory ranks");
       const int count = coll::gpu::deviceCount();
       for (int i = 0; i < ndev; ++i)
         if (devlist[i] < 0 || devlist[i] >= count)
@@ -125,8 +125,7 @@ collResult_t collCommDestroy(collComm_t comm) {
   return guarded("collCommDestroy", nullptr, [&]() -> Status {
     if (!comm) return coll::okStatus();  // NCCL's rule: destroying NULL does nothing
     if (!coll::isLiveComm(comm))
-      return coll::invalidArgument("comm " + ptrStr(comm) +
-                                   " is not a live communicator (already destroyed?)");
+      return coll::invalidArgument("comm " + ptrStr(comm) + " is not a live communicator (already destroyed?)");
     forgetOps(comm);
     coll::commFree(comm, true);  // a normal leave, even after an error
     return coll::okStatus();
@@ -136,8 +135,7 @@ collResult_t collCommDestroy(collComm_t comm) {
 collResult_t collCommAbort(collComm_t comm) {
   return guarded("collCommAbort", nullptr, [&]() -> Status {
     if (!comm) return coll::okStatus();  // as collCommDestroy
-    if (!coll::isLiveComm(comm))
-      return coll::invalidArgument("comm " + ptrStr(comm) + " is not a live communicator");
+    if (!coll::isLiveComm(comm)) return coll::invalidArgument("comm " + ptrStr(comm) + " is not a live communicator");
     const std::string why = "communicator aborted by collCommAbort on rank " + std::to_string(comm->rank);
     comm->abort->set(coll::Code::kRemote, why);
     // Peers learn why through the root (a wait of theirs that stays stuck on this rank
@@ -151,8 +149,7 @@ collResult_t collCommAbort(collComm_t comm) {
   });
 }
 
-collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newcomm,
-                           collConfig_t* config) {
+collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newcomm, collConfig_t* config) {
   CommUse use(comm);
   return guarded("collCommSplit", comm, [&]() -> Status {
     COLL_CHECK(use.ready());
@@ -160,8 +157,7 @@ collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newc
     *newcomm = nullptr;
     COLL_ASSIGN(coll::CommOptions opts, optionsFromConfig(config, &comm->options));
     if (color < COLL_SPLIT_NOCOLOR)
-      return coll::invalidArgument("color " + std::to_string(color) +
-                                   " is negative and not COLL_SPLIT_NOCOLOR");
+      return coll::invalidArgument("color " + std::to_string(color) + " is negative and not COLL_SPLIT_NOCOLOR");
     if (coll::inGroup()) {
       // One thread may split several ranks in a group: each split runs on its own thread
       // and *newcomm is written at the outermost collGroupEnd.
@@ -251,9 +247,8 @@ const char* collGetLastError(collComm_t comm) {
   }
 }
 
-collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count,
-                           collDataType_t datatype, collRedOp_t op, collComm_t comm,
-                           collStream_t stream) {
+collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collRedOp_t op,
+                           collComm_t comm, collStream_t stream) {
   coll::OpDesc od{coll::CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, -1, 0};
   return runOp("collAllReduce", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
     COLL_CHECK(checkOp(op, datatype, c));
@@ -264,9 +259,8 @@ collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   });
 }
 
-collResult_t collBroadcast(const void* sendbuff, void* recvbuff, size_t count,
-                           collDataType_t datatype, int root, collComm_t comm,
-                           collStream_t stream) {
+collResult_t collBroadcast(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
+                           collComm_t comm, collStream_t stream) {
   coll::OpDesc od{coll::CollKind::kBroadcast, sendbuff, recvbuff, count, datatype, collSum, root, 0};
   return runOp("collBroadcast", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
     COLL_CHECK(checkRank("root", root, c->nranks));
@@ -277,9 +271,8 @@ collResult_t collBroadcast(const void* sendbuff, void* recvbuff, size_t count,
   });
 }
 
-collResult_t collReduce(const void* sendbuff, void* recvbuff, size_t count,
-                        collDataType_t datatype, collRedOp_t op, int root, collComm_t comm,
-                        collStream_t stream) {
+collResult_t collReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collRedOp_t op,
+                        int root, collComm_t comm, collStream_t stream) {
   coll::OpDesc od{coll::CollKind::kReduce, sendbuff, recvbuff, count, datatype, op, root, 0};
   return runOp("collReduce", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
     COLL_CHECK(checkOp(op, datatype, c));
@@ -291,8 +284,8 @@ collResult_t collReduce(const void* sendbuff, void* recvbuff, size_t count,
   });
 }
 
-collResult_t collAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                           collDataType_t datatype, collComm_t comm, collStream_t stream) {
+collResult_t collAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, collDataType_t datatype,
+                           collComm_t comm, collStream_t stream) {
   coll::OpDesc od{coll::CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, collSum, -1, 0};
   return runOp("collAllGather", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
     COLL_CHECK(checkBytes("sendcount", sendcount, static_cast<size_t>(c->nranks), datatype));
@@ -302,9 +295,8 @@ collResult_t collAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
   });
 }
 
-collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                               collDataType_t datatype, collRedOp_t op, collComm_t comm,
-                               collStream_t stream) {
+collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, collDataType_t datatype,
+                               collRedOp_t op, collComm_t comm, collStream_t stream) {
   coll::OpDesc od{coll::CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, -1, 0};
   return runOp("collReduceScatter", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
     COLL_CHECK(checkOp(op, datatype, c));
@@ -315,8 +307,8 @@ collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
   });
 }
 
-collResult_t collSend(const void* sendbuff, size_t count, collDataType_t datatype, int peer,
-                      collComm_t comm, collStream_t stream) {
+collResult_t collSend(const void* sendbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
+                      collStream_t stream) {
   coll::OpDesc od{coll::CollKind::kSend, sendbuff, nullptr, count, datatype, collSum, peer, 0};
   return runOp("collSend", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
     COLL_CHECK(checkRank("peer", peer, c->nranks));
@@ -330,8 +322,8 @@ collResult_t collSend(const void* sendbuff, size_t count, collDataType_t datatyp
   });
 }
 
-collResult_t collRecv(void* recvbuff, size_t count, collDataType_t datatype, int peer,
-                      collComm_t comm, collStream_t stream) {
+collResult_t collRecv(void* recvbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
+                      collStream_t stream) {
   coll::OpDesc od{coll::CollKind::kRecv, nullptr, recvbuff, count, datatype, collSum, peer, 0};
   return runOp("collRecv", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
     COLL_CHECK(checkRank("peer", peer, c->nranks));
@@ -353,8 +345,7 @@ collResult_t collGroupEnd(void) {
   collComm* failed = nullptr;
   return guarded("collGroupEnd", nullptr, [&]() -> Status {
     Status st = coll::groupEnd(&failed);
-    if (!st.ok() && failed && coll::isLiveComm(failed))
-      failed->lastError = "collGroupEnd: " + st.message();
+    if (!st.ok() && failed && coll::isLiveComm(failed)) failed->lastError = "collGroupEnd: " + st.message();
     return st;
   });
 }

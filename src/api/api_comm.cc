@@ -33,8 +33,10 @@ int deviceOfThisThread(int rank) {
 #if COLL_HAVE_CUDA
   dev = coll::gpu::currentDevice();
   if (dev >= 0 && !coll::gpu::started(dev)) {
-    COLL_INFO(INIT, "rank %d: host-memory rank: this process has not used CUDA device %d (call cudaSetDevice "
-              "before collCommInitRank to bind it)", rank, dev);
+    COLL_INFO(INIT,
+              "rank %d: host-memory rank: this process has not used CUDA device %d (call cudaSetDevice "
+              "before collCommInitRank to bind it)",
+              rank, dev);
     dev = -1;
   }
 #else
@@ -74,8 +76,7 @@ Status checkInitArgs(collComm_t* comm, int nranks, int rank) {
 #pragma GCC visibility push(default)
 extern "C" {
 
-collResult_t collCommInitRankConfig(collComm_t* comm, int nranks, collUniqueId commId, int rank,
-                                    collConfig_t* config) {
+collResult_t collCommInitRankConfig(collComm_t* comm, int nranks, collUniqueId commId, int rank, collConfig_t* config) {
   return guarded("collCommInitRankConfig", nullptr, [&]() -> Status {
     COLL_CHECK(checkInitArgs(comm, nranks, rank));
     coll::UniqueIdData id;
@@ -84,14 +85,14 @@ collResult_t collCommInitRankConfig(collComm_t* comm, int nranks, collUniqueId c
   });
 }
 
-collResult_t collCommInitRankScalable(collComm_t* newcomm, int nranks, int myrank, int nId,
-                                      collUniqueId* commIds, collConfig_t* config) {
+collResult_t collCommInitRankScalable(collComm_t* newcomm, int nranks, int myrank, int nId, collUniqueId* commIds,
+                                      collConfig_t* config) {
   return guarded("collCommInitRankScalable", nullptr, [&]() -> Status {
     COLL_CHECK(checkInitArgs(newcomm, nranks, myrank));
     if (!commIds) return coll::invalidArgument("commIds is NULL");
     if (nId < 1 || nId > nranks)
-      return coll::invalidArgument("nId " + std::to_string(nId) + " is outside 1..nranks (" +
-                                   std::to_string(nranks) + ")");
+      return coll::invalidArgument("nId " + std::to_string(nId) + " is outside 1..nranks (" + std::to_string(nranks) +
+                                   ")");
     coll::UniqueIdData id, other;
     for (int i = nId - 1; i >= 0; --i)
       COLL_CHECK(checkId(commIds[i], ("commIds[" + std::to_string(i) + "]").c_str(), i == 0 ? &id : &other));
@@ -119,7 +120,8 @@ collResult_t collCommShrink(collComm_t comm, int* excludeRanksList, int excludeR
     for (size_t i = 0; i < exclude.size(); ++i) {
       const std::string arg = "excludeRanksList[" + std::to_string(i) + "]";
       COLL_CHECK(checkRank(arg.c_str(), exclude[i], comm->nranks));
-      if (std::find(exclude.begin(), exclude.begin() + static_cast<long>(i), exclude[i]) != exclude.begin() + static_cast<long>(i))
+      if (std::find(exclude.begin(), exclude.begin() + static_cast<long>(i), exclude[i]) !=
+          exclude.begin() + static_cast<long>(i))
         return coll::invalidArgument(arg + " " + std::to_string(exclude[i]) + " is listed twice");
       if (exclude[i] == comm->rank)
         return coll::invalidUsage(arg + " " + std::to_string(exclude[i]) +
@@ -131,8 +133,8 @@ collResult_t collCommShrink(collComm_t comm, int* excludeRanksList, int excludeR
                                 "): nothing to shrink");
     COLL_ASSIGN(coll::CommOptions opts, optionsFromConfig(config, &comm->options));
     if (shrinkFlags == COLL_SHRINK_ABORT) {
-      comm->abort->set(coll::Code::kInvalidUsage,
-                       "communicator revoked by collCommShrink(COLL_SHRINK_ABORT) on rank " + std::to_string(comm->rank));
+      comm->abort->set(coll::Code::kInvalidUsage, "communicator revoked by collCommShrink(COLL_SHRINK_ABORT) on rank " +
+                                                      std::to_string(comm->rank));
       coll::deviceQuiesce(comm->dev, true);
     }
     if (coll::inGroup()) {  // as collCommSplit in a group

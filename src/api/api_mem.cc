@@ -106,7 +106,8 @@ collResult_t collMemAlloc(void** ptr, size_t size) {
       const size_t page = 4096;
       if (size > SIZE_MAX - page) return coll::invalidArgument("size " + std::to_string(size) + " is too large");
       p = std::aligned_alloc(page, (size + page - 1) / page * page);
-      if (!p) return Status(coll::Code::kSystem, "collMemAlloc: out of host memory for " + std::to_string(size) + " bytes");
+      if (!p)
+        return Status(coll::Code::kSystem, "collMemAlloc: out of host memory for " + std::to_string(size) + " bytes");
     }
     Allocations& a = allocations();
     std::lock_guard<std::mutex> lock(a.mu);
@@ -175,7 +176,8 @@ collResult_t collCommWindowRegister(collComm_t comm, void* buff, size_t size, co
     } else if (coll::inGroup()) {
       // Collective, and one thread may register every rank's window in a group (nccl-tests
       // -R 2): the ranks agree at the outermost collGroupEnd, which fails if they do not.
-      deferOnComm(comm, [comm, size, bad] { return coll::commAgreeWindow(comm, size, bad); }, [] {});
+      deferOnComm(
+          comm, [comm, size, bad] { return coll::commAgreeWindow(comm, size, bad); }, [] {});
       if (!bad.empty()) return coll::invalidArgument(bad);  // the other ranks fail at the group end
     } else {
       // Every rank takes part even when its own checks failed, so all fail alike.

@@ -201,7 +201,8 @@ collResult_t collRedOpDestroy(collRedOp_t op, collComm_t comm) {
     COLL_CHECK(use.check());
     const int v = static_cast<int>(op);
     if (coll::validRedOp(v))
-      return coll::invalidArgument("op " + std::to_string(v) + " is a built-in op: only ops made by "
+      return coll::invalidArgument("op " + std::to_string(v) +
+                                   " is a built-in op: only ops made by "
                                    "collRedOpCreatePreMulSum are destroyed");
     if (!comm->redOps.erase(v)) return coll::invalidArgument(opOwnerText(v, comm));
     OpRegistry& r = ops();
@@ -211,8 +212,8 @@ collResult_t collRedOpDestroy(collRedOp_t op, collComm_t comm) {
   });
 }
 
-collResult_t collAlltoAll(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
-                          collComm_t comm, collStream_t stream) {
+collResult_t collAlltoAll(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collComm_t comm,
+                          collStream_t stream) {
   CommUse use(comm);
   return guarded("collAlltoAll", comm, [&]() -> Status {
     OpDesc base{coll::CollKind::kSend, nullptr, nullptr, 0, datatype, collSum, -1, 0};

@@ -38,8 +38,7 @@ inline void record(collComm* comm, const char* fn, const Status& st) {
   std::string text = std::string(fn) + ": " + st.message();
   if (st.code() == Code::kInvalidArgument || st.code() == Code::kInvalidUsage || st.code() == Code::kInProgress)
     COLL_INFO(COLL, "%s", text.c_str());
-  else
-    COLL_WARN(COLL, "%s", text.c_str());
+  else COLL_WARN(COLL, "%s", text.c_str());
   lastErrorText() = text;
   if (comm && isLiveComm(comm)) comm->lastError = text;
 }
@@ -167,7 +166,6 @@ inline Status placeOp(OpDesc* od, const BufKinds& kinds, collStream_t stream) {
 // Drops comm's PreMulSum ops from the process-wide registry (before comm is freed).
 void forgetOps(const collComm* comm);
 
-
 // Whether [p, p+bytes) lies inside one of comm's registrations (api_mem.cc).
 bool isRegistered(const collComm* comm, const void* p, size_t bytes);
 
@@ -176,7 +174,8 @@ inline Status enqueueOp(const char* fn, collComm* comm, OpDesc od) {
   if (od.kind == CollKind::kSend) od.registered = isRegistered(comm, od.sendbuff, od.count * dataTypeSize(od.dtype));
   collComm* failed = nullptr;
   Status st = enqueue(comm, od, &failed);
-  if (!st.ok() && failed && failed != comm && isLiveComm(failed)) failed->lastError = std::string(fn) + ": " + st.message();
+  if (!st.ok() && failed && failed != comm && isLiveComm(failed))
+    failed->lastError = std::string(fn) + ": " + st.message();
   return st;
 }
 

@@ -88,10 +88,14 @@ Result<CommOptions> optionsFromConfig(const collConfig_t* c, const CommOptions* 
   const struct {
     const char* name;
     int value;
-  } unused[] = {{"cgaClusterSize", COLL_CFG_INT(cgaClusterSize)}, {"splitShare", COLL_CFG_INT(splitShare)},
-                {"trafficClass", COLL_CFG_INT(trafficClass)},     {"collnetEnable", COLL_CFG_INT(collnetEnable)},
-                {"CTAPolicy", COLL_CFG_INT(CTAPolicy)},           {"shrinkShare", COLL_CFG_INT(shrinkShare)},
-                {"nvlsCTAs", COLL_CFG_INT(nvlsCTAs)},             {"nChannelsPerNetPeer", COLL_CFG_INT(nChannelsPerNetPeer)},
+  } unused[] = {{"cgaClusterSize", COLL_CFG_INT(cgaClusterSize)},
+                {"splitShare", COLL_CFG_INT(splitShare)},
+                {"trafficClass", COLL_CFG_INT(trafficClass)},
+                {"collnetEnable", COLL_CFG_INT(collnetEnable)},
+                {"CTAPolicy", COLL_CFG_INT(CTAPolicy)},
+                {"shrinkShare", COLL_CFG_INT(shrinkShare)},
+                {"nvlsCTAs", COLL_CFG_INT(nvlsCTAs)},
+                {"nChannelsPerNetPeer", COLL_CFG_INT(nChannelsPerNetPeer)},
                 {"nvlinkCentricSched", COLL_CFG_INT(nvlinkCentricSched)}};
 #undef COLL_CFG_INT
 #undef COLL_CFG_PTR

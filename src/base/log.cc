@@ -29,10 +29,10 @@ unsigned subsysBit(const std::string& name) {
   static const struct {
     const char* n;
     unsigned b;
-  } kNames[] = {{"INIT", kSubINIT},   {"COLL", kSubCOLL},   {"P2P", kSubP2P},
-                {"SHM", kSubSHM},     {"NET", kSubNET},     {"GRAPH", kSubGRAPH},
+  } kNames[] = {{"INIT", kSubINIT},     {"COLL", kSubCOLL}, {"P2P", kSubP2P},
+                {"SHM", kSubSHM},       {"NET", kSubNET},   {"GRAPH", kSubGRAPH},
                 {"TUNING", kSubTUNING}, {"ENV", kSubENV},   {"BOOTSTRAP", kSubBOOTSTRAP},
-                {"PROXY", kSubPROXY}, {"ALL", kSubALL}};
+                {"PROXY", kSubPROXY},   {"ALL", kSubALL}};
   for (auto& e : kNames)
     if (strcasecmp(e.n, name.c_str()) == 0) return e.b;
   return 0;
@@ -64,8 +64,16 @@ void readEnv(LogState* st) {
     std::string path;
     for (size_t i = 0; i < file.size(); ++i) {
       if (file[i] == '%' && i + 1 < file.size()) {
-        if (file[i + 1] == 'h') { path += st->host; ++i; continue; }
-        if (file[i + 1] == 'p') { path += std::to_string(getpid()); ++i; continue; }
+        if (file[i + 1] == 'h') {
+          path += st->host;
+          ++i;
+          continue;
+        }
+        if (file[i + 1] == 'p') {
+          path += std::to_string(getpid());
+          ++i;
+          continue;
+        }
       }
       path += file[i];
     }
@@ -98,8 +106,7 @@ const char* levelName(LogLevel l) {
 }
 
 const char* subsysName(unsigned sub) {
-  static const char* kNames[] = {"INIT", "COLL", "P2P",    "SHM",       "NET",
-                                 "GRAPH", "TUNING", "ENV", "BOOTSTRAP", "PROXY"};
+  static const char* kNames[] = {"INIT", "COLL", "P2P", "SHM", "NET", "GRAPH", "TUNING", "ENV", "BOOTSTRAP", "PROXY"};
   for (int i = 0; i < 10; ++i)
     if (sub == (1u << i)) return kNames[i];
   return "ALL";
@@ -144,13 +151,11 @@ void logWrite(LogLevel lvl, unsigned sub, const char* file, int line, const char
   {
     std::lock_guard<std::mutex> lock(st.mu);
     if (lvl == LogLevel::kTrace)
-      fprintf(st.out, "%s:%d:%ld%s COLL %s %s %s:%d %s\n", st.host, getpid(),
-              static_cast<long>(syscall(SYS_gettid)), rank, levelName(lvl), subsysName(sub),
-              base ? base + 1 : file, line, msg);
+      fprintf(st.out, "%s:%d:%ld%s COLL %s %s %s:%d %s\n", st.host, getpid(), static_cast<long>(syscall(SYS_gettid)),
+              rank, levelName(lvl), subsysName(sub), base ? base + 1 : file, line, msg);
     else
-      fprintf(st.out, "%s:%d:%ld%s COLL %s %s %s\n", st.host, getpid(),
-              static_cast<long>(syscall(SYS_gettid)), rank, levelName(lvl), subsysName(sub),
-              msg);
+      fprintf(st.out, "%s:%d:%ld%s COLL %s %s %s\n", st.host, getpid(), static_cast<long>(syscall(SYS_gettid)), rank,
+              levelName(lvl), subsysName(sub), msg);
     fflush(st.out);
   }
   errno = savedErrno;

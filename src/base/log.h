@@ -64,7 +64,7 @@ class LogContext {
 
 #define COLL_LOG_(lvl, sub, ...)                                                 \
   do {                                                                           \
-    if (::coll::logEnabled(lvl, ::coll::kSub##sub))                             \
+    if (::coll::logEnabled(lvl, ::coll::kSub##sub))                              \
       ::coll::logWrite(lvl, ::coll::kSub##sub, __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 #define COLL_WARN(sub, ...) COLL_LOG_(::coll::LogLevel::kWarn, sub, __VA_ARGS__)

@@ -39,9 +39,12 @@ bool parseSize(const std::string& text, int64_t* out) {
   int64_t mult = 1;
   if (*end) {
     switch (*end) {
-      case 'k': case 'K': mult = 1LL << 10; break;
-      case 'm': case 'M': mult = 1LL << 20; break;
-      case 'g': case 'G': mult = 1LL << 30; break;
+      case 'k':
+      case 'K': mult = 1LL << 10; break;
+      case 'm':
+      case 'M': mult = 1LL << 20; break;
+      case 'g':
+      case 'G': mult = 1LL << 30; break;
       default: return false;
     }
     if (end[1] != '\0') return false;

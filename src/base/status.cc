@@ -15,8 +15,7 @@ Status& Status::addFrame(const char* file, int line) {
 }
 
 Status systemError(const std::string& what, int err) {
-  return Status(Code::kSystem, what + ": " + std::strerror(err) + " (errno " +
-                                   std::to_string(err) + ")");
+  return Status(Code::kSystem, what + ": " + std::strerror(err) + " (errno " + std::to_string(err) + ")");
 }
 
 }  // namespace coll

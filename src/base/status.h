@@ -78,30 +78,30 @@ class [[nodiscard]] Result {
 #define COLL_CONCAT(a, b) COLL_CONCAT_INNER(a, b)
 
 // Returns a failed Status from the enclosing function, recording this hop.
-#define COLL_CHECK(expr)                                   \
-  do {                                                     \
-    ::coll::Status coll_st_ = (expr);                      \
-    if (!coll_st_.ok()) {                                  \
-      coll_st_.addFrame(__FILE__, __LINE__);               \
-      return coll_st_;                                     \
-    }                                                      \
+#define COLL_CHECK(expr)                     \
+  do {                                       \
+    ::coll::Status coll_st_ = (expr);        \
+    if (!coll_st_.ok()) {                    \
+      coll_st_.addFrame(__FILE__, __LINE__); \
+      return coll_st_;                       \
+    }                                        \
   } while (0)
 
 // Returns a failed Status from the enclosing function as it is, without recording a hop:
 // for the steps of one operation (a launch's phases), whose errors name what failed.
-#define COLL_RETURN_IF_FAILED(expr)        \
-  do {                                     \
-    ::coll::Status coll_st_ = (expr);      \
-    if (!coll_st_.ok()) return coll_st_;   \
+#define COLL_RETURN_IF_FAILED(expr)      \
+  do {                                   \
+    ::coll::Status coll_st_ = (expr);    \
+    if (!coll_st_.ok()) return coll_st_; \
   } while (0)
 
 // `COLL_ASSIGN(auto x, resultExpr);` unwraps a Result<T> or returns its Status.
-#define COLL_ASSIGN_IMPL(tmp, decl, expr)      \
-  auto tmp = (expr);                           \
-  if (!tmp.ok()) {                             \
-    ::coll::Status s_ = tmp.takeStatus();      \
-    s_.addFrame(__FILE__, __LINE__);           \
-    return s_;                                 \
-  }                                            \
+#define COLL_ASSIGN_IMPL(tmp, decl, expr) \
+  auto tmp = (expr);                      \
+  if (!tmp.ok()) {                        \
+    ::coll::Status s_ = tmp.takeStatus(); \
+    s_.addFrame(__FILE__, __LINE__);      \
+    return s_;                            \
+  }                                       \
   decl = tmp.take()
 #define COLL_ASSIGN(decl, expr) COLL_ASSIGN_IMPL(COLL_CONCAT(coll_r_, __LINE__), decl, expr)

@@ -21,8 +21,7 @@ void futexWake(std::atomic<uint32_t>* word, bool shared) {
   futex(word, shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr);
 }
 
-void futexWakeIfWaiting(std::atomic<uint32_t>* word, std::atomic<uint32_t>* waiters,
-                        bool shared) {
+void futexWakeIfWaiting(std::atomic<uint32_t>* word, std::atomic<uint32_t>* waiters, bool shared) {
   // Pairs with the fence in idle(): either the sleeper sees the new value, or we see it
   // registered as a waiter.
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -74,8 +73,8 @@ void Waiter::idle(const WaitTarget& t) {
     cpuRelax();
     return;
   }
-  auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                     std::chrono::steady_clock::now() - spinStart_).count();
+  auto elapsed =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - spinStart_).count();
   inSpin_ = elapsed < spinBudgetNs();
   if (inSpin_) {
     cpuRelax();

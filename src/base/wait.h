@@ -40,8 +40,7 @@ inline void cpuRelax() {
 // Wakes every sleeper on word.
 void futexWake(std::atomic<uint32_t>* word, bool shared);
 // Wakes sleepers on word if any are registered. Call after publishing a new value.
-void futexWakeIfWaiting(std::atomic<uint32_t>* word, std::atomic<uint32_t>* waiters,
-                        bool shared);
+void futexWakeIfWaiting(std::atomic<uint32_t>* word, std::atomic<uint32_t>* waiters, bool shared);
 
 class Waiter {
  public:

@@ -24,8 +24,7 @@ Result<UniqueIdData> makeUniqueId() {
   std::string env = param(StringParam::COMM_ID);
   if (!env.empty()) {
     auto addr = parseSockAddr(env);
-    if (!addr.ok())
-      return invalidArgument("COLL_COMM_ID/NCCL_COMM_ID: " + addr.status().message());
+    if (!addr.ok()) return invalidArgument("COLL_COMM_ID/NCCL_COMM_ID: " + addr.status().message());
     id.root = addr.take();
     id.flags = kIdFromEnv;
     // Every process derives the same secret from the address: it guards against mixing
@@ -35,8 +34,8 @@ Result<UniqueIdData> makeUniqueId() {
   }
   auto ifs = findInterfaces();
   if (ifs.empty())
-    return Status(Code::kSystem, "no usable network interface (COLL_SOCKET_IFNAME=\"" +
-                                     param(StringParam::SOCKET_IFNAME) + "\")");
+    return Status(Code::kSystem,
+                  "no usable network interface (COLL_SOCKET_IFNAME=\"" + param(StringParam::SOCKET_IFNAME) + "\")");
   return startRootAt(ifs[0].addr);
 }
 
@@ -50,8 +49,7 @@ Result<UniqueIdData> startRootAt(SockAddr addr) {
   return id;
 }
 
-Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdData& id, int rank,
-                                                     int nranks, PeerInfo self,
+Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdData& id, int rank, int nranks, PeerInfo self,
                                                      std::shared_ptr<AbortState> abort) {
   std::unique_ptr<Bootstrap> b(new Bootstrap());
   b->rank_ = rank;
@@ -71,11 +69,15 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdData& id, int
   SockAddr mine{};
   bool found = false;
   for (auto& nif : ifs)
-    if (nif.addr.family() == id.root.family()) { mine = nif.addr; found = true; break; }
+    if (nif.addr.family() == id.root.family()) {
+      mine = nif.addr;
+      found = true;
+      break;
+    }
   if (!found) {
     if (ifs.empty())
-      return Status(Code::kSystem, "no usable network interface (COLL_SOCKET_IFNAME=\"" +
-                                       param(StringParam::SOCKET_IFNAME) + "\")");
+      return Status(Code::kSystem,
+                    "no usable network interface (COLL_SOCKET_IFNAME=\"" + param(StringParam::SOCKET_IFNAME) + "\")");
     mine = ifs[0].addr;
   }
   mine.setPort(0);
@@ -85,8 +87,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdData& id, int
   Deadline deadline = deadlineIn(b->timeoutS_ + 10);
   auto conn = Socket::connect(id.root, deadlineIn(b->timeoutS_), &b->abort_->flag);
   if (!conn.ok())
-    return Status(conn.status().code(), "rank " + std::to_string(rank) +
-                                            ": cannot reach the bootstrap root at " +
+    return Status(conn.status().code(), "rank " + std::to_string(rank) + ": cannot reach the bootstrap root at " +
                                             id.root.str() + ": " + conn.status().message());
   b->root_ = conn.take();
   JoinMsg j{};
@@ -100,15 +101,13 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdData& id, int
   RootReply reply{};
   Status st = b->root_.recvAll(&reply, sizeof(reply), deadline, &b->abort_->flag);
   if (!st.ok())
-    return Status(st.code(), "rank " + std::to_string(rank) + ": waiting for the other ranks at root " +
-                                 id.root.str() + ": " + st.message());
+    return Status(st.code(), "rank " + std::to_string(rank) + ": waiting for the other ranks at root " + id.root.str() +
+                                 ": " + st.message());
   if (reply.kind == RootMsg::kError)
-    return remoteError(std::string("bootstrap root refused rank ") + std::to_string(rank) +
-                       ": " + reply.text);
+    return remoteError(std::string("bootstrap root refused rank ") + std::to_string(rank) + ": " + reply.text);
   if (reply.kind != RootMsg::kTable) return internalError("unexpected root reply");
   b->peers_.resize(nranks);
-  COLL_CHECK(b->root_.recvAll(b->peers_.data(), sizeof(PeerInfo) * nranks, deadline,
-                              &b->abort_->flag));
+  COLL_CHECK(b->root_.recvAll(b->peers_.data(), sizeof(PeerInfo) * nranks, deadline, &b->abort_->flag));
   for (int r = 0; r < nranks; ++r)
     if (b->peers_[r].pid == reply.rootPid &&
         std::strncmp(b->peers_[r].hostId, reply.rootHostId, sizeof(reply.rootHostId)) == 0)
@@ -165,8 +164,8 @@ Status Bootstrap::send(int peer, uint64_t tag, const void* data, size_t len, boo
   Status st = s.sendAll(&h, sizeof(h), deadlineIn(timeoutS_), cancel);
   if (st.ok() && len) st = s.sendAll(data, len, deadlineIn(timeoutS_), cancel);
   if (!st.ok())
-    return Status(st.code(), "bootstrap send to rank " + std::to_string(peer) + " (" +
-                                 peers_[peer].hostname + "): " + st.message());
+    return Status(st.code(), "bootstrap send to rank " + std::to_string(peer) + " (" + peers_[peer].hostname +
+                                 "): " + st.message());
   return okStatus();
 }
 
@@ -185,9 +184,8 @@ Status Bootstrap::recv(int peer, uint64_t tag, std::vector<char>* out, bool igno
     if (abort_->raised() && !ignoreAbort) return abort_->status();
     if (abort_->closing.load()) return invalidUsage("bootstrap: the communicator is being freed");
     if (std::chrono::steady_clock::now() >= deadline)
-      return timeoutError("bootstrap: no message from rank " + std::to_string(peer) +
-                          " (tag " + std::to_string(tag) + ") within " +
-                          std::to_string(static_cast<int>(timeoutS_)) + " s");
+      return timeoutError("bootstrap: no message from rank " + std::to_string(peer) + " (tag " + std::to_string(tag) +
+                          ") within " + std::to_string(static_cast<int>(timeoutS_)) + " s");
     cv_.wait_for(lock, std::chrono::milliseconds(100));
   }
 }
@@ -196,8 +194,8 @@ Status Bootstrap::recv(int peer, uint64_t tag, void* data, size_t len, bool igno
   std::vector<char> buf;
   COLL_CHECK(recv(peer, tag, &buf, ignoreAbort));
   if (buf.size() != len)
-    return internalError("bootstrap message from rank " + std::to_string(peer) + " has " +
-                         std::to_string(buf.size()) + " bytes, expected " + std::to_string(len));
+    return internalError("bootstrap message from rank " + std::to_string(peer) + " has " + std::to_string(buf.size()) +
+                         " bytes, expected " + std::to_string(len));
   std::memcpy(data, buf.data(), len);
   return okStatus();
 }
@@ -242,8 +240,8 @@ void Bootstrap::serviceLoop() {
       if (s.ok()) {
         Socket sock = s.take();
         HelloMsg h{};
-        if (sock.recvAll(&h, sizeof(h), deadlineIn(5)).ok() && h.magic == kWireMagic &&
-            h.secret == secret_ && h.fromRank >= 0 && h.fromRank < nranks_) {
+        if (sock.recvAll(&h, sizeof(h), deadlineIn(5)).ok() && h.magic == kWireMagic && h.secret == secret_ &&
+            h.fromRank >= 0 && h.fromRank < nranks_) {
           in_.push_back({std::move(sock), h.fromRank});
         } else {
           COLL_WARN(BOOTSTRAP, "dropped a bootstrap connection from %s: bad hello or secret",
@@ -259,12 +257,11 @@ void Bootstrap::serviceLoop() {
       } else if (st.ok() && msg.kind == RootMsg::kRankLeft) {
         abort_->setPeerGone(msg.text);
       } else if (!st.ok() && !stop_.load()) {
-        std::string who = rootRank_ >= 0 ? "rank " + std::to_string(rootRank_) + " (pid " +
-                                               std::to_string(peers_[rootRank_].pid) + " on " +
-                                               peers_[rootRank_].hostname + ")"
-                                         : std::string("the process that created the unique id");
-        abort_->setPeerGone("lost the bootstrap root hosted by " + who +
-                            ": it exited or was killed");
+        std::string who = rootRank_ >= 0
+                              ? "rank " + std::to_string(rootRank_) + " (pid " + std::to_string(peers_[rootRank_].pid) +
+                                    " on " + peers_[rootRank_].hostname + ")"
+                              : std::string("the process that created the unique id");
+        abort_->setPeerGone("lost the bootstrap root hosted by " + who + ": it exited or was killed");
       }
       if (!st.ok()) {
         std::lock_guard<std::mutex> lock(rootMu_);

@@ -76,8 +76,7 @@ Result<UniqueIdData> startRootAt(SockAddr addr);
 class Bootstrap {
  public:
   // Joins the communicator described by id as `rank` of `nranks`.
-  static Result<std::unique_ptr<Bootstrap>> create(const UniqueIdData& id, int rank,
-                                                   int nranks, PeerInfo self,
+  static Result<std::unique_ptr<Bootstrap>> create(const UniqueIdData& id, int rank, int nranks, PeerInfo self,
                                                    std::shared_ptr<AbortState> abort);
   ~Bootstrap();
 

@@ -53,31 +53,26 @@ void Root::sendReply(Socket& s, RootMsg kind, int rank, const std::string& text)
 
 void Root::handleJoin(Socket s) {
   JoinMsg j{};
-  if (!s.recvAll(&j, sizeof(j), deadlineIn(10)).ok() || j.magic != kWireMagic ||
-      j.kind != RootMsg::kJoin) {
-    COLL_WARN(BOOTSTRAP, "root: dropped a connection from %s that is not a rank joining",
-              s.peer().str().c_str());
+  if (!s.recvAll(&j, sizeof(j), deadlineIn(10)).ok() || j.magic != kWireMagic || j.kind != RootMsg::kJoin) {
+    COLL_WARN(BOOTSTRAP, "root: dropped a connection from %s that is not a rank joining", s.peer().str().c_str());
     return;
   }
   if (j.secret != secret_)
     return refuse(s, "rank " + std::to_string(j.rank) + " from " + s.peer().str() +
                          " presented a wrong secret: its unique id is not this root's");
   if (j.nranks <= 0 || j.rank < 0 || j.rank >= j.nranks)
-    return refuse(s, "rank " + std::to_string(j.rank) + " out of range for nranks " +
-                         std::to_string(j.nranks));
+    return refuse(s, "rank " + std::to_string(j.rank) + " out of range for nranks " + std::to_string(j.nranks));
   if (nranks_ < 0) {
     nranks_ = j.nranks;
     ranks_.resize(nranks_);
     infos_.resize(nranks_);
   } else if (j.nranks != nranks_) {
-    return refuse(s, "rank " + std::to_string(j.rank) + " says nranks=" +
-                         std::to_string(j.nranks) + " but ranks before it said nranks=" +
-                         std::to_string(nranks_));
+    return refuse(s, "rank " + std::to_string(j.rank) + " says nranks=" + std::to_string(j.nranks) +
+                         " but ranks before it said nranks=" + std::to_string(nranks_));
   }
   if (ranks_[j.rank].valid())
     return refuse(s, "rank " + std::to_string(j.rank) + " joined twice (first from pid " +
-                         std::to_string(infos_[j.rank].pid) + " on " +
-                         infos_[j.rank].hostname + ", again from pid " +
+                         std::to_string(infos_[j.rank].pid) + " on " + infos_[j.rank].hostname + ", again from pid " +
                          std::to_string(j.info.pid) + " on " + j.info.hostname + ")");
   infos_[j.rank] = j.info;
   ranks_[j.rank] = std::move(s);
@@ -95,8 +90,8 @@ bool Root::gather() {
       for (int r = 0; r < nranks_; ++r)
         if (!ranks_[r].valid()) missing += (missing.empty() ? "" : ",") + std::to_string(r);
       std::string text = "rank(s) " + missing + " of " + std::to_string(nranks_) +
-                         " never joined within COLL_BOOTSTRAP_TIMEOUT_S=" +
-                         std::to_string(static_cast<int>(timeout)) + " s";
+                         " never joined within COLL_BOOTSTRAP_TIMEOUT_S=" + std::to_string(static_cast<int>(timeout)) +
+                         " s";
       COLL_WARN(BOOTSTRAP, "root: %s", text.c_str());
       for (auto& s : ranks_)
         if (s.valid()) sendReply(s, RootMsg::kError, -1, text);
@@ -149,8 +144,8 @@ void Root::monitor() {
       bool clean = st.ok() && msg.kind == RootMsg::kBye;
       ranks_[r].close();
       if (clean) continue;
-      std::string text = "rank " + std::to_string(r) + " (pid " + std::to_string(infos_[r].pid) +
-                         " on " + infos_[r].hostname + ") exited or was killed";
+      std::string text = "rank " + std::to_string(r) + " (pid " + std::to_string(infos_[r].pid) + " on " +
+                         infos_[r].hostname + ") exited or was killed";
       COLL_WARN(BOOTSTRAP, "root: %s; telling the other ranks", text.c_str());
       for (int o = 0; o < nranks_; ++o)
         if (alive[o]) sendReply(ranks_[o], RootMsg::kRankFailed, r, text);

@@ -17,9 +17,7 @@
 
 namespace coll {
 
-uint16_t SockAddr::port() const {
-  return ntohs(family() == AF_INET6 ? u.in6.sin6_port : u.in4.sin_port);
-}
+uint16_t SockAddr::port() const { return ntohs(family() == AF_INET6 ? u.in6.sin6_port : u.in4.sin_port); }
 
 void SockAddr::setPort(uint16_t port) {
   if (family() == AF_INET6) u.in6.sin6_port = htons(port);
@@ -63,8 +61,7 @@ Result<SockAddr> parseSockAddr(const std::string& text) {
   addrinfo* res = nullptr;
   int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
   if (rc != 0 || !res)
-    return invalidArgument("address \"" + text + "\": cannot resolve \"" + host +
-                           "\": " + gai_strerror(rc));
+    return invalidArgument("address \"" + text + "\": cannot resolve \"" + host + "\": " + gai_strerror(rc));
   SockAddr a;
   std::memcpy(&a.u, res->ai_addr, std::min<size_t>(res->ai_addrlen, sizeof(a.u)));
   freeaddrinfo(res);
@@ -75,8 +72,14 @@ Result<SockAddr> parseSockAddr(const std::string& text) {
 bool ifNameMatches(const std::string& specIn, const std::string& ifname) {
   std::string spec = specIn;
   bool exclude = false, exact = false;
-  if (!spec.empty() && spec[0] == '^') { exclude = true; spec.erase(0, 1); }
-  if (!spec.empty() && spec[0] == '=') { exact = true; spec.erase(0, 1); }
+  if (!spec.empty() && spec[0] == '^') {
+    exclude = true;
+    spec.erase(0, 1);
+  }
+  if (!spec.empty() && spec[0] == '=') {
+    exact = true;
+    spec.erase(0, 1);
+  }
   if (spec.empty()) return !exclude;
   bool hit = false;
   size_t pos = 0;
@@ -142,8 +145,7 @@ void Socket::close() {
 }
 
 static int msUntil(Deadline d) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      d - std::chrono::steady_clock::now()).count();
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(d - std::chrono::steady_clock::now()).count();
   if (left < 0) return 0;
   return left > 100 ? 100 : static_cast<int>(left);  // wake often to watch abort flags
 }
@@ -154,16 +156,14 @@ Result<Socket> Socket::listen(SockAddr* addr, int backlog) {
   Socket s(fd);
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (::bind(fd, &addr->u.sa, addr->len()) != 0)
-    return systemError("bind(" + addr->str() + ")", errno);
+  if (::bind(fd, &addr->u.sa, addr->len()) != 0) return systemError("bind(" + addr->str() + ")", errno);
   if (::listen(fd, backlog) != 0) return systemError("listen(" + addr->str() + ")", errno);
   socklen_t len = sizeof(addr->u);
   getsockname(fd, &addr->u.sa, &len);
   return s;
 }
 
-Result<Socket> Socket::connect(const SockAddr& addr, Deadline deadline,
-                               const std::atomic<bool>* abort) {
+Result<Socket> Socket::connect(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* abort) {
   int delayMs = 1;
   for (;;) {
     int fd = ::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -175,14 +175,13 @@ Result<Socket> Socket::connect(const SockAddr& addr, Deadline deadline,
       return s;
     }
     int err = errno;
-    bool retry = err == ECONNREFUSED || err == ETIMEDOUT || err == EAGAIN || err == EINTR ||
-                 err == ENETUNREACH || err == ECONNRESET;
+    bool retry = err == ECONNREFUSED || err == ETIMEDOUT || err == EAGAIN || err == EINTR || err == ENETUNREACH ||
+                 err == ECONNRESET;
     if (!retry) return systemError("connect(" + addr.str() + ")", err);
     if (std::chrono::steady_clock::now() >= deadline)
-      return timeoutError("connect(" + addr.str() + "): nobody listening (" +
-                          std::strerror(err) + ") until the deadline");
-    if (abort && abort->load(std::memory_order_relaxed))
-      return remoteError("connect(" + addr.str() + ") aborted");
+      return timeoutError("connect(" + addr.str() + "): nobody listening (" + std::strerror(err) +
+                          ") until the deadline");
+    if (abort && abort->load(std::memory_order_relaxed)) return remoteError("connect(" + addr.str() + ") aborted");
     usleep(delayMs * 1000);
     delayMs = std::min(delayMs * 2, 100);
   }
@@ -211,37 +210,41 @@ Result<Socket> Socket::accept(Deadline deadline, const std::atomic<bool>* abort)
   }
 }
 
-Status Socket::sendAll(const void* data, size_t n, Deadline deadline,
-                       const std::atomic<bool>* abort) {
+Status Socket::sendAll(const void* data, size_t n, Deadline deadline, const std::atomic<bool>* abort) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
     ssize_t w = ::send(fd_, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w > 0) { p += w; n -= static_cast<size_t>(w); continue; }
+    if (w > 0) {
+      p += w;
+      n -= static_cast<size_t>(w);
+      continue;
+    }
     if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
       return systemError("send to " + peer_.str(), errno);
     pollfd pf{fd_, POLLOUT, 0};
     ::poll(&pf, 1, msUntil(deadline));
     if (abort && abort->load(std::memory_order_relaxed)) return remoteError("send aborted");
-    if (std::chrono::steady_clock::now() >= deadline)
-      return timeoutError("send to " + peer_.str() + " timed out");
+    if (std::chrono::steady_clock::now() >= deadline) return timeoutError("send to " + peer_.str() + " timed out");
   }
   return okStatus();
 }
 
-Status Socket::recvAll(void* data, size_t n, Deadline deadline,
-                       const std::atomic<bool>* abort) {
+Status Socket::recvAll(void* data, size_t n, Deadline deadline, const std::atomic<bool>* abort) {
   char* p = static_cast<char*>(data);
   while (n > 0) {
     ssize_t r = ::recv(fd_, p, n, MSG_DONTWAIT);
-    if (r > 0) { p += r; n -= static_cast<size_t>(r); continue; }
+    if (r > 0) {
+      p += r;
+      n -= static_cast<size_t>(r);
+      continue;
+    }
     if (r == 0) return remoteError("connection closed by " + peer_.str());
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
       return systemError("recv from " + peer_.str(), errno);
     pollfd pf{fd_, POLLIN, 0};
     ::poll(&pf, 1, msUntil(deadline));
     if (abort && abort->load(std::memory_order_relaxed)) return remoteError("recv aborted");
-    if (std::chrono::steady_clock::now() >= deadline)
-      return timeoutError("recv from " + peer_.str() + " timed out");
+    if (std::chrono::steady_clock::now() >= deadline) return timeoutError("recv from " + peer_.str() + " timed out");
   }
   return okStatus();
 }

@@ -24,9 +24,7 @@ struct SockAddr {
     sockaddr_in6 in6;
   } u{};
 
-  socklen_t len() const {
-    return u.sa.sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-  }
+  socklen_t len() const { return u.sa.sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in); }
   int family() const { return u.sa.sa_family; }
   uint16_t port() const;
   void setPort(uint16_t port);
@@ -50,8 +48,7 @@ std::vector<NetIf> findInterfaces();
 
 using Deadline = std::chrono::steady_clock::time_point;
 inline Deadline deadlineIn(double seconds) {
-  return std::chrono::steady_clock::now() +
-         std::chrono::microseconds(static_cast<int64_t>(seconds * 1e6));
+  return std::chrono::steady_clock::now() + std::chrono::microseconds(static_cast<int64_t>(seconds * 1e6));
 }
 
 class Socket {
@@ -73,16 +70,13 @@ class Socket {
   static Result<Socket> listen(SockAddr* addr, int backlog = 128);
   // Connects, retrying refused connections until the deadline (the listener may not
   // exist yet).
-  static Result<Socket> connect(const SockAddr& addr, Deadline deadline,
-                                const std::atomic<bool>* abort = nullptr);
+  static Result<Socket> connect(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* abort = nullptr);
   // Waits for a connection until the deadline.
   Result<Socket> accept(Deadline deadline, const std::atomic<bool>* abort = nullptr);
 
   // Blocking transfers of exactly n bytes, giving up at the deadline or on abort.
-  Status sendAll(const void* data, size_t n, Deadline deadline,
-                 const std::atomic<bool>* abort = nullptr);
-  Status recvAll(void* data, size_t n, Deadline deadline,
-                 const std::atomic<bool>* abort = nullptr);
+  Status sendAll(const void* data, size_t n, Deadline deadline, const std::atomic<bool>* abort = nullptr);
+  Status recvAll(void* data, size_t n, Deadline deadline, const std::atomic<bool>* abort = nullptr);
 
   Status setNonBlocking(bool on);
   Status setNoDelay();

@@ -24,12 +24,12 @@ static_assert(sizeof(UniqueIdData) <= COLL_UNIQUE_ID_BYTES, "unique id too small
 
 // What every rank publishes about itself at init.
 struct PeerInfo {
-  SockAddr bootAddr;   // bootstrap listener
-  char hostId[96];     // hostname + boot id, or COLL_HOSTID
+  SockAddr bootAddr;  // bootstrap listener
+  char hostId[96];    // hostname + boot id, or COLL_HOSTID
   char hostname[64];
   int32_t pid;
-  int32_t cudaDev;     // -1 for host ranks
-  char busId[16];      // PCI bus id of that device ("" for host ranks): one GPU across processes
+  int32_t cudaDev;       // -1 for host ranks
+  char busId[16];        // PCI bus id of that device ("" for host ranks): one GPU across processes
   int32_t ringPos = -1;  // that GPU's place in its host's best GPU ring (-1: unknown, host ranks)
 };
 
@@ -48,10 +48,10 @@ struct JoinMsg {
 struct RootReply {
   uint32_t magic;
   RootMsg kind;
-  int32_t rank;        // kRankFailed: who
-  int32_t rootPid;     // the process hosting the root
+  int32_t rank;     // kRankFailed: who
+  int32_t rootPid;  // the process hosting the root
   char rootHostId[96];
-  char text[256];      // kError / kRankFailed: explanation
+  char text[256];  // kError / kRankFailed: explanation
 };
 
 // First bytes on a rank-to-rank bootstrap connection.

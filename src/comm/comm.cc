@@ -45,7 +45,7 @@ struct SharedConfig {
   int32_t deviceEmulate;
   int32_t deviceChannels;
   int32_t deviceLaneBudget;  // not compared: the smallest over all ranks applies
-  uint64_t algos;  // COLL_ALGO / COLL_PROTO filters (tuner.h)
+  uint64_t algos;            // COLL_ALGO / COLL_PROTO filters (tuner.h)
   uint64_t protos;
   double tunerConsts[5];
 };
@@ -85,7 +85,8 @@ std::shared_ptr<char> ScratchPool::take(size_t bytes) {
       kept.emplace_back(bytes, std::move(back));
       return;
     }
-    auto smallest = std::min_element(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    auto smallest = std::min_element(kept.begin(), kept.end(),
+                                     [](const auto& a, const auto& b) { return a.first < b.first; });
     if (smallest->first < bytes) *smallest = {bytes, std::move(back)};  // the smaller one is freed
   });
 }
@@ -159,8 +160,8 @@ static Status initTopology(collComm* c) {
   if (param(StringParam::TOPO_FILE).empty() && param(StringParam::TOPO_DUMP_FILE).empty()) return okStatus();
   std::string origin;
   COLL_ASSIGN(auto topo, loadSystemTopology(&origin));
-  COLL_INFO(GRAPH, "rank %d: topology from %s: %zu CPU(s), %zu GPU(s), %zu NIC port(s)", c->rank,
-            origin.c_str(), topo->cpus().size(), topo->gpus().size(), topo->nets().size());
+  COLL_INFO(GRAPH, "rank %d: topology from %s: %zu CPU(s), %zu GPU(s), %zu NIC port(s)", c->rank, origin.c_str(),
+            topo->cpus().size(), topo->gpus().size(), topo->nets().size());
   if (c->rank == 0) COLL_CHECK(dumpTopologyIfAsked(*topo));
   return okStatus();
 }
@@ -171,8 +172,8 @@ static Status initTopology(collComm* c) {
 // sees the same hosts, so they agree (and the shared config checks it).
 static int64_t configuredFifoBytes(bool overNet) {
   const int64_t minBuff = 1024;
-  const IntParam which =
-      overNet && paramRaw(IntParam::BUFFSIZE) == nullptr ? IntParam::NET_BUFFSIZE : IntParam::BUFFSIZE;
+  const IntParam which = overNet && paramRaw(IntParam::BUFFSIZE) == nullptr ? IntParam::NET_BUFFSIZE
+                                                                            : IntParam::BUFFSIZE;
   int64_t buff = param(which);
   if (buff < minBuff) {
     COLL_WARN(ENV, "COLL_%s=%lld is below the minimum %lld; using %lld", paramInfo(which).name,
@@ -235,8 +236,8 @@ static Result<std::vector<SharedConfig>> agreeConfig(collComm* c, const SharedCo
   for (int r = 1; r < c->nranks; ++r) {
     const std::string other = describeShared(all[r]);
     if (other != first)
-      return invalidUsage("ranks disagree on settings: rank 0 has " + first + ", rank " + std::to_string(r) +
-                          " has " + other);
+      return invalidUsage("ranks disagree on settings: rank 0 has " + first + ", rank " + std::to_string(r) + " has " +
+                          other);
   }
   return all;
 }
@@ -302,8 +303,7 @@ static Status wireRing(collComm* c, const SharedConfig& agreed, int nch) {
   }
   COLL_CHECK(job.run());
   COLL_INFO(INIT, "rank %d/%d: ring %d -> %d -> %d over %s/%s, %d channel(s), %zu-byte slices", c->rank, c->nranks,
-            c->ringPrev, c->rank, c->ringNext, channels[0].recv->kind(), channels[0].send->kind(), nch,
-            c->sliceBytes);
+            c->ringPrev, c->rank, c->ringNext, channels[0].recv->kind(), channels[0].send->kind(), nch, c->sliceBytes);
   return okStatus();
 }
 
@@ -506,18 +506,15 @@ Result<collComm*> commSplit(collComm* comm, int color, int key, const CommOption
   std::vector<int> members;
   for (int r = 0; r < comm->nranks; ++r)
     if (all[r].color == color) members.push_back(r);
-  std::stable_sort(members.begin(), members.end(),
-                   [&](int a, int b) { return all[a].key < all[b].key; });
-  int newRank = static_cast<int>(std::find(members.begin(), members.end(), comm->rank) -
-                                 members.begin());
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[a].key < all[b].key; });
+  int newRank = static_cast<int>(std::find(members.begin(), members.end(), comm->rank) - members.begin());
   int n = static_cast<int>(members.size());
   UniqueIdData id{};
   if (newRank == 0) {
     // A fresh root in the leader's process; COLL_COMM_ID is for the top-level comm only.
     SockAddr at = comm->bootstrap->peers()[comm->rank].bootAddr;
     COLL_ASSIGN(id, startRootAt(at));
-    for (int i = 1; i < n; ++i)
-      COLL_CHECK(comm->bootstrap->send(members[i], tag | 1, &id, sizeof(id), revoked));
+    for (int i = 1; i < n; ++i) COLL_CHECK(comm->bootstrap->send(members[i], tag | 1, &id, sizeof(id), revoked));
   } else {
     COLL_CHECK(comm->bootstrap->recv(members[0], tag | 1, &id, sizeof(id), revoked));
   }
@@ -556,8 +553,7 @@ Result<collComm*> commShrink(collComm* comm, const std::vector<int>& exclude, co
   UniqueIdData id{};
   if (newRank == 0) {
     COLL_ASSIGN(id, startRootAt(comm->bootstrap->peers()[comm->rank].bootAddr));
-    for (int i = 1; i < n; ++i)
-      COLL_CHECK(comm->bootstrap->send(members[i], tag, &id, sizeof(id), true));
+    for (int i = 1; i < n; ++i) COLL_CHECK(comm->bootstrap->send(members[i], tag, &id, sizeof(id), true));
   } else {
     Status st = comm->bootstrap->recv(members[0], tag, &id, sizeof(id), true);
     if (!st.ok())

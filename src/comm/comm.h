@@ -38,8 +38,8 @@ struct CommOptions {
 // An op made by collRedOpCreatePreMulSum: inputs times the scalar, then summed.
 struct PreMulSumOp {
   collDataType_t dtype;
-  bool immediate;                 // the scalar was read at creation, into `value`
-  const void* scalar = nullptr;   // else read from here when each operation runs
+  bool immediate;                // the scalar was read at creation, into `value`
+  const void* scalar = nullptr;  // else read from here when each operation runs
   alignas(8) unsigned char value[8] = {};
 };
 
@@ -108,13 +108,13 @@ struct collComm {
 
   // Double binary trees over hosts with a chain inside each (algorithms/tree.cc): the
   // shape is in the connector sets' trees.
-  bool twoTrees = false;  // the two trees differ (two hosts or more)
+  bool twoTrees = false;   // the two trees differ (two hosts or more)
   coll::TunerInput tuner;  // the cost model's inputs and the COLL_ALGO/PROTO filters
 
   // One-shot algorithms for small operations (algorithms/oneshot.h): mailboxes when
   // every rank shares this host, else allreduce over channel 0 up to netOneShotBytes.
   std::unique_ptr<coll::Mailboxes> mailboxes;
-  uint32_t mailSeq = 0;  // last mailbox round number used
+  uint32_t mailSeq = 0;   // last mailbox round number used
   bool directOn = false;  // large operations read peers' buffers (oneshot.h)
   size_t netOneShotBytes = 0;
   std::vector<char> staging;  // ring one-shot inputs; direct reductions' peer chunks
@@ -131,11 +131,11 @@ struct collComm {
   std::atomic<int> initState{collSuccess};
   std::thread initThread;
   std::atomic<bool> revoked{false};  // stopped by collCommRevoke (an intended state, not an error)
-  uint64_t shrinks = 0;  // collCommShrink calls: tags their rendezvous (op seq may differ after a failure)
+  uint64_t shrinks = 0;              // collCommShrink calls: tags their rendezvous (op seq may differ after a failure)
   // Collective management calls (split, symmetric windows): tags their bootstrap
   // exchanges. Not the op sequence: a gather takes n+1 numbers on its root, 1 elsewhere.
   uint64_t mgmtSeq = 0;
-  std::map<int, coll::PreMulSumOp> redOps;                              // by op value
+  std::map<int, coll::PreMulSumOp> redOps;                // by op value
   std::map<uintptr_t, coll::Registration> registrations;  // by handle
   std::shared_ptr<coll::ScratchPool> scratch = std::make_shared<coll::ScratchPool>();
 

@@ -24,8 +24,8 @@ namespace {
 
 }  // namespace
 
-void hostSlice(uint8_t flags, const ReduceKernels* kernels, size_t elemSize, const char* in, const char* src,
-               char* dst, char* out, size_t len, int nranks) {
+void hostSlice(uint8_t flags, const ReduceKernels* kernels, size_t elemSize, const char* in, const char* src, char* dst,
+               char* out, size_t len, int nranks) {
   const size_t n = len / elemSize;
   const bool final = flags & kFinal;
   // Large operations stream their destination writes (kernels/host_copy.h); the result
@@ -76,17 +76,15 @@ const char* directSource(const Program& p, const Step& s, size_t off) {
   if (!s.send || !s.send->canPostDirect()) return nullptr;
   if (p.ops && (*p.ops)[s.op].kind == CollKind::kSend && !(*p.ops)[s.op].registered) return nullptr;
   if ((s.flags & kRecv) && (s.flags & kDst)) return s.dst + off;
-  if ((s.flags & kSrc) && !(s.flags & kRecv) && !((s.flags & kFinal) && (s.flags & kDst)))
-    return s.src + off;
+  if ((s.flags & kSrc) && !(s.flags & kRecv) && !((s.flags & kFinal) && (s.flags & kDst))) return s.src + off;
   return nullptr;
 }
 
 // Does one slice of step s at byte offset off, of length len; the send slot is left
 // alone when the slice is sent from `direct` (directSource).
 void doSlice(const Step& s, size_t off, size_t len, int nranks, const char* direct) {
-  hostSlice(s.flags, s.kernels, s.elemSize, s.recv ? s.recv->slot() : nullptr,
-            (s.flags & kSrc) ? s.src + off : nullptr, (s.flags & kDst) ? s.dst + off : nullptr,
-            s.send && !direct ? s.send->slot() : nullptr, len, nranks);
+  hostSlice(s.flags, s.kernels, s.elemSize, s.recv ? s.recv->slot() : nullptr, (s.flags & kSrc) ? s.src + off : nullptr,
+            (s.flags & kDst) ? s.dst + off : nullptr, s.send && !direct ? s.send->slot() : nullptr, len, nranks);
 }
 
 // Pushes out everything the program's send connectors hold. *flushed is false (and the
@@ -152,10 +150,9 @@ Status advance(Program& p, bool* moved, bool* done) {
       return pumpSends(p, s.send);
     }
     if (s.recv && s.recv->size() != len)
-      return invalidUsage("rank " + std::to_string(s.recv->peer()) + " sent " +
-                         std::to_string(s.recv->size()) + " bytes where " +
-                         std::to_string(len) +
-                         " were expected: the ranks called different operations or counts");
+      return invalidUsage("rank " + std::to_string(s.recv->peer()) + " sent " + std::to_string(s.recv->size()) +
+                          " bytes where " + std::to_string(len) +
+                          " were expected: the ranks called different operations or counts");
     const char* direct = directSource(p, s, p.off);
     doSlice(s, p.off, len, p.nranks, direct);
     if (s.recv) s.recv->release();
@@ -186,10 +183,9 @@ Status advance(Program& p, bool* moved, bool* done) {
 std::string laneState(const Program& p) {
   std::string s = "rank " + std::to_string(p.rank) + " " + p.lane;
   if (p.ops && p.cur < p.steps.size())
-    s += ", " + (*p.ops)[p.steps[p.cur].op].describe() + " step " + std::to_string(p.cur + 1) +
-         "/" + std::to_string(p.steps.size()) + " at byte " + std::to_string(p.off);
-  else if (p.ops && !p.ops->empty())
-    s += ", " + p.ops->back().describe() + " draining";
+    s += ", " + (*p.ops)[p.steps[p.cur].op].describe() + " step " + std::to_string(p.cur + 1) + "/" +
+         std::to_string(p.steps.size()) + " at byte " + std::to_string(p.off);
+  else if (p.ops && !p.ops->empty()) s += ", " + p.ops->back().describe() + " draining";
   if (p.blockedPeer >= 0)
     s += ", waiting for " + std::string(awaitingName(p.blockedFor)) + " rank " + std::to_string(p.blockedPeer);
   return s;
@@ -215,8 +211,7 @@ Status mailboxIntrusion(const Program& p) {
   if (p.cur < p.steps.size()) {
     const Step& s = p.steps[p.cur];
     const bool waitsForData = p.blockedFor == Awaiting::kData;
-    if (waitsForData ? (s.recv && s.recv->ready()) : (s.send && s.send->ready()))
-      return okStatus();
+    if (waitsForData ? (s.recv && s.recv->ready()) : (s.send && s.send->ready())) return okStatus();
   }
   return invalidUsage("rank " + std::to_string(p.blockedPeer) +
                       " started a one-shot operation instead of this ring operation: "
@@ -358,8 +353,8 @@ void reportStall(std::span<Lane* const> live, const Waiter& waiter) {
 }
 
 // Nothing could move: the first lane whose stall is an error, failed; ok when none is.
-Status checkStalled(std::span<Lane* const> live, const Waiter& waiter,
-                    std::chrono::steady_clock::time_point started, collComm** failedComm) {
+Status checkStalled(std::span<Lane* const> live, const Waiter& waiter, std::chrono::steady_clock::time_point started,
+                    collComm** failedComm) {
   for (Lane* l : live) {
     Status st = fatalWhileStalled(l->comm(), waiter, started);
     if (st.ok()) st = l->diagnose(waiter, false);

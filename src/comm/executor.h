@@ -21,8 +21,8 @@ namespace coll {
 // `in` (a received slot) and `src` (local input) with the kernels, written to dst and/or
 // out (a send slot). Null pointers are absent operands. Shared with the device
 // executor's host emulation (device/device_exec.cc).
-void hostSlice(uint8_t flags, const ReduceKernels* kernels, size_t elemSize, const char* in, const char* src,
-               char* dst, char* out, size_t len, int nranks);
+void hostSlice(uint8_t flags, const ReduceKernels* kernels, size_t elemSize, const char* in, const char* src, char* dst,
+               char* out, size_t len, int nranks);
 
 // The progress loop: runs every lane (lane.h) to completion. On failure returns the first
 // error, naming the rank, operation and peer; `failedComm` (if not null) receives the comm
@@ -35,8 +35,7 @@ std::unique_ptr<Lane> programLane(Program& p);
 std::unique_ptr<Lane> oneShotLane(struct ::collComm* c, std::shared_ptr<class OneShot> os);
 std::unique_ptr<Lane> sequenceLane(std::vector<std::unique_ptr<Lane>> lanes);
 // runLanes over one one-shot operation (algorithms/oneshot.h), from start to finish.
-Status runOneShot(struct ::collComm* c, const OneShotContext& ctx, const OpDesc& od,
-                  struct ::collComm** failedComm);
+Status runOneShot(struct ::collComm* c, const OneShotContext& ctx, const OpDesc& od, struct ::collComm** failedComm);
 
 // The error that ends a lane's wait on c: its abort state raised, its bootstrap root lost for
 // longer than a grace period while stuck, or the operation, started at `started`, running

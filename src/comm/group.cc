@@ -32,7 +32,7 @@ struct Deferred {
   std::function<void()> publish;
 };
 thread_local std::vector<std::unique_ptr<Deferred>> tlsDeferred;  // groupDefer
-thread_local Status tlsGroupError;                               // groupNoteError
+thread_local Status tlsGroupError;                                // groupNoteError
 
 // Waits for the inits and management calls made inside the group; the first failure is
 // the group's.
@@ -45,7 +45,8 @@ Status finishDeferred(collComm** failedComm) {
   for (collComm* c : inits) {
     // Held while joined: a destroy or abort meanwhile (from any thread) waits for us.
     if (!acquireComm(c)) {
-      if (first.ok()) first = invalidUsage("a communicator initialized in this group was destroyed before collGroupEnd");
+      if (first.ok())
+        first = invalidUsage("a communicator initialized in this group was destroyed before collGroupEnd");
       continue;
     }
     if (c->initThread.joinable()) c->initThread.join();
@@ -82,8 +83,8 @@ Result<Route> routeFor(collComm* c, const OpDesc& od) {
   size_t bytes = od.count * dataTypeSize(od.dtype);
   if (od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter) bytes *= static_cast<size_t>(c->nranks);
   COLL_ASSIGN(Choice ch, tunerChoose(c->tuner, od.kind, bytes, ll ? 1 : 0));
-  COLL_INFO(TUNING, "rank %d: %s -> %s/%s, predicted %.1f us", c->rank, od.describe().c_str(),
-            algoName(ch.algo), protoName(ch.proto), ch.us);
+  COLL_INFO(TUNING, "rank %d: %s -> %s/%s, predicted %.1f us", c->rank, od.describe().c_str(), algoName(ch.algo),
+            protoName(ch.proto), ch.us);
   if (ch.proto == Proto::kLL) return Route::kOneShot;
   return ch.algo == Algo::kTree ? Route::kTree : Route::kRing;
 }
@@ -183,17 +184,16 @@ Status buildSelfCopies(CommLaunch& l) {
     if (od.kind == CollKind::kRecv) recvs.push_back(i);
   }
   if (sends.size() != recvs.size())
-    return invalidUsage("rank " + std::to_string(l.comm->rank) + " posted " +
-                        std::to_string(sends.size()) + " send(s) to itself but " +
-                        std::to_string(recvs.size()) +
+    return invalidUsage("rank " + std::to_string(l.comm->rank) + " posted " + std::to_string(sends.size()) +
+                        " send(s) to itself but " + std::to_string(recvs.size()) +
                         " receive(s) from itself in one group; they must pair up");
   for (size_t k = 0; k < sends.size(); ++k) {
     const OpDesc& s = l.ops[sends[k]];
     const OpDesc& r = l.ops[recvs[k]];
     size_t sb = s.count * dataTypeSize(s.dtype), rb = r.count * dataTypeSize(r.dtype);
     if (sb != rb)
-      return invalidUsage("rank " + std::to_string(l.comm->rank) + ": " + s.describe() +
-                          " to itself pairs with " + r.describe() + " of a different size");
+      return invalidUsage("rank " + std::to_string(l.comm->rank) + ": " + s.describe() + " to itself pairs with " +
+                          r.describe() + " of a different size");
     l.self.add(kSrc | kDst, s, static_cast<uint16_t>(sends[k]), static_cast<const char*>(s.sendbuff),
                static_cast<char*>(r.recvbuff), sb, nullptr, nullptr);
   }
@@ -235,8 +235,7 @@ Status buildPrograms(CommLaunch& l) {
   ConnectorSet& conns = c->conns(l.device);
   const BuildInput in = buildInput(c, conns);
   l.channels.resize(conns.channels.size());
-  for (size_t ch = 0; ch < l.channels.size(); ++ch)
-    initProgram(l.channels[ch], l, "channel " + std::to_string(ch));
+  for (size_t ch = 0; ch < l.channels.size(); ++ch) initProgram(l.channels[ch], l, "channel " + std::to_string(ch));
   initProgram(l.self, l, "copy to self");
   // Call order; device send/recv by distance (collectives keep theirs: other programs).
   std::vector<size_t> order(l.ops.size());
@@ -276,8 +275,8 @@ Status buildPrograms(CommLaunch& l) {
         Program& p = l.sends[key];
         if (!p.comm)
           initProgram(p, l, l.device ? "send lane " + std::to_string(key) : "send to rank " + std::to_string(key));
-        p.add(kSrc | kSend, od, idx, static_cast<const char*>(od.sendbuff), nullptr,
-              od.count * dataTypeSize(od.dtype), conns.p2pSend.at(od.root).get(), nullptr);
+        p.add(kSrc | kSend, od, idx, static_cast<const char*>(od.sendbuff), nullptr, od.count * dataTypeSize(od.dtype),
+              conns.p2pSend.at(od.root).get(), nullptr);
         break;
       }
       case CollKind::kRecv: {
@@ -287,8 +286,8 @@ Status buildPrograms(CommLaunch& l) {
         if (!p.comm)
           initProgram(p, l,
                       l.device ? "receive lane " + std::to_string(key) : "receive from rank " + std::to_string(key));
-        p.add(kRecv | kDst, od, idx, nullptr, static_cast<char*>(od.recvbuff),
-              od.count * dataTypeSize(od.dtype), nullptr, conns.p2pRecv.at(od.root).get());
+        p.add(kRecv | kDst, od, idx, nullptr, static_cast<char*>(od.recvbuff), od.count * dataTypeSize(od.dtype),
+              nullptr, conns.p2pRecv.at(od.root).get());
         break;
       }
     }
@@ -350,8 +349,7 @@ Status collect(std::vector<Queued>& queue, Launches& launches, collComm** failed
       it = byComm.emplace(q.comm, launches.back().get()).first;
     }
     CommLaunch& l = *it->second;
-    if (l.ops.size() >= 65535)
-      return invalidUsage("more than 65535 operations in one group on one communicator");
+    if (l.ops.size() >= 65535) return invalidUsage("more than 65535 operations in one group on one communicator");
     // Operations with data decide the kind; empty ones (no buffers checked) follow.
     if (q.op.count > 0) {
       auto other = std::find_if(l.ops.begin(), l.ops.end(),
@@ -359,10 +357,11 @@ Status collect(std::vector<Queued>& queue, Launches& launches, collComm** failed
       if (other != l.ops.end()) {
         const OpDesc& d = q.op.device ? q.op : *other;
         const OpDesc& h = q.op.device ? *other : q.op;
-        return failOn(q.comm, invalidUsage("rank " + std::to_string(q.comm->rank) + ": " + d.describe() +
-                                           " on device buffers and " + h.describe() +
-                                           " on host buffers in one group on one communicator; group them "
-                                           "separately"),
+        return failOn(q.comm,
+                      invalidUsage("rank " + std::to_string(q.comm->rank) + ": " + d.describe() +
+                                   " on device buffers and " + h.describe() +
+                                   " on host buffers in one group on one communicator; group them "
+                                   "separately"),
                       failedComm);
       }
       l.device = q.op.device;
@@ -437,14 +436,16 @@ Status wire(Launches& launches, collComm** failedComm) {
 
 // The non-empty programs of a built launch; device launches must fit their lane budget.
 Status lanesOf(CommLaunch& l, std::vector<Program*>* mine) {
-  for (auto& p : l.channels) if (!p.steps.empty()) mine->push_back(&p);
-  for (auto& [peer, p] : l.sends) if (!p.steps.empty()) mine->push_back(&p);
-  for (auto& [peer, p] : l.recvs) if (!p.steps.empty()) mine->push_back(&p);
+  for (auto& p : l.channels)
+    if (!p.steps.empty()) mine->push_back(&p);
+  for (auto& [peer, p] : l.sends)
+    if (!p.steps.empty()) mine->push_back(&p);
+  for (auto& [peer, p] : l.recvs)
+    if (!p.steps.empty()) mine->push_back(&p);
   if (!l.self.steps.empty()) mine->push_back(&l.self);
   if (l.device && mine->size() > static_cast<size_t>(l.comm->dev.laneBudget))
-    return invalidUsage("rank " + std::to_string(l.comm->rank) + ": this group needs " +
-                        std::to_string(mine->size()) + " device lanes (thread blocks) but only " +
-                        std::to_string(l.comm->dev.laneBudget) +
+    return invalidUsage("rank " + std::to_string(l.comm->rank) + ": this group needs " + std::to_string(mine->size()) +
+                        " device lanes (thread blocks) but only " + std::to_string(l.comm->dev.laneBudget) +
                         " fit beside the other ranks sharing its GPU (the GPU's resident blocks divided "
                         "among them); put fewer ranks on one GPU");
   return okStatus();

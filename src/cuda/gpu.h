@@ -157,7 +157,7 @@ class LaunchBlock {
   char* host() const;
   char* device() const;
   Result<char*> hostMappedOnDevice() const;  // host() as kernels address it
-  struct Block;  // the pool's record (launch_pool.cc)
+  struct Block;                              // the pool's record (launch_pool.cc)
 
  private:
   std::shared_ptr<Block> block_;

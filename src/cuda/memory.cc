@@ -111,7 +111,8 @@ Result<void*> sideStream(int dev) {
   auto it = gSide.find(dev);
   if (it != gSide.end()) return static_cast<void*>(it->second);
   cudaStream_t s = nullptr;
-  COLL_CHECK(onDevice(dev, [&] { return check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"); }));
+  COLL_CHECK(onDevice(dev,
+                      [&] { return check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"); }));
   gSide.emplace(dev, s);
   return static_cast<void*>(s);
 }

@@ -23,9 +23,9 @@
 
 namespace coll {
 
-constexpr int kDevSteps = 8;        // slots per FIFO: equal to kSteps (checked in device_exec.cc)
-constexpr int kDevMaxConns = 16;    // connectors one lane may use (tree lanes use the most)
-constexpr uint8_t kDevToken = 64;   // StepFlags kToken (plan.h; checked in device_exec.cc)
+constexpr int kDevSteps = 8;       // slots per FIFO: equal to kSteps (checked in device_exec.cc)
+constexpr int kDevMaxConns = 16;   // connectors one lane may use (tree lanes use the most)
+constexpr uint8_t kDevToken = 64;  // StepFlags kToken (plan.h; checked in device_exec.cc)
 
 // One FIFO end. For a sender `tail` is this side's counter and `head` the consumer's; for
 // a receiver the other way round.
@@ -43,13 +43,13 @@ struct DevStep {
   const char* src;
   char* dst;
   uint64_t bytes;
-  int8_t send;      // index into DevLane::conns, -1: none
+  int8_t send;  // index into DevLane::conns, -1: none
   int8_t recv;
-  uint8_t flags;    // StepFlags
-  uint8_t dtype;    // collDataType_t
-  uint8_t redop;    // collRedOp_t
+  uint8_t flags;  // StepFlags
+  uint8_t dtype;  // collDataType_t
+  uint8_t redop;  // collRedOp_t
   uint8_t elemSize;
-  uint16_t op;      // index of the operation in its launch (for error messages)
+  uint16_t op;  // index of the operation in its launch (for error messages)
 };
 
 enum DevCode : uint32_t {
@@ -62,10 +62,10 @@ enum DevCode : uint32_t {
 // What a lane reports when it ends (written by its leader).
 struct DevLaneResult {
   uint32_t code;
-  uint32_t step;   // the step it is in (updated as it runs) or ended in
-  uint64_t got;    // kDevSizeMismatch: the size found, and the size expected
+  uint32_t step;  // the step it is in (updated as it runs) or ended in
+  uint64_t got;   // kDevSizeMismatch: the size found, and the size expected
   uint64_t want;
-  int32_t peer;    // the connector's peer it was waiting on or that disagreed
+  int32_t peer;  // the connector's peer it was waiting on or that disagreed
   uint32_t pad;
 };
 
@@ -101,10 +101,9 @@ template <class B>
 COLL_HD inline void devRunLane(const DevLane& L, B& b) {
   uint32_t pos[kDevMaxConns];  // per connector: this side's counter (leader only)
   if (b.leader())
-    for (uint32_t i = 0; i < L.nconns; ++i)
-      pos[i] = b.load(L.conns[i].isSend ? L.conns[i].tail : L.conns[i].head);
+    for (uint32_t i = 0; i < L.nconns; ++i) pos[i] = b.load(L.conns[i].isSend ? L.conns[i].tail : L.conns[i].head);
   for (uint32_t si = 0; si < L.nsteps; ++si) {
-    const DevStep s = L.steps[si];  // one read of the step (it may live in host memory)
+    const DevStep s = L.steps[si];                 // one read of the step (it may live in host memory)
     if (b.leader()) b.store(&L.result->step, si);  // live progress, for stall reports
     // A token (kToken, plan.h) is one zero-length slice.
     const bool token = s.flags & kDevToken;

@@ -28,9 +28,8 @@ COLL_HD inline void devSlice(unsigned tid, unsigned nt, const DevStep& s, const 
     return;
   }
   // An unknown type does nothing: the API validated it.
-  withElemType(s.dtype, [&](auto elem) {
-    withOp<decltype(elem)>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks);
-  });
+  withElemType(s.dtype,
+               [&](auto elem) { withOp<decltype(elem)>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); });
 }
 
 }  // namespace coll

@@ -31,8 +31,8 @@ Status laneStatus(DeviceComm* c, const PendingLaunch& p, const PendingLaunch::La
       return cause.prefix(where + ", waiting on rank " + peer + ": ");
     }
     default:
-      return internalError(where + ": the device executor stopped without a result (code " +
-                           std::to_string(r.code) + ")");
+      return internalError(where + ": the device executor stopped without a result (code " + std::to_string(r.code) +
+                           ")");
   }
 }
 
@@ -136,7 +136,8 @@ bool DeviceProxy::pass(std::vector<std::shared_ptr<PendingLaunch>>& live) {
       if (st.ok()) st = r->progress();
       moved |= before != r->fifo()->ctrl->tail.load(std::memory_order_acquire);
     }
-    if (!st.ok() && !c_->abort->raised()) (void)recordFailure(*c_->abort, st.prefix("rank " + std::to_string(c_->rank) + ": "));
+    if (!st.ok() && !c_->abort->raised())
+      (void)recordFailure(*c_->abort, st.prefix("rank " + std::to_string(c_->rank) + ": "));
   }
   // An aborted or failed communicator: every kernel of it must give up waiting.
   if (c_->abort->raised()) __atomic_store_n(abortHost_, 1u, __ATOMIC_RELEASE);

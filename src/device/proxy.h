@@ -50,9 +50,9 @@ struct PendingLaunch {
   std::shared_ptr<void> resultsOwner;
   // For messages only, formatted when one is needed (a launch may hold thousands of steps).
   struct StepInfo {
-    uint16_t op;     // index into ops
-    int32_t from;    // rank it receives from, -1: none
-    int32_t to;      // rank it sends to, -1: none
+    uint16_t op;   // index into ops
+    int32_t from;  // rank it receives from, -1: none
+    int32_t to;    // rank it sends to, -1: none
   };
   struct Lane {
     std::string name;  // "channel 0"

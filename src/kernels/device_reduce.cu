@@ -62,9 +62,9 @@ Status launch(void* dst, const void* a, const void* b, size_t n, int nranks, cud
   if (((addr(d) | addr(x) | addr(y)) & 15) == 0) {
     const size_t npacks = n / Pack<T>::kN;
     if (npacks > 0)
-      reducePacks<T, Op, kAvg><<<gridFor(npacks), kThreads, 0, s>>>(
-          reinterpret_cast<Pack<T>*>(d), reinterpret_cast<const Pack<T>*>(x),
-          reinterpret_cast<const Pack<T>*>(y), npacks, nranks);
+      reducePacks<T, Op, kAvg>
+          <<<gridFor(npacks), kThreads, 0, s>>>(reinterpret_cast<Pack<T>*>(d), reinterpret_cast<const Pack<T>*>(x),
+                                                reinterpret_cast<const Pack<T>*>(y), npacks, nranks);
     done = npacks * Pack<T>::kN;
   }
   if (done < n)
@@ -121,18 +121,14 @@ Status preMul(void* dst, const void* src, size_t n, const void* scalarDev, const
 Status devicePreMul(void* dst, const void* src, size_t n, collDataType_t type, const void* scalarDev,
                     const void* scalarHost, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
-  return byType(type, [&](auto elem) {
-    return preMul<decltype(elem)>(dst, src, n, scalarDev, scalarHost, s);
-  });
+  return byType(type, [&](auto elem) { return preMul<decltype(elem)>(dst, src, n, scalarDev, scalarHost, s); });
 }
 
-Status deviceReduce(void* dst, const void* a, const void* b, size_t n, collDataType_t type, collRedOp_t op,
-                    bool final, int nranks, void* stream) {
+Status deviceReduce(void* dst, const void* a, const void* b, size_t n, collDataType_t type, collRedOp_t op, bool final,
+                    int nranks, void* stream) {
   if (nranks < 1) return invalidArgument("nranks " + std::to_string(nranks) + " must be at least 1");
   auto s = static_cast<cudaStream_t>(stream);
-  return byType(type, [&](auto elem) {
-    return forOp<decltype(elem)>(dst, a, b, n, op, final, nranks, s);
-  });
+  return byType(type, [&](auto elem) { return forOp<decltype(elem)>(dst, a, b, n, op, final, nranks, s); });
 }
 
 Status deviceCopy(void* dst, const void* src, size_t bytes, void* stream) {

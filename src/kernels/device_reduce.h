@@ -19,8 +19,8 @@
 
 namespace coll {
 
-Status deviceReduce(void* dst, const void* a, const void* b, size_t n, collDataType_t type,
-                    collRedOp_t op, bool final, int nranks, void* stream);
+Status deviceReduce(void* dst, const void* a, const void* b, size_t n, collDataType_t type, collRedOp_t op, bool final,
+                    int nranks, void* stream);
 // dst[i] = src[i] * scalar for i < n (PreMulSum's input step), rounded as a Prod step of
 // deviceReduce. The scalar is read on the device from scalarDev when it is not null (device
 // memory, read in stream order), else taken from the bytes at scalarHost (one element).

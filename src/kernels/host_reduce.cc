@@ -22,8 +22,7 @@ void reduceImpl(void* dst, const void* a, const void* b, size_t n) {
   T* __restrict d = static_cast<T*>(dst);
   const T* x = static_cast<const T*>(a);
   const T* y = static_cast<const T*>(b);
-  for (size_t i = 0; i < n; ++i)
-    d[i] = Elem<T>::store(Op::apply(Elem<T>::load(x[i]), Elem<T>::load(y[i])));
+  for (size_t i = 0; i < n; ++i) d[i] = Elem<T>::store(Op::apply(Elem<T>::load(x[i]), Elem<T>::load(y[i])));
 }
 
 template <typename T>
@@ -99,16 +98,23 @@ ReduceKernels fp8Kernels(collRedOp_t op) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
 #define COLL_AVX_INLINE __attribute__((target("avx,f16c"), always_inline)) static inline
-struct VSum { COLL_AVX_INLINE __m256 apply(__m256 a, __m256 b) { return _mm256_add_ps(a, b); } };
-struct VProd { COLL_AVX_INLINE __m256 apply(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); } };
+struct VSum {
+  COLL_AVX_INLINE __m256 apply(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+};
+struct VProd {
+  COLL_AVX_INLINE __m256 apply(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
+};
 // Same NaN behaviour as the scalar ops: max(a, b) = b > a ? b : a.
-struct VMax { COLL_AVX_INLINE __m256 apply(__m256 a, __m256 b) { return _mm256_max_ps(b, a); } };
-struct VMin { COLL_AVX_INLINE __m256 apply(__m256 a, __m256 b) { return _mm256_min_ps(b, a); } };
+struct VMax {
+  COLL_AVX_INLINE __m256 apply(__m256 a, __m256 b) { return _mm256_max_ps(b, a); }
+};
+struct VMin {
+  COLL_AVX_INLINE __m256 apply(__m256 a, __m256 b) { return _mm256_min_ps(b, a); }
+};
 #pragma GCC diagnostic pop
 
 template <typename V, typename Op, bool kAvg>
-__attribute__((target("avx,f16c"))) void halfF16c(void* dst, const void* a, const void* b, size_t n,
-                                                    int nranks) {
+__attribute__((target("avx,f16c"))) void halfF16c(void* dst, const void* a, const void* b, size_t n, int nranks) {
   auto* d = static_cast<uint16_t*>(dst);
   auto* x = static_cast<const uint16_t*>(a);
   auto* y = static_cast<const uint16_t*>(b);
@@ -163,9 +169,8 @@ constexpr ReduceKernels kernelsFor(collRedOp_t op) {
 
 template <typename T>
 constexpr auto row() {
-  return std::array<ReduceKernels, collNumOps>{kernelsFor<T>(collSum), kernelsFor<T>(collProd),
-                                               kernelsFor<T>(collMax), kernelsFor<T>(collMin),
-                                               kernelsFor<T>(collAvg)};
+  return std::array<ReduceKernels, collNumOps>{kernelsFor<T>(collSum), kernelsFor<T>(collProd), kernelsFor<T>(collMax),
+                                               kernelsFor<T>(collMin), kernelsFor<T>(collAvg)};
 }
 
 }  // namespace
@@ -173,9 +178,8 @@ constexpr auto row() {
 const ReduceKernels& hostReduceKernels(collDataType_t type, collRedOp_t op) {
   static const std::array<std::array<ReduceKernels, collNumOps>, collNumTypes> kTable = [] {
     std::array<std::array<ReduceKernels, collNumOps>, collNumTypes> t = {
-        row<int8_t>(), row<uint8_t>(), row<int32_t>(), row<uint32_t>(),
-        row<int64_t>(), row<uint64_t>(), row<Half>(), row<float>(),
-        row<double>(), row<Bf16>(), row<E4M3>(), row<E5M2>()};
+        row<int8_t>(), row<uint8_t>(), row<int32_t>(), row<uint32_t>(), row<int64_t>(), row<uint64_t>(),
+        row<Half>(),   row<float>(),   row<double>(),  row<Bf16>(),     row<E4M3>(),    row<E5M2>()};
     for (int o = 0; o < collNumOps; ++o) {
       t[collFloat8e4m3][o] = fp8Kernels<E4M3>(static_cast<collRedOp_t>(o));
       t[collFloat8e5m2][o] = fp8Kernels<E5M2>(static_cast<collRedOp_t>(o));

@@ -30,5 +30,4 @@ const ReduceKernels& hostReduceKernels(collDataType_t type, collRedOp_t op);
 // Which implementation serves `type` on this CPU ("f16c", "portable"): for tests/logs.
 const char* hostReduceVariant(collDataType_t type);
 
-
 }  // namespace coll

@@ -19,27 +19,39 @@ struct Elem {
   COLL_HD static T store(C v) { return v; }
 };
 
-struct Half { uint16_t v; };
-struct Bf16 { uint16_t v; };
-struct E4M3 { uint8_t v; };
-struct E5M2 { uint8_t v; };
+struct Half {
+  uint16_t v;
+};
+struct Bf16 {
+  uint16_t v;
+};
+struct E4M3 {
+  uint8_t v;
+};
+struct E5M2 {
+  uint8_t v;
+};
 
-template <> struct Elem<Half> {
+template <>
+struct Elem<Half> {
   using C = float;
   COLL_HD static C load(Half h) { return halfToFloat(h.v); }
   COLL_HD static Half store(C f) { return {floatToHalf(f)}; }
 };
-template <> struct Elem<Bf16> {
+template <>
+struct Elem<Bf16> {
   using C = float;
   COLL_HD static C load(Bf16 h) { return bf16ToFloat(h.v); }
   COLL_HD static Bf16 store(C f) { return {floatToBf16(f)}; }
 };
-template <> struct Elem<E4M3> {
+template <>
+struct Elem<E4M3> {
   using C = float;
   COLL_HD static C load(E4M3 h) { return Fp8E4M3::toFloat(h.v); }
   COLL_HD static E4M3 store(C f) { return {Fp8E4M3::fromFloat(f)}; }
 };
-template <> struct Elem<E5M2> {
+template <>
+struct Elem<E5M2> {
   using C = float;
   COLL_HD static C load(E5M2 h) { return Fp8E5M2::toFloat(h.v); }
   COLL_HD static E5M2 store(C f) { return {Fp8E5M2::fromFloat(f)}; }
@@ -62,17 +74,36 @@ COLL_HD inline C wrapMul(C a, C b) {
     // Promote to at least unsigned int so uint16-style promotion to int cannot overflow.
     using U = std::make_unsigned_t<C>;
     using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
-    return static_cast<C>(static_cast<U>(static_cast<W>(static_cast<U>(a)) *
-                                         static_cast<W>(static_cast<U>(b))));
+    return static_cast<C>(static_cast<U>(static_cast<W>(static_cast<U>(a)) * static_cast<W>(static_cast<U>(b))));
   } else {
     return a * b;
   }
 }
 
-struct OpSum { template <typename C> COLL_HD static C apply(C a, C b) { return wrapAdd(a, b); } };
-struct OpProd { template <typename C> COLL_HD static C apply(C a, C b) { return wrapMul(a, b); } };
-struct OpMax { template <typename C> COLL_HD static C apply(C a, C b) { return b > a ? b : a; } };
-struct OpMin { template <typename C> COLL_HD static C apply(C a, C b) { return b < a ? b : a; } };
+struct OpSum {
+  template <typename C>
+  COLL_HD static C apply(C a, C b) {
+    return wrapAdd(a, b);
+  }
+};
+struct OpProd {
+  template <typename C>
+  COLL_HD static C apply(C a, C b) {
+    return wrapMul(a, b);
+  }
+};
+struct OpMax {
+  template <typename C>
+  COLL_HD static C apply(C a, C b) {
+    return b > a ? b : a;
+  }
+};
+struct OpMin {
+  template <typename C>
+  COLL_HD static C apply(C a, C b) {
+    return b < a ? b : a;
+  }
+};
 
 template <typename T>
 COLL_HD inline typename Elem<T>::C avgOf(typename Elem<T>::C sum, int nranks) {

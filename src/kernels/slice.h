@@ -87,8 +87,7 @@ COLL_HD inline T combine(const T* a, const T* b, uint64_t i, int nranks) {
 
 // dst and/or out = op(a, b) over n elements (b may be null: a scaled by Avg).
 template <typename T, typename Op, bool kAvg>
-COLL_HD inline void reduce(unsigned tid, unsigned nt, const T* a, const T* b, T* dst, T* out, uint64_t n,
-                           int nranks) {
+COLL_HD inline void reduce(unsigned tid, unsigned nt, const T* a, const T* b, T* dst, T* out, uint64_t n, int nranks) {
   uint64_t done = 0;
   if (aligned16(a) && (!b || aligned16(b)) && (!dst || aligned16(dst)) && (!out || aligned16(out))) {
     const uint64_t np = n / Pack<T>::kN;

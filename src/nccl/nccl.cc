@@ -15,8 +15,8 @@
 
 namespace {
 
-static_assert(sizeof(ncclConfig_t) == sizeof(collConfig_t) && offsetof(ncclConfig_t, nvlinkCentricSched) ==
-                                                                  offsetof(collConfig_t, nvlinkCentricSched));
+static_assert(sizeof(ncclConfig_t) == sizeof(collConfig_t) &&
+              offsetof(ncclConfig_t, nvlinkCentricSched) == offsetof(collConfig_t, nvlinkCentricSched));
 static_assert(offsetof(ncclConfig_t, netName) == offsetof(collConfig_t, netName) &&
               offsetof(ncclConfig_t, commName) == offsetof(collConfig_t, commName));
 static_assert(sizeof(ncclSimInfo_t) == sizeof(collSimInfo_t) &&
@@ -31,9 +31,7 @@ static_assert(static_cast<int>(ncclInProgress) == static_cast<int>(collInProgres
 
 // Result codes are equal except collTimeout: NCCL reports a peer that never answered as a
 // remote error.
-ncclResult_t res(collResult_t r) {
-  return r == collTimeout ? ncclRemoteError : static_cast<ncclResult_t>(r);
-}
+ncclResult_t res(collResult_t r) { return r == collTimeout ? ncclRemoteError : static_cast<ncclResult_t>(r); }
 collComm_t C(ncclComm_t c) { return reinterpret_cast<collComm_t>(c); }
 collComm_t* C(ncclComm_t* c) { return reinterpret_cast<collComm_t*>(c); }
 collDataType_t T(ncclDataType_t t) { return static_cast<collDataType_t>(t); }
@@ -65,8 +63,7 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
   return res(collGetUniqueId(reinterpret_cast<collUniqueId*>(uniqueId)));
 }
 
-ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
-                                    ncclConfig_t* config) {
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config) {
   return res(collCommInitRankConfig(C(comm), nranks, Id(commId), rank, Cfg(config)));
 }
 
@@ -86,8 +83,8 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
   return res(collCommInitAll(C(comm), ndev, cudaDevices > 0 ? devs.data() : nullptr));
 }
 
-ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
-                                      ncclUniqueId* commIds, ncclConfig_t* config) {
+ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+                                      ncclConfig_t* config) {
   return res(collCommInitRankScalable(C(newcomm), nranks, myrank, nId, reinterpret_cast<collUniqueId*>(commIds),
                                       Cfg(config)));
 }
@@ -106,9 +103,7 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
   return res(collCommShrink(C(comm), excludeRanksList, excludeRanksCount, C(newcomm), Cfg(config), shrinkFlags));
 }
 
-const char* ncclGetErrorString(ncclResult_t result) {
-  return collGetErrorString(static_cast<collResult_t>(result));
-}
+const char* ncclGetErrorString(ncclResult_t result) { return collGetErrorString(static_cast<collResult_t>(result)); }
 // The text names the coll function that failed; an NCCL caller called the nccl one.
 const char* ncclGetLastError(ncclComm_t comm) {
   const char* text = collGetLastError(C(comm));
@@ -132,9 +127,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
 }
 
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) { return res(collCommCount(C(comm), count)); }
-ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
-  return res(collCommCuDevice(C(comm), device));
-}
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) { return res(collCommCuDevice(C(comm), device)); }
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) { return res(collCommUserRank(C(comm), rank)); }
 
 ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
@@ -169,8 +162,8 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, n
                            ncclComm_t comm, cudaStream_t stream) {
   return res(collBroadcast(sendbuff, recvbuff, count, T(datatype), root, C(comm), S(stream)));
 }
-ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
   return res(collAllReduce(sendbuff, recvbuff, count, T(datatype), O(op), C(comm), S(stream)));
 }
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
@@ -181,8 +174,8 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
                            ncclComm_t comm, cudaStream_t stream) {
   return res(collAllGather(sendbuff, recvbuff, sendcount, T(datatype), C(comm), S(stream)));
 }
-ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                          ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                          cudaStream_t stream) {
   return res(collAlltoAll(sendbuff, recvbuff, count, T(datatype), C(comm), S(stream)));
 }
 ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
@@ -237,11 +230,13 @@ PNCCL(ncclResult_t, ncclCommWindowRegister, (ncclComm_t, void*, size_t, ncclWind
 PNCCL(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t, ncclWindow_t))
 PNCCL(ncclResult_t, ncclRedOpCreatePreMulSum, (ncclRedOp_t*, void*, ncclDataType_t, ncclScalarResidence_t, ncclComm_t))
 PNCCL(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t, ncclComm_t))
-PNCCL(ncclResult_t, ncclReduce, (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t))
+PNCCL(ncclResult_t, ncclReduce,
+      (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t))
 PNCCL(ncclResult_t, ncclBcast, (void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
 PNCCL(ncclResult_t, ncclBroadcast, (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
 PNCCL(ncclResult_t, ncclAllReduce, (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))
-PNCCL(ncclResult_t, ncclReduceScatter, (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))
+PNCCL(ncclResult_t, ncclReduceScatter,
+      (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))
 PNCCL(ncclResult_t, ncclAllGather, (const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))
 PNCCL(ncclResult_t, ncclAlltoAll, (const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))
 PNCCL(ncclResult_t, ncclGather, (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))

@@ -366,8 +366,8 @@ void addNetElement(DevicePlacer* placer, int d, const NetProperties& props) {
   if (!busId.empty()) {
     parent = placer->place(busId);
   } else {
-    int numa = static_cast<int>(std::strtol(
-        readLine("/sys/class/net/" + props.name + "/device/numa_node").c_str(), nullptr, 10));
+    int numa = static_cast<int>(std::strtol(readLine("/sys/class/net/" + props.name + "/device/numa_node").c_str(),
+                                            nullptr, 10));
     parent = placer->cpuFor(numa);
   }
   XmlNode* nic = parent->child("nic");

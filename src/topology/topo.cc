@@ -64,9 +64,7 @@ double sysBandwidth(const std::string& vendor, int model) {
   return 16.0;
 }
 
-long classOf(const XmlNode& pci) {
-  return std::strtol(pci.attrOr("class", "0").c_str(), nullptr, 16);
-}
+long classOf(const XmlNode& pci) { return std::strtol(pci.attrOr("class", "0").c_str(), nullptr, 16); }
 bool isGpuClass(long cls) { return (cls >> 8) == 0x0302 || (cls >> 8) == 0x0300; }
 bool isNicClass(long cls) { return (cls >> 8) == 0x0207 || (cls >> 8) == 0x0200; }
 bool isBridgeClass(long cls) { return (cls >> 8) == 0x0604; }
@@ -121,9 +119,8 @@ Status Topology::addPci(const XmlNode& pci, int parent, const std::string& origi
     if (ge)
       for (const auto& nv : ge->children())
         if (nv->name() == "nvlink")
-          pending_.push_back({id, nv->attrOr("target", ""),
-                               std::strtol(nv->attrOr("tclass", "0").c_str(), nullptr, 16),
-                               intAttr(*nv, "count", 1)});
+          pending_.push_back({id, nv->attrOr("target", ""), std::strtol(nv->attrOr("tclass", "0").c_str(), nullptr, 16),
+                              intAttr(*nv, "count", 1)});
     return okStatus();
   }
   if (isNicClass(cls) || pci.child("nic")) {
@@ -195,8 +192,7 @@ Status Topology::addCpu(const XmlNode& cpuXml, const std::string& origin) {
   cpu.vendor = cpuXml.attrOr("vendor", "");
   int model = intAttr(cpuXml, "modelid", 0);
   int id = addNode(std::move(cpu));
-  for (int other : cpus_)
-    link(id, other, LinkType::kSys, sysBandwidth(nodes_[static_cast<size_t>(id)].vendor, model));
+  for (int other : cpus_) link(id, other, LinkType::kSys, sysBandwidth(nodes_[static_cast<size_t>(id)].vendor, model));
   cpus_.push_back(id);
   for (const auto& d : cpuXml.children()) {
     if (d->name() == "pci") {
@@ -237,8 +233,7 @@ Status Topology::numberGpus(const std::string& origin) {
     int d = nodes_[static_cast<size_t>(g)].index;
     if (d >= 0) {
       if (static_cast<size_t>(d) >= taken.size()) taken.resize(static_cast<size_t>(d) + 1);
-      if (taken[static_cast<size_t>(d)])
-        return invalidArgument(origin + ": two GPUs with dev=" + std::to_string(d));
+      if (taken[static_cast<size_t>(d)]) return invalidArgument(origin + ": two GPUs with dev=" + std::to_string(d));
       taken[static_cast<size_t>(d)] = true;
     }
   }

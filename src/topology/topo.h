@@ -49,12 +49,12 @@ struct TopoLink {
 struct TopoNode {
   explicit TopoNode(NodeType t, std::string bus = {}) : type(t), busId(std::move(bus)) {}
   NodeType type;
-  std::string busId;  // PCI nodes, GPUs, NICs: "0000:13:00.0"; NVS: "nvs"
-  std::string name;   // GPU "GPU<dev>", CPU "CPU<numaid>", NET its interface / device name
-  int index = 0;      // GPU dev, CPU numaid, NET dev
-  int rank = -1;      // GPU: the rank that owns it in the file (-1 unknown)
-  int sm = 0;         // GPU: compute capability x 10 (0 unknown)
-  bool gdr = false;   // GPU / NET: GPUDirect RDMA
+  std::string busId;     // PCI nodes, GPUs, NICs: "0000:13:00.0"; NVS: "nvs"
+  std::string name;      // GPU "GPU<dev>", CPU "CPU<numaid>", NET its interface / device name
+  int index = 0;         // GPU dev, CPU numaid, NET dev
+  int rank = -1;         // GPU: the rank that owns it in the file (-1 unknown)
+  int sm = 0;            // GPU: compute capability x 10 (0 unknown)
+  bool gdr = false;      // GPU / NET: GPUDirect RDMA
   double speedGbps = 0;  // NET
   std::string vendor;    // CPU
   std::vector<TopoLink> links;

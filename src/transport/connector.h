@@ -71,9 +71,9 @@ class Connector {
 
 class SendConnector : public Connector {
  public:
-  virtual bool ready() = 0;              // a slot is free
-  virtual char* slot() = 0;              // the free slot
-  virtual void post(size_t bytes) = 0;   // hands the slot to the receiver
+  virtual bool ready() = 0;                // a slot is free
+  virtual char* slot() = 0;                // the free slot
+  virtual void post(size_t bytes) = 0;     // hands the slot to the receiver
   virtual bool flushed() { return true; }  // everything posted has left this rank
   // Connectors that can send straight from the caller's memory (net: the backend copies
   // it into the kernel when it sends): postDirect hands over `bytes` at `data` in place
@@ -85,10 +85,10 @@ class SendConnector : public Connector {
 
 class RecvConnector : public Connector {
  public:
-  virtual bool ready() = 0;          // a filled slot is available
-  virtual const char* slot() = 0;    // the filled slot
-  virtual size_t size() = 0;         // its byte count
-  virtual void release() = 0;        // gives the slot back
+  virtual bool ready() = 0;        // a filled slot is available
+  virtual const char* slot() = 0;  // the filled slot
+  virtual size_t size() = 0;       // its byte count
+  virtual void release() = 0;      // gives the slot back
 };
 
 }  // namespace coll

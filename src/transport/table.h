@@ -55,9 +55,7 @@ class PendingRecv {
   virtual Result<std::unique_ptr<RecvConnector>> finish() = 0;
   // Rows with duplex hooks: accepts the peer's DuplexHooks::connect and sends back over
   // the same connection.
-  virtual Result<DuplexConnectors> finishDuplex() {
-    return internalError("this transport has no duplex connections");
-  }
+  virtual Result<DuplexConnectors> finishDuplex() { return internalError("this transport has no duplex connections"); }
 };
 
 // Optional: one connection carrying both directions of an LL pair or a tree edge (net;
@@ -74,8 +72,7 @@ struct Transport {
   // Receiver, phase 1: creates what the sender will connect to. Must not block.
   Result<std::unique_ptr<PendingRecv>> (*setupRecv)(const Link& link, size_t slotBytes);
   // Sender, phase 2: connects to the receiver's PendingRecv::handle().
-  Result<std::unique_ptr<SendConnector>> (*connectSend)(const Link& link,
-                                                        std::span<const std::byte> handle);
+  Result<std::unique_ptr<SendConnector>> (*connectSend)(const Link& link, std::span<const std::byte> handle);
   const DuplexHooks* duplex = nullptr;
 };
 
@@ -83,8 +80,7 @@ struct Transport {
 std::span<const Transport* const> transportTable();
 // Index in transportTable() of the first row that can connect `self` to `peer` (the last
 // row, net, always can); this is what the receiver ships to the sender.
-uint32_t chooseTransport(const PeerInfo& self, const PeerInfo& peer,
-                         const TransportOptions& options = {});
+uint32_t chooseTransport(const PeerInfo& self, const PeerInfo& peer, const TransportOptions& options = {});
 
 // Handles travel in a fixed-size frame (transport.cc); a row's handle must fit.
 constexpr size_t kMaxHandleBytes = 120;

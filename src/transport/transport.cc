@@ -21,9 +21,7 @@ static_assert(sizeof(ConnBlob) == 128, "one small frame per connection");
 
 }  // namespace
 
-Link ConnectJob::linkTo(int peer) const {
-  return {bs_->peers()[bs_->rank()], bs_->peers()[peer], peer, options_};
-}
+Link ConnectJob::linkTo(int peer) const { return {bs_->peers()[bs_->rank()], bs_->peers()[peer], peer, options_}; }
 
 void ConnectJob::addRecv(int peer, uint64_t tag, std::unique_ptr<RecvConnector>* out) {
   recvs_.push_back({peer, tag, out});
@@ -80,8 +78,7 @@ Status ConnectJob::phase1() {
 }
 
 // The send side of one connection through the row the receiver chose.
-Status ConnectJob::connectSend(SendItem& s, const Transport& row, bool duplex,
-                               std::span<const std::byte> handle) {
+Status ConnectJob::connectSend(SendItem& s, const Transport& row, bool duplex, std::span<const std::byte> handle) {
   if (row.duplex && duplex != (s.partner >= 0))
     return internalError("rank " + std::to_string(s.peer) +
                          " and this rank disagree on a duplex connection (COLL_NET_DUPLEX)");
@@ -102,8 +99,7 @@ Status ConnectJob::phase2() {
     COLL_CHECK(bs_->recv(s.peer, s.tag, &blob, sizeof(blob)));
     if (blob.row >= table.size() || blob.bytes > kMaxHandleBytes)
       return internalError("rank " + std::to_string(s.peer) + " sent an unknown transport kind");
-    COLL_CHECK(connectSend(s, *table[blob.row], blob.duplex != 0,
-                           std::span<const std::byte>(blob.handle, blob.bytes)));
+    COLL_CHECK(connectSend(s, *table[blob.row], blob.duplex != 0, std::span<const std::byte>(blob.handle, blob.bytes)));
     char ack = 1;
     COLL_CHECK(bs_->send(s.peer, s.tag | kTagAck, &ack, 1));
   }

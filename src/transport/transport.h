@@ -47,9 +47,9 @@ class ConnectJob {
     int peer;
     uint64_t tag;
     std::unique_ptr<RecvConnector>* out;
-    uint32_t row = 0;  // index in transportTable()
+    uint32_t row = 0;                                // index in transportTable()
     std::unique_ptr<PendingRecv> pending = nullptr;  // none for the higher rank of a duplex pair
-    int partner = -1;  // duplex: index of the send item to the same peer and tag
+    int partner = -1;                                // duplex: index of the send item to the same peer and tag
   };
   struct SendItem {
     int peer;
@@ -70,8 +70,8 @@ class ConnectJob {
 // Bootstrap tags used by connection setup: kind in the top byte.
 constexpr uint64_t kTagRing = 1ull << 56;
 constexpr uint64_t kTagP2p = 2ull << 56;
-constexpr uint64_t kTagTree = 6ull << 56;  // | tree << 8 | channel
-constexpr uint64_t kTagLL = 7ull << 56;    // the LL connection of two ranks over net
+constexpr uint64_t kTagTree = 6ull << 56;    // | tree << 8 | channel
+constexpr uint64_t kTagLL = 7ull << 56;      // the LL connection of two ranks over net
 constexpr uint64_t kTagDevice = 1ull << 54;  // | kTagRing/kTagTree/kTagP2p ...: the device set
 constexpr uint64_t kTagAck = 1ull << 55;
 

@@ -197,24 +197,15 @@ struct Ctx {
 
 const char* resultName(ncclResult_t r) {
   switch (r) {
-    case ncclSuccess:
-      return "ncclSuccess";
-    case ncclUnhandledCudaError:
-      return "ncclUnhandledCudaError";
-    case ncclSystemError:
-      return "ncclSystemError";
-    case ncclInternalError:
-      return "ncclInternalError";
-    case ncclInvalidArgument:
-      return "ncclInvalidArgument";
-    case ncclInvalidUsage:
-      return "ncclInvalidUsage";
-    case ncclRemoteError:
-      return "ncclRemoteError";
-    case ncclInProgress:
-      return "ncclInProgress";
-    default:
-      return "(not an ncclResult_t)";
+    case ncclSuccess: return "ncclSuccess";
+    case ncclUnhandledCudaError: return "ncclUnhandledCudaError";
+    case ncclSystemError: return "ncclSystemError";
+    case ncclInternalError: return "ncclInternalError";
+    case ncclInvalidArgument: return "ncclInvalidArgument";
+    case ncclInvalidUsage: return "ncclInvalidUsage";
+    case ncclRemoteError: return "ncclRemoteError";
+    case ncclInProgress: return "ncclInProgress";
+    default: return "(not an ncclResult_t)";
   }
 }
 
@@ -328,14 +319,10 @@ double decodeMini(uint32_t bits, int E, int M, bool e4m3) {
   const uint32_t exp = (bits >> M) & ((1u << E) - 1);
   const uint32_t man = bits & ((1u << M) - 1);
   double v;
-  if (exp == 0)
-    v = std::ldexp(static_cast<double>(man), 1 - bias - M);
-  else if (!e4m3 && exp == (1u << E) - 1)
-    v = man ? NAN : INFINITY;
-  else if (e4m3 && exp == 15 && man == 7)
-    v = NAN;
-  else
-    v = std::ldexp(static_cast<double>((1u << M) | man), static_cast<int>(exp) - bias - M);
+  if (exp == 0) v = std::ldexp(static_cast<double>(man), 1 - bias - M);
+  else if (!e4m3 && exp == (1u << E) - 1) v = man ? NAN : INFINITY;
+  else if (e4m3 && exp == 15 && man == 7) v = NAN;
+  else v = std::ldexp(static_cast<double>((1u << M) | man), static_cast<int>(exp) - bias - M);
   return sign ? -v : v;
 }
 
@@ -360,10 +347,8 @@ uint32_t encodeMini(double x, int E, int M, bool e4m3, bool saturate) {
       ++ue;
       q = std::ldexp(q, -1);
     }
-    if (q < std::ldexp(1.0, M))
-      code = static_cast<uint32_t>(q);
-    else
-      code = (static_cast<uint32_t>(ue + bias) << M) | (static_cast<uint32_t>(q) - (1u << M));
+    if (q < std::ldexp(1.0, M)) code = static_cast<uint32_t>(q);
+    else code = (static_cast<uint32_t>(ue + bias) << M) | (static_cast<uint32_t>(q) - (1u << M));
   }
   if (code > maxCode) code = saturate ? maxCode : maxCode + 1;
   return signBit | code;
@@ -371,75 +356,37 @@ uint32_t encodeMini(double x, int E, int M, bool e4m3, bool saturate) {
 
 void setValue(ncclDataType_t t, void* buf, size_t i, double v) {
   switch (t) {
-    case ncclInt8:
-      static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(static_cast<int64_t>(v));
-      break;
-    case ncclUint8:
-      static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(static_cast<int64_t>(v));
-      break;
-    case ncclInt32:
-      static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(static_cast<int64_t>(v));
-      break;
-    case ncclUint32:
-      static_cast<uint32_t*>(buf)[i] = static_cast<uint32_t>(static_cast<int64_t>(v));
-      break;
-    case ncclInt64:
-      static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v);
-      break;
-    case ncclUint64:
-      static_cast<uint64_t*>(buf)[i] = static_cast<uint64_t>(static_cast<int64_t>(v));
-      break;
-    case ncclFloat16:
-      static_cast<uint16_t*>(buf)[i] = static_cast<uint16_t>(encodeMini(v, 5, 10, false, false));
-      break;
-    case ncclFloat32:
-      static_cast<float*>(buf)[i] = static_cast<float>(v);
-      break;
-    case ncclFloat64:
-      static_cast<double*>(buf)[i] = v;
-      break;
-    case ncclBfloat16:
-      static_cast<uint16_t*>(buf)[i] = static_cast<uint16_t>(encodeMini(v, 8, 7, false, false));
-      break;
-    case ncclFloat8e4m3:
-      static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(encodeMini(v, 4, 3, true, true));
-      break;
-    case ncclFloat8e5m2:
-      static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(encodeMini(v, 5, 2, false, true));
-      break;
-    default:
-      break;
+    case ncclInt8: static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(static_cast<int64_t>(v)); break;
+    case ncclUint8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(static_cast<int64_t>(v)); break;
+    case ncclInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(static_cast<int64_t>(v)); break;
+    case ncclUint32: static_cast<uint32_t*>(buf)[i] = static_cast<uint32_t>(static_cast<int64_t>(v)); break;
+    case ncclInt64: static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v); break;
+    case ncclUint64: static_cast<uint64_t*>(buf)[i] = static_cast<uint64_t>(static_cast<int64_t>(v)); break;
+    case ncclFloat16: static_cast<uint16_t*>(buf)[i] = static_cast<uint16_t>(encodeMini(v, 5, 10, false, false)); break;
+    case ncclFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
+    case ncclFloat64: static_cast<double*>(buf)[i] = v; break;
+    case ncclBfloat16: static_cast<uint16_t*>(buf)[i] = static_cast<uint16_t>(encodeMini(v, 8, 7, false, false)); break;
+    case ncclFloat8e4m3: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(encodeMini(v, 4, 3, true, true)); break;
+    case ncclFloat8e5m2: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(encodeMini(v, 5, 2, false, true)); break;
+    default: break;
   }
 }
 
 double getValue(ncclDataType_t t, const void* buf, size_t i) {
   switch (t) {
-    case ncclInt8:
-      return static_cast<const int8_t*>(buf)[i];
-    case ncclUint8:
-      return static_cast<const uint8_t*>(buf)[i];
-    case ncclInt32:
-      return static_cast<const int32_t*>(buf)[i];
-    case ncclUint32:
-      return static_cast<const uint32_t*>(buf)[i];
-    case ncclInt64:
-      return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
-    case ncclUint64:
-      return static_cast<double>(static_cast<const uint64_t*>(buf)[i]);
-    case ncclFloat16:
-      return decodeMini(static_cast<const uint16_t*>(buf)[i], 5, 10, false);
-    case ncclFloat32:
-      return static_cast<const float*>(buf)[i];
-    case ncclFloat64:
-      return static_cast<const double*>(buf)[i];
-    case ncclBfloat16:
-      return decodeMini(static_cast<const uint16_t*>(buf)[i], 8, 7, false);
-    case ncclFloat8e4m3:
-      return decodeMini(static_cast<const uint8_t*>(buf)[i], 4, 3, true);
-    case ncclFloat8e5m2:
-      return decodeMini(static_cast<const uint8_t*>(buf)[i], 5, 2, false);
-    default:
-      return NAN;
+    case ncclInt8: return static_cast<const int8_t*>(buf)[i];
+    case ncclUint8: return static_cast<const uint8_t*>(buf)[i];
+    case ncclInt32: return static_cast<const int32_t*>(buf)[i];
+    case ncclUint32: return static_cast<const uint32_t*>(buf)[i];
+    case ncclInt64: return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
+    case ncclUint64: return static_cast<double>(static_cast<const uint64_t*>(buf)[i]);
+    case ncclFloat16: return decodeMini(static_cast<const uint16_t*>(buf)[i], 5, 10, false);
+    case ncclFloat32: return static_cast<const float*>(buf)[i];
+    case ncclFloat64: return static_cast<const double*>(buf)[i];
+    case ncclBfloat16: return decodeMini(static_cast<const uint16_t*>(buf)[i], 8, 7, false);
+    case ncclFloat8e4m3: return decodeMini(static_cast<const uint8_t*>(buf)[i], 4, 3, true);
+    case ncclFloat8e5m2: return decodeMini(static_cast<const uint8_t*>(buf)[i], 5, 2, false);
+    default: return NAN;
   }
 }
 
@@ -1204,10 +1151,8 @@ void killCase(Ctx& c, int victim, bool viaExit, bool abortOld) {
     allreduceWorks(c, small, c.rank, n - 1, n * (n - 1) / 2 - victim, "survivors' comm again", 300000);
     OKC(small, ncclCommDestroy(small));
   }
-  if (abortOld)
-    OK(ncclCommAbort(c.comm));
-  else
-    OK(ncclCommDestroy(c.comm));
+  if (abortOld) OK(ncclCommAbort(c.comm));
+  else OK(ncclCommDestroy(c.comm));
   c.comm = nullptr;
 }
 void caseKillLast(Ctx& c) { killCase(c, c.nranks - 1, false, false); }
@@ -1352,8 +1297,8 @@ void caseWindowMismatch(Ctx& c) {
   void* buf = nullptr;
   if (!OK(ncclMemAlloc(&buf, 65536)) || !buf) return;
   ncclWindow_t win = nullptr;
-  ncclResult_t r =
-      ncclCommWindowRegister(c.comm, buf, 4096 * static_cast<size_t>(c.rank + 1), &win, NCCL_WIN_COLL_SYMMETRIC);
+  ncclResult_t r = ncclCommWindowRegister(c.comm, buf, 4096 * static_cast<size_t>(c.rank + 1), &win,
+                                          NCCL_WIN_COLL_SYMMETRIC);
   EXPECTL(r != ncclSuccess, "symmetric windows of different sizes were accepted");
   c.note("symmetric windows of different sizes: %s: %s", resultName(r), ncclGetLastError(c.comm));
   if (r == ncclSuccess && win) ncclCommWindowDeregister(c.comm, win);
@@ -1372,7 +1317,9 @@ long long freeFixedPort() {
   }
   const int span = std::max(1000, std::min(low - 1024, 20000));
   for (int attempt = 0; attempt < 100; ++attempt) {
-    const int port = low - 1 - static_cast<int>((static_cast<unsigned>(getpid()) * 7919u + attempt * 104729u) % static_cast<unsigned>(span));
+    const int port = low - 1 -
+                     static_cast<int>((static_cast<unsigned>(getpid()) * 7919u + attempt * 104729u) %
+                                      static_cast<unsigned>(span));
     int s = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -1424,27 +1371,16 @@ double expected(const TypeDesc& t, ncclRedOp_t op, int nranks, size_t i) {
     double v = inputValue(t, op, nranks, r, i);
     switch (op) {
       case ncclSum:
-      case ncclAvg:
-        acc += v;
-        break;
-      case ncclProd:
-        acc *= v;
-        break;
-      case ncclMax:
-        acc = std::max(acc, v);
-        break;
-      case ncclMin:
-        acc = std::min(acc, v);
-        break;
-      default:
-        break;
+      case ncclAvg: acc += v; break;
+      case ncclProd: acc *= v; break;
+      case ncclMax: acc = std::max(acc, v); break;
+      case ncclMin: acc = std::min(acc, v); break;
+      default: break;
     }
   }
   if (op == ncclAvg) {
-    if (t.kind == Kind::kFloat)
-      acc /= nranks;
-    else
-      acc = static_cast<double>(static_cast<int64_t>(acc) / nranks);  // truncates toward zero
+    if (t.kind == Kind::kFloat) acc /= nranks;
+    else acc = static_cast<double>(static_cast<int64_t>(acc) / nranks);  // truncates toward zero
   }
   return acc;
 }
@@ -1456,18 +1392,12 @@ bool closeEnough(const TypeDesc& t, ncclRedOp_t op, double got, double want) {
 
 const char* opName(ncclRedOp_t op) {
   switch (op) {
-    case ncclSum:
-      return "sum";
-    case ncclProd:
-      return "prod";
-    case ncclMax:
-      return "max";
-    case ncclMin:
-      return "min";
-    case ncclAvg:
-      return "avg";
-    default:
-      return "premulsum";
+    case ncclSum: return "sum";
+    case ncclProd: return "prod";
+    case ncclMax: return "max";
+    case ncclMin: return "min";
+    case ncclAvg: return "avg";
+    default: return "premulsum";
   }
 }
 
@@ -2113,9 +2043,8 @@ void caseBadArgs(Ctx& c) {
   // NCCL records the error for the group (ncclGroupErrCheck): ncclGroupEnd returns it
   // and drops the group.
   ncclResult_t r = ncclGroupEnd();
-  EXPECTL(r != ncclSuccess,
-          "ncclGroupEnd of a group whose only call was refused returned ncclSuccess "
-          "(NCCL returns the refused call's error)");
+  EXPECTL(r != ncclSuccess, "ncclGroupEnd of a group whose only call was refused returned ncclSuccess "
+                            "(NCCL returns the refused call's error)");
   c.note("ncclGroupEnd after a refused call in the group: %s: %s", resultName(r), ncclGetLastError(c.comm));
   clean("refused call in a group");
   // The communicator is unharmed.
@@ -2233,13 +2162,10 @@ enum class Mode { kLocal, kThreads, kProcs };
 
 bool caseInMode(const Case& cs, Mode m) {
   switch (cs.where) {
-    case Where::kLocal:
-      return m == Mode::kLocal;
-    case Where::kComm:
-      return m != Mode::kLocal;
+    case Where::kLocal: return m == Mode::kLocal;
+    case Where::kComm: return m != Mode::kLocal;
     case Where::kProcsOnly:
-    case Where::kProcsNoComm:
-      return m == Mode::kProcs;
+    case Where::kProcsNoComm: return m == Mode::kProcs;
   }
   return false;
 }
@@ -2391,25 +2317,18 @@ int main(int argc, char** argv) {
     return 0;
   }
   Mode mode;
-  if (modeName == "local")
-    mode = Mode::kLocal;
-  else if (modeName == "threads")
-    mode = Mode::kThreads;
-  else if (modeName == "procs")
-    mode = Mode::kProcs;
-  else
-    return usage(argv[0]);
+  if (modeName == "local") mode = Mode::kLocal;
+  else if (modeName == "threads") mode = Mode::kThreads;
+  else if (modeName == "procs") mode = Mode::kProcs;
+  else return usage(argv[0]);
   int nranks = mode == Mode::kLocal ? 3 : 4;
   double timeoutScale = 1;
   std::vector<std::string> only;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "-n" && i + 1 < argc)
-      nranks = std::atoi(argv[++i]);
-    else if (a == "-t" && i + 1 < argc)
-      timeoutScale = std::atof(argv[++i]);
-    else
-      only.push_back(a);
+    if (a == "-n" && i + 1 < argc) nranks = std::atoi(argv[++i]);
+    else if (a == "-t" && i + 1 < argc) timeoutScale = std::atof(argv[++i]);
+    else only.push_back(a);
   }
   if (nranks < 1 || nranks > kMaxRanks) return usage(argv[0]);
   for (const std::string& name : only) {

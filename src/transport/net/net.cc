@@ -54,8 +54,8 @@ struct LocalFifo {
 // Tests outstanding requests oldest first (a connection completes them in order),
 // advancing *next past each completed one (at most `most`) and handing its size to onDone.
 template <typename F>
-Status completeInOrder(NetBackend* b, NetRequest* const* reqs, uint32_t* next, uint32_t posted,
-                       uint32_t most, const char* what, int peer, F onDone) {
+Status completeInOrder(NetBackend* b, NetRequest* const* reqs, uint32_t* next, uint32_t posted, uint32_t most,
+                       const char* what, int peer, F onDone) {
   for (uint32_t n = 0; *next != posted && n < most; ++n) {
     bool done = false;
     size_t size = 0;
@@ -83,8 +83,8 @@ Status registerSlots(NetBackend* b, const FifoView& f, int peer) {
 // progress() driven by a proxy thread (device/proxy.h).
 class NetSend : public SendConnector {
  public:
-  static Result<std::unique_ptr<SendConnector>> create(int peer, NetBackend* b,
-                                                       std::unique_ptr<NetSendComm> comm, size_t slotBytes) {
+  static Result<std::unique_ptr<SendConnector>> create(int peer, NetBackend* b, std::unique_ptr<NetSendComm> comm,
+                                                       size_t slotBytes) {
     std::unique_ptr<NetSend> c(new NetSend(peer, b, std::move(comm), slotBytes));
     COLL_CHECK(registerSlots(b, c->fifo_.view, peer));
     return std::unique_ptr<SendConnector>(std::move(c));
@@ -106,8 +106,7 @@ class NetSend : public SendConnector {
       ++posted_;
     }
     uint32_t d = done();
-    Status st = completeInOrder(backend_, reqs_, &d, posted_, kSteps, "send to", peer_,
-                                [](uint32_t, size_t) {});
+    Status st = completeInOrder(backend_, reqs_, &d, posted_, kSteps, "send to", peer_, [](uint32_t, size_t) {});
     fifo_.view.ctrl->head.store(d, std::memory_order_release);
     return st;
   }
@@ -138,7 +137,7 @@ class NetSend : public SendConnector {
   LocalFifo fifo_;
   NetRequest* reqs_[kSteps] = {};
   const char* from_[kSteps] = {};  // per slot: the caller's memory to send instead (postDirect)
-  bool direct_ = false;             // the backend reads sends only while tested
+  bool direct_ = false;            // the backend reads sends only while tested
   uint32_t posted_ = 0;
 };
 
@@ -146,8 +145,8 @@ class NetSend : public SendConnector {
 // (written by progress()), head slots consumed (by the host executor or a device kernel).
 class NetRecv : public RecvConnector {
  public:
-  static Result<std::unique_ptr<RecvConnector>> create(int peer, NetBackend* b,
-                                                       std::unique_ptr<NetRecvComm> comm, size_t slotBytes) {
+  static Result<std::unique_ptr<RecvConnector>> create(int peer, NetBackend* b, std::unique_ptr<NetRecvComm> comm,
+                                                       size_t slotBytes) {
     std::unique_ptr<NetRecv> c(new NetRecv(peer, b, std::move(comm), slotBytes));
     COLL_CHECK(registerSlots(b, c->fifo_.view, peer));
     return std::unique_ptr<RecvConnector>(std::move(c));
@@ -195,10 +194,10 @@ class NetRecv : public RecvConnector {
     // One arrival per call: testing the next request right away would cost a syscall
     // between the consumer learning of this message and acting on it. Once the
     // connection failed there is no next call (progress() latches the error): all of them.
-    Status st = completeInOrder(backend_, reqs_, &a, posted_, posting.ok() ? 1 : kSteps,
-                                "receive from", peer_, [this](uint32_t i, size_t size) {
-                                  fifo_.view.ctrl->sizes[i % kSteps] = static_cast<uint32_t>(size);
-                                });
+    Status st = completeInOrder(backend_, reqs_, &a, posted_, posting.ok() ? 1 : kSteps, "receive from", peer_,
+                                [this](uint32_t i, size_t size) {
+      fifo_.view.ctrl->sizes[i % kSteps] = static_cast<uint32_t>(size);
+    });
     fifo_.view.ctrl->tail.store(a, std::memory_order_release);
     return st.ok() ? posting : st;
   }
@@ -295,10 +294,7 @@ const DuplexHooks kNetDuplex = {.enabled = duplexEnabled, .connect = connectDupl
 
 }  // namespace
 
-const Transport kNetTransport = {.name = "net",
-                                 .canConnect = canConnect,
-                                 .setupRecv = setupRecv,
-                                 .connectSend = connectSend,
-                                 .duplex = &kNetDuplex};
+const Transport kNetTransport = {
+    .name = "net", .canConnect = canConnect, .setupRecv = setupRecv, .connectSend = connectSend, .duplex = &kNetDuplex};
 
 }  // namespace coll

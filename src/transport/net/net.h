@@ -29,16 +29,28 @@ struct NetHandle {
 };
 
 struct NetProperties {
-  std::string name;      // device name (interface)
+  std::string name;  // device name (interface)
   int speedMbps = 0;
   int maxComms = 0;
   bool hostMemOnly = true;
 };
 
-class NetListenComm { public: virtual ~NetListenComm() = default; };
-class NetSendComm { public: virtual ~NetSendComm() = default; };
-class NetRecvComm { public: virtual ~NetRecvComm() = default; };
-class NetRequest { public: virtual ~NetRequest() = default; };
+class NetListenComm {
+ public:
+  virtual ~NetListenComm() = default;
+};
+class NetSendComm {
+ public:
+  virtual ~NetSendComm() = default;
+};
+class NetRecvComm {
+ public:
+  virtual ~NetRecvComm() = default;
+};
+class NetRequest {
+ public:
+  virtual ~NetRequest() = default;
+};
 
 class NetBackend {
  public:

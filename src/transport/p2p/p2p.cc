@@ -128,8 +128,9 @@ Result<std::unique_ptr<PendingRecv>> p2pSetupRecv(int peer, size_t slotBytes, in
     void* p = ::operator new(fifoBytes(slotBytes), std::align_val_t(4096));
     std::memset(p, 0, fifoBytes(slotBytes));
     new (p) FifoCtrl();
-    region = std::make_shared<P2pRegion>(
-        p, std::shared_ptr<void>(p, [](void* q) { ::operator delete(q, std::align_val_t(4096)); }));
+    region = std::make_shared<P2pRegion>(p, std::shared_ptr<void>(p, [](void* q) {
+                                           ::operator delete(q, std::align_val_t(4096));
+                                         }));
   } else {
 #if COLL_HAVE_CUDA
     COLL_ASSIGN(gpu::DeviceBuffer buf, gpu::DeviceBuffer::allocateZeroed(dev, fifoBytes(slotBytes)));
@@ -149,8 +150,8 @@ Result<std::unique_ptr<PendingRecv>> p2pSetupRecv(int peer, size_t slotBytes, in
   return std::unique_ptr<PendingRecv>(new P2pPendingRecv(peer, std::move(region), h));
 }
 
-Result<std::unique_ptr<SendConnector>> p2pConnectSend(int peer, std::span<const std::byte> handle,
-                                                     int selfDev, const PeerInfo& receiver, bool emulated) {
+Result<std::unique_ptr<SendConnector>> p2pConnectSend(int peer, std::span<const std::byte> handle, int selfDev,
+                                                      const PeerInfo& receiver, bool emulated) {
   COLL_ASSIGN(const P2pHandle h, handleAs<P2pHandle>(handle, "p2p"));
   std::shared_ptr<P2pRegion> region;
   if (h.pid == getpid()) {
@@ -163,7 +164,8 @@ Result<std::unique_ptr<SendConnector>> p2pConnectSend(int peer, std::span<const 
 #if COLL_HAVE_CUDA
     if (!emulated) {
       const int to = gpu::deviceByBusId(receiver.busId);
-      if (to < 0) return internalError("rank " + std::to_string(peer) + "'s GPU " + receiver.busId + " is not visible here");
+      if (to < 0)
+        return internalError("rank " + std::to_string(peer) + "'s GPU " + receiver.busId + " is not visible here");
       COLL_CHECK(gpu::enablePeerAccess(selfDev, to));
     }
 #else

@@ -23,11 +23,11 @@
 namespace coll {
 
 struct P2pHandle {
-  int32_t pid;            // the receiver's process
+  int32_t pid;  // the receiver's process
   int32_t pad;
-  uint64_t localId;       // in-process registry key
+  uint64_t localId;  // in-process registry key
   uint64_t slotBytes;
-  gpu::IpcHandle ipc;     // of the FIFO allocation
+  gpu::IpcHandle ipc;  // of the FIFO allocation
 };
 
 extern const Transport kP2pTransport;
@@ -38,7 +38,7 @@ extern const Transport kP2pTransport;
 bool p2pPossible(const PeerInfo& self, const PeerInfo& peer, bool emulated);
 // The row's halves; the handle is a P2pHandle.
 Result<std::unique_ptr<PendingRecv>> p2pSetupRecv(int peer, size_t slotBytes, int dev, bool emulated);
-Result<std::unique_ptr<SendConnector>> p2pConnectSend(int peer, std::span<const std::byte> handle,
-                                                     int selfDev, const PeerInfo& receiver, bool emulated);
+Result<std::unique_ptr<SendConnector>> p2pConnectSend(int peer, std::span<const std::byte> handle, int selfDev,
+                                                      const PeerInfo& receiver, bool emulated);
 
 }  // namespace coll

@@ -27,8 +27,7 @@ size_t roundUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 }  // namespace
 
-Result<std::unique_ptr<Mailboxes>> Mailboxes::create(Bootstrap* bs, size_t capacity,
-                                                     uint64_t tag, int directMode) {
+Result<std::unique_ptr<Mailboxes>> Mailboxes::create(Bootstrap* bs, size_t capacity, uint64_t tag, int directMode) {
   const int n = bs->nranks(), me = bs->rank();
   std::unique_ptr<Mailboxes> mb(new Mailboxes());
   mb->rank_ = me;
@@ -45,14 +44,16 @@ Result<std::unique_ptr<Mailboxes>> Mailboxes::create(Bootstrap* bs, size_t capac
     mine.ok = 1;
     mine.base = reinterpret_cast<uintptr_t>(mb->bases_[me]);
   } else {
-    COLL_WARN(SHM, "rank %d: no one-shot mailbox (%s); small operations take the ring",
-              me, seg.status().message().c_str());
+    COLL_WARN(SHM, "rank %d: no one-shot mailbox (%s); small operations take the ring", me,
+              seg.status().message().c_str());
     mine.name[0] = 0;
   }
   // On any way out, our own name is unlinked (peers have mapped it or never will).
   struct Unlink {
     const char* name;
-    ~Unlink() { if (name[0]) shm_unlink(name); }
+    ~Unlink() {
+      if (name[0]) shm_unlink(name);
+    }
   } unlinkOwn{mine.name};
 
   mine.pid = getpid();
@@ -64,11 +65,9 @@ Result<std::unique_ptr<Mailboxes>> Mailboxes::create(Bootstrap* bs, size_t capac
   int32_t mapped = allOk ? 1 : 0;
   for (int r = 0; r < n && mapped; ++r) {
     if (r == me) continue;
-    Result<void*> p = shmMapSegment(all[r].name, mb->segBytes_,
-                                    "rank " + std::to_string(r) + "'s mailbox");
+    Result<void*> p = shmMapSegment(all[r].name, mb->segBytes_, "rank " + std::to_string(r) + "'s mailbox");
     if (!p.ok()) {
-      COLL_WARN(SHM, "rank %d: %s; small operations take the ring", me,
-                p.status().message().c_str());
+      COLL_WARN(SHM, "rank %d: %s; small operations take the ring", me, p.status().message().c_str());
       mapped = 0;
       break;
     }
@@ -82,8 +81,10 @@ Result<std::unique_ptr<Mailboxes>> Mailboxes::create(Bootstrap* bs, size_t capac
     uint64_t probe;
     Status st = mb->readPeer(r, &probe, reinterpret_cast<const void*>(all[r].base), sizeof(probe));
     if (!st.ok()) {
-      COLL_INFO(SHM, "rank %d: cannot read rank %d's memory directly (%s); large operations "
-                "take the shared-memory FIFOs", me, r, st.message().c_str());
+      COLL_INFO(SHM,
+                "rank %d: cannot read rank %d's memory directly (%s); large operations "
+                "take the shared-memory FIFOs",
+                me, r, st.message().c_str());
       direct = 0;
       break;
     }
@@ -98,8 +99,8 @@ Result<std::unique_ptr<Mailboxes>> Mailboxes::create(Bootstrap* bs, size_t capac
     if (!oks[2 * r]) return std::unique_ptr<Mailboxes>();  // the destructor unmaps
     mb->directOk_ = mb->directOk_ && oks[2 * r + 1];
   }
-  COLL_INFO(SHM, "rank %d: one-shot mailboxes of %zu bytes with %d rank(s), direct reads %s",
-            me, mb->capacity_, n, mb->directOk_ ? "on" : "off");
+  COLL_INFO(SHM, "rank %d: one-shot mailboxes of %zu bytes with %d rank(s), direct reads %s", me, mb->capacity_, n,
+            mb->directOk_ ? "on" : "off");
   return mb;
 }
 
@@ -116,10 +117,11 @@ Status Mailboxes::readPeer(int rank, void* dst, const void* remote, size_t bytes
     if (got < 0) {
       if (errno == EINTR) continue;
       int err = errno;
-      if (err == ESRCH) return remoteError("rank " + std::to_string(rank) + " (pid " +
-                                           std::to_string(pids_[rank]) + ") is gone");
-      return systemError("process_vm_readv from rank " + std::to_string(rank) + " (pid " +
-                             std::to_string(pids_[rank]) + ")", err);
+      if (err == ESRCH)
+        return remoteError("rank " + std::to_string(rank) + " (pid " + std::to_string(pids_[rank]) + ") is gone");
+      return systemError("process_vm_readv from rank " + std::to_string(rank) + " (pid " + std::to_string(pids_[rank]) +
+                             ")",
+                         err);
     }
     if (got == 0) return remoteError("rank " + std::to_string(rank) + "'s buffer is not readable");
     d += got;
@@ -143,8 +145,7 @@ void Mailboxes::publish(uint32_t s, const MailSignature& sig) {
   // our store buffer), so mailbox sleepers wake up on their own after 1 ms
   // (waitTarget's maxSleepUs).
   h->flag.store(s, std::memory_order_release);
-  if (h->waiters.load(std::memory_order_relaxed) != 0)
-    futexWake(&h->flag, true);
+  if (h->waiters.load(std::memory_order_relaxed) != 0) futexWake(&h->flag, true);
 }
 
 WaitTarget Mailboxes::waitTarget(int rank, uint32_t s) const {

@@ -53,21 +53,16 @@ class Mailboxes {
   // logs why) on every rank if any rank could not set up, so the ranks always agree.
   // directMode: 0 no direct reads; 1 only between threads of one process (plain loads);
   // 2 also across processes (process_vm_readv, if the kernel allows it).
-  static Result<std::unique_ptr<Mailboxes>> create(Bootstrap* bs, size_t capacity, uint64_t tag,
-                                                   int directMode);
+  static Result<std::unique_ptr<Mailboxes>> create(Bootstrap* bs, size_t capacity, uint64_t tag, int directMode);
   ~Mailboxes();
 
   size_t capacity() const { return capacity_; }
   // Own slot for operation s: write data here, then publish.
   char* mine(uint32_t s) { return data(rank_, s); }
   void publish(uint32_t s, const MailSignature& sig);
-  bool arrived(int rank, uint32_t s) const {
-    return header(rank, s)->flag.load(std::memory_order_acquire) == s;
-  }
+  bool arrived(int rank, uint32_t s) const { return header(rank, s)->flag.load(std::memory_order_acquire) == s; }
   const MailSignature& signature(int rank, uint32_t s) const { return header(rank, s)->sig; }
-  char* data(int rank, uint32_t s) const {
-    return reinterpret_cast<char*>(header(rank, s)) + kDataOffset;
-  }
+  char* data(int rank, uint32_t s) const { return reinterpret_cast<char*>(header(rank, s)) + kDataOffset; }
   WaitTarget waitTarget(int rank, uint32_t s) const;
 
   // Whether this rank may read every peer's memory (process_vm_readv, or plain loads

@@ -28,8 +28,7 @@ class ShmRegion {
     else ::operator delete(base_, std::align_val_t(4096));
   }
   FifoView view(size_t slotBytes) const {
-    return {static_cast<FifoCtrl*>(base_), static_cast<char*>(base_) + sizeof(FifoCtrl),
-            slotBytes};
+    return {static_cast<FifoCtrl*>(base_), static_cast<char*>(base_) + sizeof(FifoCtrl), slotBytes};
   }
 
  private:
@@ -43,7 +42,6 @@ namespace {
 // In-process FIFOs waiting for their sender to pick them up.
 std::mutex gRegistryMu;
 std::map<uint64_t, std::shared_ptr<ShmRegion>> gRegistry;
-
 
 class ShmSend : public SendConnector {
  public:
@@ -90,9 +88,7 @@ class ShmRecv : public RecvConnector {
     peer_ = peer;
     kind_ = "shm";
   }
-  bool ready() override {
-    return f_.ctrl->tail.load(std::memory_order_acquire) != head();
-  }
+  bool ready() override { return f_.ctrl->tail.load(std::memory_order_acquire) != head(); }
   const char* slot() override { return f_.slotAt(head()); }
   size_t size() override { return f_.ctrl->sizes[head() % kSteps]; }
   void release() override {
@@ -118,15 +114,13 @@ class ShmRecv : public RecvConnector {
 
 class ShmPendingRecv : public PendingRecv {
  public:
-  ShmPendingRecv(int peer, std::shared_ptr<ShmRegion> r, ShmHandle h)
-      : peer_(peer), region_(std::move(r)), h_(h) {}
+  ShmPendingRecv(int peer, std::shared_ptr<ShmRegion> r, ShmHandle h) : peer_(peer), region_(std::move(r)), h_(h) {}
   ~ShmPendingRecv() override { cleanup(); }
   std::span<const std::byte> handle() const override { return handleBytes(h_); }
   // After the sender mapped the FIFO: unlinks the segment, yields the connector.
   Result<std::unique_ptr<RecvConnector>> finish() override {
     cleanup();
-    return std::unique_ptr<RecvConnector>(
-        new ShmRecv(peer_, region_, h_.slotBytes, h_.name[0] != 0));
+    return std::unique_ptr<RecvConnector>(new ShmRecv(peer_, region_, h_.slotBytes, h_.name[0] != 0));
   }
 
  private:
@@ -152,8 +146,7 @@ uint64_t shmRandomId() {
 }
 
 Result<void*> shmCreateSegment(char* name, size_t nameLen, const char* what, size_t bytes) {
-  std::snprintf(name, nameLen, "/coll-%s-%d-%016llx", what, getpid(),
-                static_cast<unsigned long long>(shmRandomId()));
+  std::snprintf(name, nameLen, "/coll-%s-%d-%016llx", what, getpid(), static_cast<unsigned long long>(shmRandomId()));
   int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0) return systemError(std::string("shm_open(") + name + ")", errno);
   if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
@@ -161,7 +154,8 @@ Result<void*> shmCreateSegment(char* name, size_t nameLen, const char* what, siz
     close(fd);
     shm_unlink(name);
     return systemError(std::string("ftruncate(") + name + ", " + std::to_string(bytes) +
-                           ") — is /dev/shm large enough?", err);
+                           ") — is /dev/shm large enough?",
+                       err);
   }
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
@@ -200,8 +194,7 @@ Result<std::unique_ptr<PendingRecv>> shmSetupRecv(int peer, size_t slotBytes, bo
     new (p) FifoCtrl();
     region = std::make_shared<ShmRegion>(p, bytes, true);
   }
-  COLL_TRACE(SHM, "recv FIFO from rank %d: %s, %zu-byte slots", peer,
-             sameProcess ? "in-process" : h.name, slotBytes);
+  COLL_TRACE(SHM, "recv FIFO from rank %d: %s, %zu-byte slots", peer, sameProcess ? "in-process" : h.name, slotBytes);
   return std::unique_ptr<PendingRecv>(new ShmPendingRecv(peer, std::move(region), h));
 }
 
@@ -210,8 +203,7 @@ Result<std::unique_ptr<SendConnector>> shmConnectSend(int peer, std::span<const 
   size_t bytes = fifoBytes(h.slotBytes);
   if (!h.name[0]) {
     if (h.pid != getpid())
-      return internalError("in-process shm handle from another process (pid " +
-                           std::to_string(h.pid) + ")");
+      return internalError("in-process shm handle from another process (pid " + std::to_string(h.pid) + ")");
     std::lock_guard<std::mutex> lock(gRegistryMu);
     auto it = gRegistry.find(h.localId);
     if (it == gRegistry.end()) return internalError("in-process FIFO vanished before connect");

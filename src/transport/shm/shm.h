@@ -19,9 +19,9 @@
 namespace coll {
 
 struct ShmHandle {
-  char name[48];      // shm segment name, or "" for in-process
-  uint64_t localId;   // in-process registry key
-  int32_t pid;        // creator, to check "same process"
+  char name[48];     // shm segment name, or "" for in-process
+  uint64_t localId;  // in-process registry key
+  int32_t pid;       // creator, to check "same process"
   uint64_t slotBytes;
 };
 

@@ -102,8 +102,7 @@ class SockConn {
     closed_.assign(socks_.size(), false);
     send_ = send;
     peerName_ = std::move(peer);
-    for (int h = 0; h < nhelpers; ++h)
-      helpers_.emplace_back([this, h, nhelpers] { helperLoop(h, nhelpers); });
+    for (int h = 0; h < nhelpers; ++h) helpers_.emplace_back([this, h, nhelpers] { helperLoop(h, nhelpers); });
   }
 
   size_t nsocks() const { return socks_.size(); }
@@ -182,11 +181,11 @@ class SockConn {
           if (r->pending.load(std::memory_order_acquire) > 0) break;  // header on its way
           const uint64_t len = r->hdr & kLenMask, pad = r->hdr >> kPadShift;
           if (pad >= sizeof(padSink_))
-            return fail(remoteError("corrupt message header from " + peerName_ + " (padding " +
-                                    std::to_string(pad) + ")"));
+            return fail(remoteError("corrupt message header from " + peerName_ + " (padding " + std::to_string(pad) +
+                                    ")"));
           if (len > r->size)
-            return fail(remoteError("message of " + std::to_string(len) + " bytes from " +
-                                    peerName_ + " exceeds the posted " + std::to_string(r->size) +
+            return fail(remoteError("message of " + std::to_string(len) + " bytes from " + peerName_ +
+                                    " exceeds the posted " + std::to_string(r->size) +
                                     " bytes (do the ranks use the same COLL_BUFFSIZE?)"));
           r->size = len;
           if (pad > 0) queue(0, {r, padSink_, pad, 0});
@@ -359,8 +358,7 @@ class SockConn {
 
   void helperLoop(int h, int nhelpers) {
     std::vector<size_t> mine;
-    for (size_t i = static_cast<size_t>(h); i < socks_.size(); i += static_cast<size_t>(nhelpers))
-      mine.push_back(i);
+    for (size_t i = static_cast<size_t>(h); i < socks_.size(); i += static_cast<size_t>(nhelpers)) mine.push_back(i);
     while (!stop_.load()) {
       bool busy = false, progressed = false;
       {
@@ -393,12 +391,12 @@ class SockConn {
 
   std::vector<Socket> socks_;
   std::vector<std::deque<SockTask>> queues_;
-  std::vector<bool> dry_;  // receive: the last recv on socket i found nothing
+  std::vector<bool> dry_;     // receive: the last recv on socket i found nothing
   std::vector<bool> closed_;  // receive: the peer closed socket i (read to its end)
-  bool delivered_ = false;  // receive without helpers: a message completed in this progress()
+  bool delivered_ = false;    // receive without helpers: a message completed in this progress()
   std::vector<char> bounce_ = std::vector<char>(16384);  // receive side, socket 0
-  char padSink_[64];                                      // receive side: header padding
-  size_t bounceHead_ = 0, bounceTail_ = 0;                // unread bytes in bounce_
+  char padSink_[64];                                     // receive side: header padding
+  size_t bounceHead_ = 0, bounceTail_ = 0;               // unread bytes in bounce_
   bool send_ = false;
   std::string peerName_;
   std::mutex mu_;
@@ -446,8 +444,7 @@ class SocketBackend : public NetBackend {
  public:
   SocketBackend() {
     ifs_ = findInterfaces();
-    if (!ifs_.empty())
-      COLL_INFO(NET, "socket backend: %s (%s)", ifs_[0].name.c_str(), ifs_[0].addr.str().c_str());
+    if (!ifs_.empty()) COLL_INFO(NET, "socket backend: %s (%s)", ifs_[0].name.c_str(), ifs_[0].addr.str().c_str());
   }
   const char* name() const override { return "Socket"; }
   int devices() override { return ifs_.empty() ? 0 : 1; }
@@ -478,8 +475,7 @@ class SocketBackend : public NetBackend {
   Result<std::unique_ptr<NetSendComm>> connect(int, const NetHandle& handle) override {
     SockHandle h;
     std::memcpy(&h, handle.bytes, sizeof(h));
-    if (h.magic != kSockMagic || h.nsocks == 0 || h.nsocks > 256)
-      return internalError("corrupt socket handle");
+    if (h.magic != kSockMagic || h.nsocks == 0 || h.nsocks > 256) return internalError("corrupt socket handle");
     auto s = std::make_unique<SockSend>();
     uint64_t connId = std::random_device{}();
     std::vector<Socket> socks;
@@ -520,8 +516,8 @@ class SocketBackend : public NetBackend {
     SockConn& c = static_cast<SockSend*>(sc)->conn;
     COLL_CHECK(c.error());
     if (size > kLenMask)
-      return invalidArgument("socket send of " + std::to_string(size) + " bytes: at most " +
-                             std::to_string(kLenMask) + " per message");
+      return invalidArgument("socket send of " + std::to_string(size) + " bytes: at most " + std::to_string(kLenMask) +
+                             " per message");
     auto* r = new SockRequest();
     r->conn = &c;
     r->send = true;
@@ -558,8 +554,7 @@ class SocketBackend : public NetBackend {
     if (!*done && !r->send) COLL_CHECK(c.closedUnder(r));
     if (*done) {
       *size = r->size;
-      if (c.reqs.empty() || c.reqs.front() != r)
-        return internalError("socket requests tested out of order");
+      if (c.reqs.empty() || c.reqs.front() != r) return internalError("socket requests tested out of order");
       c.reqs.pop_front();
       delete r;
     }
