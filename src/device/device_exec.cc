@@ -412,6 +412,8 @@ int deviceLaneBudget(const std::vector<PeerInfo>& peers, int rank, int cudaDev, 
   const int sharing = ranksOnGpu(peers, rank, false);
   const int resident = cudaDev >= 0 ? residentLanes(cudaDev) : 0;
   if (sharing > 0 && resident > 0) return resident / sharing;
+#else
+  (void)cudaDev;
 #endif
   return kUnlimitedLanes;
 }
