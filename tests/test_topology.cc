@@ -470,7 +470,7 @@ TEST_CASE("tuner: filters in NCCL syntax and the model's choices", "[tuner]") {
   CHECK(parseAlgoFilter("Ring,NVLS,CollnetDirect").ok());  // NCCL names we lack: ignored
   auto proto = parseProtoFilter("^LL,LL128");
   REQUIRE(proto.ok());
-  CHECK_FALSE(allowed(proto.value(), CollKind::kAllReduce, static_cast<int>(Proto::kLL)));
+  CHECK_FALSE(allowed(proto.value(), CollKind::kAllReduce, static_cast<int>(Proto::kOneShot)));
 
   TunerInput in;
   SECTION("one host: LL wherever it applies, else ring (the tree is only a chain)") {
@@ -480,7 +480,7 @@ TEST_CASE("tuner: filters in NCCL syntax and the model's choices", "[tuner]") {
       for (size_t bytes : {size_t{8}, size_t{4096}, size_t{32768}, size_t{1} << 20, size_t{1} << 27}) {
         auto c = tunerChoose(in, CollKind::kAllReduce, bytes, 1);
         REQUIRE(c.ok());
-        CHECK(c.value().proto == Proto::kLL);
+        CHECK(c.value().proto == Proto::kOneShot);
         auto s = tunerChoose(in, CollKind::kAllReduce, bytes, 0);
         REQUIRE(s.ok());
         CHECK(s.value().algo == Algo::kRing);

@@ -11,7 +11,7 @@
 namespace coll {
 
 const char* algoName(Algo a) { return a == Algo::kRing ? "Ring" : "Tree"; }
-const char* protoName(Proto p) { return p == Proto::kLL ? "LL" : "Simple"; }
+const char* protoName(Proto p) { return p == Proto::kOneShot ? "LL" : "Simple"; }
 
 namespace {
 
@@ -139,8 +139,8 @@ std::vector<Choice> tunerCandidates(const TunerInput& in, CollKind kind, size_t 
     add(Algo::kRing, Proto::kSimple, hop + B / bw);
   } else if (kind == CollKind::kAllReduce) {
     add(Algo::kRing, Proto::kSimple, 2 * (n - 1) * hop + 2 * (n - 1) / n * B / bw);
-    if (llOne) add(Algo::kRing, Proto::kLL, in.llUs + B / in.bwGBs);
-    if (llNet) add(Algo::kRing, Proto::kLL, (n - 1) * hop + (n - 1) * B / bw);
+    if (llOne) add(Algo::kRing, Proto::kOneShot, in.llUs + B / in.bwGBs);
+    if (llNet) add(Algo::kRing, Proto::kOneShot, (n - 1) * hop + (n - 1) * B / bw);
     if (in.treeAvailable && in.nranks > 1) {
       double depth = log2ceil(in.hosts) * in.netHopUs +
                      (in.maxRanksPerHost - 1) * (in.intraNet ? in.netHopUs : in.hopUs);
@@ -151,7 +151,7 @@ std::vector<Choice> tunerCandidates(const TunerInput& in, CollKind kind, size_t 
     // n-1 steps, each moving 1/n of the (total) bytes.
     const bool chain = kind == CollKind::kBroadcast || kind == CollKind::kReduce;
     add(Algo::kRing, Proto::kSimple, (n - 1) * hop + (chain ? 1.0 : (n - 1) / n) * B / bw);
-    if (llOne) add(Algo::kRing, Proto::kLL, in.llUs + B / in.bwGBs);
+    if (llOne) add(Algo::kRing, Proto::kOneShot, in.llUs + B / in.bwGBs);
   }
   std::stable_sort(out.begin(), out.end(), [](const Choice& a, const Choice& b) { return a.us < b.us; });
   return out;
@@ -168,7 +168,7 @@ Result<Choice> tunerChoose(const TunerInput& in, CollKind kind, size_t bytes, in
   // size it serves (on one host and across hosts, docs/PERFORMANCE.md), even where the
   // model's per-hop latencies would put a tree ahead.
   for (const Choice& x : c)
-    if (x.proto == Proto::kLL) return x;
+    if (x.proto == Proto::kOneShot) return x;
   return c.front();
 }
 

@@ -37,7 +37,10 @@
 namespace coll {
 
 enum class Algo : int { kRing = 0, kTree = 1 };
-enum class Proto : int { kLL = 0, kSimple = 1 };
+// kOneShot: every rank hands its whole contribution to every peer at once (oneshot.h);
+// not NCCL's LL protocol, but where users name protocols (COLL_PROTO/NCCL_PROTO, logs) it
+// answers to "LL", the name NCCL's filter gives its small-message protocol.
+enum class Proto : int { kOneShot = 0, kSimple = 1 };
 constexpr int kNumAlgos = 2, kNumProtos = 2, kNumKinds = 7;
 const char* algoName(Algo a);
 const char* protoName(Proto p);
@@ -76,7 +79,7 @@ struct Choice {
 };
 
 // Every candidate the filters allow, with its predicted time (smallest first). llApplies:
-// whether the LL protocol can serve this operation (-1: judge by the size limits).
+// whether the one-shot protocol can serve this operation (-1: judge by the size limits).
 std::vector<Choice> tunerCandidates(const TunerInput& in, CollKind kind, size_t bytes, int llApplies = -1);
 // The winner; an error naming the filters when none is allowed.
 Result<Choice> tunerChoose(const TunerInput& in, CollKind kind, size_t bytes, int llApplies = -1);

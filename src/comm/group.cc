@@ -73,27 +73,27 @@ void dropQueue() {
 
 enum class Route : uint8_t { kOneShot, kRing, kTree };
 
-// Which algorithm serves od: the LL protocol (one-shot) wherever it applies and the
-// filters allow it, else the tuner's choice between ring and tree (tuner.h). Every input
+// Which algorithm serves od: the one-shot protocol ("LL" to COLL_PROTO) wherever it
+// applies and the filters allow it, else the tuner's choice between ring and tree (tuner.h). Every input
 // is shared by all ranks (checked at init), so all ranks choose alike.
 // Device operations never take the one-shot: its mailboxes and staging are host memory.
 Result<Route> routeFor(collComm* c, const OpDesc& od) {
   if (od.kind == CollKind::kSend || od.kind == CollKind::kRecv || c->nranks == 1) return Route::kRing;
-  const bool ll = !od.device && oneShotEligible(oneShotContext(c), od);
+  const bool oneShot = !od.device && oneShotEligible(oneShotContext(c), od);
   size_t bytes = od.count * dataTypeSize(od.dtype);
   if (od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter) bytes *= static_cast<size_t>(c->nranks);
-  COLL_ASSIGN(Choice ch, tunerChoose(c->tuner, od.kind, bytes, ll ? 1 : 0));
+  COLL_ASSIGN(Choice ch, tunerChoose(c->tuner, od.kind, bytes, oneShot ? 1 : 0));
   COLL_INFO(TUNING, "rank %d: %s -> %s/%s, predicted %.1f us", c->rank, od.describe().c_str(), algoName(ch.algo),
             protoName(ch.proto), ch.us);
-  if (ch.proto == Proto::kLL) return Route::kOneShot;
+  if (ch.proto == Proto::kOneShot) return Route::kOneShot;
   return ch.algo == Algo::kTree ? Route::kTree : Route::kRing;
 }
 
-// True when the LL fast path may skip the tuner: nothing filters LL out (the model
-// prefers LL wherever it applies; tests/test_topology.cc checks that).
-bool llUnfiltered(const collComm* c, CollKind k) {
+// True when the one-shot fast path may skip the tuner: nothing filters the one-shot out
+// (the model prefers it wherever it applies; tests/test_topology.cc checks that).
+bool oneShotUnfiltered(const collComm* c, CollKind k) {
   return allowed(c->tuner.algos, k, static_cast<int>(Algo::kRing)) &&
-         allowed(c->tuner.protos, k, static_cast<int>(Proto::kLL));
+         allowed(c->tuner.protos, k, static_cast<int>(Proto::kOneShot));
 }
 
 // Adds this rank's tree edges of every channel to a connection job (kTagTree, one tag
@@ -554,8 +554,8 @@ Result<double> predictUs(collComm* c, const OpDesc& od) {
   }
   if (od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter) bytes *= static_cast<size_t>(c->nranks);
   if (c->nranks == 1) return 0.0;
-  const bool ll = !od.device && oneShotEligible(oneShotContext(c), od);
-  COLL_ASSIGN(Choice ch, tunerChoose(t, od.kind, bytes, ll ? 1 : 0));
+  const bool oneShot = !od.device && oneShotEligible(oneShotContext(c), od);
+  COLL_ASSIGN(Choice ch, tunerChoose(t, od.kind, bytes, oneShot ? 1 : 0));
   return ch.us;
 }
 
@@ -597,7 +597,7 @@ Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {
     return okStatus();
   }
   const OneShotContext ctx = oneShotContext(comm);
-  if (!op.device && oneShotEligible(ctx, op) && llUnfiltered(comm, op.kind)) {
+  if (!op.device && oneShotEligible(ctx, op) && oneShotUnfiltered(comm, op.kind)) {
     if (comm->abort->raised()) {
       *failedComm = comm;
       return comm->abort->status().prefix("communicator is unusable after an earlier error: ");
