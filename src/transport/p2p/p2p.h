@@ -4,7 +4,7 @@
 // receiver's pointer; between processes it opens a CUDA IPC handle of the allocation.
 //
 // Only device executors touch these FIFOs (the host cannot dereference device memory):
-// the connectors belong to a communicator's device set (comm.h DeviceConns), never to
+// the connectors belong to a communicator's device set (DeviceComm::conns), never to
 // the host executor's; their host-side methods fail loudly instead of hanging.
 //
 // The first row of the transport table (kP2pTransport): chosen by the receiver for device
