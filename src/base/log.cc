@@ -26,15 +26,13 @@ struct LogState {
 };
 
 unsigned subsysBit(const std::string& name) {
-  static const struct {
-    const char* n;
-    unsigned b;
-  } kNames[] = {{"INIT", kSubINIT},     {"COLL", kSubCOLL}, {"P2P", kSubP2P},
-                {"SHM", kSubSHM},       {"NET", kSubNET},   {"GRAPH", kSubGRAPH},
-                {"TUNING", kSubTUNING}, {"ENV", kSubENV},   {"BOOTSTRAP", kSubBOOTSTRAP},
-                {"PROXY", kSubPROXY},   {"ALL", kSubALL}};
-  for (auto& e : kNames)
-    if (strcasecmp(e.n, name.c_str()) == 0) return e.b;
+  // Subsystem i is bit i (log.h).
+  static const char* const kNames[] = {"INIT",  "COLL",   "P2P", "SHM",       "NET",
+                                       "GRAPH", "TUNING", "ENV", "BOOTSTRAP", "PROXY"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == 10 && kSubPROXY == 1u << 9, "a name for every subsystem");
+  if (strcasecmp(name.c_str(), "ALL") == 0) return kSubALL;
+  for (unsigned i = 0; i < sizeof(kNames) / sizeof(kNames[0]); ++i)
+    if (strcasecmp(kNames[i], name.c_str()) == 0) return 1u << i;
   return 0;
 }
 

@@ -35,22 +35,16 @@ struct NetProperties {
   bool hostMemOnly = true;
 };
 
-class NetListenComm {
+// The objects a backend hands out, each its own type (a backend derives its own from them).
+template <typename Tag>
+class NetObject {
  public:
-  virtual ~NetListenComm() = default;
+  virtual ~NetObject() = default;
 };
-class NetSendComm {
- public:
-  virtual ~NetSendComm() = default;
-};
-class NetRecvComm {
- public:
-  virtual ~NetRecvComm() = default;
-};
-class NetRequest {
- public:
-  virtual ~NetRequest() = default;
-};
+using NetListenComm = NetObject<struct NetListenTag>;
+using NetSendComm = NetObject<struct NetSendTag>;
+using NetRecvComm = NetObject<struct NetRecvTag>;
+using NetRequest = NetObject<struct NetRequestTag>;
 
 class NetBackend {
  public:
