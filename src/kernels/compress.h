@@ -1,0 +1,80 @@
+// Wire encodings of compressed collectives (fp32 values carried in 16 bits), for the host
+// and the device alike (COLL_HD: the same bits on both).
+//
+// fp16, block-scaled: elements go in blocks of kCompressBlock, each with one power-of-two
+// exponent e (int8). An element is stored as fp16(x * 2^-e), rounded to nearest even, with
+// e chosen from the block's largest finite magnitude m so that m * 2^-e lies in
+// [2^14, 2^15): no finite input overflows fp16, and every element keeps an absolute error
+// of at most 2^-11 * 2^floor(log2 m) <= 2^-11 * m, whatever the magnitude of the block. e
+// stays within [-126, 126], so blocks of values below 2^-112 lose precision (they are
+// scaled by 2^126 at most). Infinities and NaN are stored unscaled as fp16 infinity and
+// NaN; an all-zero or all-non-finite block has e = 0. A finite input never decodes to an
+// infinity: in the top binade of fp32 (m >= 2^127) a value that would round up to 2^128
+// rounds down instead, so there the bound is one ulp, 2^-10 * 2^127.
+//
+// bf16: round to nearest even (float_conv.h), no scale: relative error at most 2^-8.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/float_conv.h"
+
+namespace coll {
+
+constexpr size_t kCompressBlock = 256;
+
+// 2^e as a float, for e in [-126, 127].
+COLL_HD inline float pow2f(int e) { return bitsFloat(static_cast<uint32_t>(127 + e) << 23); }
+
+// The exponent of a block whose largest finite magnitude is m (0 when m is 0).
+COLL_HD inline int8_t blockExponent(float m) {
+  if (!(m > 0.0f)) return 0;
+  uint32_t bits = floatBits(m);
+  int biased = static_cast<int>((bits >> 23) & 0xffu);
+  if (biased == 0) biased = static_cast<int>((floatBits(m * 0x1p64f) >> 23) & 0xffu) - 64;  // subnormal
+  const int floorLog2 = biased - 127;
+  int e = floorLog2 - 14;
+  if (e < -126) e = -126;
+  if (e > 126) e = 126;
+  return static_cast<int8_t>(e);
+}
+
+// The largest finite magnitude among x[0, n) (0 when there is none).
+COLL_HD inline float maxFiniteMagnitude(const float* x, size_t n) {
+  float m = 0.0f;
+  for (size_t i = 0; i < n; ++i) {
+    const float a = fabsf(x[i]);
+    if (a <= 3.4028234664e38f && a > m) m = a;  // NaN and infinity compare false
+  }
+  return m;
+}
+
+// One element of a block of exponent e.
+COLL_HD inline uint16_t encodeFp16Scaled(float x, int e) {
+  const uint32_t abs = floatBits(x) & 0x7fffffffu;
+  if (abs >= 0x7f800000u) return floatToHalf(x);  // infinity and NaN, unscaled
+  uint16_t h = floatToHalf(x * pow2f(-e));
+  // Only the top binade of fp32 can round up to 2^128 on decoding: step down instead.
+  if (e > 110 && (h & 0x7fffu) != 0 && !(fabsf(halfToFloat(h) * pow2f(e)) <= 3.4028234664e38f))
+    h = static_cast<uint16_t>(h - 1);
+  return h;
+}
+
+COLL_HD inline float decodeFp16Scaled(uint16_t h, int e) {
+  if ((h & 0x7c00u) == 0x7c00u) return halfToFloat(h);  // infinity and NaN
+  return halfToFloat(h) * pow2f(e);
+}
+
+// Encodes x[0, n) (n <= kCompressBlock) as one block: its exponent and n fp16 words.
+COLL_HD inline int8_t encodeFp16Block(const float* x, size_t n, uint16_t* out) {
+  const int8_t e = blockExponent(maxFiniteMagnitude(x, n));
+  for (size_t i = 0; i < n; ++i) out[i] = encodeFp16Scaled(x[i], e);
+  return e;
+}
+
+COLL_HD inline void decodeFp16Block(const uint16_t* in, size_t n, int8_t e, float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = decodeFp16Scaled(in[i], e);
+}
+
+}  // namespace coll
