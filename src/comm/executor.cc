@@ -1,10 +1,7 @@
 #include "comm/executor.h"
 
 #include <chrono>
-#include <cstdio>
-#include <cstring>
 #include <span>
-#include <thread>
 
 #include "algorithms/oneshot.h"
 #include "comm/comm.h"
@@ -15,14 +12,6 @@
 #include "kernels/host_copy.h"
 
 namespace coll {
-
-namespace {
-
-// How long a lane may sit stalled after the bootstrap root vanished before the loss is
-// treated as fatal (ranks that finished and exited take their root with them; survivors
-// still draining their last operation must not be failed for it).
-
-}  // namespace
 
 void hostSlice(uint8_t flags, const ReduceKernels* kernels, size_t elemSize, const char* in, const char* src, char* dst,
                char* out, size_t len, int nranks) {
