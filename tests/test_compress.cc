@@ -114,3 +114,24 @@ TEST_CASE("bf16 wire: round to nearest even within 2^-8 relative", "[compress]")
     REQUIRE(std::fabs(static_cast<double>(back) - x) <= std::ldexp(std::fabs(static_cast<double>(x)), -8));
   }
 }
+
+TEST_CASE("fp16 block-scaled: decoded values encode again to the same bits (a forwarded result)", "[compress]") {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> binade(-140, 127);
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<float> x(1 + trial % kCompressBlock);
+    for (float& v : x) v = normal(rng) * std::ldexp(1.0f, binade(rng) / 8);
+    // Every third trial: the largest magnitude just below a power of two, so that it rounds
+    // up to 2^15 once scaled.
+    if (trial % 3 == 0) x[0] = std::ldexp(1.0f - 0x1p-13f, std::min(binade(rng), 127));
+    std::vector<uint16_t> w(x.size()), w2(x.size());
+    const int8_t e = encodeFp16Block(x.data(), x.size(), w.data());
+    std::vector<float> back(x.size());
+    decodeFp16Block(w.data(), w.size(), e, back.data());
+    const int8_t e2 = encodeFp16Block(back.data(), back.size(), w2.data());
+    INFO("trial " << trial << ", largest " << x[0] << ", e " << int(e) << " then " << int(e2));
+    REQUIRE(e2 == e);
+    REQUIRE(w2 == w);
+  }
+}

@@ -49,7 +49,7 @@ extern "C" {
 #define COLL_MINOR 1
 #define COLL_PATCH 0
 /* Version arithmetic: X*10000 + Y*100 + Z. */
-#define COLL_VERSION(X, Y, Z) ((X) * 10000 + (Y) * 100 + (Z))
+#define COLL_VERSION(X, Y, Z) ((X)*10000 + (Y)*100 + (Z))
 #define COLL_VERSION_CODE COLL_VERSION(COLL_MAJOR, COLL_MINOR, COLL_PATCH)
 
 /* Opaque communicator handle. */
@@ -84,11 +84,11 @@ typedef struct CUstream_st* collStream_t;
 typedef enum {
   collSuccess = 0,
   collUnhandledCudaError = 1,
-  collSystemError = 2,      /* a system call or resource failed (socket, shm, memory) */
-  collInternalError = 3,    /* a bug in this library */
-  collInvalidArgument = 4,  /* a bad argument: the last-error text names it */
-  collInvalidUsage = 5,     /* a call made in the wrong state (e.g. unbalanced groups) */
-  collRemoteError = 6,      /* a peer failed, disconnected or disagreed */
+  collSystemError = 2,     /* a system call or resource failed (socket, shm, memory) */
+  collInternalError = 3,   /* a bug in this library */
+  collInvalidArgument = 4, /* a bad argument: the last-error text names it */
+  collInvalidUsage = 5,    /* a call made in the wrong state (e.g. unbalanced groups) */
+  collRemoteError = 6,     /* a peer failed, disconnected or disagreed */
   collInProgress = 7,
   collTimeout = 8,
   collNumResults = 9
@@ -164,10 +164,18 @@ typedef enum {
  *   splitShare, shrinkShare
  *               accepted; a child communicator never shares its parent's resources
  *               here (its connections are its own), which NCCL also allows.
+ *   compress    collCompressNone, collCompressFloat16 or collCompressBfloat16: the
+ *               communicator's fp32 collectives carry that wire type (see
+ *               collAllReduceCompressed); overrides COLL_COMPRESS. Every rank must pass
+ *               the same. This field is this library's: NCCL's ncclConfig_t ends before
+ *               it, so through the NCCL API only COLL_COMPRESS sets it.
  *   cgaClusterSize, trafficClass, collnetEnable, CTAPolicy, nvlsCTAs,
  *   nChannelsPerNetPeer, nvlinkCentricSched
  *               accepted and logged once at INFO (subsystem INIT): nothing here has
  *               a use for them yet. */
+/* Values of collConfig_t.compress. */
+typedef enum { collCompressNone = 0, collCompressFloat16 = 1, collCompressBfloat16 = 2 } collCompress_t;
+
 #define COLL_CONFIG_UNDEF_INT INT_MIN
 #define COLL_CONFIG_UNDEF_PTR NULL
 #define COLL_CONFIG_MAGIC 0xcafebeef
@@ -191,19 +199,20 @@ typedef struct collConfig_v22800 {
   int nvlsCTAs;
   int nChannelsPerNetPeer;
   int nvlinkCentricSched;
+  /* Not in NCCL's ncclConfig_t (whose smaller size leaves it unset): */
+  int compress;
 } collConfig_t;
 
-#define COLL_CONFIG_INITIALIZER                                                     \
-  {                                                                                 \
-    sizeof(collConfig_t), COLL_CONFIG_MAGIC, COLL_CONFIG_VERSION,                   \
-        COLL_CONFIG_UNDEF_INT /* blocking */, COLL_CONFIG_UNDEF_INT /* cgaClusterSize */, \
-        COLL_CONFIG_UNDEF_INT /* minCTAs */, COLL_CONFIG_UNDEF_INT /* maxCTAs */,   \
-        COLL_CONFIG_UNDEF_PTR /* netName */, COLL_CONFIG_UNDEF_INT /* splitShare */, \
-        COLL_CONFIG_UNDEF_INT /* trafficClass */, COLL_CONFIG_UNDEF_PTR /* commName */, \
-        COLL_CONFIG_UNDEF_INT /* collnetEnable */, COLL_CONFIG_UNDEF_INT /* CTAPolicy */, \
-        COLL_CONFIG_UNDEF_INT /* shrinkShare */, COLL_CONFIG_UNDEF_INT /* nvlsCTAs */, \
-        COLL_CONFIG_UNDEF_INT /* nChannelsPerNetPeer */,                            \
-        COLL_CONFIG_UNDEF_INT /* nvlinkCentricSched */                              \
+#define COLL_CONFIG_INITIALIZER                                                                         \
+  {                                                                                                     \
+    sizeof(collConfig_t), COLL_CONFIG_MAGIC, COLL_CONFIG_VERSION, COLL_CONFIG_UNDEF_INT /* blocking */, \
+        COLL_CONFIG_UNDEF_INT /* cgaClusterSize */, COLL_CONFIG_UNDEF_INT /* minCTAs */,                \
+        COLL_CONFIG_UNDEF_INT /* maxCTAs */, COLL_CONFIG_UNDEF_PTR /* netName */,                       \
+        COLL_CONFIG_UNDEF_INT /* splitShare */, COLL_CONFIG_UNDEF_INT /* trafficClass */,               \
+        COLL_CONFIG_UNDEF_PTR /* commName */, COLL_CONFIG_UNDEF_INT /* collnetEnable */,                \
+        COLL_CONFIG_UNDEF_INT /* CTAPolicy */, COLL_CONFIG_UNDEF_INT /* shrinkShare */,                 \
+        COLL_CONFIG_UNDEF_INT /* nvlsCTAs */, COLL_CONFIG_UNDEF_INT /* nChannelsPerNetPeer */,          \
+        COLL_CONFIG_UNDEF_INT /* nvlinkCentricSched */, COLL_CONFIG_UNDEF_INT /* compress */            \
   }
 
 /* What collGroupSimulateEnd() reports: NCCL's ncclSimInfo_t, same layout. */
@@ -244,15 +253,14 @@ collResult_t collCommInitRank(collComm_t* comm, int nranks, collUniqueId commId,
  * in the background; collCommGetAsyncError(*comm) says collInProgress until then, and
  * collSuccess or the error after. collCommAbort()/collCommDestroy() may be called at any
  * time. */
-collResult_t collCommInitRankConfig(collComm_t* comm, int nranks, collUniqueId commId, int rank,
-                                    collConfig_t* config);
+collResult_t collCommInitRankConfig(collComm_t* comm, int nranks, collUniqueId commId, int rank, collConfig_t* config);
 
 /* collCommInitRankConfig() given nId ids (1 <= nId <= nranks), the same ids in the same
  * order on every rank, as NCCL's scalable init takes them. This library's rendezvous
  * takes O(nranks) messages on its root whatever the count, so it uses commIds[0] and
  * checks that every id was made by collGetUniqueId. */
-collResult_t collCommInitRankScalable(collComm_t* newcomm, int nranks, int myrank, int nId,
-                                      collUniqueId* commIds, collConfig_t* config);
+collResult_t collCommInitRankScalable(collComm_t* newcomm, int nranks, int myrank, int nId, collUniqueId* commIds,
+                                      collConfig_t* config);
 
 /* Creates ndev ranks of one communicator inside this process, comms[i] being rank i,
  * bound to CUDA device devlist[i] (entries may repeat: several ranks per GPU).
@@ -278,8 +286,7 @@ collResult_t collCommAbort(collComm_t comm);
  * returns collSuccess). color COLL_SPLIT_NOCOLOR gives *newcomm = NULL. Inside a group
  * the split completes, and *newcomm is written, at the outermost collGroupEnd(), so one
  * thread may split several ranks (collCommShrink() likewise). */
-collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newcomm,
-                           collConfig_t* config);
+collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newcomm, collConfig_t* config);
 
 /* Makes a communicator of comm's ranks less those in excludeRanksList (ranks of comm,
  * no repeats), keeping their order: called by every rank that stays, not by the
@@ -288,8 +295,8 @@ collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newc
  * is told which within COLL_BOOTSTRAP_TIMEOUT_S. shrinkFlags COLL_SHRINK_ABORT first
  * stops comm's operations in flight (comm then stays revoked); COLL_SHRINK_DEFAULT
  * expects none. config NULL: comm's options. comm stays to be destroyed. */
-collResult_t collCommShrink(collComm_t comm, int* excludeRanksList, int excludeRanksCount,
-                            collComm_t* newcomm, collConfig_t* config, int shrinkFlags);
+collResult_t collCommShrink(collComm_t comm, int* excludeRanksList, int excludeRanksCount, collComm_t* newcomm,
+                            collConfig_t* config, int shrinkFlags);
 
 /* Stops comm: operations in flight on any thread end with collInvalidUsage ("revoked"),
  * as does every later operation; collCommSplit() (every rank revokes, then splits),
@@ -356,8 +363,7 @@ collResult_t collCommDeregister(const collComm_t comm, void* handle);
  * COLL_WIN_REQUIRED_ALIGNMENT-aligned; winFlags COLL_WIN_DEFAULT or
  * COLL_WIN_COLL_SYMMETRIC (every rank registers a window of the same size, collective
  * over comm: the sizes are checked). */
-collResult_t collCommWindowRegister(collComm_t comm, void* buff, size_t size, collWindow_t* win,
-                                    int winFlags);
+collResult_t collCommWindowRegister(collComm_t comm, void* buff, size_t size, collWindow_t* win, int winFlags);
 collResult_t collCommWindowDeregister(collComm_t comm, collWindow_t win);
 
 /* Makes a reduction op for comm: each rank multiplies its input by *scalar (of
@@ -372,61 +378,96 @@ collResult_t collRedOpDestroy(collRedOp_t op, collComm_t comm);
 
 /* recvbuff[i] = op over ranks of sendbuff[i], i < count, on every rank.
  * In place when sendbuff == recvbuff. */
-collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count,
-                           collDataType_t datatype, collRedOp_t op, collComm_t comm,
-                           collStream_t stream);
+collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collRedOp_t op,
+                           collComm_t comm, collStream_t stream);
 
 /* Copies count elements of root's sendbuff into every rank's recvbuff. sendbuff is read
  * on root only. In place when sendbuff == recvbuff. */
-collResult_t collBroadcast(const void* sendbuff, void* recvbuff, size_t count,
-                           collDataType_t datatype, int root, collComm_t comm,
-                           collStream_t stream);
+collResult_t collBroadcast(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
+                           collComm_t comm, collStream_t stream);
 
 /* Reduces count elements of every rank's sendbuff into root's recvbuff. recvbuff is used
  * on root only. In place when sendbuff == recvbuff. */
-collResult_t collReduce(const void* sendbuff, void* recvbuff, size_t count,
-                        collDataType_t datatype, collRedOp_t op, int root, collComm_t comm,
-                        collStream_t stream);
+collResult_t collReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collRedOp_t op,
+                        int root, collComm_t comm, collStream_t stream);
 
 /* Gathers sendcount elements from every rank: rank r's data lands at
  * recvbuff + r*sendcount on every rank. In place when sendbuff == recvbuff + rank*sendcount
  * (offsets in elements). */
-collResult_t collAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                           collDataType_t datatype, collComm_t comm, collStream_t stream);
+collResult_t collAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, collDataType_t datatype,
+                           collComm_t comm, collStream_t stream);
 
 /* Reduces nranks*recvcount elements over ranks; rank r receives block r in recvbuff.
  * In place when recvbuff == sendbuff + rank*recvcount (offsets in elements). */
-collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                               collDataType_t datatype, collRedOp_t op, collComm_t comm,
-                               collStream_t stream);
+collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, collDataType_t datatype,
+                               collRedOp_t op, collComm_t comm, collStream_t stream);
+
+/* Compressed collectives: fp32 buffers, 16-bit values on the wire.
+ *
+ * The caller's buffers are collFloat32 (datatype must say so); between ranks every
+ * value travels as wiretype: collFloat16, with one power-of-two scale per block of 256
+ * elements (chosen from the block's largest finite magnitude, so no finite value
+ * overflows and small values keep fp16's 11 significant bits relative to their block),
+ * or collBfloat16, rounded to nearest even (8 significant bits, fp32's range). Each rank
+ * decodes what it receives, combines it with its own input in fp32 and encodes the
+ * result again; a finished value is decoded from the same wire bits on every rank, its
+ * owner included, so all ranks end with identical results. NaN and infinities propagate
+ * as in fp32. ops: collSum, collAvg, collMax, collMin (collProd and PreMulSum ops are
+ * collInvalidArgument). Other argument rules are those of the uncompressed call.
+ *
+ * Error bound, per element i against the exact (real-number) reduction, with n ranks
+ * and S_i = sum over ranks of |input_i|:
+ *   collFloat16:  |error_i| <= n * 2^-11 * S_b * (1 + n * 2^-10) + n * 2^-149,
+ *                 S_b the largest S_j of the 256-element block holding i;
+ *   collBfloat16: |error_i| <= n * 2^-8 * S_i * (1 + n * 2^-7) + n * 2^-133;
+ * for collAvg divide by n. Each value is rounded at most n times on its way (once per
+ * hop where it is re-encoded); broadcast and allgather round once. Small operations that
+ * take the one-shot protocol (COLL_ONESHOT_BYTES) and single-rank communicators are
+ * exact: there the wire carries fp32.
+ *
+ * A communicator can compress by default instead (collConfig_t.compress or
+ * COLL_COMPRESS=fp16|bf16): then every fp32 collAllReduce, collReduceScatter (sum or
+ * avg), collAllGather and collBroadcast called on it behaves as its compressed form. */
+collResult_t collAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
+                                     collDataType_t wiretype, collRedOp_t op, collComm_t comm, collStream_t stream);
+collResult_t collReduceScatterCompressed(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                         collDataType_t datatype, collDataType_t wiretype, collRedOp_t op,
+                                         collComm_t comm, collStream_t stream);
+collResult_t collAllGatherCompressed(const void* sendbuff, void* recvbuff, size_t sendcount, collDataType_t datatype,
+                                     collDataType_t wiretype, collComm_t comm, collStream_t stream);
+collResult_t collBroadcastCompressed(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
+                                     collDataType_t wiretype, int root, collComm_t comm, collStream_t stream);
+collResult_t collReduceCompressed(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
+                                  collDataType_t wiretype, collRedOp_t op, int root, collComm_t comm,
+                                  collStream_t stream);
 
 /* Every rank sends count elements to every rank: the block for rank j is
  * sendbuff + j*count, and the block from rank i lands at recvbuff + i*count. In place
  * (sendbuff == recvbuff) works on host buffers: the input is copied aside when the call
  * is made (inside a group: at the call, not at collGroupEnd). */
-collResult_t collAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
-                          collDataType_t datatype, collComm_t comm, collStream_t stream);
+collResult_t collAlltoAll(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collComm_t comm,
+                          collStream_t stream);
 
 /* Every rank sends count elements to root, which stores rank i's at recvbuff + i*count.
  * recvbuff is used on root only. In place when sendbuff == recvbuff + root*count. */
-collResult_t collGather(const void* sendbuff, void* recvbuff, size_t count,
-                        collDataType_t datatype, int root, collComm_t comm, collStream_t stream);
+collResult_t collGather(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
+                        collComm_t comm, collStream_t stream);
 
 /* Root sends sendbuff + i*count (count elements) to rank i, which stores it in
  * recvbuff. sendbuff is used on root only. In place when recvbuff == sendbuff +
  * root*count. */
-collResult_t collScatter(const void* sendbuff, void* recvbuff, size_t count,
-                         collDataType_t datatype, int root, collComm_t comm, collStream_t stream);
+collResult_t collScatter(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
+                         collComm_t comm, collStream_t stream);
 
 /* Sends count elements to peer, which must post a matching collRecv(). Outside a group
  * the call returns when the peer has received the data; inside a group, sends and
  * receives never deadlock whatever their order. */
-collResult_t collSend(const void* sendbuff, size_t count, collDataType_t datatype, int peer,
-                      collComm_t comm, collStream_t stream);
+collResult_t collSend(const void* sendbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
+                      collStream_t stream);
 
 /* Receives count elements from peer into recvbuff. See collSend(). */
-collResult_t collRecv(void* recvbuff, size_t count, collDataType_t datatype, int peer,
-                      collComm_t comm, collStream_t stream);
+collResult_t collRecv(void* recvbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
+                      collStream_t stream);
 
 /* Opens a group: collectives and send/recv called until the matching collGroupEnd() are
  * queued, and run together at collGroupEnd(). Groups nest; only the outermost end runs. */

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/datatype.h"
+#include "kernels/compress.h"
 
 namespace coll {
 
@@ -46,6 +47,7 @@ void Program::add(uint8_t flags, const OpDesc& od, uint16_t opIndex, const char*
   s.flags = flags;
   if ((flags & kDst) && streamMinBytes > 0 && od.count * dataTypeSize(od.dtype) >= streamMinBytes) s.flags |= kStream;
   s.elemSize = static_cast<uint8_t>(dataTypeSize(od.dtype));
+  s.wire = (flags & (kSend | kRecv)) ? od.wire : uint8_t{kWireNone};
   s.op = opIndex;
   s.kernels = &hostReduceKernels(od.dtype, od.op);
   s.src = src;
@@ -57,6 +59,8 @@ void Program::add(uint8_t flags, const OpDesc& od, uint16_t opIndex, const char*
   if (s.send && std::find(flushTargets.begin(), flushTargets.end(), s.send) == flushTargets.end())
     flushTargets.push_back(s.send);
 }
+
+size_t Program::sliceFor(const Step& s) const { return wireSliceBytes(s.wire, sliceBytes); }
 
 void Program::addToken(uint16_t opIndex, SendConnector* send, RecvConnector* recv) {
   // Send first, then receive: every rank of the ring does both, so none waits on another.

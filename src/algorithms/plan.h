@@ -31,7 +31,8 @@ namespace coll {
 struct Step {
   uint8_t flags;
   uint8_t elemSize;
-  uint16_t op;  // index of the operation in Program::ops (for error messages)
+  uint8_t wire;  // WireType (kernels/compress.h): the form of the slots' data
+  uint16_t op;   // index of the operation in Program::ops (for error messages)
   const ReduceKernels* kernels;
   const char* src;
   char* dst;
@@ -57,6 +58,7 @@ struct OpDesc {
   void* stream = nullptr;        // its cudaStream_t
   const char* via = nullptr;     // the call this send/recv is part of ("collAlltoAll"), for errors
   bool registered = false;       // a send from memory registered with collCommRegister
+  uint8_t wire = 0;              // WireType: fp32 data carried compressed (kernels/compress.h)
   std::shared_ptr<void> keep{};  // memory the op reads that the library made (staged inputs)
   // Work due when the op runs rather than when it is called (a PreMulSum op's scaling,
   // which reads its scalar then): the launch calls it first.
@@ -92,6 +94,9 @@ struct Program {
   WaitTarget blockedOn;                      // set when the last advance stalled
   Awaiting blockedFor = Awaiting::kData;     // with blockedPeer >= 0
   int blockedPeer = -1;
+
+  // The caller's bytes moved per slice by step s (a compressed step fits more in a slot).
+  size_t sliceFor(const Step& s) const;
 
   // Appends a step (skipping empty ones) and remembers its send connector for flushing.
   void add(uint8_t flags, const OpDesc& od, uint16_t opIndex, const char* src, char* dst, size_t bytes,

@@ -27,6 +27,27 @@ std::string& lastErrorText() {
 }
 }  // namespace coll::api
 
+namespace coll::api {
+
+// The arguments of collective od (not send/recv) as the caller named them.
+Status checkArgs(const OpDesc& od, collComm* c, BufKinds* k) {
+  const bool reduces = od.kind == CollKind::kAllReduce || od.kind == CollKind::kReduce ||
+                       od.kind == CollKind::kReduceScatter;
+  const bool rooted = od.kind == CollKind::kBroadcast || od.kind == CollKind::kReduce;
+  const bool perRank = od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter;
+  const char* countArg = od.kind == CollKind::kAllGather ? "sendcount" : perRank ? "recvcount" : "count";
+  if (reduces) COLL_CHECK(checkOp(od.op, od.dtype, c));
+  if (rooted) COLL_CHECK(checkRank("root", od.root, c->nranks));
+  COLL_CHECK(checkBytes(countArg, od.count, perRank ? static_cast<size_t>(c->nranks) : 1, od.dtype));
+  // A root's sendbuff of broadcast, and reduce's recvbuff, are read or written there only.
+  if (od.kind != CollKind::kBroadcast || c->rank == od.root)
+    COLL_CHECK(checkBuf("sendbuff", od.sendbuff, od.count, c, k));
+  if (od.kind != CollKind::kReduce || c->rank == od.root) COLL_CHECK(checkBuf("recvbuff", od.recvbuff, od.count, c, k));
+  return okStatus();
+}
+
+}  // namespace coll::api
+
 // The library is built with hidden visibility; the C ABI is its only export.
 #pragma GCC visibility push(default)
 extern "C" {
@@ -250,61 +271,31 @@ const char* collGetLastError(collComm_t comm) {
 collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collRedOp_t op,
                            collComm_t comm, collStream_t stream) {
   coll::OpDesc od{coll::CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, -1, 0};
-  return runOp("collAllReduce", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
-    COLL_CHECK(checkOp(op, datatype, c));
-    COLL_CHECK(checkBytes("count", count, 1, datatype));
-    COLL_CHECK(checkBuf("sendbuff", sendbuff, count, c, k));
-    COLL_CHECK(checkBuf("recvbuff", recvbuff, count, c, k));
-    return coll::okStatus();
-  });
+  return runOp("collAllReduce", comm, od, stream, [&](collComm* c, BufKinds* k) { return checkArgs(od, c, k); });
 }
 
 collResult_t collBroadcast(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
                            collComm_t comm, collStream_t stream) {
   coll::OpDesc od{coll::CollKind::kBroadcast, sendbuff, recvbuff, count, datatype, collSum, root, 0};
-  return runOp("collBroadcast", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
-    COLL_CHECK(checkRank("root", root, c->nranks));
-    COLL_CHECK(checkBytes("count", count, 1, datatype));
-    if (c->rank == root) COLL_CHECK(checkBuf("sendbuff", sendbuff, count, c, k));
-    COLL_CHECK(checkBuf("recvbuff", recvbuff, count, c, k));
-    return coll::okStatus();
-  });
+  return runOp("collBroadcast", comm, od, stream, [&](collComm* c, BufKinds* k) { return checkArgs(od, c, k); });
 }
 
 collResult_t collReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collRedOp_t op,
                         int root, collComm_t comm, collStream_t stream) {
   coll::OpDesc od{coll::CollKind::kReduce, sendbuff, recvbuff, count, datatype, op, root, 0};
-  return runOp("collReduce", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
-    COLL_CHECK(checkOp(op, datatype, c));
-    COLL_CHECK(checkRank("root", root, c->nranks));
-    COLL_CHECK(checkBytes("count", count, 1, datatype));
-    COLL_CHECK(checkBuf("sendbuff", sendbuff, count, c, k));
-    if (c->rank == root) COLL_CHECK(checkBuf("recvbuff", recvbuff, count, c, k));
-    return coll::okStatus();
-  });
+  return runOp("collReduce", comm, od, stream, [&](collComm* c, BufKinds* k) { return checkArgs(od, c, k); });
 }
 
 collResult_t collAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, collDataType_t datatype,
                            collComm_t comm, collStream_t stream) {
   coll::OpDesc od{coll::CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, collSum, -1, 0};
-  return runOp("collAllGather", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
-    COLL_CHECK(checkBytes("sendcount", sendcount, static_cast<size_t>(c->nranks), datatype));
-    COLL_CHECK(checkBuf("sendbuff", sendbuff, sendcount, c, k));
-    COLL_CHECK(checkBuf("recvbuff", recvbuff, sendcount, c, k));
-    return coll::okStatus();
-  });
+  return runOp("collAllGather", comm, od, stream, [&](collComm* c, BufKinds* k) { return checkArgs(od, c, k); });
 }
 
 collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, collDataType_t datatype,
                                collRedOp_t op, collComm_t comm, collStream_t stream) {
   coll::OpDesc od{coll::CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, -1, 0};
-  return runOp("collReduceScatter", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
-    COLL_CHECK(checkOp(op, datatype, c));
-    COLL_CHECK(checkBytes("recvcount", recvcount, static_cast<size_t>(c->nranks), datatype));
-    COLL_CHECK(checkBuf("sendbuff", sendbuff, recvcount, c, k));
-    COLL_CHECK(checkBuf("recvbuff", recvbuff, recvcount, c, k));
-    return coll::okStatus();
-  });
+  return runOp("collReduceScatter", comm, od, stream, [&](collComm* c, BufKinds* k) { return checkArgs(od, c, k); });
 }
 
 collResult_t collSend(const void* sendbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,

@@ -212,6 +212,20 @@ void deferToGroupEnd(collComm* comm, collComm** out, Make make) {
       [out, made] { *out = *made; });
 }
 
+// The arguments of collective od (not send/recv), named as the caller named them (api.cc).
+Status checkArgs(const OpDesc& od, collComm* c, BufKinds* k);
+
+// What a compressed call's wiretype puts on the wire (kWireNone where it is none:
+// checkCompressed says why).
+uint8_t wireOf(collDataType_t wiretype);
+
+// The arguments only compressed calls have: fp32 buffers, a 16-bit floating wire type,
+// and for reductions an op compression supports.
+Status checkCompressed(const OpDesc& od, collDataType_t wiretype);
+
+// The wire type comm's default compression gives od (kWireNone where it does not apply).
+uint8_t defaultWire(const collComm* comm, const OpDesc& od);
+
 template <typename Validate>
 collResult_t runOp(const char* fn, collComm* comm, OpDesc od, collStream_t stream, Validate&& validate) {
   CommUse use(comm);
@@ -221,6 +235,7 @@ collResult_t runOp(const char* fn, collComm* comm, OpDesc od, collStream_t strea
     BufKinds kinds;
     COLL_CHECK(validate(comm, &kinds));
     COLL_CHECK(placeOp(&od, kinds, stream));
+    if (od.wire == 0) od.wire = defaultWire(comm, od);
     size_t inputCount = od.count;
     if (od.kind == CollKind::kReduceScatter) inputCount *= static_cast<size_t>(comm->nranks);
     COLL_CHECK(lowerPreMulSum(comm, &od, inputCount));

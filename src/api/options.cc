@@ -84,6 +84,11 @@ Result<CommOptions> optionsFromConfig(const collConfig_t* c, const CommOptions* 
     o.netName = net;
   }
   if (const char* name = COLL_CFG_PTR(commName)) o.name = name;
+  const int compress = COLL_CFG_INT(compress);
+  if (compress != undef && (compress < collCompressNone || compress > collCompressBfloat16))
+    return invalidArgument("config->compress " + std::to_string(compress) +
+                           " is not collCompressNone, collCompressFloat16 or collCompressBfloat16");
+  if (compress != undef) o.compress = compress;
   // Children never share a parent's connections here, which NCCL allows for any config.
   const struct {
     const char* name;

@@ -14,6 +14,7 @@
 #include "base/param.h"
 #include "collectives/config.h"
 #include "device/device_exec.h"
+#include "kernels/compress.h"
 #if COLL_HAVE_CUDA
 #include "cuda/gpu.h"
 #endif
@@ -45,6 +46,7 @@ struct SharedConfig {
   int32_t deviceEmulate;
   int32_t deviceChannels;
   int32_t deviceLaneBudget;  // not compared: the smallest over all ranks applies
+  int32_t compress;          // collCompress_t
   uint64_t algos;            // COLL_ALGO / COLL_PROTO filters (tuner.h)
   uint64_t protos;
   double tunerConsts[5];
@@ -184,6 +186,19 @@ static int64_t configuredFifoBytes(bool overNet) {
 }
 
 // This rank's side of the settings every rank must share; tuner inputs go to c->tuner.
+static_assert(int{collCompressFloat16} == int{kWireFp16} && int{collCompressBfloat16} == int{kWireBf16} &&
+              int{collCompressNone} == int{kWireNone});
+
+// The communicator's default compression (collCompress_t): its config's, else COLL_COMPRESS.
+static Result<int32_t> compressSetting(const CommOptions& o) {
+  if (o.compress >= 0) return o.compress;
+  const std::string v = param(StringParam::COMPRESS);
+  if (v.empty() || v == "off" || v == "none" || v == "0") return int32_t{collCompressNone};
+  if (v == "fp16" || v == "half") return int32_t{collCompressFloat16};
+  if (v == "bf16" || v == "bfloat16") return int32_t{collCompressBfloat16};
+  return invalidArgument("COLL_COMPRESS=" + v + " is not off, fp16 or bf16");
+}
+
 static Result<SharedConfig> localConfig(collComm* c, bool shmDisable, bool overNet, int64_t minCh) {
   // collConfig_t's maxCTAs bounds the channels where given.
   const CommOptions& o = c->options;
@@ -199,6 +214,7 @@ static Result<SharedConfig> localConfig(collComm* c, bool shmDisable, bool overN
   mine.deviceEmulate = param(IntParam::DEVICE_EMULATE) != 0 ? 1 : 0;
   mine.deviceChannels = static_cast<int32_t>(std::clamp<int64_t>(param(IntParam::DEVICE_NCHANNELS), 1, 32));
   mine.deviceLaneBudget = deviceLaneBudget(c->bootstrap->peers(), c->rank, c->dev.cudaDev, mine.deviceEmulate != 0);
+  COLL_ASSIGN(mine.compress, compressSetting(o));
   COLL_CHECK(tunerInputFromParams(&c->tuner));
   mine.algos = c->tuner.algos;
   mine.protos = c->tuner.protos;
@@ -223,8 +239,9 @@ static std::string describeShared(const SharedConfig& s) {
          ", COLL_SHM_DISABLE=" + std::to_string(s.shmDisable) + ", COLL_DIRECT=" + std::to_string(s.direct) +
          ", COLL_NET_DUPLEX=" + std::to_string(s.netDuplex) +
          ", COLL_DEVICE_EMULATE=" + std::to_string(s.deviceEmulate) +
-         ", COLL_DEVICE_NCHANNELS=" + std::to_string(s.deviceChannels) + ", COLL_ALGO/COLL_PROTO filters " +
-         std::to_string(s.algos) + "/" + std::to_string(s.protos) + ", COLL_TUNER_* " + consts;
+         ", COLL_DEVICE_NCHANNELS=" + std::to_string(s.deviceChannels) + ", COLL_COMPRESS (or config->compress) " +
+         std::to_string(s.compress) + ", COLL_ALGO/COLL_PROTO filters " + std::to_string(s.algos) + "/" +
+         std::to_string(s.protos) + ", COLL_TUNER_* " + consts;
 }
 
 // Every rank's SharedConfig; fails naming the first rank that differs from rank 0.
@@ -259,6 +276,12 @@ static Status applyConfig(collComm* c, const std::vector<SharedConfig>& all, boo
   c->spinNs = std::max<int64_t>(0, param(IntParam::SPIN_US)) * 1000;
   c->streamMinBytes = static_cast<size_t>(std::max<int64_t>(0, param(IntParam::STREAM_MIN_BYTES)));
   c->netOneShotBytes = static_cast<size_t>(agreed.netOneShotBytes);
+  c->compress = static_cast<uint8_t>(agreed.compress);  // collCompress_t values are WireTypes
+  if (c->compress != kWireNone)
+    COLL_INFO(INIT,
+              "rank %d: compression on: fp32 allreduce, reduce-scatter (sum/avg), allgather and broadcast "
+              "carry %s on the wire",
+              c->rank, c->compress == kWireFp16 ? "fp16 with a power-of-two scale per 256 elements" : "bf16");
   c->dev.emulate = agreed.deviceEmulate != 0;
   // Every rank's kernel blocks must be resident together (they wait on each other): ranks
   // sharing a GPU divide its resident blocks, and every rank uses the smallest share.

@@ -33,6 +33,7 @@ struct CommOptions {
   int maxChannels = 0;  // 0: COLL_MAX_NCHANNELS
   std::string netName;  // empty: COLL_NET
   std::string name;     // commName: printed in the communicator's log lines
+  int compress = -1;    // collCompress_t; -1: COLL_COMPRESS
 };
 
 // An op made by collRedOpCreatePreMulSum: inputs times the scalar, then summed.
@@ -120,6 +121,7 @@ struct collComm {
   std::vector<char> staging;  // ring one-shot inputs; direct reductions' peer chunks
   int64_t spinNs = 0;         // COLL_SPIN_US, for waiters
   size_t streamMinBytes = 0;  // COLL_STREAM_MIN_BYTES: non-temporal stores from here up
+  uint8_t compress = 0;       // WireType (kernels/compress.h) of fp32 collectives by default
 
   // The device path (device/device_comm.h): the CUDA device this rank is bound to
   // (dev.cudaDev, -1 for a host-memory rank), emulation, the device connector set

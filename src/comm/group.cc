@@ -9,6 +9,7 @@
 #include "algorithms/algorithms.h"
 #include "algorithms/oneshot.h"
 #include "base/datatype.h"
+#include "kernels/compress.h"
 #include "comm/executor.h"
 #include "base/log.h"
 #include "device/device_exec.h"
@@ -233,7 +234,7 @@ void cutChannel0(CommLaunch& l, std::shared_ptr<OneShot> os) {
 Status buildPrograms(CommLaunch& l) {
   collComm* c = l.comm;
   ConnectorSet& conns = c->conns(l.device);
-  const BuildInput in = buildInput(c, conns);
+  const BuildInput shared = buildInput(c, conns);
   l.channels.resize(conns.channels.size());
   for (size_t ch = 0; ch < l.channels.size(); ++ch) initProgram(l.channels[ch], l, "channel " + std::to_string(ch));
   initProgram(l.self, l, "copy to self");
@@ -250,6 +251,8 @@ Status buildPrograms(CommLaunch& l) {
   for (size_t i : order) {
     const OpDesc& od = l.ops[i];
     auto idx = static_cast<uint16_t>(i);
+    BuildInput in = shared;
+    in.sliceBytes = wireSliceBytes(od.wire, shared.sliceBytes);  // the caller's bytes of a slot
     if (l.routes[i] == Route::kOneShot) {
       cutChannel0(l, std::make_shared<OneShot>(oneShotContext(c), od));
       continue;

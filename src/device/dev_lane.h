@@ -19,6 +19,7 @@
 
 #include <cstdint>
 
+#include "kernels/compress.h"
 #include "kernels/float_conv.h"  // COLL_HD
 
 namespace coll {
@@ -49,7 +50,8 @@ struct DevStep {
   uint8_t dtype;  // collDataType_t
   uint8_t redop;  // collRedOp_t
   uint8_t elemSize;
-  uint16_t op;  // index of the operation in its launch (for error messages)
+  uint8_t wire;  // WireType (kernels/compress.h)
+  uint16_t op;   // index of the operation in its launch (for error messages)
 };
 
 enum DevCode : uint32_t {
@@ -107,10 +109,13 @@ COLL_HD inline void devRunLane(const DevLane& L, B& b) {
     if (b.leader()) b.store(&L.result->step, si);  // live progress, for stall reports
     // A token (kToken, plan.h) is one zero-length slice.
     const bool token = s.flags & kDevToken;
-    const uint64_t nslices = token ? 1 : (s.bytes + L.sliceBytes - 1) / L.sliceBytes;
+    // A compressed step moves more of the caller's bytes per slot (compress.h).
+    const uint64_t sliceBytes = wireSliceBytes(s.wire, L.sliceBytes);
+    const uint64_t nslices = token ? 1 : (s.bytes + sliceBytes - 1) / sliceBytes;
     for (uint64_t k = 0; k < nslices; ++k) {
-      const uint64_t off = k * L.sliceBytes;
-      const uint64_t len = token ? 0 : s.bytes - off < L.sliceBytes ? s.bytes - off : L.sliceBytes;
+      const uint64_t off = k * sliceBytes;
+      const uint64_t len = token ? 0 : s.bytes - off < sliceBytes ? s.bytes - off : sliceBytes;
+      const uint64_t wireLen = s.wire != kWireNone ? wireBytes(s.wire, len / 4) : len;
       if (b.leader()) {
         DevSliceCtl& c = b.ctl();
         c.code = kDevRunning;
@@ -126,10 +131,10 @@ COLL_HD inline void devRunLane(const DevLane& L, B& b) {
           }
           if (c.code == kDevRunning) {
             const uint32_t got = b.load(&r.sizes[pos[s.recv] % kDevSteps]);
-            if (got != len) {
+            if (got != wireLen) {
               c.code = kDevSizeMismatch;
               L.result->got = got;
-              L.result->want = len;
+              L.result->want = wireLen;
             }
             c.in = r.data + (pos[s.recv] % kDevSteps) * r.slotBytes;
           }
@@ -159,7 +164,7 @@ COLL_HD inline void devRunLane(const DevLane& L, B& b) {
         if (s.recv >= 0) b.store(L.conns[s.recv].head, ++pos[s.recv]);
         if (s.send >= 0) {
           const DevConn& w = L.conns[s.send];
-          b.store(&w.sizes[pos[s.send] % kDevSteps], static_cast<uint32_t>(len));
+          b.store(&w.sizes[pos[s.send] % kDevSteps], static_cast<uint32_t>(wireLen));
           b.store(w.tail, ++pos[s.send]);
         }
       }

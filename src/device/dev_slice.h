@@ -13,6 +13,7 @@
 #include "device/dev_lane.h"
 #include "kernels/slice.h"
 #include "kernels/step_flags.h"
+#include "kernels/wire_slice.h"
 
 namespace coll {
 
@@ -21,6 +22,11 @@ namespace coll {
 COLL_HD inline void devSlice(unsigned tid, unsigned nt, const DevStep& s, const char* in, const char* src, char* dst,
                              char* out, uint64_t len, int nranks) {
   using namespace slice;
+  if (s.wire != kWireNone) {
+    wireSliceHd(tid, nt, s.flags, s.wire, s.redop, in, reinterpret_cast<const float*>(src),
+                reinterpret_cast<float*>(dst), out, len / 4, nranks);
+    return;
+  }
   // Pure copies need no element type.
   if (!(in && src) && !((s.flags & kFinal) && s.redop == collAvg)) {
     if (in) copy(tid, nt, in, dst, out, len);

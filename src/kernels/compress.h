@@ -4,15 +4,20 @@
 // fp16, block-scaled: elements go in blocks of kCompressBlock, each with one power-of-two
 // exponent e (int8). An element is stored as fp16(x * 2^-e), rounded to nearest even, with
 // e chosen from the block's largest finite magnitude m so that m * 2^-e lies in
-// [2^14, 2^15): no finite input overflows fp16, and every element keeps an absolute error
-// of at most 2^-11 * 2^floor(log2 m) <= 2^-11 * m, whatever the magnitude of the block. e
-// stays within [-126, 126], so blocks of values below 2^-112 lose precision (they are
-// scaled by 2^126 at most). Infinities and NaN are stored unscaled as fp16 infinity and
+// [2^14, 2^15) (or just below 2^14 where it would round up to 2^15: then decoding and
+// encoding again gives the same bits): no finite input overflows fp16, and every element
+// keeps an absolute error of at most 2^-11 * 2^floor(log2 m) <= 2^-11 * m, whatever the
+// magnitude of the block. e stays within [-126, 114], so blocks of values below 2^-112
+// lose precision (they are scaled by 2^126 at most). Infinities and NaN are stored unscaled as fp16 infinity and
 // NaN; an all-zero or all-non-finite block has e = 0. A finite input never decodes to an
 // infinity: in the top binade of fp32 (m >= 2^127) a value that would round up to 2^128
 // rounds down instead, so there the bound is one ulp, 2^-10 * 2^127.
 //
 // bf16: round to nearest even (float_conv.h), no scale: relative error at most 2^-8.
+//
+// A slice of n fp32 elements on the wire (wireBytes): fp16 puts the ceil(n / 256) block
+// exponents first, padded to 16 bytes so the halves after them stay 16-byte aligned, then
+// the n halves; bf16 is the n words alone.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +28,36 @@
 namespace coll {
 
 constexpr size_t kCompressBlock = 256;
+
+// What a step carries on the wire (Step::wire, DevStep::wire): the caller's elements
+// (fp32 when compressed) or their 16-bit encoding.
+enum WireType : uint8_t { kWireNone = 0, kWireFp16 = 1, kWireBf16 = 2 };
+
+COLL_HD inline uint64_t compressBlocks(uint64_t n) { return (n + kCompressBlock - 1) / kCompressBlock; }
+
+// Bytes of the exponents ahead of the halves of an fp16 slice of n elements.
+COLL_HD inline uint64_t wireHeaderBytes(uint8_t wire, uint64_t n) {
+  return wire == kWireFp16 ? (compressBlocks(n) + 15) / 16 * 16 : 0;
+}
+
+// Bytes on the wire of a slice of n elements (n * 4 when not compressed).
+COLL_HD inline uint64_t wireBytes(uint8_t wire, uint64_t n) {
+  return wire == kWireNone ? n * 4 : wireHeaderBytes(wire, n) + 2 * n;
+}
+
+// The caller's bytes of the largest slice whose wire form fits a slot of slotBytes: whole
+// blocks when a block fits, a multiple of 16 bytes otherwise (slotBytes itself when not
+// compressed).
+COLL_HD inline uint64_t wireSliceBytes(uint8_t wire, uint64_t slotBytes) {
+  if (wire == kWireNone) return slotBytes;
+  uint64_t n = slotBytes / 2 / 4 * 4;  // bf16, and the first guess for fp16
+  if (wire == kWireFp16) {
+    n = (slotBytes > 16 ? slotBytes - 16 : 0) / 2 / 4 * 4;
+    if (n >= kCompressBlock) n = n / kCompressBlock * kCompressBlock;
+    while (n > kCompressBlock && wireBytes(wire, n) > slotBytes) n -= kCompressBlock;
+  }
+  return n * 4;
+}
 
 // 2^e as a float, for e in [-126, 127].
 COLL_HD inline float pow2f(int e) { return bitsFloat(static_cast<uint32_t>(127 + e) << 23); }
@@ -35,8 +70,10 @@ COLL_HD inline int8_t blockExponent(float m) {
   if (biased == 0) biased = static_cast<int>((floatBits(m * 0x1p64f) >> 23) & 0xffu) - 64;  // subnormal
   const int floorLog2 = biased - 127;
   int e = floorLog2 - 14;
-  if (e < -126) e = -126;
-  if (e > 126) e = 126;
+  if (e < -126) return -126;
+  // m that rounds up to 2^15 takes the next exponent: then decoded values encode again to
+  // the same bits (a rank re-sending a result it decoded sends what it received).
+  if (floatToHalf(m * pow2f(-e)) == 0x7800u) ++e;
   return static_cast<int8_t>(e);
 }
 
@@ -63,7 +100,11 @@ COLL_HD inline uint16_t encodeFp16Scaled(float x, int e) {
 
 COLL_HD inline float decodeFp16Scaled(uint16_t h, int e) {
   if ((h & 0x7c00u) == 0x7c00u) return halfToFloat(h);  // infinity and NaN
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(halfToFloat(h), pow2f(e));  // never contracted into a caller's addition
+#else
   return halfToFloat(h) * pow2f(e);
+#endif
 }
 
 // Encodes x[0, n) (n <= kCompressBlock) as one block: its exponent and n fp16 words.

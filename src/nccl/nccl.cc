@@ -15,7 +15,9 @@
 
 namespace {
 
-static_assert(sizeof(ncclConfig_t) == sizeof(collConfig_t) &&
+// collConfig_t is ncclConfig_t plus fields of this library's after it (config->size says
+// which a caller has).
+static_assert(offsetof(collConfig_t, compress) == sizeof(ncclConfig_t) &&
               offsetof(ncclConfig_t, nvlinkCentricSched) == offsetof(collConfig_t, nvlinkCentricSched));
 static_assert(offsetof(ncclConfig_t, netName) == offsetof(collConfig_t, netName) &&
               offsetof(ncclConfig_t, commName) == offsetof(collConfig_t, commName));

@@ -1,0 +1,203 @@
+// Compressed collectives (collAllReduceCompressed and friends, COLL_COMPRESS): results
+// against an fp64 reduction within the documented bound (collectives.h), bit-identical on
+// every rank, on the ring and the tree, over shm and TCP, on the host executor and the
+// emulated device executor, for 1-8 ranks and data of every kind; and the bad inputs.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "collectives/collectives.h"
+#include "harness.h"
+
+using testing::ScopedEnv;
+
+namespace {
+
+enum class Pattern { kNormal, kMixed, kEqual, kZeros, kSubnormal, kSpecial };
+const Pattern kPatterns[] = {Pattern::kNormal, Pattern::kZeros,     Pattern::kMixed,
+                             Pattern::kEqual,  Pattern::kSubnormal, Pattern::kSpecial};
+
+const char* patternName(Pattern p) {
+  switch (p) {
+    case Pattern::kNormal: return "normal";
+    case Pattern::kMixed: return "mixed 1e-8..1e8";
+    case Pattern::kEqual: return "all equal";
+    case Pattern::kZeros: return "signed zeros";
+    case Pattern::kSubnormal: return "subnormals";
+    case Pattern::kSpecial: return "NaN/Inf";
+  }
+  return "?";
+}
+
+// Input element i of rank r (the same on every call).
+float inputOf(Pattern p, int r, size_t i) {
+  std::mt19937 rng(static_cast<uint32_t>(i * 131 + static_cast<size_t>(r) * 7919 + 1));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  switch (p) {
+    case Pattern::kNormal: return normal(rng);
+    case Pattern::kMixed:  // log-uniform magnitudes, random signs; blocks mix them
+      return (unit(rng) < 0.5f ? -1.0f : 1.0f) * std::pow(10.0f, -8.0f + 16.0f * unit(rng));
+    case Pattern::kEqual: return 0.1f;
+    case Pattern::kZeros: return (i % 3 == 0 || (i % 3 == 1 && r == 0)) ? -0.0f : 0.0f;
+    case Pattern::kSubnormal: return normal(rng) * 1e-40f;
+    case Pattern::kSpecial:
+      if (i % 97 == 5) return std::numeric_limits<float>::quiet_NaN();
+      if (i % 89 == 7) return r == 0 ? std::numeric_limits<float>::infinity() : 1.0f;
+      if (i % 83 == 3) return r % 2 ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
+      return normal(rng) * 1e3f;
+  }
+  return 0;
+}
+
+// What fp32 gives for element i of a sum over n ranks where NaN or an infinity enters:
+// NaN, or the infinity. Finite inputs: false.
+bool specialSum(Pattern p, int n, size_t i, float* out) {
+  bool nan = false, pos = false, neg = false;
+  for (int r = 0; r < n; ++r) {
+    const float x = inputOf(p, r, i);
+    nan |= std::isnan(x);
+    pos |= x == std::numeric_limits<float>::infinity();
+    neg |= x == -std::numeric_limits<float>::infinity();
+  }
+  if (!nan && !pos && !neg) return false;
+  *out = nan || (pos && neg) ? std::numeric_limits<float>::quiet_NaN()
+                             : (pos ? 1.0f : -1.0f) * std::numeric_limits<float>::infinity();
+  return true;
+}
+
+struct Exact {
+  double value;  // the sum, or max/min, in fp64
+  double mag;    // sum of magnitudes over ranks
+};
+
+Exact exactOf(Pattern p, int n, size_t i, collRedOp_t op) {
+  Exact e{op == collMax ? -INFINITY : op == collMin ? INFINITY : 0.0, 0.0};
+  for (int r = 0; r < n; ++r) {
+    const double x = inputOf(p, r, i);
+    e.mag += std::fabs(x);
+    if (op == collMax) e.value = std::max(e.value, x);
+    else if (op == collMin) e.value = std::min(e.value, x);
+    else e.value += x;
+  }
+  if (op == collAvg) e.value /= n, e.mag /= n;
+  return e;
+}
+
+// The bound of collectives.h for element i: fp16 takes the largest magnitude of its block.
+double boundOf(collDataType_t wire, int n, const std::vector<Exact>& ex, size_t i) {
+  if (wire == collBfloat16) return n * std::ldexp(ex[i].mag, -8) * (1 + n * std::ldexp(1.0, -7)) + n * 0x1p-133;
+  const size_t lo = i / 256 * 256, hi = std::min(ex.size(), lo + 256);
+  double sb = 0;
+  for (size_t j = lo; j < hi; ++j)
+    if (std::isfinite(ex[j].mag)) sb = std::max(sb, ex[j].mag);
+  return n * std::ldexp(sb, -11) * (1 + n * std::ldexp(1.0, -10)) + n * 0x1p-149;
+}
+
+// Checks `got` (count elements of a reduction over n ranks, op) against fp64 within the
+// bound; "" or the first failure.
+std::string checkReduced(const float* got, size_t count, Pattern p, int n, collRedOp_t op, collDataType_t wire,
+                         size_t base = 0) {
+  std::vector<Exact> ex(count);
+  for (size_t i = 0; i < count; ++i) ex[i] = exactOf(p, n, base + i, op);
+  for (size_t i = 0; i < count; ++i) {
+    float special = 0;
+    if ((op == collSum || op == collAvg) && specialSum(p, n, base + i, &special)) {
+      if (std::isnan(special) ? std::isnan(got[i]) : got[i] == special) continue;
+      return "element " + std::to_string(base + i) + ": " + std::to_string(got[i]) + " where fp32 gives " +
+             std::to_string(special);
+    }
+    const double err = std::fabs(static_cast<double>(got[i]) - ex[i].value);
+    const bool allNegZero = p == Pattern::kZeros && (base + i) % 3 == 0;
+    if (!(err <= boundOf(wire, n, ex, i)) || (allNegZero && !std::signbit(got[i])))
+      return "element " + std::to_string(base + i) + " (" + patternName(p) + "): " + std::to_string(got[i]) +
+             ", exact " + std::to_string(ex[i].value) + ", error " + std::to_string(err) + " above the bound " +
+             std::to_string(boundOf(wire, n, ex, i));
+  }
+  return "";
+}
+
+std::vector<float> inputs(Pattern p, int r, size_t count, size_t base = 0) {
+  std::vector<float> x(count);
+  for (size_t i = 0; i < count; ++i) x[i] = inputOf(p, r, base + i);
+  return x;
+}
+
+// Every rank's result, for the identity check.
+struct Results {
+  explicit Results(int n) : of(static_cast<size_t>(n)) {}
+  std::vector<std::vector<float>> of;
+  std::string identical() const {
+    for (size_t r = 1; r < of.size(); ++r)
+      if (of[r].size() != of[0].size() || std::memcmp(of[r].data(), of[0].data(), of[0].size() * 4) != 0)
+        return "rank " + std::to_string(r) + "'s result differs from rank 0's";
+    return "";
+  }
+};
+
+std::string failed(collResult_t res, collComm_t comm, const char* what) {
+  return std::string(what) + ": " + collGetErrorString(res) + " " + collGetLastError(comm);
+}
+
+constexpr size_t kCount = 3 * 256 + 77;  // several blocks and a partial one
+
+// One rank's share of the allreduce checks: every pattern and op, both wire types.
+std::string allReduceChecks(int rank, collComm_t comm, int n, std::vector<Results>& results) {
+  size_t k = 0;
+  for (collDataType_t wire : {collFloat16, collBfloat16})
+    for (Pattern p : kPatterns)
+      for (collRedOp_t op : {collSum, collAvg, collMax, collMin}) {
+        if (p == Pattern::kSpecial && (op == collMax || op == collMin)) continue;  // NaN order: as in fp32
+        const std::vector<float> x = inputs(p, rank, kCount);
+        std::vector<float> y(kCount, -1.0f);
+        collResult_t res = collAllReduceCompressed(x.data(), y.data(), kCount, collFloat32, wire, op, comm, nullptr);
+        if (res != collSuccess) return failed(res, comm, "collAllReduceCompressed");
+        std::string bad = checkReduced(y.data(), kCount, p, n, op, wire);
+        if (!bad.empty()) return std::string(wire == collFloat16 ? "fp16 " : "bf16 ") + bad;
+        results[k++].of[static_cast<size_t>(rank)] = std::move(y);
+      }
+  return "";
+}
+
+constexpr size_t kAllReduceRuns = 2 * 6 * 4 - 2 * 2;
+
+void sweep(int n, const char* algo, bool net, bool emulate) {
+  ScopedEnv a("COLL_ALGO", algo);
+  ScopedEnv shm("COLL_SHM_DISABLE", net ? "1" : "0");
+  ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  ScopedEnv buff("COLL_BUFFSIZE", "8192");  // 1 KiB slots: an fp16 slice is one block
+  ScopedEnv oneShot("COLL_ONESHOT_BYTES", "0");
+  ScopedEnv netOneShot("COLL_NET_ONESHOT_BYTES", "0");
+  ScopedEnv emu("COLL_DEVICE_EMULATE", emulate ? "1" : "0");
+  std::vector<Results> results(kAllReduceRuns, Results(n));
+  auto errors = testing::runRanks(n,
+                                  [&](int rank, collComm_t comm) { return allReduceChecks(rank, comm, n, results); });
+  INFO(n << " ranks, " << (algo[0] ? algo : "ring") << (net ? ", TCP" : ", shm") << (emulate ? ", device" : ""));
+  for (const std::string& e : errors) FAIL(e);
+  for (const Results& r : results) REQUIRE(r.identical() == "");
+}
+
+}  // namespace
+
+TEST_CASE("compressed allreduce: within the bound and identical on every rank, ring and tree, shm and TCP",
+          "[compressed]") {
+  for (int n : {1, 2, 3, 4, 8}) {
+    sweep(n, "", false, false);
+    if (n > 1) sweep(n, "allreduce:tree", false, false);
+  }
+  for (int n : {2, 3}) {
+    sweep(n, "", true, false);
+    sweep(n, "allreduce:tree", true, false);
+  }
+}
+
+TEST_CASE("compressed allreduce on the emulated device executor", "[compressed][device]") {
+  for (int n : {2, 4}) sweep(n, "", false, true);
+  sweep(3, "allreduce:tree", false, true);
+}
