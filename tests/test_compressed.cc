@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -200,4 +201,171 @@ TEST_CASE("compressed allreduce: within the bound and identical on every rank, r
 TEST_CASE("compressed allreduce on the emulated device executor", "[compressed][device]") {
   for (int n : {2, 4}) sweep(n, "", false, true);
   sweep(3, "allreduce:tree", false, true);
+}
+
+namespace {
+
+// Runs call() expecting collInvalidArgument with `words` in the last error, and recv
+// untouched; "" or what went wrong.
+template <typename Call>
+std::string refused(collComm_t comm, const char* words, const std::vector<float>& recv, Call call) {
+  const std::vector<float> before = recv;
+  const collResult_t res = call();
+  const std::string why = collGetLastError(comm);
+  if (res != collInvalidArgument) return std::string("expected collInvalidArgument for ") + words + ", got " +
+                                         collGetErrorString(res) + " " + why;
+  if (why.find(words) == std::string::npos) return "the error \"" + why + "\" does not name " + words;
+  if (std::memcmp(before.data(), recv.data(), recv.size() * 4) != 0) return std::string("recvbuff written: ") + words;
+  return "";
+}
+
+std::string badInputs(collComm_t comm) {
+  std::vector<float> x(1024, 1.0f), y(1024, 7.0f);
+  const size_t huge = std::numeric_limits<size_t>::max() / 2;
+  collRedOp_t mulSum;
+  float scalar = 2.0f;
+  if (collRedOpCreatePreMulSum(&mulSum, &scalar, collFloat32, collScalarHostImmediate, comm) != collSuccess)
+    return "collRedOpCreatePreMulSum failed";
+  const std::string checks[] = {
+      refused(comm, "datatype float16", y,
+              [&] {
+                return collAllReduceCompressed(x.data(), y.data(), 8, collFloat16, collFloat16, collSum, comm, nullptr);
+              }),
+      refused(comm, "wiretype float32", y,
+              [&] {
+                return collAllReduceCompressed(x.data(), y.data(), 8, collFloat32, collFloat32, collSum, comm, nullptr);
+              }),
+      refused(comm, "wiretype 99", y,
+              [&] {
+                return collAllGatherCompressed(x.data(), y.data(), 8, collFloat32, static_cast<collDataType_t>(99),
+                                               comm, nullptr);
+              }),
+      refused(comm, "op collProd", y,
+              [&] {
+                return collReduceScatterCompressed(x.data(), y.data(), 8, collFloat32, collBfloat16, collProd, comm,
+                                                   nullptr);
+              }),
+      refused(comm, "built-in", y,
+              [&] {
+                return collAllReduceCompressed(x.data(), y.data(), 8, collFloat32, collFloat16, mulSum, comm, nullptr);
+              }),
+      refused(comm, "count", y,
+              [&] {
+                return collAllReduceCompressed(x.data(), y.data(), huge, collFloat32, collFloat16, collSum, comm,
+                                               nullptr);
+              }),
+      refused(comm, "root 5", y,
+              [&] {
+                return collBroadcastCompressed(x.data(), y.data(), 8, collFloat32, collFloat16, 5, comm, nullptr);
+              }),
+      refused(comm, "recvbuff is NULL", y, [&] {
+        return collAllReduceCompressed(x.data(), nullptr, 8, collFloat32, collFloat16, collMax, comm, nullptr);
+      })};
+  collRedOpDestroy(mulSum, comm);
+  for (const std::string& c : checks)
+    if (!c.empty()) return c;
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("compressed collectives refuse bad input by name, writing nothing", "[compressed]") {
+  auto errors = testing::runRanks(2, [](int, collComm_t comm) { return badInputs(comm); });
+  for (const std::string& e : errors) FAIL(e);
+}
+
+namespace {
+
+// Rank `rank`'s result of the five compressed calls (or, with `plain`, of the calls the
+// communicator's default compresses), in one group, next to an int32 allreduce that must
+// stay exact.
+std::string fiveCalls(int rank, collComm_t comm, int n, bool plain, std::vector<float>* out) {
+  const size_t c = 700;
+  const std::vector<float> x = inputs(Pattern::kNormal, rank, c * n);
+  std::vector<float> ar(c), rs(c), ag(c * n), bc(c);
+  std::vector<int32_t> ix(c, rank + 1), iy(c, 0);
+  collGroupStart();
+  if (plain) {
+    collAllReduce(x.data(), ar.data(), c, collFloat32, collSum, comm, nullptr);
+    collReduceScatter(x.data(), rs.data(), c, collFloat32, collAvg, comm, nullptr);
+    collAllGather(x.data(), ag.data(), c, collFloat32, comm, nullptr);
+    collBroadcast(x.data(), bc.data(), c, collFloat32, 1, comm, nullptr);
+  } else {
+    collAllReduceCompressed(x.data(), ar.data(), c, collFloat32, collFloat16, collSum, comm, nullptr);
+    collReduceScatterCompressed(x.data(), rs.data(), c, collFloat32, collFloat16, collAvg, comm, nullptr);
+    collAllGatherCompressed(x.data(), ag.data(), c, collFloat32, collFloat16, comm, nullptr);
+    collBroadcastCompressed(x.data(), bc.data(), c, collFloat32, collFloat16, 1, comm, nullptr);
+  }
+  collAllReduce(ix.data(), iy.data(), c, collInt32, collSum, comm, nullptr);
+  const collResult_t res = collGroupEnd();
+  if (res != collSuccess) return failed(res, comm, "group");
+  for (size_t i = 0; i < c; ++i)
+    if (iy[i] != n * (n + 1) / 2) return "int32 allreduce changed: " + std::to_string(iy[i]);
+  out->clear();
+  for (const auto* v : {&ar, &rs, &ag, &bc}) out->insert(out->end(), v->begin(), v->end());
+  std::string bad = checkReduced(ar.data(), c, Pattern::kNormal, n, collSum, collFloat16);
+  if (bad.empty()) bad = checkReduced(rs.data(), c, Pattern::kNormal, n, collAvg, collFloat16, c * rank);
+  return bad.empty() ? "" : "compressed in a group: " + bad;
+}
+
+std::vector<std::vector<float>> fiveCallsOnAll(int n, bool plain) {
+  std::vector<std::vector<float>> got(static_cast<size_t>(n));
+  auto errors = testing::runRanks(n, [&](int rank, collComm_t comm) {
+    return fiveCalls(rank, comm, n, plain, &got[static_cast<size_t>(rank)]);
+  });
+  for (const std::string& e : errors) FAIL(e);
+  return got;
+}
+
+}  // namespace
+
+TEST_CASE("COLL_COMPRESS=fp16 makes fp32 sum/avg collectives compressed, the same bits as the compressed calls",
+          "[compressed]") {
+  ScopedEnv oneShot("COLL_ONESHOT_BYTES", "0");
+  ScopedEnv buff("COLL_BUFFSIZE", "8192");
+  const int n = 3;
+  std::vector<std::vector<float>> explicitCalls, byDefault;
+  {
+    ScopedEnv compress("COLL_COMPRESS", "off");
+    explicitCalls = fiveCallsOnAll(n, false);
+  }
+  {
+    ScopedEnv compress("COLL_COMPRESS", "fp16");
+    byDefault = fiveCallsOnAll(n, true);
+  }
+  for (int r = 0; r < n; ++r) REQUIRE(byDefault[static_cast<size_t>(r)] == explicitCalls[static_cast<size_t>(r)]);
+  {
+    ScopedEnv compress("COLL_COMPRESS", "off");
+    const auto exact = fiveCallsOnAll(n, true);  // uncompressed: differs (the test can fail)
+    REQUIRE(exact[0] != explicitCalls[0]);
+  }
+}
+
+TEST_CASE("compression settings: a bad COLL_COMPRESS or config->compress fails init by name; ranks must agree",
+          "[compressed]") {
+  {
+    ScopedEnv compress("COLL_COMPRESS", "fp12");
+    auto errors = testing::runRanks(2, [](int, collComm_t) { return std::string(); });
+    REQUIRE(errors.size() == 2);
+    CHECK_THAT(errors[0], Catch::Contains("COLL_COMPRESS=fp12"));
+  }
+  collUniqueId id;
+  REQUIRE(collGetUniqueId(&id) == collSuccess);
+  std::vector<std::string> why(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      collConfig_t config = COLL_CONFIG_INITIALIZER;
+      config.compress = r == 0 ? collCompressFloat16 : collCompressNone;
+      collComm_t comm = nullptr;
+      if (collCommInitRankConfig(&comm, 2, id, r, &config) == collSuccess) collCommDestroy(comm);
+      else why[r] = collGetLastError(nullptr);
+    });
+  for (auto& t : threads) t.join();
+  CHECK_THAT(why[0] + why[1], Catch::Contains("COLL_COMPRESS (or config->compress)"));
+  collConfig_t bad = COLL_CONFIG_INITIALIZER;
+  bad.compress = 7;
+  collComm_t comm = nullptr;
+  REQUIRE(collCommInitRankConfig(&comm, 1, id, 0, &bad) == collInvalidArgument);
+  CHECK_THAT(collGetLastError(nullptr), Catch::Contains("config->compress 7"));
 }
