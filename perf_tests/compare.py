@@ -34,7 +34,8 @@ def parse(path, in_place=False):
                 continue
             try:
                 if len(parts) >= 13:  # ours: size count type redop root time algbw busbw ...
-                    col = 9 if in_place else 5  # in-place time, algbw, busbw follow #wrong
+                    # in-place time, algbw, busbw follow #wrong (--wire: #wrong maxerr, 15 columns)
+                    col = (10 if len(parts) == 15 else 9) if in_place else 5
                     rows[int(parts[0])] = (float(parts[col]), float(parts[col + 2]))
                 elif len(parts) == 8:  # peers: size count type redop time algbw busbw #wrong
                     rows[int(parts[0])] = (float(parts[4]), float(parts[6]))

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -98,10 +99,35 @@ static bool hasInPlace(Coll c, const std::string& mem) {
   return c != Coll::kSendRecv && (c != Coll::kAllToAll || mem == "host");
 }
 
+bool hasCompressed(Coll c) {
+  return c == Coll::kAllReduce || c == Coll::kReduceScatter || c == Coll::kAllGather || c == Coll::kBroadcast ||
+         c == Coll::kReduce;
+}
+
+// --wire W: the wire type, for float buffers and the ops compressed collectives take
+// (-o all: those four). "" or what is wrong; the data type and op come parsed (dt, op:
+// as given).
+static std::string applyWire(Coll coll, const std::string& wire, const std::string& dt, const std::string& op,
+                             Options* o) {
+  const std::string w = "--wire " + wire + ": ";
+  if (!hasCompressed(coll))
+    return w + collProgram(coll) + " has no compressed form (allreduce, reduce-scatter, allgather, broadcast, reduce)";
+  collDataType_t t;
+  if (!parseType(wire, &t) || (t != collFloat16 && t != collBfloat16))
+    return w + "expected half (fp16) or bfloat16 (bf16)";
+  if (o->types != std::vector<collDataType_t>{collFloat32})
+    return w + "compressed collectives take float buffers, not -d " + dt;
+  if (hasOp(coll) && op == "all") o->ops = {collSum, collMax, collMin, collAvg};
+  if (o->ops[0] == collProd || o->ops[0] == kMulSum)
+    return w + "compressed collectives reduce with sum, avg, max or min, not -o " + op;
+  o->wire = t;
+  return "";
+}
+
 int parseOptions(Coll coll, int argc, char** argv, Options* o, bool* stop) {
   *stop = false;
   CLI::App app{std::string(collProgram(coll)) + ": nccl-tests compatible benchmark of libcollectives (host buffers)"};
-  std::string b = "32M", e = "32M", i = "1M", op = "sum", dt = "float", root = "0";
+  std::string b = "32M", e = "32M", i = "1M", op = "sum", dt = "float", root = "0", wire;
   app.add_option("-b,--minbytes", b, "minimum size in bytes (K/M/G suffixes)")->capture_default_str();
   app.add_option("-e,--maxbytes", e, "maximum size in bytes")->capture_default_str();
   app.add_option("-i,--stepbytes", i, "size increment when no step factor is given")->capture_default_str();
@@ -140,6 +166,9 @@ int parseOptions(Coll coll, int argc, char** argv, Options* o, bool* stop) {
                  "allocator puts them). Pinned and mmap'd buffers are page-aligned")
       ->capture_default_str()
       ->check(CLI::Range(-1, 4095));
+  app.add_option("--wire", wire,
+                 "time the compressed call: half (fp16, block-scaled; also fp16) or bfloat16 (also bf16) between "
+                 "ranks, float buffers; -c checks the documented error bound and prints maxerr");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& ex) {
@@ -177,6 +206,10 @@ int parseOptions(Coll coll, int argc, char** argv, Options* o, bool* stop) {
     if (!parseType(dt, &x)) return bad("-d/--datatype \"" + dt + "\" is not a data type (try -d all)");
     o->types.push_back(x);
   }
+  if (!wire.empty()) {
+    std::string why = applyWire(coll, wire, dt, op, o);
+    if (!why.empty()) return bad(why);
+  }
   if (root == "all") o->root = -1;
   else {
     char* end;
@@ -192,6 +225,12 @@ int parseOptions(Coll coll, int argc, char** argv, Options* o, bool* stop) {
   if (o->mem == "device" && !deviceUsable(&why)) return bad("--mem device: no usable CUDA device (" + why + ")");
   if (o->mem != "host" && o->mem != "device") return bad("--mem " + o->mem + ": expected host, device or auto");
   return 0;
+}
+
+double wireBound(collDataType_t wire, int rounds, double s) {
+  const double n = rounds;
+  if (wire == collBfloat16) return n * std::ldexp(s, -8) * (1 + n * 0x1p-7) + n * 0x1p-133;
+  return n * std::ldexp(s, -11) * (1 + n * 0x1p-10) + n * 0x1p-149;
 }
 
 double busBwFactor(Coll coll, int n) {
@@ -350,6 +389,78 @@ int64_t countWrong(const void* got, const void* want, size_t count, size_t es) {
   return w;
 }
 
+// Under --wire: the elements beyond the error bound and the largest absolute error.
+struct Verdict {
+  int64_t wrong = 0;
+  double maxErr = 0;  // NaN once a result is NaN
+  void add(const Verdict& v) {
+    wrong += v.wrong;
+    if (std::isnan(v.maxErr) || v.maxErr > maxErr) maxErr = v.maxErr;
+  }
+};
+
+// For each i, the largest s[j] with |i - j| < 256: S_b of the 256-element block holding
+// i, wherever it starts (the library's blocks start with its slices, not at multiples of
+// 256 of the buffer).
+std::vector<double> blockMax(const std::vector<double>& s) {
+  const size_t w = 255;
+  std::vector<double> out(s.size());
+  std::deque<size_t> q;  // indices of s within reach, their values decreasing
+  size_t next = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    for (; next < s.size() && next <= i + w; ++next) {
+      while (!q.empty() && s[q.back()] <= s[next]) q.pop_back();
+      q.push_back(next);
+    }
+    while (q.front() + w < i) q.pop_front();
+    out[i] = s[q.front()];
+  }
+  return out;
+}
+
+// The float results got[i] (unaligned bytes) against exact[i] within the bound of
+// `rounds` roundings of S = mag[i] (fp16: S_b), divided by div (avg: the ranks).
+Verdict verify(const char* got, const std::vector<double>& exact, std::vector<double> mag, collDataType_t wire,
+               int rounds, int div) {
+  if (wire == collFloat16) mag = blockMax(mag);
+  Verdict v;
+  for (size_t i = 0; i < exact.size(); ++i) {
+    float g;
+    std::memcpy(&g, got + i * sizeof(float), sizeof(float));
+    const double err = std::fabs(static_cast<double>(g) - exact[i]);
+    if (!(err <= wireBound(wire, rounds, mag[i]) / div)) ++v.wrong;
+    v.add({0, err});
+  }
+  return v;
+}
+
+// got: elements base + i, i < count, of the reduction (op) of every rank's float input;
+// the reference is that reduction in fp64.
+Verdict verifyReduced(const char* got, size_t count, collDataType_t wire, collRedOp_t op, int n, size_t base,
+                      uint64_t seed) {
+  std::vector<double> exact(count), mag(count);
+  for (size_t i = 0; i < count; ++i)
+    for (int r = 0; r < n; ++r) {
+      const double x = floatInput(collFloat32, op, n, r, base + i, seed), e = exact[i];
+      mag[i] += std::fabs(x);
+      exact[i] = r == 0 ? x : op == collMax ? std::max(e, x) : op == collMin ? std::min(e, x) : e + x;
+    }
+  if (op == collAvg)
+    for (double& e : exact) e /= n;
+  return verify(got, exact, std::move(mag), wire, n, op == collAvg ? n : 1);
+}
+
+// got: count elements of rank owner's float input, rounded once (broadcast, allgather).
+Verdict verifyCopied(const char* got, size_t count, collDataType_t wire, collRedOp_t op, int n, int owner,
+                     uint64_t seed) {
+  std::vector<double> exact(count), mag(count);
+  for (size_t i = 0; i < count; ++i) {
+    exact[i] = floatInput(collFloat32, op, n, owner, i, seed);
+    mag[i] = std::fabs(exact[i]);
+  }
+  return verify(got, exact, std::move(mag), wire, 1, 1);
+}
+
 // Host bytes that start `offset` bytes past a page boundary (-1: wherever the allocator
 // puts them), since where a buffer sits in its page can change the speed of the kernel's
 // copies (docs/PERFORMANCE.md).
@@ -386,8 +497,8 @@ struct Buffers {
 // inputs and results of checked calls, and every call is enqueued on the rank's stream.
 class Rank {
  public:
-  Rank(Coll coll, int rank, int n, collComm_t comm, DeviceBuffers* dev, int offset)
-      : coll_(coll), rank_(rank), n_(n), comm_(comm), dev_(dev), b_(offset) {}
+  Rank(Coll coll, int rank, int n, collComm_t comm, DeviceBuffers* dev, int offset, collDataType_t wire)
+      : coll_(coll), rank_(rank), n_(n), comm_(comm), dev_(dev), wire_(wire), b_(offset) {}
 
   // This rank's PreMulSum op for each of types, with nccl-tests' scalar for the rank.
   // Made once, before anything is timed (nccl-tests makes and destroys one around every
@@ -420,7 +531,7 @@ class Rank {
   }
 
   // One operation with the given buffers. inPlace picks NCCL's in-place layout; kMulSum
-  // becomes this rank's PreMulSum op for t.
+  // becomes this rank's PreMulSum op for t. Under --wire, the compressed call.
   collResult_t run(const Shape& s, collDataType_t t, collRedOp_t op, int root, bool inPlace) {
     if (op == kMulSum) {
       auto it = mulSum_.find(t);
@@ -431,6 +542,7 @@ class Rank {
     char* sb = dev_ ? dev_->send() : b_.send.data();
     char* rb = dev_ ? dev_->recv() : b_.recv.data();
     auto st = static_cast<collStream_t>(dev_ ? dev_->stream() : nullptr);
+    if (wire_ != kNoWire) return runCompressed(sb, rb, c, t, op, root, inPlace, st);
     switch (coll_) {
       case Coll::kAllReduce: return collAllReduce(inPlace ? rb : sb, rb, c, t, op, comm_, st);
       case Coll::kBroadcast: return collBroadcast(inPlace ? rb : sb, rb, c, t, root, comm_, st);
@@ -448,6 +560,22 @@ class Rank {
       case Coll::kScatter: return collScatter(sb, inPlace ? sb + rank_ * c * es : rb, c, t, root, comm_, st);
     }
     return collInternalError;
+  }
+
+  // run() under --wire (float buffers: t is collFloat32).
+  collResult_t runCompressed(char* sb, char* rb, size_t c, collDataType_t t, collRedOp_t op, int root, bool inPlace,
+                             collStream_t st) {
+    const size_t cb = c * sizeof(float);
+    const collDataType_t w = wire_;
+    switch (coll_) {
+      case Coll::kAllReduce: return collAllReduceCompressed(inPlace ? rb : sb, rb, c, t, w, op, comm_, st);
+      case Coll::kBroadcast: return collBroadcastCompressed(inPlace ? rb : sb, rb, c, t, w, root, comm_, st);
+      case Coll::kReduce: return collReduceCompressed(inPlace ? rb : sb, rb, c, t, w, op, root, comm_, st);
+      case Coll::kAllGather: return collAllGatherCompressed(inPlace ? rb + rank_ * cb : sb, rb, c, t, w, comm_, st);
+      case Coll::kReduceScatter:
+        return collReduceScatterCompressed(sb, inPlace ? sb + rank_ * cb : rb, c, t, w, op, comm_, st);
+      default: return collInternalError;  // parseOptions refuses --wire here
+    }
   }
 
   std::string allocate(const Shape& s, size_t es) {
@@ -472,8 +600,9 @@ class Rank {
   }
   std::string sync() { return dev_ ? dev_->sync() : ""; }
 
-  // Fresh inputs, one checked call; returns the wrong elements on this rank.
-  int64_t check(const Shape& s, collDataType_t t, collRedOp_t op, int root, bool inPlace, uint64_t seed,
+  // Fresh inputs, one checked call; returns the wrong elements on this rank (under --wire:
+  // those beyond the error bound, and *maxErr the largest error).
+  int64_t check(const Shape& s, collDataType_t t, collRedOp_t op, int root, bool inPlace, uint64_t seed, double* maxErr,
                 std::string* err) {
     size_t es = coll::dataTypeSize(t), c = s.callCount;
     *err = allocate(s, es);
@@ -504,6 +633,11 @@ class Rank {
     }
     *err = stageOut();
     if (!err->empty()) return static_cast<int64_t>(c);
+    if (wire_ != kNoWire) {
+      Verdict v = checkWire(c, op, root, inPlace, seed);
+      *maxErr = v.maxErr;
+      return v.wrong;
+    }
     // Expected output on this rank.
     const char* got = b_.recv.data();
     size_t gotCount = b_.recv.size() / es;
@@ -542,6 +676,28 @@ class Rank {
         break;
     }
     return countWrong(got, b_.want.data(), gotCount, es);
+  }
+
+  // check() under --wire: this rank's results against fp64 within the error bound.
+  Verdict checkWire(size_t c, collRedOp_t op, int root, bool inPlace, uint64_t seed) {
+    const char* got = b_.recv.data();
+    const size_t cb = c * sizeof(float);
+    switch (coll_) {
+      case Coll::kReduce:
+        if (rank_ != root) return {};
+        return verifyReduced(got, c, wire_, op, n_, 0, seed);
+      case Coll::kAllReduce: return verifyReduced(got, c, wire_, op, n_, 0, seed);
+      case Coll::kReduceScatter:
+        if (inPlace) got = b_.send.data() + rank_ * cb;
+        return verifyReduced(got, c, wire_, op, n_, rank_ * c, seed);
+      case Coll::kBroadcast: return verifyCopied(got, c, wire_, op, n_, root, seed);
+      case Coll::kAllGather: {
+        Verdict v;
+        for (int p = 0; p < n_; ++p) v.add(verifyCopied(got + p * cb, c, wire_, op, n_, p, seed));
+        return v;
+      }
+      default: return {};
+    }
   }
 
   // Mean microseconds per operation over iters x agg timed operations.
@@ -584,7 +740,8 @@ class Rank {
   Coll coll_;
   int rank_, n_;
   collComm_t comm_;
-  DeviceBuffers* dev_;  // null: host buffers
+  DeviceBuffers* dev_;   // null: host buffers
+  collDataType_t wire_;  // Options::wire
   Buffers b_;
   std::map<collDataType_t, collRedOp_t> mulSum_;  // made by makeMulSumOps()
 };
@@ -614,6 +771,7 @@ std::string jsonEscape(const std::string& s) {
 struct Half {
   double timeUs = -1, algbw = 0, busbw = 0;
   int64_t wrong = -1;  // -1: not checked
+  double maxErr = -1;  // --wire: the largest error over ranks (NaN: a NaN result); -1: not checked
 };
 struct Row {
   size_t bytes, count;
@@ -622,6 +780,60 @@ struct Row {
   int root;
   Half oop, ip;
 };
+
+const char* compressedCall(Coll c) {
+  switch (c) {
+    case Coll::kAllReduce: return "collAllReduceCompressed";
+    case Coll::kReduceScatter: return "collReduceScatterCompressed";
+    case Coll::kAllGather: return "collAllGatherCompressed";
+    case Coll::kBroadcast: return "collBroadcastCompressed";
+    case Coll::kReduce: return "collReduceCompressed";
+    default: return "?";
+  }
+}
+
+// The "#" lines above the table: options, ranks, column titles (under --wire: the wire
+// type, and a maxerr column in each half).
+void printHeader(Coll coll, const Options& o, const std::vector<std::string>& rankLines) {
+  std::printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d agg iters: "
+              "%d validation: %d graph: 0\n",
+              o.nthreads, o.ngpus, o.minBytes, o.maxBytes,
+              o.stepFactor > 1 ? o.stepFactor : static_cast<double>(o.stepBytes), o.stepFactor > 1 ? "factor" : "bytes",
+              o.warmupIters, o.iters, o.aggIters, o.check);
+  if (o.wire != kNoWire)
+    std::printf("# wire: %s (%s): algbw/busbw count float bytes; #wrong: elements beyond collectives.h's error "
+                "bound; maxerr: largest absolute error against fp64\n",
+                typeName(o.wire), compressedCall(coll));
+  std::printf("#\n# Using devices\n");
+  for (auto& l : rankLines) std::printf("%s\n", l.c_str());
+  if (o.wire != kNoWire) {
+    const char* f = "#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %8s  %7s  %6s  %6s  %6s  %8s\n";
+    std::printf("#\n#%66s%s%33s%s\n", "", "out-of-place", "", "in-place");
+    std::printf(f, "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "maxerr", "time",
+                "algbw", "busbw", "#wrong", "maxerr");
+    std::printf(f, "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "", "(us)", "(GB/s)", "(GB/s)", "",
+                "");
+    return;
+  }
+  std::printf("#\n#%*s%s\n", 56, "", "          out-of-place                       in-place          ");
+  std::printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type", "redop",
+              "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+  std::printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "", "",
+              "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+}
+
+// One half of a table row (out-of-place or in-place); --wire adds maxerr.
+std::string halfText(const Half& h, bool wire) {
+  char b[80];
+  if (h.timeUs < 0) return std::string("      N/A     N/A     N/A     N/A") + (wire ? "       N/A" : "");
+  std::snprintf(b, sizeof(b), "  %s  %6.2f  %6.2f  %6s", fmtTime(h.timeUs).c_str(), h.algbw, h.busbw,
+                h.wrong < 0 ? "N/A" : std::to_string(h.wrong).c_str());
+  std::string out = b;
+  if (!wire) return out;
+  if (h.maxErr < 0) std::snprintf(b, sizeof(b), "  %8s", "N/A");
+  else std::snprintf(b, sizeof(b), "  %8.2e", h.maxErr);
+  return out + b;
+}
 
 // Combines a per-rank value over all ranks (through the benchmarked communicator).
 double combine(collComm_t comm, double v, int how, int n) {
@@ -702,7 +914,7 @@ int runPerf(Coll coll, int argc, char** argv) {
     }
     if (collCommInitRank(&comm, nranks, id, rank) != collSuccess)
       return fail(rank, std::string(" init: ") + collGetLastError(nullptr));
-    Rank R(coll, rank, nranks, comm, dev.get(), o.offset);
+    Rank R(coll, rank, nranks, comm, dev.get(), o.offset, o.wire);
     // Who is where, and over what: every rank's line reaches rank 0.
     struct Info {
       char text[200];
@@ -733,18 +945,7 @@ int runPerf(Coll coll, int argc, char** argv) {
       }
     }
     if (rank == 0 && printer) {
-      std::printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d agg iters: "
-                  "%d validation: %d graph: 0\n",
-                  o.nthreads, o.ngpus, o.minBytes, o.maxBytes,
-                  o.stepFactor > 1 ? o.stepFactor : static_cast<double>(o.stepBytes),
-                  o.stepFactor > 1 ? "factor" : "bytes", o.warmupIters, o.iters, o.aggIters, o.check);
-      std::printf("#\n# Using devices\n");
-      for (auto& l : rankLines) std::printf("%s\n", l.c_str());
-      std::printf("#\n#%*s%s\n", 56, "", "          out-of-place                       in-place          ");
-      std::printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type",
-                  "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-      std::printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "",
-                  "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+      printHeader(coll, o, rankLines);
       std::fflush(stdout);
     }
     uint64_t seed = 1;
@@ -763,10 +964,12 @@ int runPerf(Coll coll, int argc, char** argv) {
               if (inPlace && !hasInPlace(coll, o.mem)) continue;
               std::string e;
               if (o.check) {
-                int64_t w = R.check(s, type, op, std::max(root, 0), inPlace, seed++, &e);
+                double maxErr = 0;
+                int64_t w = R.check(s, type, op, std::max(root, 0), inPlace, seed++, &maxErr, &e);
                 int64_t total = 0;
                 collAllReduce(&w, &total, 1, collInt64, collSum, comm, nullptr);
                 h.wrong = total;
+                if (o.wire != kNoWire) collAllReduce(&maxErr, &h.maxErr, 1, collFloat64, collMax, comm, nullptr);
               }
               double us = R.time(o, s, type, op, std::max(root, 0), inPlace, &e);
               if (!e.empty()) {
@@ -781,15 +984,10 @@ int runPerf(Coll coll, int argc, char** argv) {
             if (rank == 0) {
               rows.push_back(row);
               if (printer) {
-                auto half = [](const Half& h) {
-                  char b[80];
-                  if (h.timeUs < 0) return std::string("      N/A     N/A     N/A     N/A");
-                  std::snprintf(b, sizeof(b), "  %s  %6.2f  %6.2f  %6s", fmtTime(h.timeUs).c_str(), h.algbw, h.busbw,
-                                h.wrong < 0 ? "N/A" : std::to_string(h.wrong).c_str());
-                  return std::string(b);
-                };
+                const bool wire = o.wire != kNoWire;
                 std::printf("%12zu  %12zu  %8s  %6s  %6d%s%s\n", row.bytes, row.count, typeName(type),
-                            hasOp(coll) ? opName(op) : "none", root, half(row.oop).c_str(), half(row.ip).c_str());
+                            hasOp(coll) ? opName(op) : "none", root, halfText(row.oop, wire).c_str(),
+                            halfText(row.ip, wire).c_str());
                 std::fflush(stdout);
               }
             }
@@ -836,16 +1034,23 @@ int runPerf(Coll coll, int argc, char** argv) {
     f << "],\n  \"options\": {\"minbytes\": " << o.minBytes << ", \"maxbytes\": " << o.maxBytes
       << ", \"stepfactor\": " << o.stepFactor << ", \"stepbytes\": " << o.stepBytes << ", \"iters\": " << o.iters
       << ", \"warmup_iters\": " << o.warmupIters << ", \"agg_iters\": " << o.aggIters << ", \"check\": " << o.check
-      << ", \"average\": " << o.average << "},\n  \"busbw_factor\": " << busBwFactor(coll, nranks)
-      << ",\n  \"rows\": [";
+      << ", \"average\": " << o.average
+      << (o.wire != kNoWire ? ", \"wire\": \"" + std::string(typeName(o.wire)) + "\"" : "")
+      << "},\n  \"busbw_factor\": " << busBwFactor(coll, nranks) << ",\n  \"rows\": [";
     for (size_t k = 0; k < rows.size(); ++k) {
       const Row& r = rows[k];
-      auto half = [](const Half& h) {
+      auto half = [&o](const Half& h) {
         std::ostringstream s;
         s.precision(12);
         if (h.timeUs < 0) return std::string("null");
         s << "{\"time_us\": " << h.timeUs << ", \"algbw_gbs\": " << h.algbw << ", \"busbw_gbs\": " << h.busbw
-          << ", \"wrong\": " << (h.wrong < 0 ? std::string("null") : std::to_string(h.wrong)) << "}";
+          << ", \"wrong\": " << (h.wrong < 0 ? std::string("null") : std::to_string(h.wrong));
+        if (o.wire != kNoWire) {
+          s << ", \"max_err\": ";
+          if (h.maxErr < 0 || std::isnan(h.maxErr)) s << "null";
+          else s << h.maxErr;
+        }
+        s << "}";
         return s.str();
       };
       f << (k ? "," : "") << "\n    {\"size\": " << r.bytes << ", \"count\": " << r.count << ", \"type\": \""

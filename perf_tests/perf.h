@@ -29,6 +29,9 @@ enum class Coll {
 // (collScalarHostImmediate), before it times anything, and destroys it at the end.
 inline constexpr collRedOp_t kMulSum = collNumOps;
 
+// Options::wire when --wire is not given: the plain (uncompressed) calls.
+inline constexpr collDataType_t kNoWire = collNumTypes;
+
 struct Options {
   size_t minBytes = 32 << 20;
   size_t maxBytes = 32 << 20;
@@ -48,10 +51,22 @@ struct Options {
   std::string outputFile;    // -J
   std::string mem = "auto";  // host, device, or auto (device where a GPU is usable); resolved by parseOptions
   int offset = -1;           // host buffers start this many bytes past a page boundary; -1: as allocated
+  // --wire: the compressed calls (collAllReduceCompressed...) with this wire type,
+  // collFloat16 or collBfloat16; kNoWire: the plain calls.
+  collDataType_t wire = kNoWire;
 };
 
 // Parses argv. Returns 0 to go on, otherwise the exit code (help printed: 0 via *stop).
 int parseOptions(Coll coll, int argc, char** argv, Options* opt, bool* stop);
+
+// Whether the benchmark has a compressed form (--wire): allreduce, reduce-scatter,
+// allgather, broadcast and reduce.
+bool hasCompressed(Coll coll);
+
+// collectives.h's error bound of a compressed result whose value went through `rounds`
+// roundings to wire (ranks of a reduction, 1 for a copy) with S = s (fp16: the largest S
+// of its 256-element block); for avg, divide by the number of ranks.
+double wireBound(collDataType_t wire, int rounds, double s);
 
 // nccl-tests' bus bandwidth factor for the collective on n ranks.
 double busBwFactor(Coll coll, int nranks);

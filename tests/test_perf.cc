@@ -149,6 +149,40 @@ TEST_CASE("perf options: bad values are refused by name", "[perf]") {
   REQUIRE(parse(Coll::kAllReduce, {"--offset", "4096"}, &o, &stop) != 0);
 }
 
+TEST_CASE("perf options: --wire times the compressed calls, float buffers only", "[perf]") {
+  Options o;
+  bool stop = false;
+  REQUIRE(parse(Coll::kAllReduce, {}, &o, &stop) == 0);
+  REQUIRE(o.wire == kNoWire);
+  for (auto [name, t] : std::map<std::string, collDataType_t>{
+           {"half", collFloat16}, {"fp16", collFloat16}, {"bfloat16", collBfloat16}, {"bf16", collBfloat16}}) {
+    REQUIRE(parse(Coll::kReduceScatter, {"--wire", name}, &o, &stop) == 0);
+    REQUIRE(o.wire == t);
+  }
+  for (Coll c : {Coll::kAllGather, Coll::kBroadcast, Coll::kReduce})
+    REQUIRE(parse(c, {"--wire", "half", "-d", "float"}, &o, &stop) == 0);
+  // -o all: the four ops compressed collectives take.
+  REQUIRE(parse(Coll::kAllReduce, {"--wire", "bf16", "-o", "all"}, &o, &stop) == 0);
+  REQUIRE(o.ops == std::vector<collRedOp_t>{collSum, collMax, collMin, collAvg});
+  for (Coll c : {Coll::kSendRecv, Coll::kAllToAll, Coll::kGather, Coll::kScatter})
+    REQUIRE(parse(c, {"--wire", "half"}, &o, &stop) == 2);
+  REQUIRE(parse(Coll::kAllReduce, {"--wire", "half", "-d", "int32"}, &o, &stop) == 2);
+  REQUIRE(stop);
+  REQUIRE(parse(Coll::kAllReduce, {"--wire", "half", "-d", "all"}, &o, &stop) == 2);
+  REQUIRE(parse(Coll::kAllReduce, {"--wire", "half", "-d", "bfloat16"}, &o, &stop) == 2);
+  REQUIRE(parse(Coll::kAllReduce, {"--wire", "float"}, &o, &stop) == 2);
+  REQUIRE(parse(Coll::kAllReduce, {"--wire", "fp8_e4m3"}, &o, &stop) == 2);
+  REQUIRE(parse(Coll::kAllReduce, {"--wire", "half", "-o", "prod"}, &o, &stop) == 2);
+  REQUIRE(parse(Coll::kReduce, {"--wire", "half", "-o", "mulsum"}, &o, &stop) == 2);
+}
+
+TEST_CASE("perf --wire bound: collectives.h's formula", "[perf]") {
+  // fp16: n 2^-11 S_b (1 + n 2^-10) + n 2^-149; bf16: n 2^-8 S (1 + n 2^-7) + n 2^-133.
+  REQUIRE(wireBound(collFloat16, 2, 1024.0) == 2 * 0.5 * (1 + 2.0 / 1024) + 2 * 0x1p-149);
+  REQUIRE(wireBound(collBfloat16, 4, 256.0) == 4 * 1.0 * (1 + 4.0 / 128) + 4 * 0x1p-133);
+  REQUIRE(wireBound(collFloat16, 1, 0.0) == 0x1p-149);  // a copy of zeros: exact but for the floor
+}
+
 TEST_CASE("perf sizes, shapes and bus bandwidth follow nccl-tests", "[perf]") {
   Options o;
   o.minBytes = 8;
