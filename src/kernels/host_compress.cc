@@ -23,14 +23,45 @@ void portableDecodeBf16(const uint16_t* in, size_t n, float* out) {
   for (size_t i = 0; i < n; ++i) out[i] = bf16ToFloat(in[i]);
 }
 
+// decode(in) + src (times 1/nranks when avg) into v, n <= kCompressBlock.
+template <typename Decode>
+void portableSum(Decode decode, const float* src, size_t n, bool avg, int nranks, float* v) {
+  decode(v);
+  const float scale = 1.0f / static_cast<float>(nranks);
+  for (size_t i = 0; i < n; ++i) v[i] = avg ? (v[i] + src[i]) * scale : v[i] + src[i];
+}
+
+int8_t portableSumEncodeFp16(const uint16_t* in, int8_t ein, const float* src, size_t n, bool avg, int nranks,
+                             uint16_t* out, float* dst) {
+  float v[kCompressBlock];
+  portableSum([&](float* to) { decodeFp16Block(in, n, ein, to); }, src, n, avg, nranks, v);
+  const int8_t e = encodeFp16Block(v, n, out);
+  if (dst) decodeFp16Block(out, n, e, dst);
+  return e;
+}
+
+void portableSumEncodeBf16(const uint16_t* in, const float* src, size_t n, bool avg, int nranks, uint16_t* out,
+                           float* dst) {
+  float v[kCompressBlock];
+  for (size_t lo = 0; lo < n; lo += kCompressBlock) {
+    const size_t k = std::min(kCompressBlock, n - lo);
+    portableSum([&](float* to) { portableDecodeBf16(in + lo, k, to); }, src + lo, k, avg, nranks, v);
+    portableEncodeBf16(v, k, out + lo);
+    if (dst) portableDecodeBf16(out + lo, k, dst + lo);
+  }
+}
+
 struct Impl {
   int8_t (*encodeFp16)(const float*, size_t, uint16_t*);
   void (*decodeFp16)(const uint16_t*, size_t, int8_t, float*);
   void (*encodeBf16)(const float*, size_t, uint16_t*);
   void (*decodeBf16)(const uint16_t*, size_t, float*);
+  int8_t (*sumEncodeFp16)(const uint16_t*, int8_t, const float*, size_t, bool, int, uint16_t*, float*);
+  void (*sumEncodeBf16)(const uint16_t*, const float*, size_t, bool, int, uint16_t*, float*);
   const char* name;
 };
-constexpr Impl kPortable = {portableEncodeFp16, portableDecodeFp16, portableEncodeBf16, portableDecodeBf16, "portable"};
+constexpr Impl kPortable = {portableEncodeFp16,    portableDecodeFp16,    portableEncodeBf16, portableDecodeBf16,
+                            portableSumEncodeFp16, portableSumEncodeBf16, "portable"};
 
 #if defined(__x86_64__)
 // AVX2 + F16C, 8 elements a step, the rest with the scalar functions. Why the bits match:
@@ -146,9 +177,68 @@ COLL_AVX2 void avx2DecodeBf16(const uint16_t* in, size_t n, float* out) {
   }
   portableDecodeBf16(in + i, n - i, out + i);
 }
+// The fused hop (hostSumEncodeFp16Block): one pass decodes, adds and finds the block's
+// largest finite magnitude, keeping v in cache; a second encodes it and decodes the
+// words just made into dst. Decoding needs no repair of non-finite lanes: a signalling
+// NaN is quieted by the addition in either order of work, and the words written here
+// are never signalling.
+COLL_AVX2 int8_t avx2SumEncodeFp16(const uint16_t* in, int8_t ein, const float* src, size_t n, bool avg, int nranks,
+                                   uint16_t* out, float* dst) {
+  alignas(32) float v[kCompressBlock];
+  const __m256 inScale = _mm256_set1_ps(pow2f(ein)), avgScale = _mm256_set1_ps(1.0f / static_cast<float>(nranks));
+  const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), big = _mm256_set1_ps(3.4028234664e38f);
+  __m256 m = _mm256_setzero_ps();
+  const size_t n8 = n / 8 * 8;
+  for (size_t i = 0; i < n8; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    __m256 x = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtph_ps(h), inScale), _mm256_loadu_ps(src + i));
+    if (avg) x = _mm256_mul_ps(x, avgScale);
+    _mm256_store_ps(v + i, x);
+    const __m256 a = _mm256_and_ps(x, absMask);
+    m = _mm256_max_ps(m, _mm256_and_ps(a, _mm256_cmp_ps(a, big, _CMP_LE_OQ)));
+  }
+  const float scale = 1.0f / static_cast<float>(nranks);
+  for (size_t i = n8; i < n; ++i)
+    v[i] = avg ? (decodeFp16Scaled(in[i], ein) + src[i]) * scale : decodeFp16Scaled(in[i], ein) + src[i];
+  const int8_t e = blockExponent(std::max(horizontalMax(m), maxFiniteMagnitude(v + n8, n - n8)));
+  if (e > 110) {  // the top binade: scalar, as avx2EncodeFp16
+    encodeFp16Block(v, n, out);
+    if (dst) decodeFp16Block(out, n, e, dst);
+    return e;
+  }
+  const __m256 down = _mm256_set1_ps(pow2f(-e)), up = _mm256_set1_ps(pow2f(e));
+  for (size_t i = 0; i < n8; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_mul_ps(_mm256_load_ps(v + i), down), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+    if (dst) _mm256_storeu_ps(dst + i, _mm256_mul_ps(_mm256_cvtph_ps(h), up));
+  }
+  for (size_t i = n8; i < n; ++i) {
+    out[i] = encodeFp16Scaled(v[i], e);
+    if (dst) dst[i] = decodeFp16Scaled(out[i], e);
+  }
+  return e;
+}
+
+// bf16 in one pass: widen, add, round (floatToBf16Avx2), and the rounded value into dst.
+COLL_AVX2 void avx2SumEncodeBf16(const uint16_t* in, const float* src, size_t n, bool avg, int nranks, uint16_t* out,
+                                 float* dst) {
+  const __m256 avgScale = _mm256_set1_ps(1.0f / static_cast<float>(nranks));
+  const size_t n8 = n / 8 * 8;
+  for (size_t i = 0; i < n8; i += 8) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
+    __m256 x = _mm256_add_ps(_mm256_castsi256_ps(_mm256_slli_epi32(w, 16)), _mm256_loadu_ps(src + i));
+    if (avg) x = _mm256_mul_ps(x, avgScale);
+    const __m256i b = floatToBf16Avx2(_mm256_castps_si256(x));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                     _mm_packus_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)));
+    if (dst) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm256_slli_epi32(b, 16));
+  }
+  if (n8 < n) portableSumEncodeBf16(in + n8, src + n8, n - n8, avg, nranks, out + n8, dst ? dst + n8 : nullptr);
+}
 #pragma GCC diagnostic pop
 
-constexpr Impl kAvx2 = {avx2EncodeFp16, avx2DecodeFp16, avx2EncodeBf16, avx2DecodeBf16, "avx2+f16c"};
+constexpr Impl kAvx2 = {avx2EncodeFp16,    avx2DecodeFp16,    avx2EncodeBf16, avx2DecodeBf16,
+                        avx2SumEncodeFp16, avx2SumEncodeBf16, "avx2+f16c"};
 #endif
 
 // Chosen once, at the first call.
@@ -169,6 +259,14 @@ int8_t hostEncodeFp16Block(const float* x, size_t n, uint16_t* out) { return imp
 void hostDecodeFp16Block(const uint16_t* in, size_t n, int8_t e, float* out) { impl().decodeFp16(in, n, e, out); }
 void hostEncodeBf16(const float* x, size_t n, uint16_t* out) { impl().encodeBf16(x, n, out); }
 void hostDecodeBf16(const uint16_t* in, size_t n, float* out) { impl().decodeBf16(in, n, out); }
+int8_t hostSumEncodeFp16Block(const uint16_t* in, int8_t ein, const float* src, size_t n, bool avg, int nranks,
+                              uint16_t* out, float* dst) {
+  return impl().sumEncodeFp16(in, ein, src, n, avg, nranks, out, dst);
+}
+void hostSumEncodeBf16(const uint16_t* in, const float* src, size_t n, bool avg, int nranks, uint16_t* out,
+                       float* dst) {
+  impl().sumEncodeBf16(in, src, n, avg, nranks, out, dst);
+}
 const char* hostCompressVariant() { return impl().name; }
 
 }  // namespace coll

@@ -33,6 +33,23 @@ WireView view(uint8_t wire, const char* base, size_t n) {
           reinterpret_cast<uint16_t*>(b + wireHeaderBytes(wire, n))};
 }
 
+// A hop's reduction for sum and avg, fused (host_compress.h): true when it applied.
+bool fusedSum(uint8_t flags, uint8_t wire, const ReduceKernels* kernels, const WireView& win, const float* src,
+              float* dst, const WireView& wout, size_t n, int nranks) {
+  const bool sum = kernels == &hostReduceKernels(collFloat32, collSum);
+  const bool avg = kernels == &hostReduceKernels(collFloat32, collAvg);
+  if (!sum && !avg) return false;
+  const bool scale = avg && (flags & kFinal);
+  if (wire == kWireBf16) {
+    hostSumEncodeBf16(win.words, src, n, scale, nranks, wout.words, dst);
+    return true;
+  }
+  for (size_t lo = 0, b = 0; lo < n; lo += kCompressBlock, ++b)
+    wout.exps[b] = hostSumEncodeFp16Block(win.words + lo, win.exps[b], src + lo, std::min(kCompressBlock, n - lo),
+                                          scale, nranks, wout.words + lo, dst ? dst + lo : nullptr);
+  return true;
+}
+
 }  // namespace
 
 void hostWireSlice(uint8_t flags, uint8_t wire, const ReduceKernels* kernels, const char* in, const float* src,
@@ -45,6 +62,7 @@ void hostWireSlice(uint8_t flags, uint8_t wire, const ReduceKernels* kernels, co
       decodeBlock(wire, win.words + lo, std::min(kCompressBlock, n - lo), win.exps ? win.exps[b] : 0, dst + lo);
     return;
   }
+  if (in && out && fusedSum(flags, wire, kernels, win, src, dst, wout, n, nranks)) return;
   alignas(64) float v[kCompressBlock];
   for (size_t lo = 0, b = 0; lo < n; lo += kCompressBlock, ++b) {
     const size_t k = std::min(kCompressBlock, n - lo);
