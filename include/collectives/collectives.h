@@ -421,9 +421,12 @@ collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
  *                 S_b the largest S_j of the 256-element block holding i;
  *   collBfloat16: |error_i| <= n * 2^-8 * S_i * (1 + n * 2^-7) + n * 2^-133;
  * for collAvg divide by n. Each value is rounded at most n times on its way (once per
- * hop where it is re-encoded); broadcast and allgather round once. Small operations that
- * take the one-shot protocol (COLL_ONESHOT_BYTES) and single-rank communicators are
- * exact: there the wire carries fp32.
+ * hop where it is re-encoded); broadcast and allgather round once. Operations that take
+ * a one-shot path carry fp32 and are exact, as are single-rank communicators: the
+ * mailboxes up to COLL_ONESHOT_BYTES, the single pass up to COLL_NET_ONESHOT_BYTES (small
+ * operations, where the bytes saved would not pay for the conversions), and COLL_DIRECT
+ * between threads of one process (ranks read each other's buffers: no wire to shrink).
+ * Groups, host and device buffers, ring and tree: as the uncompressed calls.
  *
  * A communicator can compress by default instead (collConfig_t.compress or
  * COLL_COMPRESS=fp16|bf16): then every fp32 collAllReduce, collReduceScatter (sum or
