@@ -185,7 +185,6 @@ static int64_t configuredFifoBytes(bool overNet) {
   return buff;
 }
 
-// This rank's side of the settings every rank must share; tuner inputs go to c->tuner.
 static_assert(int{collCompressFloat16} == int{kWireFp16} && int{collCompressBfloat16} == int{kWireBf16} &&
               int{collCompressNone} == int{kWireNone});
 
@@ -199,6 +198,7 @@ static Result<int32_t> compressSetting(const CommOptions& o) {
   return invalidArgument("COLL_COMPRESS=" + v + " is not off, fp16 or bf16");
 }
 
+// This rank's side of the settings every rank must share; tuner inputs go to c->tuner.
 static Result<SharedConfig> localConfig(collComm* c, bool shmDisable, bool overNet, int64_t minCh) {
   // collConfig_t's maxCTAs bounds the channels where given.
   const CommOptions& o = c->options;
