@@ -13,8 +13,15 @@ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCO
 TARGETS=(gpu_tests reduce_kernel_perf collrun colltopo all_reduce_perf all_gather_perf broadcast_perf reduce_perf
          reduce_scatter_perf sendrecv_perf alltoall_perf gather_perf scatter_perf)
 cmake --build "$B" -j"$(nproc)" --target "${TARGETS[@]}"
+# NCCL's own benchmark, the peer scripts/gpu_check.sh times beside ours (../shared/peers:
+# nccl-tests' source, built with nvcc against CUDA's nccl.h; ~3 minutes, once).
+PEERS="${PEERS:-$ROOT/../shared/peers}"
+if [ ! -x "$B/nccl-tests/all_reduce_perf" ] && [ -f "$PEERS/nccl-tests/build.sh" ]; then
+  bash "$PEERS/nccl-tests/build.sh" "$B/nccl-tests" 90 >/dev/null || echo "nccl-tests did not build: no NCCL column on the GPU"
+fi
 rm -rf .gpu
-mkdir -p .gpu/build/tests .gpu/build/perf_tests .gpu/build/tools .gpu/lib
+mkdir -p .gpu/build/tests .gpu/build/perf_tests .gpu/build/tools .gpu/build/nccl-tests .gpu/lib
+[ -x "$B/nccl-tests/all_reduce_perf" ] && cp "$B/nccl-tests/all_reduce_perf" .gpu/build/nccl-tests/
 cp "$B/tests/gpu_tests" .gpu/build/tests/
 cp "$B/tools/collrun" "$B/tools/colltopo" .gpu/build/tools/
 for t in "${TARGETS[@]}"; do

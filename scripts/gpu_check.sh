@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # On a lent GPU machine, from the repository root, with .gpu/ carried (scripts/gpu_bundle.sh):
-# the [gpu] tests, the gpu_launch tests, compute-sanitizer (memcheck, racecheck) over the
-# device path, and the benchmarks of docs/PERFORMANCE.md. Logs under $OUT; a summary last.
-# Every step has its own time limit; together they fit one 10-minute call (590 s).
+#   bash scripts/gpu_check.sh          the GPU issue's targets: [gpu] tests, compute-sanitizer
+#                                      (memcheck, racecheck), the benchmarks beside NCCL's,
+#                                      the no-hang shapes; then each target and whether it
+#                                      holds (scripts/gpu_targets.py)
+#   bash scripts/gpu_check.sh more     the probe, the gpu_launch tests, the channel sweep
+# Logs under $OUT; a summary last. Every step has its own time limit; each form fits one
+# 10-minute call (590 s).
 set -uo pipefail
 # scripts/gpu_bundle.sh packs the binaries into one archive (the carry limit is 64 MiB).
 if [ -f .gpu/bundle.tar.xz ] && [ ! -d .gpu/build ]; then
@@ -29,24 +33,47 @@ step() {  # step NAME SECONDS command...
   return 0
 }
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; } >> "$S" 2>&1
-# The probe (hwloc, NVML, the driver's bus ids) as device ranks now run it at init to
-# order a host's GPUs: the machine's topology as NCCL XML, and its rings.
-step colltopo 10 "$B/tools/colltopo" --xml
+P="$B/perf_tests"
+if [ "${1:-targets}" = more ]; then
+  # The rest of the device path's checks, a second call: the probe, the launch tests, the
+  # channel sweep, alltoall with 8 ranks.
+  step colltopo 10 "$B/tools/colltopo" --xml
+  for c in threads procs hosts; do step "launch_$c" 55 bash tests/gpu_launch_test.sh "$B" "$c"; done
+  for ch in 4 8 16 32; do
+    step "allreduce_256M_ch$ch" 20 env COLL_DEVICE_NCHANNELS=$ch "$P/all_reduce_perf" -t 2 --mem device -b 256M -e 256M -n 20 -c 0
+  done
+  step alltoall_t8 30 "$P/alltoall_perf" -t 8 --mem device -b 8 -e 8M -f 8 -c 1
+  for f in alltoall_t8 allreduce_256M_ch4 allreduce_256M_ch8 allreduce_256M_ch16 allreduce_256M_ch32; do
+    echo "== $f" >> "$S"
+    grep -E "^ +[0-9]+ |Out of bounds" "$OUT/$f.log" | tail -12 >> "$S"
+  done
+  cat "$S"
+  exit 0
+fi
+# Default: what issue 23's targets need, then the targets table (scripts/gpu_targets.py).
 step gpu_tests 100 "$B/tests/gpu_tests"
-for c in threads procs hosts; do step "launch_$c" 55 bash tests/gpu_launch_test.sh "$B" "$c"; done
-step memcheck 75 "$CS" --tool memcheck --error-exitcode 9 "$B/perf_tests/all_reduce_perf" -t 2 --mem device -b 8 -e 1M -f 32 -c 1 -n 1 -w 0
-step racecheck 50 "$CS" --tool racecheck --error-exitcode 9 "$B/perf_tests/all_reduce_perf" -t 2 --mem device -b 1K -e 64K -f 64 -c 1 -n 1 -w 0
-step reduce_kernel 30 "$B/perf_tests/reduce_kernel_perf" -b 1M -e 256M
-step allreduce_t2 50 "$B/perf_tests/all_reduce_perf" -t 2 --mem device -b 8 -e 256M -f 4 -c 1
-for ch in 4 8 16 32; do
-  step "allreduce_256M_ch$ch" 20 env COLL_DEVICE_NCHANNELS=$ch "$B/perf_tests/all_reduce_perf" -t 2 --mem device -b 256M -e 256M -n 20 -c 0
+step memcheck 70 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 1M -f 32 -c 1 -n 1 -w 0
+step racecheck 45 "$CS" --tool racecheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 1K -e 64K -f 64 -c 1 -n 1 -w 0
+step reduce_kernel 25 "$P/reduce_kernel_perf" -b 1M -e 256M
+# NCCL beside us, 1 rank (it refuses two on one GPU): nccl-tests from the bundle over the
+# libnccl of the machine's Python (pip nvidia-nccl), never our drop-in.
+NCCL_LIB="${NCCL_LIB:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)}"
+if [ -x .gpu/build/nccl-tests/all_reduce_perf ] && [ -n "$NCCL_LIB" ]; then
+  step nccl_1rank 40 env LD_LIBRARY_PATH="$NCCL_LIB" .gpu/build/nccl-tests/all_reduce_perf -b 8 -e 1G -f 4 -g 1 -c 0 -n 20 -w 5
+else
+  echo "no NCCL to compare with: nccl-tests in the bundle? libnccl (pip nvidia-nccl) at '$NCCL_LIB'?" > "$OUT/nccl_1rank.log"
+fi
+step ours_1rank 40 "$P/all_reduce_perf" -t 1 --mem device -b 8 -e 1G -f 4 -c 0 -n 20 -w 5
+step allreduce_t2 45 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 256M -f 4 -c 1
+step allreduce_t8 25 "$P/all_reduce_perf" -t 8 --mem device -b 256M -e 256M -n 10 -w 2 -c 0
+step procs2 45 "$B/tools/collrun" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128M -f 16777216 -n 10 -w 2 -c 0
+# No hang in the default environment: every collective, 16 ranks as threads and 4
+# processes on the one GPU, small sizes (a hang is the step's time limit: exit 124).
+for c in all_reduce all_gather reduce_scatter alltoall; do
+  step "hang_t16_$c" 12 "$P/${c}_perf" -t 16 --mem device -b 8 -e 64K -f 64 -n 2 -w 1 -c 1
+  step "hang_np4_$c" 12 "$B/tools/collrun" -np 4 -- "$P/${c}_perf" --mem device -b 8 -e 64K -f 64 -n 2 -w 1 -c 1
 done
-# 8 ranks on one GPU as threads: send/recv lanes share the GPU's resident blocks.
-step alltoall_t8 30 "$B/perf_tests/alltoall_perf" -t 8 --mem device -b 8 -e 8M -f 8 -c 1
-# The last lines of each benchmark and failures, for the reply's tail.
-for f in reduce_kernel allreduce_t2 alltoall_t8 allreduce_256M_ch4 allreduce_256M_ch8 allreduce_256M_ch16 allreduce_256M_ch32; do
-  echo "== $f" >> "$S"
-  grep -E "^ +[0-9]+ |Out of bounds|fraction|copy|reduce" "$OUT/$f.log" | tail -12 >> "$S"
-done
-grep -h -E "FAILED|ERROR SUMMARY|error" "$OUT"/gpu_tests.log "$OUT"/memcheck.log "$OUT"/racecheck.log 2>/dev/null | head -20 >> "$S"
+grep -h -E "FAILED|ERROR SUMMARY|RACECHECK SUMMARY" "$OUT"/gpu_tests.log "$OUT"/memcheck.log "$OUT"/racecheck.log 2>/dev/null | head -20 >> "$S"
 cat "$S"
+echo
+python3 scripts/gpu_targets.py "$OUT" | tee "$OUT/targets.txt"
