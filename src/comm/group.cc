@@ -474,6 +474,10 @@ Status buildAndRun(Launches& launches, collComm** failedComm) {
   std::vector<std::unique_ptr<Lane>> hosts;
   std::vector<DevicePart> deviceParts;
   for (auto& l : launches) {
+    if (l->device && copiesOnly(l->comm->dev, l->ops)) {
+      COLL_RETURN_IF_FAILED(failOn(l->comm, runCopiesOnly(l->comm->dev, l->ops), failedComm));
+      continue;
+    }
     COLL_RETURN_IF_FAILED(failOn(l->comm, buildPrograms(*l), failedComm));
     std::vector<Program*> mine;
     COLL_RETURN_IF_FAILED(failOn(l->comm, lanesOf(*l, &mine), failedComm));

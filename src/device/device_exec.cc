@@ -23,6 +23,7 @@
 #if COLL_HAVE_CUDA
 #include "cuda/gpu.h"
 #include "device/device_kernel.h"
+#include "kernels/device_reduce.h"
 #endif
 
 namespace coll {
@@ -437,6 +438,29 @@ bool devicePathFor(const DeviceComm& d, const void* p) {
   (void)p;
   return false;
 #endif
+}
+
+bool copiesOnly(const DeviceComm& d, std::span<const OpDesc> ops) {
+  return d.nranks == 1 && std::none_of(ops.begin(), ops.end(), [](const OpDesc& od) {
+           return od.kind == CollKind::kSend || od.kind == CollKind::kRecv;
+         });
+}
+
+Status runCopiesOnly(const DeviceComm& d, std::span<const OpDesc> ops) {
+  for (const OpDesc& od : ops) {
+    const size_t bytes = od.count * dataTypeSize(od.dtype);
+    if (bytes == 0 || od.sendbuff == od.recvbuff) continue;
+    if (d.emulate) {
+      std::memcpy(od.recvbuff, od.sendbuff, bytes);
+      continue;
+    }
+#if COLL_HAVE_CUDA
+    COLL_CHECK(deviceCopy(od.recvbuff, od.sendbuff, bytes, od.stream).prefix(od.describe() + ": "));
+#else
+    return invalidUsage("device buffers need a build with CUDA support");
+#endif
+  }
+  return okStatus();
 }
 
 Status deviceRun(std::vector<DevicePart>& parts, struct ::collComm** failedComm) {

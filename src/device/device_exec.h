@@ -16,6 +16,7 @@
 // connectors are moved by the communicator's proxy thread (device/proxy.h).
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "algorithms/plan.h"
@@ -63,6 +64,14 @@ struct DevicePart {
 // errors while running (a peer that disagrees, an abort) are the communicators' async
 // errors (collCommGetAsyncError), and with emulation also returned.
 Status deviceRun(std::vector<DevicePart>& parts, struct ::collComm** failedComm);
+
+// A launch of a one-rank communicator whose operations are all collectives has nothing to
+// exchange: each is its input copied to its output (runCopiesOnly), no executor.
+bool copiesOnly(const DeviceComm& d, std::span<const OpDesc> ops);
+// Those copies: cudaMemcpyAsync device to device on each operation's stream (host memcpy
+// under emulation); nothing in place. Avg over one rank is its input, and a PreMulSum op's
+// input was scaled into its staged buffer when the op was prepared.
+Status runCopiesOnly(const DeviceComm& d, std::span<const OpDesc> ops);
 
 // At init of a rank bound to a CUDA device: its proxy's abort word, its channels' FIFOs
 // registered for kernels, and launch memory, all before any kernel runs (page-locking
