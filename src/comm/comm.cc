@@ -212,7 +212,7 @@ static Result<SharedConfig> localConfig(collComm* c, bool shmDisable, bool overN
   mine.direct = static_cast<int32_t>(std::clamp<int64_t>(param(IntParam::DIRECT), 0, 2));
   mine.netDuplex = param(IntParam::NET_DUPLEX) != 0 ? 1 : 0;
   mine.deviceEmulate = param(IntParam::DEVICE_EMULATE) != 0 ? 1 : 0;
-  mine.deviceChannels = static_cast<int32_t>(std::clamp<int64_t>(param(IntParam::DEVICE_NCHANNELS), 1, 32));
+  mine.deviceChannels = static_cast<int32_t>(std::clamp<int64_t>(param(IntParam::DEVICE_NCHANNELS), 0, 32));
   mine.deviceLaneBudget = deviceLaneBudget(c->bootstrap->peers(), c->rank, c->dev.cudaDev, mine.deviceEmulate != 0);
   COLL_ASSIGN(mine.compress, compressSetting(o));
   COLL_CHECK(tunerInputFromParams(&c->tuner));
@@ -271,6 +271,7 @@ static Status applyConfig(collComm* c, const std::vector<SharedConfig>& all, boo
   // MiB (docs/PERFORMANCE.md). Every rank sees the same hosts, so they agree.
   c->loopSlices = overNet ? 2 : kSteps / 2;
   c->chunkMinBytes = std::max<int64_t>(1, param(IntParam::CHUNK_MIN_BYTES));
+  c->deviceChunkMinBytes = std::max<int64_t>(1, param(IntParam::DEVICE_CHUNK_MIN_BYTES));
   c->stallWarnS = static_cast<double>(std::max<int64_t>(0, param(IntParam::STALL_WARN_S)));
   c->opTimeoutS = static_cast<double>(std::max<int64_t>(0, param(IntParam::OP_TIMEOUT_S)));
   c->spinNs = std::max<int64_t>(0, param(IntParam::SPIN_US)) * 1000;

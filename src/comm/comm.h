@@ -82,6 +82,7 @@ struct collComm {
   size_t sliceBytes = 0;
   size_t loopSlices = coll::kSteps / 2;  // slices of a block per ring loop (algorithms/ring.cc), 1..kSteps/2
   int64_t chunkMinBytes = 0;
+  int64_t deviceChunkMinBytes = 0;  // COLL_DEVICE_CHUNK_MIN_BYTES: the same for device operations
   int minChannels = 1;
   double stallWarnS = 0;  // 0: no stall reports
   // collCommSetTimeout / COLL_OP_TIMEOUT_S: an operation still running this long after it

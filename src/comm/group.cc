@@ -159,7 +159,7 @@ BuildInput buildInput(const collComm* c, const ConnectorSet& conns) {
   in.ringPosOf = c->ringPosOf;
   in.sliceBytes = c->sliceBytes;
   in.loopSlices = c->loopSlices;
-  in.chunkMinBytes = c->chunkMinBytes;
+  in.chunkMinBytes = &conns == &c->hostConns ? c->chunkMinBytes : c->deviceChunkMinBytes;
   in.minChannels = c->minChannels;
   in.twoTrees = c->twoTrees;
   in.conns = &conns;

@@ -422,6 +422,10 @@ int deviceLaneBudget(const std::vector<PeerInfo>& peers, int rank, int cudaDev, 
 
 DeviceShape deviceShape(int nranks, int budget, int requested) {
   if (nranks <= 1) return {1, 1};
+  // Unset (COLL_DEVICE_NCHANNELS=0): half of the lanes this rank may keep resident, the
+  // other half left to send/receive lanes. The H100 run: 2 ranks at 32-64 channels moved
+  // 3x the busbw of 8 at 128-256 MiB. Where the GPU's share is unknown, 8.
+  if (requested <= 0) requested = budget >= kUnlimitedLanes ? 8 : std::clamp(budget / 2, 1, 32);
   // A lane holds at most kDevMaxConns connectors: enough send lanes for every peer.
   const int minP2p = (nranks - 1 + kDevMaxConns - 1) / kDevMaxConns;
   DeviceShape s{};
