@@ -469,6 +469,15 @@ TEST_CASE("device shape: a launch's lanes fit the budget, and send lanes reach e
       }
 }
 
+TEST_CASE("ranks of one process on a GPU beyond its hardware queues are warned about at init", "[device]") {
+  // The H100 run: 8 and 16 ranks as threads hung with CUDA's default 8 queues, passed at 32.
+  CHECK(coll::hardwareQueueWarning(2, 8).empty());
+  CHECK(coll::hardwareQueueWarning(8, 8).empty());
+  CHECK_THAT(coll::hardwareQueueWarning(16, 8),
+             Catch::Contains("16 ranks of this process") && Catch::Contains("CUDA_DEVICE_MAX_CONNECTIONS=32"));
+  CHECK(coll::hardwareQueueWarning(16, 32).empty());
+}
+
 TEST_CASE("device channels by default: half a rank's resident lanes, at most 32; 8 where the GPU is unknown",
           "[device]") {
   // An H100 (132 resident lanes) shared by 2, 8 and 16 ranks.

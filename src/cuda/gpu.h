@@ -41,6 +41,12 @@ bool canAccessPeer(int from, int to);
 Status enablePeerAccess(int from, int to);
 // Multiprocessors of a device (0 when unknown).
 int multiprocessors(int dev);
+// Kernels of different streams run together only over the device's hardware queues:
+// CUDA_DEVICE_MAX_CONNECTIONS, read when the process creates its CUDA context (8 unless
+// set, 32 at most). Loading this library asks for 32 where the variable is unset
+// (runtime.cc), which counts only if no CUDA context exists yet. The count in effect, as
+// far as the environment says.
+int hardwareQueues();
 
 // ---- Memory a caller owns ------------------------------------------------------------------
 

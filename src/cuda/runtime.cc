@@ -1,10 +1,29 @@
 // Devices and the memory callers own (src/cuda/gpu.h).
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "cuda/check.h"
 #include "cuda/gpu.h"
 
 namespace coll::gpu {
+
+namespace {
+
+// Ranks of one process sharing a GPU each launch a kernel that waits for the others'; with
+// more of them than hardware queues, one can sit queued behind a kernel that waits for it
+// (the H100 run hung at 8 and 16 ranks as threads, and passed with 32 queues). So, unless
+// the user chose, ask for the most before the process creates its CUDA context.
+__attribute__((constructor)) void askForHardwareQueues() { setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); }
+
+}  // namespace
+
+int hardwareQueues() {
+  const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  const int n = v ? std::atoi(v) : 0;
+  return n >= 1 ? std::min(n, 32) : 8;
+}
 
 bool usable(std::string* why) {
   int n = 0;

@@ -399,6 +399,14 @@ int ranksOnGpu(const std::vector<PeerInfo>& peers, int rank, bool sameProcess) {
   return n;
 }
 
+std::string hardwareQueueWarning(int sharing, int queues) {
+  if (sharing <= queues) return "";
+  return std::to_string(sharing) + " ranks of this process share this GPU, but it runs kernels of " +
+         std::to_string(queues) +
+         " streams at once (CUDA_DEVICE_MAX_CONNECTIONS): collectives called from separate threads can hang; set "
+         "CUDA_DEVICE_MAX_CONNECTIONS=32 before CUDA starts, or drive those ranks from one thread in groups";
+}
+
 int deviceLaneBudget(const std::vector<PeerInfo>& peers, int rank, int cudaDev, bool emulate) {
   const PeerInfo& me = peers[static_cast<size_t>(rank)];
   if (emulate) {
@@ -506,6 +514,9 @@ Status devicePrepare(DeviceComm& d) {
   }
 #if COLL_HAVE_CUDA
   if (!bound) return okStatus();
+  const std::string queues = hardwareQueueWarning(ranksOnGpu(d.bootstrap->peers(), d.rank, true),
+                                                  gpu::hardwareQueues());
+  if (!queues.empty()) COLL_WARN(INIT, "rank %d: %s", d.rank, queues.c_str());
   // Kernels reach host-memory FIFOs (shm, net) through mappings made now, before any
   // kernel runs; the abort word and launch memory likewise.
   Result<DeviceProxy*> proxy = proxyOf(&d);

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <span>
+#include <string>
 #include <vector>
 
 #include "algorithms/plan.h"
@@ -33,6 +34,13 @@ bool devicePathFor(const DeviceComm& d, const void* p);
 // Ranks among `peers` on the GPU of peers[rank] (one host, the same PCI bus id), itself
 // included; sameProcess: only threads of its process. 0 for a rank bound to no GPU.
 int ranksOnGpu(const std::vector<PeerInfo>& peers, int rank, bool sameProcess);
+
+// What to warn at init when `sharing` ranks of this process are on one GPU and the
+// device runs `queues` kernels of different streams at once: those ranks' kernels wait
+// for each other, so called from separate threads (a kernel each) more of them than
+// queues can hang. Empty when they fit. (Ranks driven by one thread in a group share one
+// kernel and are safe either way.)
+std::string hardwareQueueWarning(int sharing, int queues);
 
 // The most lanes (kernel blocks) one launch of c may hold, so that the lanes of every rank
 // sharing its GPU are resident together (lanes wait on each other: a block left queued
