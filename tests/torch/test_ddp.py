@@ -5,7 +5,8 @@
 # equal the same DDP run over a gloo group made in the same processes. Variants:
 # bucket_cap_mb 1, 25 and a tiny one (several buckets), find_unused_parameters with an
 # unused branch, no_sync() gradient accumulation, the comm hooks allreduce_hook and
-# fp16_compress_hook (rtol 1e-3), and dist._round_robin_process_groups of two groups.
+# fp16_compress_hook (rtol 1e-3), and dist._round_robin_process_groups of two groups; and
+# COLL_COMPRESS=fp16 with no hook (the library compresses; rtol 1e-3, bits differ).
 #
 # Run: /usr/bin/python3 test_ddp.py --backend collectives|gloo --nranks N [-k REGEX]
 import harness
@@ -142,9 +143,35 @@ def ddp_vs_gloo(ctx, name):
             train_ddp(ctx, v, make_group(ctx, "gloo", v)), v)
 
 
+def library_compress(ctx):
+    """COLL_COMPRESS=fp16, no hook: the library compresses DDP's fp32 gradient allreduce
+    itself (fp32 sums at every hop). Trains to the single-process parameters within the
+    fp16 hook's tolerance, and to other bits than the uncompressed run (so it did compress).
+    """
+    if ctx.backend != "collectives":
+        raise Skip("COLL_COMPRESS is this library's")
+    # Read when the group's communicator initialises; one-shots (exact: fp32 on the wire)
+    # off, as DDP's buckets here (11 KB) would take them.
+    saved = {k: os.environ.get(k) for k in ("COLL_COMPRESS", "COLL_ONESHOT_BYTES", "COLL_NET_ONESHOT_BYTES")}
+    os.environ.update(COLL_COMPRESS="fp16", COLL_ONESHOT_BYTES="0", COLL_NET_ONESHOT_BYTES="0")
+    try:
+        v = dict(rtol=FP16_RTOL, atol=FP16_ATOL)
+        params = train_ddp(ctx, v, make_group(ctx, ctx.backend, v))
+    finally:
+        for k, val in saved.items():
+            if val is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = val
+    compare(ctx, "DDP with COLL_COMPRESS=fp16 vs one process", params, train_single(v), v)
+    exact = train_ddp(ctx, {}, make_group(ctx, ctx.backend, {}))
+    ctx.expect("COLL_COMPRESS=fp16 changed the result's bits",
+               any(not torch.equal(a, b) for a, b in zip(params, exact)))
+
+
 def cases(ctx):
     out = []
     for name in VARIANTS:
         out += [Case(f"ddp/{name}/vs_single_process", ddp_vs_single, name),
                 Case(f"ddp/{name}/vs_gloo", ddp_vs_gloo, name)]
-    return out
+    return out + [Case("ddp/library_compress_fp16", library_compress)]
