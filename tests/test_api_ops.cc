@@ -212,7 +212,7 @@ TEST_CASE("alltoall, gather and scatter move every block, in place too", "[api][
   REQUIRE(errors.empty());
 }
 
-TEST_CASE("registration handles are checked; revoke stops a communicator and shrink replaces it", "[api][shrink]") {
+TEST_CASE("registration handles are checked, revoke stops a communicator and shrink replaces it", "[api][shrink]") {
   ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
   const int n = 3;
   collComm_t comms[n];

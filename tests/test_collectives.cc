@@ -478,7 +478,7 @@ TEST_CASE("ranks of one process on a GPU beyond its hardware queues are warned a
   CHECK(coll::hardwareQueueWarning(16, 32).empty());
 }
 
-TEST_CASE("device channels by default: half a rank's resident lanes, at most 32; 8 where the GPU is unknown",
+TEST_CASE("device channels by default: half a rank's resident lanes, at most 32, and 8 where the GPU is unknown",
           "[device]") {
   // An H100 (132 resident lanes) shared by 2, 8 and 16 ranks.
   CHECK(coll::deviceShape(2, 66, 0).channels == 32);

@@ -349,7 +349,7 @@ TEST_CASE("COLL_COMPRESS=fp16 makes fp32 sum/avg collectives compressed, the sam
   }
 }
 
-TEST_CASE("compression settings: a bad COLL_COMPRESS or config->compress fails init by name; ranks must agree",
+TEST_CASE("compression settings: a bad COLL_COMPRESS or config->compress fails init by name, and ranks must agree",
           "[compressed]") {
   {
     ScopedEnv compress("COLL_COMPRESS", "fp12");
