@@ -56,12 +56,13 @@ step memcheck 70 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -
 step racecheck 45 "$CS" --tool racecheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 1K -e 64K -f 64 -c 1 -n 1 -w 0
 step reduce_kernel 25 "$P/reduce_kernel_perf" -b 1M -e 256M
 # NCCL beside us, 1 rank (it refuses two on one GPU): nccl-tests from the bundle over the
-# libnccl of the machine's Python (pip nvidia-nccl), never our drop-in.
+# libnccl of the machine's Python (pip nvidia-nccl), else CUDA's own; never our drop-in.
 NCCL_LIB="${NCCL_LIB:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)}"
-if [ -x .gpu/build/nccl-tests/all_reduce_perf ] && [ -n "$NCCL_LIB" ]; then
-  step nccl_1rank 40 env LD_LIBRARY_PATH="$NCCL_LIB" .gpu/build/nccl-tests/all_reduce_perf -b 8 -e 1G -f 4 -g 1 -c 0 -n 20 -w 5
+if [ -x .gpu/build/nccl-tests/all_reduce_perf ]; then
+  step nccl_1rank 40 env LD_LIBRARY_PATH="${NCCL_LIB:+$NCCL_LIB:}/usr/local/cuda/lib64:/usr/local/cuda/lib:$LD_LIBRARY_PATH" \
+    .gpu/build/nccl-tests/all_reduce_perf -b 8 -e 1G -f 4 -g 1 -c 0 -n 20 -w 5
 else
-  echo "no NCCL to compare with: nccl-tests in the bundle? libnccl (pip nvidia-nccl) at '$NCCL_LIB'?" > "$OUT/nccl_1rank.log"
+  echo "no NCCL to compare with: the bundle has no nccl-tests (scripts/gpu_bundle.sh builds them from ../shared/peers)" > "$OUT/nccl_1rank.log"
 fi
 step ours_1rank 40 "$P/all_reduce_perf" -t 1 --mem device -b 8 -e 1G -f 4 -c 0 -n 20 -w 5
 step allreduce_t2 45 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 256M -f 4 -c 1

@@ -52,6 +52,17 @@ def copy_bw(log_dir):
     return best
 
 
+def missing(d, *steps):
+    """Why a target's table is missing: the first of `steps` that ran and failed, else "not run"."""
+    codes = exits(d)
+    for step in steps:
+        if step in codes and codes[step] != 0:
+            log = os.path.join(d, step + ".log")
+            first = open(log, errors="replace").readline().strip() if os.path.exists(log) else ""
+            return f"{step} {'hung' if codes[step] == HANG else f'exit {codes[step]}'}" + (f": {first[:60]}" if first else "")
+    return "not run"
+
+
 def size_name(b):
     for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if b >= div and b % div == 0:
@@ -62,7 +73,7 @@ def size_name(b):
 def one_rank(d):
     ours, nccl = table(os.path.join(d, "ours_1rank.log")), table(os.path.join(d, "nccl_1rank.log"))
     if not ours or not nccl:
-        return "not run" if not ours else "NCCL did not run (see nccl_1rank.log)", None
+        return missing(d, "ours_1rank", "nccl_1rank"), None
     common = sorted(set(ours) & set(nccl))
     if not common:
         return "no common sizes", None
@@ -74,7 +85,7 @@ def one_rank(d):
 def two_threads_bw(d):
     t2, bw = table(os.path.join(d, "allreduce_t2.log")), copy_bw(d)
     if not t2 or (256 << 20) not in t2 or not bw:
-        return "not run", None
+        return missing(d, "allreduce_t2", "reduce_kernel"), None
     bound = bw / 4  # 2 ranks: ~4 S through HBM per allreduce of S; busbw = algbw
     got = t2[256 << 20][1]
     return f"{got:.0f} GB/s, {100 * got / bound:.0f} % of {bound:.0f} (copy {bw:.0f} GB/s / 4)", got >= 0.6 * bound
@@ -83,7 +94,7 @@ def two_threads_bw(d):
 def two_threads_small(d):
     t2 = table(os.path.join(d, "allreduce_t2.log"))
     if not t2 or 8 not in t2:
-        return "not run", None
+        return missing(d, "allreduce_t2"), None
     return f"{t2[8][0]:.1f} us", t2[8][0] <= 15
 
 
@@ -91,14 +102,14 @@ def eight_threads(d):
     t2, t8 = table(os.path.join(d, "allreduce_t2.log")), table(os.path.join(d, "allreduce_t8.log"))
     size = 256 << 20
     if not t2 or not t8 or size not in t2 or size not in t8:
-        return "not run", None
+        return missing(d, "allreduce_t2", "allreduce_t8"), None
     return f"{t8[size][1]:.1f} GB/s vs {t2[size][1]:.1f} / 2 at 256 MiB", t8[size][1] >= t2[size][1] / 2
 
 
 def procs(d, size, test):
     p = table(os.path.join(d, "procs2.log"))
     if not p or size not in p:
-        return "not run", None
+        return missing(d, "procs2"), None
     time_us, busbw = p[size]
     return (f"{time_us:.1f} us", test(time_us, busbw)) if size == 8 else (f"{busbw:.2f} GB/s", test(time_us, busbw))
 
@@ -114,9 +125,13 @@ def steps_ok(codes, prefix, what):
     return f"{len(hung)} hung, {len(bad) - len(hung)} failed: {', '.join(sorted(bad))}", False
 
 
-def step_ok(codes, name, what):
+def step_ok(d, codes, name, what):
     if name not in codes:
         return "not run", None
+    log = os.path.join(d, name + ".log")
+    skipped = [l.strip() for l in open(log, errors="replace") if "skipped:" in l] if os.path.exists(log) else []
+    if skipped:
+        return skipped[0][:90], None  # a [gpu] case that found no usable GPU
     c = codes[name]
     return (what if c == 0 else ("hung" if c == HANG else f"exit {c}")), c == 0
 
@@ -131,9 +146,9 @@ def rows(d):
     yield "2 processes, no MPS: 128 MiB >= 20 GB/s", procs(d, 128 << 20, lambda t, b: b >= 20)
     yield "no hang: 16 ranks as threads, every collective", steps_ok(codes, "hang_t16_", "collectives")
     yield "no hang: 4 processes, every collective", steps_ok(codes, "hang_np4_", "collectives")
-    yield "fp16 prod (and all) equal to the host (gpu_tests)", step_ok(codes, "gpu_tests", "all cases passed")
-    yield "compute-sanitizer memcheck clean", step_ok(codes, "memcheck", "0 errors")
-    yield "compute-sanitizer racecheck clean", step_ok(codes, "racecheck", "0 hazards")
+    yield "fp16 prod (and all) equal to the host (gpu_tests)", step_ok(d, codes, "gpu_tests", "all cases passed")
+    yield "compute-sanitizer memcheck clean", step_ok(d, codes, "memcheck", "0 errors")
+    yield "compute-sanitizer racecheck clean", step_ok(d, codes, "racecheck", "0 hazards")
 
 
 def main():
