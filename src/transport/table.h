@@ -37,6 +37,7 @@ struct Link {
   const PeerInfo& peer;
   int peerRank;
   TransportOptions options;
+  int channel = 0;  // the connection's channel (its tag's low byte): which net device (rail) serves it
 };
 
 // Both directions between this rank and one peer over one connection (duplex rows).

@@ -21,7 +21,9 @@ static_assert(sizeof(ConnBlob) == 128, "one small frame per connection");
 
 }  // namespace
 
-Link ConnectJob::linkTo(int peer) const { return {bs_->peers()[bs_->rank()], bs_->peers()[peer], peer, options_}; }
+Link ConnectJob::linkTo(int peer, uint64_t tag) const {
+  return {bs_->peers()[bs_->rank()], bs_->peers()[peer], peer, options_, static_cast<int>(tag & 0xff)};
+}
 
 void ConnectJob::addRecv(int peer, uint64_t tag, std::unique_ptr<RecvConnector>* out) {
   recvs_.push_back({peer, tag, out});
@@ -63,7 +65,7 @@ Status ConnectJob::phase1() {
     blob.row = r.row;
     blob.duplex = r.partner >= 0 ? 1 : 0;
     if (r.partner < 0 || bs_->rank() < r.peer) {
-      COLL_ASSIGN(r.pending, row.setupRecv(linkTo(r.peer), slotBytes_));
+      COLL_ASSIGN(r.pending, row.setupRecv(linkTo(r.peer, r.tag), slotBytes_));
       const std::span<const std::byte> h = r.pending->handle();
       if (h.size() > kMaxHandleBytes)
         return internalError(std::string("a ") + row.name + " handle larger than kMaxHandleBytes");
@@ -83,9 +85,9 @@ Status ConnectJob::connectSend(SendItem& s, const Transport& row, bool duplex, s
     return internalError("rank " + std::to_string(s.peer) +
                          " and this rank disagree on a duplex connection (COLL_NET_DUPLEX)");
   if (!row.duplex || !duplex) {
-    COLL_ASSIGN(*s.out, row.connectSend(linkTo(s.peer), handle));
+    COLL_ASSIGN(*s.out, row.connectSend(linkTo(s.peer, s.tag), handle));
   } else if (bs_->rank() > s.peer) {  // connect; the lower rank accepts in phase 3
-    COLL_ASSIGN(DuplexConnectors d, row.duplex->connect(linkTo(s.peer), handle));
+    COLL_ASSIGN(DuplexConnectors d, row.duplex->connect(linkTo(s.peer, s.tag), handle));
     *s.out = std::move(d.send);
     *recvs_[static_cast<size_t>(s.partner)].out = std::move(d.recv);
   }

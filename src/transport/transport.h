@@ -58,7 +58,7 @@ class ConnectJob {
     int partner = -1;  // duplex: index of the receive item
   };
   void pairDuplex();
-  Link linkTo(int peer) const;
+  Link linkTo(int peer, uint64_t tag) const;
   Status connectSend(SendItem& s, const Transport& row, bool duplex, std::span<const std::byte> handle);
   Bootstrap* bs_;
   size_t slotBytes_;

@@ -247,11 +247,20 @@ class NetPendingRecv : public PendingRecv {
 
 }  // namespace
 
-Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes) {
+Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes, int channel) {
   COLL_ASSIGN(NetBackend * b, netBackend());
   NetConnectInfo info{};
   info.slotBytes = slotBytes;
-  COLL_ASSIGN(auto listen, b->listen(0, &info.handle));
+  // Channels spread over the backend's devices (rails): channel c on device c mod n. The
+  // sender connects to the address in the handle, so only the listener chooses.
+  const int devs = b->devices();
+  const int dev = devs > 1 ? channel % devs : 0;
+  if (devs > 1) {
+    NetProperties props;
+    if (b->properties(dev, &props).ok())
+      COLL_INFO(NET, "channel %d from rank %d: net device %d of %d (%s)", channel, peer, dev, devs, props.name.c_str());
+  }
+  COLL_ASSIGN(auto listen, b->listen(dev, &info.handle));
   return std::unique_ptr<PendingRecv>(new NetPendingRecv(peer, b, std::move(listen), info));
 }
 
@@ -267,7 +276,7 @@ namespace {
 bool canConnect(const PeerInfo&, const PeerInfo&, const TransportOptions&) { return true; }
 
 Result<std::unique_ptr<PendingRecv>> setupRecv(const Link& l, size_t slotBytes) {
-  return netSetupRecv(l.peerRank, slotBytes);
+  return netSetupRecv(l.peerRank, slotBytes, l.channel);
 }
 
 Result<std::unique_ptr<SendConnector>> connectSend(const Link& l, std::span<const std::byte> handle) {

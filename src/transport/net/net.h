@@ -97,7 +97,7 @@ extern const Transport kNetTransport;
 
 // The row's halves, for callers that know they want net (tests). The handle is a
 // NetConnectInfo; finish() accepts the sender's connection.
-Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes);
+Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes, int channel = 0);
 Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, std::span<const std::byte> handle);
 
 }  // namespace coll

@@ -440,17 +440,34 @@ uint32_t socketsPerConn() {
   return static_cast<uint32_t>(std::max(1, helperThreads()) * per);
 }
 
+bool isLoopback(const SockAddr& a) {
+  if (a.family() == AF_INET) return (ntohl(a.u.in4.sin_addr.s_addr) >> 24) == 127;
+  return a.family() == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&a.u.in6.sin6_addr);
+}
+
 class SocketBackend : public NetBackend {
  public:
+  // Every interface COLL_SOCKET_IFNAME names is a device (a rail: channels spread over
+  // them); without it, the first interface found only (others may not reach the peers).
   SocketBackend() {
-    ifs_ = findInterfaces();
-    if (!ifs_.empty()) COLL_INFO(NET, "socket backend: %s (%s)", ifs_[0].name.c_str(), ifs_[0].addr.str().c_str());
+    // One device per interface (its first address: IPv4 before IPv6, findInterfaces).
+    for (NetIf& i : findInterfaces())
+      if (std::none_of(ifs_.begin(), ifs_.end(), [&](const NetIf& o) { return o.name == i.name; }))
+        ifs_.push_back(std::move(i));
+    // A loopback interface is a rail only when nothing else is (an exclusion list such as
+    // "^docker" matches lo too, which no other host reaches).
+    if (std::any_of(ifs_.begin(), ifs_.end(), [](const NetIf& i) { return !isLoopback(i.addr); }))
+      std::erase_if(ifs_, [](const NetIf& i) { return isLoopback(i.addr); });
+    if (param(StringParam::SOCKET_IFNAME).empty() && ifs_.size() > 1) ifs_.resize(1);
+    std::string list;
+    for (const NetIf& i : ifs_) list += (list.empty() ? "" : ", ") + i.name + " (" + i.addr.str() + ")";
+    if (!ifs_.empty()) COLL_INFO(NET, "socket backend: %s", list.c_str());
   }
   const char* name() const override { return "Socket"; }
-  int devices() override { return ifs_.empty() ? 0 : 1; }
+  int devices() override { return static_cast<int>(ifs_.size()); }
   Status properties(int dev, NetProperties* p) override {
-    if (dev != 0 || ifs_.empty()) return invalidArgument("socket device " + std::to_string(dev));
-    p->name = ifs_[0].name;
+    if (dev < 0 || dev >= devices()) return invalidArgument("socket device " + std::to_string(dev));
+    p->name = ifs_[static_cast<size_t>(dev)].name;
     p->speedMbps = 10000;
     p->maxComms = 65536;
     p->hostMemOnly = true;
@@ -458,11 +475,11 @@ class SocketBackend : public NetBackend {
   }
 
   Result<std::unique_ptr<NetListenComm>> listen(int dev, NetHandle* handle) override {
-    if (dev != 0 || ifs_.empty())
+    if (dev < 0 || dev >= devices())
       return Status(Code::kSystem, "socket backend: no usable interface (COLL_SOCKET_IFNAME=\"" +
                                        param(StringParam::SOCKET_IFNAME) + "\")");
     auto l = std::make_unique<SockListen>();
-    SockAddr a = ifs_[0].addr;
+    SockAddr a = ifs_[static_cast<size_t>(dev)].addr;
     a.setPort(0);
     COLL_ASSIGN(l->listener, Socket::listen(&a));
     l->nsocks = socketsPerConn();  // read per connection: may change between comms
