@@ -39,6 +39,20 @@ COLL_HD inline float bitsFloat(uint32_t u) {
 #endif
 }
 
+// The quiet NaN that sums, products and averages store when their result is NaN
+// (reduce_ops.h canonicalNaN): fp32 0x7fc00000, fp64 0x7ff8000000000000.
+COLL_HD inline float quietNaNFloat() { return bitsFloat(0x7fc00000u); }
+COLL_HD inline double quietNaNDouble() {
+#if defined(__CUDA_ARCH__)
+  return __longlong_as_double(0x7ff8000000000000ll);
+#else
+  const uint64_t u = 0x7ff8000000000000ull;
+  double d;
+  std::memcpy(&d, &u, 8);
+  return d;
+#endif
+}
+
 // ---- fp16 ----
 COLL_HD inline float halfToFloat(uint16_t h) {
   uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;

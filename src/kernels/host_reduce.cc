@@ -119,12 +119,15 @@ __attribute__((target("avx,f16c"))) void halfF16c(void* dst, const void* a, cons
   auto* x = static_cast<const uint16_t*>(a);
   auto* y = static_cast<const uint16_t*>(b);
   const __m256 scale = _mm256_set1_ps(1.0f / static_cast<float>(nranks));
+  const __m256 qnan = _mm256_set1_ps(quietNaNFloat());
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m256 fx = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
     __m256 fy = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i)));
     __m256 r = V::apply(fx, fy);
     if (kAvg) r = _mm256_mul_ps(r, scale);
+    if constexpr (!std::is_same_v<V, VMax> && !std::is_same_v<V, VMin>)  // NaN results: canonicalNaN
+      r = _mm256_blendv_ps(r, qnan, _mm256_cmp_ps(r, r, _CMP_UNORD_Q));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));
   }
   if (i < n) {

@@ -80,16 +80,30 @@ COLL_HD inline C wrapMul(C a, C b) {
   }
 }
 
+// Which NaN an arithmetic operation returns is the hardware's choice: x86 returns the
+// first NaN operand, quieted, and for inf*0 or inf-inf the negative "indefinite"
+// 0xffc00000; NVIDIA GPUs return 0x7fffffff. Sums, products and averages therefore store
+// one quiet NaN (quietNaNFloat/Double) whenever their result is NaN, so the host, the
+// device and every CPU give the same bits. (An fp16 prod that overflowed to infinity
+// and then met a zero differed between an H100 and the host at 4 and 8 ranks.) Max and
+// min select an operand, which is the same choice everywhere.
+template <typename C>
+COLL_HD inline C canonicalNaN(C r) {
+  if constexpr (std::is_same_v<C, float>) return r != r ? quietNaNFloat() : r;
+  else if constexpr (std::is_same_v<C, double>) return r != r ? quietNaNDouble() : r;
+  else return r;
+}
+
 struct OpSum {
   template <typename C>
   COLL_HD static C apply(C a, C b) {
-    return wrapAdd(a, b);
+    return canonicalNaN(wrapAdd(a, b));
   }
 };
 struct OpProd {
   template <typename C>
   COLL_HD static C apply(C a, C b) {
-    return wrapMul(a, b);
+    return canonicalNaN(wrapMul(a, b));
   }
 };
 struct OpMax {
@@ -111,7 +125,7 @@ COLL_HD inline typename Elem<T>::C avgOf(typename Elem<T>::C sum, int nranks) {
   if constexpr (std::is_integral_v<C>) {
     return static_cast<C>(sum / static_cast<C>(nranks));  // C++ truncates toward zero
   } else {
-    return sum * (static_cast<C>(1) / static_cast<C>(nranks));
+    return canonicalNaN(sum * (static_cast<C>(1) / static_cast<C>(nranks)));
   }
 }
 
