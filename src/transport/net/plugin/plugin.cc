@@ -499,16 +499,23 @@ constexpr Supported kSupported[] = {
 // Why a library holds no table we read: the symbols looked for and those it has.
 Status noSupportedSymbol(void* dl, const std::string& path) {
   std::string found;
+  bool older = false, newer = false;
   for (int v = 1; v <= 32; ++v) {
     if (v >= 8 && v <= 11) continue;
     std::string sym = "ncclNetPlugin_v" + std::to_string(v);
-    if (dlsym(dl, sym.c_str())) found += (found.empty() ? "" : ", ") + sym;
+    if (!dlsym(dl, sym.c_str())) continue;
+    found += (found.empty() ? "" : ", ") + sym;
+    (v < 8 ? older : newer) = true;
   }
   std::string msg = "net plugin " + path + " exports none of ncclNetPlugin_v11, ncclNetPlugin_v10, " +
                     "ncclNetPlugin_v9, ncclNetPlugin_v8 (the versions supported); ";
-  msg += found.empty() ? "it exports no ncclNetPlugin_v* symbol at all (not an NCCL net plugin?)"
-                       : "it exports " + found + " (versions before 8 are too old; later ones too new)";
-  return invalidUsage(msg);
+  if (found.empty())
+    return invalidUsage(msg + "it exports no ncclNetPlugin_v* symbol at all (not an NCCL net plugin?)");
+  msg += "it exports " + found + " (";
+  msg += older ? "older than version 8, the oldest supported" : "";
+  msg += older && newer ? "; " : "";
+  msg += newer ? "newer than version 11, the newest supported" : "";
+  return invalidUsage(msg + ")");
 }
 
 // dlopen of the first name that loads; the loader's message for each that did not.
@@ -529,7 +536,9 @@ Result<void*> openLibrary(const std::string& spec, std::string* path) {
 
 Result<std::unique_ptr<NetBackend>> loadNetPlugin(const std::string& spec) {
   std::string path;
-  COLL_ASSIGN(void* dl, openLibrary(spec, &path));
+  Result<void*> opened = openLibrary(spec, &path);
+  if (!opened.ok()) return opened.takeStatus();  // no hop: the message is the WARN's
+  void* dl = opened.take();
   const Supported* which = nullptr;
   const void* table = nullptr;
   for (const Supported& s : kSupported)
