@@ -10,24 +10,30 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "cuda/gpu.h"
+#include "transport/net/plugin/plugin.h"
 #include "transport/net/socket/socket_net.h"
 
 namespace coll {
 
 Result<NetBackend*> netBackend() {
   static std::mutex mu;
-  static std::unique_ptr<NetBackend> backend;
-  std::lock_guard<std::mutex> lock(mu);
-  std::string want = param(StringParam::NET);
-  if (backend && strcasecmp(backend->name(), want.c_str()) == 0) return backend.get();
+  static std::unique_ptr<NetBackend> socket;
+  NetBackend* plugin = netPlugin();
+  const char* raw = paramRaw(StringParam::NET);
+  const std::string want = raw && *raw ? raw : plugin ? plugin->name() : "Socket";
+  if (plugin && strcasecmp(plugin->name(), want.c_str()) == 0) return plugin;
   COLL_CHECK(checkNetName(want).prefix("COLL_NET: "));
-  backend = makeSocketBackend();
-  return backend.get();
+  std::lock_guard<std::mutex> lock(mu);
+  if (!socket) socket = makeSocketBackend();
+  return socket.get();
 }
 
 Status checkNetName(const std::string& name) {
   if (strcasecmp(name.c_str(), "Socket") == 0) return okStatus();
-  return invalidArgument("\"" + name + "\": no such net backend (available: Socket)");
+  NetBackend* plugin = netPlugin();
+  if (plugin && strcasecmp(name.c_str(), plugin->name()) == 0) return okStatus();
+  const std::string available = plugin ? std::string("Socket, ") + plugin->name() : "Socket";
+  return invalidArgument("\"" + name + "\": no such net backend (available: " + available + ")");
 }
 
 namespace {
@@ -70,8 +76,9 @@ Status completeInOrder(NetBackend* b, NetRequest* const* reqs, uint32_t* next, u
 
 // Registers one side's slots with the backend: RDMA backends pin and register them and
 // can fail (locked-memory limit, no device), so connectors are made by factories.
-Status registerSlots(NetBackend* b, const FifoView& f, int peer) {
-  Status st = b->regMr(f.data, kSteps * f.slotBytes);
+template <typename Comm>
+Status registerSlots(NetBackend* b, Comm* comm, const FifoView& f, int peer) {
+  Status st = b->regMr(comm, f.data, kSteps * f.slotBytes);
   if (!st.ok())
     st.prefix("registering the FIFO of a connection with rank " + std::to_string(peer) + " with net backend " +
               b->name() + ": ");
@@ -86,7 +93,7 @@ class NetSend : public SendConnector {
   static Result<std::unique_ptr<SendConnector>> create(int peer, NetBackend* b, std::unique_ptr<NetSendComm> comm,
                                                        size_t slotBytes) {
     std::unique_ptr<NetSend> c(new NetSend(peer, b, std::move(comm), slotBytes));
-    COLL_CHECK(registerSlots(b, c->fifo_.view, peer));
+    COLL_CHECK(registerSlots(b, c->comm_.get(), c->fifo_.view, peer));
     return std::unique_ptr<SendConnector>(std::move(c));
   }
   bool ready() override { return filled() - done() < static_cast<uint32_t>(kSteps); }
@@ -101,6 +108,7 @@ class NetSend : public SendConnector {
       const char* from = from_[posted_ % kSteps];
       COLL_ASSIGN(NetRequest * r, backend_->isend(comm_.get(), from ? from : fifo_.view.slotAt(posted_),
                                                   fifo_.view.ctrl->sizes[posted_ % kSteps]));
+      if (!r) break;  // not posted yet (a connection still being made): the next call posts it
       reqs_[posted_ % kSteps] = r;
       from_[posted_ % kSteps] = nullptr;
       ++posted_;
@@ -116,7 +124,7 @@ class NetSend : public SendConnector {
 
  private:
   NetSend(int peer, NetBackend* b, std::unique_ptr<NetSendComm> comm, size_t slotBytes)
-      : backend_(b), comm_(std::move(comm)), fifo_(slotBytes) {
+      : backend_(b), fifo_(slotBytes), comm_(std::move(comm)) {
     slotBytes_ = slotBytes;
     peer_ = peer;
     kind_ = "net";
@@ -133,8 +141,8 @@ class NetSend : public SendConnector {
     fifo_.view.ctrl->tail.store(t + 1, std::memory_order_release);
   }
   NetBackend* backend_;
+  LocalFifo fifo_;  // before comm_: registered on it, so it outlives it
   std::unique_ptr<NetSendComm> comm_;
-  LocalFifo fifo_;
   NetRequest* reqs_[kSteps] = {};
   const char* from_[kSteps] = {};  // per slot: the caller's memory to send instead (postDirect)
   bool direct_ = false;            // the backend reads sends only while tested
@@ -148,7 +156,7 @@ class NetRecv : public RecvConnector {
   static Result<std::unique_ptr<RecvConnector>> create(int peer, NetBackend* b, std::unique_ptr<NetRecvComm> comm,
                                                        size_t slotBytes) {
     std::unique_ptr<NetRecv> c(new NetRecv(peer, b, std::move(comm), slotBytes));
-    COLL_CHECK(registerSlots(b, c->fifo_.view, peer));
+    COLL_CHECK(registerSlots(b, c->comm_.get(), c->fifo_.view, peer));
     return std::unique_ptr<RecvConnector>(std::move(c));
   }
   bool ready() override { return arrived() != consumed(); }
@@ -170,7 +178,7 @@ class NetRecv : public RecvConnector {
 
  private:
   NetRecv(int peer, NetBackend* b, std::unique_ptr<NetRecvComm> comm, size_t slotBytes)
-      : backend_(b), comm_(std::move(comm)), fifo_(slotBytes) {
+      : backend_(b), fifo_(slotBytes), comm_(std::move(comm)) {
     slotBytes_ = slotBytes;
     peer_ = peer;
     kind_ = "net";
@@ -187,6 +195,7 @@ class NetRecv : public RecvConnector {
         posting = r.takeStatus().prefix("receive from rank " + std::to_string(peer_) + ": ");
         break;
       }
+      if (!r.value()) break;  // not posted yet: the next call posts it
       reqs_[posted_ % kSteps] = r.take();
       ++posted_;
     }
@@ -204,8 +213,8 @@ class NetRecv : public RecvConnector {
 
   Status error_;
   NetBackend* backend_;
+  LocalFifo fifo_;  // before comm_: registered on it, so it outlives it
   std::unique_ptr<NetRecvComm> comm_;
-  LocalFifo fifo_;
   NetRequest* reqs_[kSteps] = {};
   uint32_t posted_ = 0;
 };

@@ -2,13 +2,15 @@
 //
 // A backend is the small interface of NCCL's net plugins: devices, properties,
 // listen/connect/accept, memory registration, isend/irecv/test and close. The socket
-// backend (socket/) implements it over TCP; an InfiniBand backend or an external plugin
-// can take its place (COLL_NET names the backend).
+// backend (socket/) implements it over TCP, the plugin backend (plugin/) over an external
+// library speaking NCCL's plugin ABI (COLL_NET_PLUGIN); COLL_NET names the backend.
 //
 // Each side keeps a local FIFO. The sender's progress() posts isend for every filled
 // slot and frees the slot when the send completes; the receiver's progress() keeps an
 // irecv posted on every free slot and publishes a slot when its receive completes.
-// Requests of one connection complete in the order they were posted.
+// Requests of one connection complete in the order they were posted. A backend may
+// refuse to post for now (a null request: its connection is still being established, or
+// it has no room), and progress() posts the slot again on its next call.
 //
 // The last row of the transport table (kNetTransport): it connects any two ranks. Its
 // duplex hooks give an LL pair or a tree edge one connection for both directions
@@ -23,7 +25,10 @@
 
 namespace coll {
 
-constexpr size_t kNetHandleBytes = 64;
+// What a listener ships to its connector: with NetConnectInfo's slot size, the 120 bytes
+// a transport frame carries (NCCL's plugins may use up to 128; the plugin backend checks
+// that they used at most these).
+constexpr size_t kNetHandleBytes = 112;
 struct NetHandle {
   char bytes[kNetHandleBytes];
 };
@@ -53,11 +58,18 @@ class NetBackend {
   virtual int devices() = 0;
   virtual Status properties(int dev, NetProperties* props) = 0;
   virtual Result<std::unique_ptr<NetListenComm>> listen(int dev, NetHandle* handle) = 0;
-  // Starts a connection; the receiver completes it with accept().
+  // Starts a connection; the receiver completes it with accept(). Neither may wait for
+  // the other side (one thread may connect several ranks' sends before accepting any of
+  // their receives): a backend whose set-up needs both sides returns the comm at once and
+  // finishes it in later isend/irecv calls, which give null requests until then.
   virtual Result<std::unique_ptr<NetSendComm>> connect(int dev, const NetHandle& handle) = 0;
   virtual Result<std::unique_ptr<NetRecvComm>> accept(NetListenComm* listen) = 0;
-  // Memory registration (no-op for sockets; pins/registers for RDMA backends).
-  virtual Status regMr(void* /*data*/, size_t /*size*/) { return okStatus(); }
+  // Memory registration, per comm: every buffer later given to isend/irecv on `comm`
+  // lies in a range registered on it, which stays valid until the comm is destroyed
+  // (which deregisters it). A no-op for sockets; plugins need a handle per comm.
+  virtual Status regMr(NetSendComm*, void* /*data*/, size_t /*size*/) { return okStatus(); }
+  virtual Status regMr(NetRecvComm*, void* /*data*/, size_t /*size*/) { return okStatus(); }
+  // A null request: not posted (see connect), post it again later.
   virtual Result<NetRequest*> isend(NetSendComm* comm, const void* data, size_t size) = 0;
   virtual Result<NetRequest*> irecv(NetRecvComm* comm, void* data, size_t maxSize) = 0;
   // Progresses and checks a request; a completed request is freed by test().
@@ -82,7 +94,8 @@ class NetBackend {
   }
 };
 
-// The backend named by COLL_NET (default "Socket"), created on first use.
+// The backend named by COLL_NET, created on first use. Unset: the plugin of
+// COLL_NET_PLUGIN when one loads (NCCL's preference), else "Socket".
 Result<NetBackend*> netBackend();
 // Whether `name` names a net backend this build has (collConfig_t.netName, COLL_NET).
 Status checkNetName(const std::string& name);

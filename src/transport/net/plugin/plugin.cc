@@ -1,0 +1,599 @@
+#include "transport/net/plugin/plugin.h"
+
+#include <dlfcn.h>
+#include <strings.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "base/log.h"
+#include "base/param.h"
+#include "transport/net/plugin/net_plugin_abi.h"
+
+namespace coll {
+
+namespace {
+
+using namespace netabi;
+
+const char* resultName(int r) {
+  switch (r) {
+    case kPluginSuccess: return "ncclSuccess";
+    case kPluginUnhandledCudaError: return "ncclUnhandledCudaError";
+    case kPluginSystemError: return "ncclSystemError";
+    case kPluginInternalError: return "ncclInternalError";
+    case kPluginInvalidArgument: return "ncclInvalidArgument";
+    case kPluginInvalidUsage: return "ncclInvalidUsage";
+    case kPluginRemoteError: return "ncclRemoteError";
+    case kPluginInProgress: return "ncclInProgress";
+    default: return "an unknown ncclResult_t";
+  }
+}
+
+// The plugin's verdict as ours: a peer's failure stays a remote error (the executor then
+// looks for a dead rank), the rest keep their meaning.
+Code resultCode(int r) {
+  switch (r) {
+    case kPluginUnhandledCudaError: return Code::kCuda;
+    case kPluginSystemError: return Code::kSystem;
+    case kPluginInvalidArgument: return Code::kInvalidArgument;
+    case kPluginInvalidUsage: return Code::kInvalidUsage;
+    case kPluginRemoteError: return Code::kRemote;
+    default: return Code::kInternal;
+  }
+}
+
+// A plugin's log line, through our logger: its level, and its subsystem where we have
+// that subsystem (the first eight bits match ours), NET otherwise.
+void pluginLog(PluginLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
+  LogLevel lvl = LogLevel::kInfo;
+  switch (level) {
+    case kPluginLogNone: return;
+    case kPluginLogVersion: lvl = LogLevel::kVersion; break;
+    case kPluginLogWarn:
+    case kPluginLogAbort: lvl = LogLevel::kWarn; break;
+    case kPluginLogTrace: lvl = LogLevel::kTrace; break;
+    default: break;
+  }
+  unsigned sub = kSubNET;
+  if ((flags & kSubNET) == 0 && (flags & 0xffu) != 0) sub = 1u << __builtin_ctzl(flags & 0xffu);
+  else if ((flags & kSubNET) == 0 && (flags & kPluginSubsysProxy) != 0) sub = kSubPROXY;
+  else if ((flags & kSubNET) == 0 && (flags & kPluginSubsysBootstrap) != 0) sub = kSubBOOTSTRAP;
+  if (!logEnabled(lvl, sub) || fmt == nullptr) return;
+  char text[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof(text), fmt, ap);
+  va_end(ap);
+  size_t n = strlen(text);
+  while (n > 0 && text[n - 1] == '\n') text[--n] = '\0';
+  logWrite(lvl, sub, file ? file : "net plugin", line, "%s", text);
+}
+
+// Given to init from version 10 on: we record no network events.
+PluginResult noProfiler(void** event, int, void*, int64_t, void*) {
+  if (event) *event = nullptr;
+  return kPluginSuccess;
+}
+
+template <typename T>
+constexpr int kAbi = std::is_same_v<T, PluginNetV11>   ? 11
+                     : std::is_same_v<T, PluginNetV10> ? 10
+                     : std::is_same_v<T, PluginNetV9>  ? 9
+                                                       : 8;
+
+template <typename P>
+void copyProperties(const P& p, NetProperties* out) {
+  out->name = p.name ? p.name : "";
+  out->speedMbps = p.speedMbps;
+  out->maxComms = p.maxComms;
+  out->hostMemOnly = (p.ptrSupport & kPtrCuda) == 0;
+}
+
+// One loaded library: its table, its ABI version, and each call spelled for that
+// version. Lives as long as the process.
+class PluginLib {
+ public:
+  PluginLib(void* dl, std::string path, int version, const void* table)
+      : dl_(dl), path_(std::move(path)), version_(version), table_(table) {
+    name_ = visit([](const auto& n) -> const char* { return n.name ? n.name : ""; });
+  }
+  const std::string& name() const { return name_; }
+  const std::string& path() const { return path_; }
+  int version() const { return version_; }
+
+  // A failed call, as our Status: the plugin, the call and its ncclResult_t.
+  Status error(int rc, const char* call) const {
+    return Status(resultCode(rc), "net plugin " + name_ + " (" + path_ + "): " + call + " returned " + resultName(rc) +
+                                      " (" + std::to_string(rc) + ")");
+  }
+  Status check(int rc, const char* call) const { return rc == kPluginSuccess ? okStatus() : error(rc, call); }
+
+  // The name of the first member the plugin left null among those we call, or nullptr.
+  const char* missingMember() const {
+    return visit([](const auto& n) -> const char* {
+      if (!n.init) return "init";
+      if (!n.devices) return "devices";
+      if (!n.getProperties) return "getProperties";
+      if (!n.listen) return "listen";
+      if (!n.connect) return "connect";
+      if (!n.accept) return "accept";
+      if (!n.regMr || !n.deregMr) return "regMr/deregMr";
+      if (!n.isend || !n.irecv || !n.test) return "isend/irecv/test";
+      if (!n.closeSend || !n.closeRecv || !n.closeListen) return "closeSend/closeRecv/closeListen";
+      return nullptr;
+    });
+  }
+
+  int init() {
+    return visit([this](const auto& n) -> int {
+      using T = std::decay_t<decltype(n)>;
+      if constexpr (kAbi<T> == 11) {
+        PluginCommConfig config{-1};
+        return n.init(&context_, 0, &config, pluginLog, noProfiler);
+      } else if constexpr (kAbi<T> == 10) {
+        return n.init(pluginLog, noProfiler);
+      } else {
+        return n.init(pluginLog);
+      }
+    });
+  }
+  int devices(int* count) const {
+    return visit([&](const auto& n) -> int { return n.devices(count); });
+  }
+  Status properties(int dev, NetProperties* out) const {
+    return visit([&](const auto& n) -> Status {
+      using T = std::decay_t<decltype(n)>;
+      std::conditional_t<kAbi<T> == 11, PluginPropsV11, std::conditional_t<kAbi<T> == 8, PluginPropsV8, PluginPropsV9>>
+          p{};
+      COLL_CHECK(check(n.getProperties(dev, &p), "getProperties"));
+      if constexpr (kAbi<T> == 11) copyProperties(p.base, out);
+      else copyProperties(p, out);
+      return okStatus();
+    });
+  }
+  int listen(int dev, void* handle, void** comm) const {
+    return visit([&](const auto& n) -> int {
+      if constexpr (kAbi<std::decay_t<decltype(n)>> == 11) return n.listen(context_, dev, handle, comm);
+      else return n.listen(dev, handle, comm);
+    });
+  }
+  int connect(int dev, void* handle, void** comm) const {
+    return visit([&](const auto& n) -> int {
+      using T = std::decay_t<decltype(n)>;
+      PluginDeviceHandle* offload = nullptr;  // no device offload asked for
+      if constexpr (kAbi<T> == 11) {
+        return n.connect(context_, dev, handle, comm, &offload);
+      } else if constexpr (kAbi<T> == 10) {
+        PluginCommConfig config{-1};
+        return n.connect(dev, &config, handle, comm, &offload);
+      } else {
+        return n.connect(dev, handle, comm, &offload);
+      }
+    });
+  }
+  int accept(void* listenComm, void** comm) const {
+    return visit([&](const auto& n) -> int {
+      PluginDeviceHandle* offload = nullptr;
+      return n.accept(listenComm, comm, &offload);
+    });
+  }
+  int regMr(void* comm, void* data, size_t size, void** mhandle) const {
+    return visit([&](const auto& n) -> int { return n.regMr(comm, data, size, kPtrHost, mhandle); });
+  }
+  int deregMr(void* comm, void* mhandle) const {
+    return visit([&](const auto& n) -> int { return n.deregMr(comm, mhandle); });
+  }
+  int isend(void* comm, void* data, size_t size, void* mhandle, void** req) const;
+  int irecv(void* comm, void* data, size_t size, void* mhandle, void** req) const;
+  int test(void* req, int* done, int* size) const {
+    return visit([&](const auto& n) -> int { return n.test(req, done, size); });
+  }
+  int closeSend(void* c) const {
+    return visit([&](const auto& n) -> int { return n.closeSend(c); });
+  }
+  int closeRecv(void* c) const {
+    return visit([&](const auto& n) -> int { return n.closeRecv(c); });
+  }
+  int closeListen(void* c) const {
+    return visit([&](const auto& n) -> int { return n.closeListen(c); });
+  }
+
+ private:
+  // Calls f with the table as its version's type (every f returns the same type for all).
+  template <typename F>
+  auto visit(F&& f) const -> decltype(f(std::declval<const PluginNetV8&>())) {
+    switch (version_) {
+      case 11: return f(*static_cast<const PluginNetV11*>(table_));
+      case 10: return f(*static_cast<const PluginNetV10*>(table_));
+      case 9: return f(*static_cast<const PluginNetV9*>(table_));
+      default: return f(*static_cast<const PluginNetV8*>(table_));
+    }
+  }
+
+  void* dl_;
+  std::string path_;
+  int version_;
+  const void* table_;
+  std::string name_;
+  void* context_ = nullptr;  // version 11's, from init
+};
+
+// Sizes are int before version 9 (the caller checks they fit); the tag is always 0 (one
+// stream of messages per comm, completed in order).
+int PluginLib::isend(void* comm, void* data, size_t size, void* mhandle, void** req) const {
+  return visit([&](const auto& n) -> int {
+    using T = std::decay_t<decltype(n)>;
+    if constexpr (kAbi<T> == 8) return n.isend(comm, data, static_cast<int>(size), 0, mhandle, req);
+    else if constexpr (kAbi<T> == 9) return n.isend(comm, data, size, 0, mhandle, req);
+    else return n.isend(comm, data, size, 0, mhandle, nullptr, req);
+  });
+}
+
+int PluginLib::irecv(void* comm, void* data, size_t size, void* mhandle, void** req) const {
+  return visit([&](const auto& n) -> int {
+    using T = std::decay_t<decltype(n)>;
+    int tag = 0;
+    void* buffers[1] = {data};
+    void* mhandles[1] = {mhandle};
+    if constexpr (kAbi<T> == 8) {
+      int sizes[1] = {static_cast<int>(size)};
+      return n.irecv(comm, 1, buffers, sizes, &tag, mhandles, req);
+    } else if constexpr (kAbi<T> == 9) {
+      size_t sizes[1] = {size};
+      return n.irecv(comm, 1, buffers, sizes, &tag, mhandles, req);
+    } else {
+      size_t sizes[1] = {size};
+      void* profiling[1] = {nullptr};
+      return n.irecv(comm, 1, buffers, sizes, &tag, mhandles, profiling, req);
+    }
+  });
+}
+
+// A listener, shared by the pending receive comm accept() hands out: the plugin's
+// listen comm must live until its accept succeeds.
+struct ListenState {
+  ListenState(PluginLib* l, void* c) : lib(l), comm(c) {}
+  ~ListenState() {
+    int rc = lib->closeListen(comm);
+    if (rc != kPluginSuccess) COLL_INFO(NET, "%s", lib->error(rc, "closeListen").message().c_str());
+  }
+  PluginLib* lib;
+  void* comm;
+};
+
+class PluginListen : public NetListenComm {
+ public:
+  std::shared_ptr<ListenState> state;
+};
+
+class PluginConn;
+struct PluginRequest : NetRequest {
+  PluginConn* conn;
+  void* req;
+};
+
+// One direction of a connection: the plugin's comm once connect/accept gave it, the
+// ranges registered on it (or waiting for it), and the requests in flight.
+class PluginConn {
+ public:
+  // Sender: connect() retried with the same handle buffer (a plugin may keep its
+  // connection state there between calls, as NCCL's IB plugin does).
+  PluginConn(PluginLib* lib, int dev, const NetHandle& handle) : lib_(lib), send_(true), dev_(dev) {
+    std::memcpy(handle_, handle.bytes, sizeof(handle.bytes));
+  }
+  // Receiver: accept() retried on the listener.
+  PluginConn(PluginLib* lib, std::shared_ptr<ListenState> listen)
+      : lib_(lib), send_(false), listen_(std::move(listen)) {}
+  ~PluginConn();
+  PluginConn(const PluginConn&) = delete;
+  PluginConn& operator=(const PluginConn&) = delete;
+
+  bool established() const { return comm_ != nullptr; }
+  void* comm() const { return comm_; }
+  Status establish();
+  Status regMr(void* data, size_t size);
+  Result<void*> mhandleFor(const void* data, size_t size) const;
+  NetRequest* track(void* req) {
+    auto* r = new PluginRequest();
+    r->conn = this;
+    r->req = req;
+    live_.push_back(r);
+    return r;
+  }
+  void retire(PluginRequest* r) {
+    live_.erase(std::find(live_.begin(), live_.end(), r));
+    delete r;
+  }
+
+ private:
+  struct Registration {
+    char* base;
+    size_t size;
+    void* mhandle;
+  };
+  Status registerNow(void* data, size_t size);
+
+  PluginLib* lib_;
+  bool send_;
+  int dev_ = 0;
+  char handle_[kPluginHandleBytes] = {};
+  std::shared_ptr<ListenState> listen_;
+  void* comm_ = nullptr;
+  std::vector<std::pair<void*, size_t>> wanted_;  // regMr before the comm existed
+  std::vector<Registration> regs_;
+  std::vector<PluginRequest*> live_;
+};
+
+PluginConn::~PluginConn() {
+  // Requests still in flight are the plugin's to drop when the comm closes.
+  for (PluginRequest* r : live_) delete r;
+  if (!comm_) return;
+  for (const Registration& g : regs_) {
+    int rc = lib_->deregMr(comm_, g.mhandle);
+    if (rc != kPluginSuccess) COLL_INFO(NET, "%s", lib_->error(rc, "deregMr").message().c_str());
+  }
+  int rc = send_ ? lib_->closeSend(comm_) : lib_->closeRecv(comm_);
+  if (rc != kPluginSuccess) COLL_INFO(NET, "%s", lib_->error(rc, send_ ? "closeSend" : "closeRecv").message().c_str());
+}
+
+// One more try of the plugin's connect/accept; success with no comm means "later".
+Status PluginConn::establish() {
+  if (comm_) return okStatus();
+  void* c = nullptr;
+  const int rc = send_ ? lib_->connect(dev_, handle_, &c) : lib_->accept(listen_->comm, &c);
+  COLL_CHECK(lib_->check(rc, send_ ? "connect" : "accept"));
+  if (!c) return okStatus();
+  comm_ = c;
+  listen_.reset();  // the listener served its one connection (NCCL closes it here too)
+  for (auto [data, size] : wanted_) COLL_CHECK(registerNow(data, size));
+  wanted_.clear();
+  return okStatus();
+}
+
+Status PluginConn::regMr(void* data, size_t size) {
+  if (!comm_) {
+    wanted_.emplace_back(data, size);
+    return okStatus();
+  }
+  return registerNow(data, size);
+}
+
+Status PluginConn::registerNow(void* data, size_t size) {
+  void* mh = nullptr;
+  COLL_CHECK(lib_->check(lib_->regMr(comm_, data, size, &mh), "regMr"));
+  regs_.push_back({static_cast<char*>(data), size, mh});
+  return okStatus();
+}
+
+Result<void*> PluginConn::mhandleFor(const void* data, size_t size) const {
+  const char* p = static_cast<const char*>(data);
+  for (const Registration& g : regs_)
+    if (p >= g.base && p + size <= g.base + g.size) return g.mhandle;
+  return invalidUsage("net plugin " + lib_->name() + ": a buffer of " + std::to_string(size) +
+                      " bytes was not registered on its connection (regMr)");
+}
+
+class PluginSend : public NetSendComm {
+ public:
+  PluginSend(PluginLib* lib, int dev, const NetHandle& h) : conn(lib, dev, h) {}
+  PluginConn conn;
+};
+class PluginRecv : public NetRecvComm {
+ public:
+  PluginRecv(PluginLib* lib, std::shared_ptr<ListenState> l) : conn(lib, std::move(l)) {}
+  PluginConn conn;
+};
+
+// The pattern written past our handle's bytes before listen(), to see whether the plugin
+// needed more than we can ship.
+constexpr unsigned char kHandleFill = 0xA5;
+
+class PluginBackend : public NetBackend {
+ public:
+  PluginBackend(std::unique_ptr<PluginLib> lib, int ndev) : lib_(std::move(lib)), ndev_(ndev) {}
+  const char* name() const override { return lib_->name().c_str(); }
+  int version() const { return lib_->version(); }
+  int devices() override { return ndev_; }
+  Status properties(int dev, NetProperties* props) override {
+    if (dev < 0 || dev >= ndev_)
+      return invalidArgument("net plugin " + lib_->name() + ": device " + std::to_string(dev));
+    return lib_->properties(dev, props);
+  }
+
+  Result<std::unique_ptr<NetListenComm>> listen(int dev, NetHandle* handle) override {
+    unsigned char buf[kPluginHandleBytes];
+    std::memset(buf, kHandleFill, sizeof(buf));
+    void* comm = nullptr;
+    COLL_CHECK(lib_->check(lib_->listen(dev, buf, &comm), "listen"));
+    auto l = std::make_unique<PluginListen>();
+    l->state = std::make_shared<ListenState>(lib_.get(), comm);
+    for (size_t i = kNetHandleBytes; i < sizeof(buf); ++i)
+      if (buf[i] != kHandleFill)
+        return internalError("net plugin " + lib_->name() + ": its connection handle is larger than the " +
+                             std::to_string(kNetHandleBytes) + " bytes a net connection carries");
+    std::memcpy(handle->bytes, buf, kNetHandleBytes);
+    return std::unique_ptr<NetListenComm>(std::move(l));
+  }
+  Result<std::unique_ptr<NetSendComm>> connect(int dev, const NetHandle& handle) override {
+    auto s = std::make_unique<PluginSend>(lib_.get(), dev, handle);
+    COLL_CHECK(s->conn.establish());
+    return std::unique_ptr<NetSendComm>(std::move(s));
+  }
+  Result<std::unique_ptr<NetRecvComm>> accept(NetListenComm* lc) override {
+    auto r = std::make_unique<PluginRecv>(lib_.get(), static_cast<PluginListen*>(lc)->state);
+    COLL_CHECK(r->conn.establish());
+    return std::unique_ptr<NetRecvComm>(std::move(r));
+  }
+  Status regMr(NetSendComm* c, void* data, size_t size) override {
+    return static_cast<PluginSend*>(c)->conn.regMr(data, size);
+  }
+  Status regMr(NetRecvComm* c, void* data, size_t size) override {
+    return static_cast<PluginRecv*>(c)->conn.regMr(data, size);
+  }
+  Result<NetRequest*> isend(NetSendComm* sc, const void* data, size_t size) override {
+    return post(static_cast<PluginSend*>(sc)->conn, const_cast<void*>(data), size, true);
+  }
+  Result<NetRequest*> irecv(NetRecvComm* rc, void* data, size_t maxSize) override {
+    return post(static_cast<PluginRecv*>(rc)->conn, data, maxSize, false);
+  }
+  Status test(NetRequest* req, bool* done, size_t* size) override {
+    auto* r = static_cast<PluginRequest*>(req);
+    int finished = 0, bytes = 0;
+    COLL_CHECK(lib_->check(lib_->test(r->req, &finished, &bytes), "test"));
+    *done = finished != 0;
+    if (*done) {
+      *size = static_cast<size_t>(bytes);
+      r->conn->retire(r);
+    }
+    return okStatus();
+  }
+
+ private:
+  // isend or irecv once the connection is up; a null request while it is not, or while
+  // the plugin has no room (both: call again later).
+  Result<NetRequest*> post(PluginConn& c, void* data, size_t size, bool send) {
+    COLL_CHECK(c.establish());
+    if (!c.established()) return static_cast<NetRequest*>(nullptr);
+    if (size > static_cast<size_t>(INT_MAX))
+      return invalidArgument("net plugin " + lib_->name() + ": a message of " + std::to_string(size) +
+                             " bytes (at most INT_MAX: test() reports sizes as int)");
+    COLL_ASSIGN(void* mh, c.mhandleFor(data, size));
+    void* req = nullptr;
+    const int rc = send ? lib_->isend(c.comm(), data, size, mh, &req) : lib_->irecv(c.comm(), data, size, mh, &req);
+    COLL_CHECK(lib_->check(rc, send ? "isend" : "irecv"));
+    if (!req) return static_cast<NetRequest*>(nullptr);
+    return c.track(req);
+  }
+
+  std::unique_ptr<PluginLib> lib_;
+  int ndev_;
+};
+
+// The libraries NCCL's rule tries for `spec`: as given, then a bare name `foo` (no '/',
+// not already lib*.so) as libnccl-net-foo.so; nothing given: libnccl-net.so.
+std::vector<std::string> libraryNames(const std::string& spec) {
+  if (spec.empty()) return {"libnccl-net.so"};
+  std::vector<std::string> names{spec};
+  const bool isLibName = spec.rfind("lib", 0) == 0 && spec.size() >= 3 && spec.ends_with(".so");
+  if (spec.find('/') == std::string::npos && !isLibName) names.push_back("libnccl-net-" + spec + ".so");
+  return names;
+}
+
+struct Supported {
+  int version;
+  const char* symbol;
+};
+constexpr Supported kSupported[] = {
+    {11, kPluginSymbolV11}, {10, kPluginSymbolV10}, {9, kPluginSymbolV9}, {8, kPluginSymbolV8}};
+
+// Why a library holds no table we read: the symbols looked for and those it has.
+Status noSupportedSymbol(void* dl, const std::string& path) {
+  std::string found;
+  bool older = false, newer = false;
+  for (int v = 1; v <= 32; ++v) {
+    if (v >= 8 && v <= 11) continue;
+    std::string sym = "ncclNetPlugin_v" + std::to_string(v);
+    if (!dlsym(dl, sym.c_str())) continue;
+    found += (found.empty() ? "" : ", ") + sym;
+    (v < 8 ? older : newer) = true;
+  }
+  std::string msg = "net plugin " + path + " exports none of ncclNetPlugin_v11, ncclNetPlugin_v10, " +
+                    "ncclNetPlugin_v9, ncclNetPlugin_v8 (the versions supported); ";
+  if (found.empty())
+    return invalidUsage(msg + "it exports no ncclNetPlugin_v* symbol at all (not an NCCL net plugin?)");
+  msg += "it exports " + found + " (";
+  msg += older ? "older than version 8, the oldest supported" : "";
+  msg += older && newer ? "; " : "";
+  msg += newer ? "newer than version 11, the newest supported" : "";
+  return invalidUsage(msg + ")");
+}
+
+// dlopen of the first name that loads; the loader's message for each that did not.
+Result<void*> openLibrary(const std::string& spec, std::string* path) {
+  std::string tried;
+  for (const std::string& name : libraryNames(spec)) {
+    if (void* dl = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      *path = name;
+      return dl;
+    }
+    const char* why = dlerror();
+    tried += (tried.empty() ? "" : "; ") + std::string(why ? why : name + ": not loadable");
+  }
+  return Status(Code::kSystem, "cannot load net plugin \"" + spec + "\": " + tried);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NetBackend>> loadNetPlugin(const std::string& spec) {
+  std::string path;
+  Result<void*> opened = openLibrary(spec, &path);
+  if (!opened.ok()) return opened.takeStatus();  // no hop: the message is the WARN's
+  void* dl = opened.take();
+  const Supported* which = nullptr;
+  const void* table = nullptr;
+  for (const Supported& s : kSupported)
+    if ((table = dlsym(dl, s.symbol)) != nullptr) {
+      which = &s;
+      break;
+    }
+  Dl_info info{};
+  if (table && dladdr(table, &info) && info.dli_fname) path = info.dli_fname;
+  if (!table) {
+    Status st = noSupportedSymbol(dl, path);
+    dlclose(dl);
+    return st;
+  }
+  auto lib = std::make_unique<PluginLib>(dl, path, which->version, table);
+  if (const char* member = lib->missingMember()) {
+    dlclose(dl);
+    return invalidUsage("net plugin " + path + ": " + which->symbol + " leaves " + member + " null");
+  }
+  COLL_CHECK(lib->check(lib->init(), "init"));
+  int ndev = 0;
+  COLL_CHECK(lib->check(lib->devices(&ndev), "devices"));
+  if (ndev <= 0) return Status(Code::kSystem, "net plugin " + lib->name() + " (" + path + ") found no devices");
+  return std::unique_ptr<NetBackend>(std::make_unique<PluginBackend>(std::move(lib), ndev));
+}
+
+NetBackend* netPlugin() {
+  static std::mutex mu;
+  static auto* loaded = new std::map<std::string, NetBackend*>();  // never freed: see plugin.h
+  std::lock_guard<std::mutex> lock(mu);
+  const char* raw = paramRaw(StringParam::NET_PLUGIN);
+  const std::string spec = raw ? raw : "";
+  if (strcasecmp(spec.c_str(), "none") == 0) return nullptr;
+  auto it = loaded->find(spec);
+  if (it != loaded->end()) return it->second;
+  Result<std::unique_ptr<NetBackend>> r = loadNetPlugin(spec);
+  NetBackend* b = nullptr;
+  if (r.ok()) {
+    b = r.take().release();
+    auto* p = static_cast<PluginBackend*>(b);
+    COLL_INFO(NET, "net plugin %s loaded (%s): ABI v%d, %d device(s)", p->name(),
+              spec.empty() ? "default" : spec.c_str(), p->version(), p->devices());
+  } else if (!spec.empty()) {
+    const char* var = std::getenv("COLL_NET_PLUGIN") ? "COLL_NET_PLUGIN" : "NCCL_NET_PLUGIN";
+    COLL_WARN(NET, "%s=\"%s\": %s; using the built-in Socket backend", var, spec.c_str(), r.status().message().c_str());
+  } else {
+    COLL_INFO(NET, "no default net plugin: %s", r.status().message().c_str());
+  }
+  (*loaded)[spec] = b;
+  return b;
+}
+
+int netPluginVersion(const NetBackend* b) {
+  auto* p = dynamic_cast<const PluginBackend*>(b);
+  return p ? p->version() : 0;
+}
+
+}  // namespace coll
