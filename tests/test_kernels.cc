@@ -348,8 +348,16 @@ TEST_CASE("sum, prod and avg store one canonical NaN whatever NaN the CPU made",
   const double inf = std::numeric_limits<double>::infinity();
   const double negNaN = nanBits(0xfff8000000012345ull);  // negative, with a payload
   const std::vector<std::pair<double, double>> pairs = {
-      {inf, 0.0} /* an fp16 prod that overflowed meets a zero: issue 23's H100 case */, {0.0, -inf}, {inf, -inf}, {-inf, inf}, {negNaN, 1.0}, {2.0, negNaN}, {negNaN, negNaN},
-      {1.5, 2.5}, {-inf, -0.0}, {65504.0, 65504.0}};
+      {inf, 0.0} /* an fp16 prod that overflowed meets a zero: issue 23's H100 case */,
+      {0.0, -inf},
+      {inf, -inf},
+      {-inf, inf},
+      {negNaN, 1.0},
+      {2.0, negNaN},
+      {negNaN, negNaN},
+      {1.5, 2.5},
+      {-inf, -0.0},
+      {65504.0, 65504.0}};
   checkCanonicalNaN<Half>(collFloat16, pairs);
   checkCanonicalNaN<Bf16>(collBfloat16, pairs);
   checkCanonicalNaN<float>(collFloat32, pairs);
