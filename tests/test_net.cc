@@ -2,13 +2,16 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <filesystem>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
 #include "harness.h"
+#include "transport/net/net_device.h"
 #include "transport/net/socket/socket_net.h"
 
 using namespace coll;
@@ -162,5 +165,76 @@ TEST_CASE("socket backend: messages of every alignment arrive intact", "[net]") 
         CHECK(d[bytes] == 0);  // nothing written past the message
       }
     }
+  }
+}
+
+namespace {
+
+// A backend of fixed devices at given PCI paths (only devices and properties are asked).
+class PathBackend : public NetBackend {
+ public:
+  explicit PathBackend(std::vector<std::string> paths) : paths_(std::move(paths)) {}
+  const char* name() const override { return "Paths"; }
+  int devices() override { return static_cast<int>(paths_.size()); }
+  Status properties(int dev, NetProperties* p) override {
+    p->name = "nic" + std::to_string(dev);
+    p->pciPath = paths_[static_cast<size_t>(dev)];
+    return okStatus();
+  }
+  Result<std::unique_ptr<NetListenComm>> listen(int, NetHandle*) override { return internalError("unused"); }
+  Result<std::unique_ptr<NetSendComm>> connect(int, const NetHandle&) override { return internalError("unused"); }
+  Result<std::unique_ptr<NetRecvComm>> accept(NetListenComm*) override { return internalError("unused"); }
+  Result<NetRequest*> isend(NetSendComm*, const void*, size_t) override { return internalError("unused"); }
+  Result<NetRequest*> irecv(NetRecvComm*, void*, size_t) override { return internalError("unused"); }
+  Status test(NetRequest*, bool*, size_t*) override { return internalError("unused"); }
+
+ private:
+  std::vector<std::string> paths_;
+};
+
+// Two sockets' root complexes, each with two PCIe switches holding a GPU and a NIC, as
+// on a DGX: /sys/devices/pci0000:<root>/<root port>/<switch up>/<switch down>/<function>.
+std::string dgxPath(int socket, int sw, const char* fn) {
+  const std::string root = socket ? "pci0000:80" : "pci0000:00";
+  const std::string port = root.substr(7) + ":01." + std::to_string(sw);
+  return "/sys/devices/" + root + "/0000:" + port + "/0000:1" + std::to_string(sw) + ":00.0/0000:2" +
+         std::to_string(sw) + ":08.0/" + fn;
+}
+
+}  // namespace
+
+TEST_CASE("net devices: channels use the NICs nearest the rank's GPU on the PCI tree", "[net]") {
+  const std::string gpu0 = dgxPath(0, 0, "0000:3b:00.0"), gpu1 = dgxPath(0, 1, "0000:5b:00.0");
+  const std::string gpu2 = dgxPath(1, 0, "0000:bb:00.0");
+  const std::vector<std::string> nics = {dgxPath(0, 0, "0000:3c:00.0"), dgxPath(0, 1, "0000:5c:00.0"),
+                                         dgxPath(1, 0, "0000:bc:00.0"), dgxPath(1, 0, "0000:bd:00.0")};
+  CHECK(pciDistance(gpu0, nics[0]) == 2);  // both under one switch port: PIX
+  CHECK(pciDistance(gpu0, nics[1]) > pciDistance(gpu0, nics[0]));
+  CHECK(pciDistance(gpu0, nics[2]) > pciDistance(gpu0, nics[1]));  // another socket: SYS
+  CHECK(pciDistance("", nics[0]) == -1);
+  CHECK(nearestDevices(gpu0, nics) == std::vector<int>{0});
+  CHECK(nearestDevices(gpu1, nics) == std::vector<int>{1});
+  CHECK(nearestDevices(gpu2, nics) == std::vector<int>{2, 3});      // two NICs under its switch
+  CHECK(nearestDevices("", nics) == std::vector<int>{0, 1, 2, 3});  // a host rank: every device
+  CHECK(nearestDevices(gpu0, {"", ""}) == std::vector<int>{0, 1});  // virtual interfaces
+
+  PathBackend b(nics);
+  for (int ch = 0; ch < 8; ++ch) {
+    INFO("channel " << ch);
+    CHECK(netDeviceFor(&b, gpu0, ch) == 0);
+    CHECK(netDeviceFor(&b, gpu2, ch) == 2 + ch % 2);
+    CHECK(netDeviceFor(&b, "", ch) == ch % 4);
+  }
+  CHECK(pciSysPath("") == "");
+  CHECK(pciSysPath("ffff:ff:1f.7") == "");  // no such function here
+  // This machine's own first PCI function, spelt in capitals as CUDA spells bus ids.
+  std::vector<std::string> fns;
+  std::error_code ec;  // a machine without /sys/bus/pci lists nothing
+  for (const auto& e : std::filesystem::directory_iterator("/sys/bus/pci/devices", ec))
+    fns.push_back(e.path().filename().string());
+  if (!fns.empty()) {
+    std::string upper = fns[0];
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    CHECK(pciSysPath(upper).rfind("/sys/devices/", 0) == 0);
   }
 }

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "cuda/gpu.h"
+#include "transport/net/net_device.h"
 #include "transport/net/plugin/plugin.h"
 #include "transport/net/socket/socket_net.h"
 
@@ -256,27 +257,30 @@ class NetPendingRecv : public PendingRecv {
 
 }  // namespace
 
-Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes, int channel) {
+Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes, int channel,
+                                                  const std::string& gpuBusId) {
   COLL_ASSIGN(NetBackend * b, netBackend());
   NetConnectInfo info{};
   info.slotBytes = slotBytes;
-  // Channels spread over the backend's devices (rails): channel c on device c mod n. The
-  // sender connects to the address in the handle, so only the listener chooses.
+  // Channels spread over the backend's devices (rails) nearest this rank's GPU
+  // (net_device.h). The sender connects to the address in the handle from its own.
   const int devs = b->devices();
-  const int dev = devs > 1 ? channel % devs : 0;
+  const int dev = netDeviceFor(b, pciSysPath(gpuBusId), channel);
   if (devs > 1) {
     NetProperties props;
     if (b->properties(dev, &props).ok())
-      COLL_INFO(NET, "channel %d from rank %d: net device %d of %d (%s)", channel, peer, dev, devs, props.name.c_str());
+      COLL_INFO(NET, "channel %d from rank %d: net device %d of %d (%s%s%s)", channel, peer, dev, devs,
+                props.name.c_str(), gpuBusId.empty() ? "" : ", near GPU ", gpuBusId.c_str());
   }
   COLL_ASSIGN(auto listen, b->listen(dev, &info.handle));
   return std::unique_ptr<PendingRecv>(new NetPendingRecv(peer, b, std::move(listen), info));
 }
 
-Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, std::span<const std::byte> handle) {
+Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, std::span<const std::byte> handle, int channel,
+                                                      const std::string& gpuBusId) {
   COLL_ASSIGN(const NetConnectInfo info, handleAs<NetConnectInfo>(handle, "net"));
   COLL_ASSIGN(NetBackend * b, netBackend());
-  COLL_ASSIGN(auto comm, b->connect(0, info.handle));
+  COLL_ASSIGN(auto comm, b->connect(netDeviceFor(b, pciSysPath(gpuBusId), channel), info.handle));
   return NetSend::create(peer, b, std::move(comm), info.slotBytes);
 }
 
@@ -285,11 +289,11 @@ namespace {
 bool canConnect(const PeerInfo&, const PeerInfo&, const TransportOptions&) { return true; }
 
 Result<std::unique_ptr<PendingRecv>> setupRecv(const Link& l, size_t slotBytes) {
-  return netSetupRecv(l.peerRank, slotBytes, l.channel);
+  return netSetupRecv(l.peerRank, slotBytes, l.channel, l.self.busId);
 }
 
 Result<std::unique_ptr<SendConnector>> connectSend(const Link& l, std::span<const std::byte> handle) {
-  return netConnectSend(l.peerRank, handle);
+  return netConnectSend(l.peerRank, handle, l.channel, l.self.busId);
 }
 
 // COLL_NET_DUPLEX=1 and a backend that can (every rank agrees on both: checked at init).
@@ -303,7 +307,7 @@ bool duplexEnabled() {
 Result<DuplexConnectors> connectDuplex(const Link& l, std::span<const std::byte> handle) {
   COLL_ASSIGN(const NetConnectInfo info, handleAs<NetConnectInfo>(handle, "net"));
   COLL_ASSIGN(NetBackend * b, netBackend());
-  COLL_ASSIGN(auto comm, b->connect(0, info.handle));
+  COLL_ASSIGN(auto comm, b->connect(netDeviceFor(b, pciSysPath(l.self.busId), l.channel), info.handle));
   COLL_ASSIGN(auto back, b->reverse(comm.get()));
   return makeDuplex(l.peerRank, b, std::move(comm), std::move(back), info.slotBytes);
 }

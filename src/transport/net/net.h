@@ -38,6 +38,7 @@ struct NetProperties {
   int speedMbps = 0;
   int maxComms = 0;
   bool hostMemOnly = true;
+  std::string pciPath;  // the device's PCI function in sysfs ("" when not one): which GPUs it is near
 };
 
 // The objects a backend hands out, each its own type (a backend derives its own from them).
@@ -110,7 +111,11 @@ extern const Transport kNetTransport;
 
 // The row's halves, for callers that know they want net (tests). The handle is a
 // NetConnectInfo; finish() accepts the sender's connection.
-Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes, int channel = 0);
-Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, std::span<const std::byte> handle);
+// `channel` and the rank's GPU (its PCI bus id, "" for host ranks) choose the net device
+// (net_device.h).
+Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes, int channel = 0,
+                                                  const std::string& gpuBusId = "");
+Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, std::span<const std::byte> handle, int channel = 0,
+                                                      const std::string& gpuBusId = "");
 
 }  // namespace coll

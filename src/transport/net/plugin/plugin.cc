@@ -97,6 +97,7 @@ void copyProperties(const P& p, NetProperties* out) {
   out->speedMbps = p.speedMbps;
   out->maxComms = p.maxComms;
   out->hostMemOnly = (p.ptrSupport & kPtrCuda) == 0;
+  out->pciPath = p.pciPath ? p.pciPath : "";
 }
 
 // One loaded library: its table, its ABI version, and each call spelled for that

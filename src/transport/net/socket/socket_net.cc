@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -445,6 +447,12 @@ bool isLoopback(const SockAddr& a) {
   return a.family() == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&a.u.in6.sin6_addr);
 }
 
+// The PCI function behind an interface ("" for virtual ones: lo, veth, bridges).
+std::string interfacePciPath(const std::string& ifname) {
+  char buf[PATH_MAX];
+  return realpath(("/sys/class/net/" + ifname + "/device").c_str(), buf) ? std::string(buf) : std::string();
+}
+
 class SocketBackend : public NetBackend {
  public:
   // Every interface COLL_SOCKET_IFNAME names is a device (a rail: channels spread over
@@ -471,6 +479,7 @@ class SocketBackend : public NetBackend {
     p->speedMbps = 10000;
     p->maxComms = 65536;
     p->hostMemOnly = true;
+    p->pciPath = interfacePciPath(p->name);
     return okStatus();
   }
 
