@@ -567,10 +567,11 @@ TEST_CASE("SEND and RECV between processes, both ways, scattered into two SGEs",
 
 // Each error the hardware reports, on two QPs of this process (two devices): the checks
 // are the same whichever process owns the responder.
-TEST_CASE("rejected work completes in error and moves the QP to ERR", "[verbs]") {
+constexpr size_t kBytes = 8192;
+
+TEST_CASE("remote access errors: outside the MR, a wrong rkey, no REMOTE_WRITE", "[verbs]") {
   EmuEnv env;
   auto v = loadEmu();
-  constexpr size_t kBytes = 8192;
   SECTION("writing outside the MR") {
     Pair p = makePair(*v, kBytes);
     uint64_t b = reinterpret_cast<uint64_t>(p.b.buf.data());
@@ -595,6 +596,11 @@ TEST_CASE("rejected work completes in error and moves the QP to ERR", "[verbs]")
     REQUIRE(postWrite(p.a, 1, 0, 100, reinterpret_cast<uint64_t>(p.b.buf.data()), p.b.mr->rkey) == 0);
     CHECK(nextWc(p.a).status == IBV_WC_REM_ACCESS_ERR);
   }
+}
+
+TEST_CASE("local protection and length errors", "[verbs]") {
+  EmuEnv env;
+  auto v = loadEmu();
   SECTION("a lkey that does not cover the SGE") {
     Pair p = makePair(*v, kBytes);
     REQUIRE(postWrite(p.a, 1, kBytes - 10, 20, reinterpret_cast<uint64_t>(p.b.buf.data()), p.b.mr->rkey) == 0);
@@ -611,39 +617,50 @@ TEST_CASE("rejected work completes in error and moves the QP to ERR", "[verbs]")
     CHECK(wc.status == IBV_WC_LOC_LEN_ERR);
     CHECK(qpState(p.b) == IBV_QPS_ERR);
   }
-  SECTION("no receive posted: RNR retries, then RNR retry exceeded") {
-    Pair p = makePair(*v, kBytes);
-    ibv_qp_attr a{};
-    a.rnr_retry = 2;
-    // RTS -> RTS may not change rnr_retry: the QP keeps 7 (forever); the peer posts late.
-    CHECK(v->modifyQp(p.a.qp.get(), &a, IBV_QP_RNR_RETRY) == EINVAL);
-    REQUIRE(postWrite(p.a, 1, 0, 10, reinterpret_cast<uint64_t>(p.b.buf.data()), p.b.mr->rkey, true, 1) == 0);
-    ibv_wc wc{};
-    for (int i = 0; i < 20; i++) CHECK(v->pollCq(p.a.cq.get(), 1, &wc) == 0);  // waits for a receive
-    REQUIRE(postRecv(p.b, 9) == 0);
-    CHECK(nextWc(p.a).status == IBV_WC_SUCCESS);
-    CHECK(nextWc(p.b).wr_id == 9);
-    Side c = makeSide(*v, 0, kBytes), d = makeSide(*v, 1, kBytes);
-    c.params.rnrRetry = 1;
-    Wire wc2 = wireOf(c), wd = wireOf(d);
-    connect(c, wd);
-    connect(d, wc2);
-    auto start = Clock::now();
-    REQUIRE(postWrite(c, 1, 0, 10, wd.addr, wd.rkey, true, 1) == 0);
-    CHECK(status(c, nextWc(c)) == "RNR retry counter exceeded");
-    CHECK(Clock::now() - start < std::chrono::seconds(3));
-  }
-  SECTION("CQ overflow") {
-    Pair p = makePair(*v, kBytes, kRemote, 4);
-    uint64_t b = reinterpret_cast<uint64_t>(p.b.buf.data());
-    for (int i = 0; i < 6; i++) REQUIRE(postWrite(p.a, static_cast<uint64_t>(i), 0, 8, b + 8 * i, p.b.mr->rkey) == 0);
-    ibv_wc wc[8];
-    REQUIRE(v->pollCq(p.a.cq.get(), 8, wc) == 4);
-    for (int i = 0; i < 4; i++) CHECK(wc[i].status == IBV_WC_SUCCESS);
-    CHECK(v->pollCq(p.a.cq.get(), 8, wc) < 0);
-    CHECK(qpState(p.a) == IBV_QPS_ERR);
-  }
-  SECTION("the responder's QP destroyed: retry exceeded") {
+}
+
+TEST_CASE("no receive posted: RNR retries, then RNR retry exceeded", "[verbs]") {
+  EmuEnv env;
+  auto v = loadEmu();
+  Pair p = makePair(*v, kBytes);
+  ibv_qp_attr a{};
+  a.rnr_retry = 2;
+  // RTS -> RTS may not change rnr_retry: the QP keeps 7 (forever); the peer posts late.
+  CHECK(v->modifyQp(p.a.qp.get(), &a, IBV_QP_RNR_RETRY) == EINVAL);
+  REQUIRE(postWrite(p.a, 1, 0, 10, reinterpret_cast<uint64_t>(p.b.buf.data()), p.b.mr->rkey, true, 1) == 0);
+  ibv_wc wc{};
+  for (int i = 0; i < 20; i++) CHECK(v->pollCq(p.a.cq.get(), 1, &wc) == 0);  // waits for a receive
+  REQUIRE(postRecv(p.b, 9) == 0);
+  CHECK(nextWc(p.a).status == IBV_WC_SUCCESS);
+  CHECK(nextWc(p.b).wr_id == 9);
+  Side c = makeSide(*v, 0, kBytes), d = makeSide(*v, 1, kBytes);
+  c.params.rnrRetry = 1;
+  Wire wc2 = wireOf(c), wd = wireOf(d);
+  connect(c, wd);
+  connect(d, wc2);
+  auto start = Clock::now();
+  REQUIRE(postWrite(c, 1, 0, 10, wd.addr, wd.rkey, true, 1) == 0);
+  CHECK(status(c, nextWc(c)) == "RNR retry counter exceeded");
+  CHECK(Clock::now() - start < std::chrono::seconds(3));
+}
+
+TEST_CASE("CQ overflow is a CQ error and fails the QP", "[verbs]") {
+  EmuEnv env;
+  auto v = loadEmu();
+  Pair p = makePair(*v, kBytes, kRemote, 4);
+  uint64_t b = reinterpret_cast<uint64_t>(p.b.buf.data());
+  for (int i = 0; i < 6; i++) REQUIRE(postWrite(p.a, static_cast<uint64_t>(i), 0, 8, b + 8 * i, p.b.mr->rkey) == 0);
+  ibv_wc wc[8];
+  REQUIRE(v->pollCq(p.a.cq.get(), 8, wc) == 4);
+  for (int i = 0; i < 4; i++) CHECK(wc[i].status == IBV_WC_SUCCESS);
+  CHECK(v->pollCq(p.a.cq.get(), 8, wc) < 0);
+  CHECK(qpState(p.a) == IBV_QPS_ERR);
+}
+
+TEST_CASE("an unreachable responder gives retry exceeded", "[verbs]") {
+  EmuEnv env;
+  auto v = loadEmu();
+  SECTION("the responder's QP destroyed") {
     Pair p = makePair(*v, kBytes);
     uint64_t b = reinterpret_cast<uint64_t>(p.b.buf.data());
     uint32_t rkey = p.b.mr->rkey;
@@ -653,7 +670,7 @@ TEST_CASE("rejected work completes in error and moves the QP to ERR", "[verbs]")
     CHECK(status(p.a, nextWc(p.a)) == "transport retry counter exceeded");
     CHECK(Clock::now() - start < std::chrono::seconds(5));
   }
-  SECTION("PSNs that do not match: retry exceeded") {
+  SECTION("PSNs that do not match") {
     Side c = makeSide(*v, 0, kBytes), d = makeSide(*v, 1, kBytes);
     Wire wc2 = wireOf(c), wd = wireOf(d);
     wc2.psn ^= 1;  // d expects another first PSN than c sends
