@@ -68,9 +68,9 @@ Status waitAll(NetBackend* b, std::vector<NetRequest*> rs, std::vector<size_t>* 
 // One connection, connected before it is accepted (as one thread driving several ranks
 // does), with a registered buffer on each side.
 struct Pair {
-  explicit Pair(NetBackend* b, size_t bytes = 4 << 20) : b(b), sbuf(bytes), rbuf(bytes) {
+  explicit Pair(NetBackend* b, size_t bytes = 4 << 20, int dev = 0) : b(b), sbuf(bytes), rbuf(bytes) {
     NetHandle h{};
-    auto listen = must(b->listen(0, &h));
+    auto listen = must(b->listen(dev, &h));
     send = must(b->connect(0, h));
     recv = must(b->accept(listen.get()));
     listen.reset();
@@ -170,12 +170,12 @@ std::string readFile(const std::string& path) {
 
 // Runs f with the log going to a file and returns what it logged.
 template <typename F>
-std::string logged(F f) {
+std::string logged(F f, const char* level = "WARN") {
   char path[] = "/tmp/coll_ib_net_log_XXXXXX";
   int fd = mkstemp(path);
   close(fd);
   setenv("COLL_DEBUG_FILE", path, 1);
-  setenv("COLL_DEBUG", "WARN", 1);
+  setenv("COLL_DEBUG", level, 1);
   logReset();
   f();
   unsetenv("COLL_DEBUG_FILE");
@@ -262,6 +262,15 @@ TEST_CASE("devices follow NCCL_IB_HCA, and none selected is an error saying why"
   must(all->properties(1, &p));
   REQUIRE(p.name == "emu1:1");
   REQUIRE(p.speedMbps > 0);
+  const std::string log = logged(
+      [&] {
+    Pair onSecond(all.get(), 1 << 16, 1);
+    exchange(onSecond, {1, 4000});
+      },
+      "INFO");
+  // Both ends on the listener's device (a channel stays on its rail).
+  REQUIRE(log.find("on emu1:1: connected") != std::string::npos);
+  REQUIRE(log.find("on emu0:1: connected") == std::string::npos);
   setenv("COLL_IB_HCA", "^emu0", 1);
   auto one = must(makeIbBackend());
   REQUIRE(one->devices() == 1);

@@ -46,6 +46,12 @@ std::string IbConn::who() const {
          dev_->name + ":" + std::to_string(dev_->port);
 }
 
+IbConn::~IbConn() {
+  if (stage_ == Stage::kReady)
+    COLL_INFO(NET, "%s: closed after %llu messages, %llu bytes", who().c_str(),
+              static_cast<unsigned long long>(messages_), static_cast<unsigned long long>(bytes_));
+}
+
 // The first error sticks: later calls on the comm return it.
 Status IbConn::fail(Status st) {
   if (error_.ok()) error_ = st.prefix(who() + ": ");

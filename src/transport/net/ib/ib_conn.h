@@ -97,6 +97,10 @@ class IbConn {
  public:
   enum class Stage { kAccept, kReadInfo, kWaitInfo, kWaitReady, kReady };
   IbConn(IbShared* s, IbDevice* d, bool sender) : s_(s), v_(*s->verbs), dev_(d), sender_(sender) {}
+  // Logs what the connection carried (INFO NET): tests check that ib carried the traffic.
+  ~IbConn();
+  IbConn(const IbConn&) = delete;
+  IbConn& operator=(const IbConn&) = delete;
 
   // Sender: TCP connect, QPs to INIT, its info sent; established later (progressSetup).
   Status startConnect(const SockAddr& addr);
@@ -151,6 +155,7 @@ class IbConn {
   uint32_t psn_[kMaxQpsPerConn] = {};
   IbOptions opt_;
   int64_t lastAliveCheckNs_ = 0;
+  uint64_t messages_ = 0, bytes_ = 0;  // completed requests
   // Destroyed bottom-up: QPs before the MRs and the CQ they use.
   Cq cq_;
   std::unique_ptr<CtsEntry[]> cts_;  // sender: the FIFO; receiver: staging for the writes

@@ -223,6 +223,10 @@ Status IbConn::test(IbRequest* r, bool* done, size_t* size) {
   *done = true;
   *size = r->size;
   r->inUse = false;
+  ++messages_;
+  bytes_ += r->size;
+  if (bytes_ == r->size && r->size > 0)  // the first bytes it carried (the log says ib moved data)
+    COLL_INFO(NET, "%s: first data delivered (%zu bytes)", who().c_str(), r->size);
   return okStatus();
 }
 

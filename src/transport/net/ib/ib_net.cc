@@ -24,6 +24,7 @@ static_assert(sizeof(IbHandle) <= kNetHandleBytes, "ib handle too large");
 
 struct IbListen : NetListenComm {
   std::shared_ptr<Socket> listener;
+  int dev = 0;  // the receiver's device: the one listen() was asked for
 };
 struct IbSend : NetSendComm {
   std::unique_ptr<IbConn> conn;
@@ -165,6 +166,7 @@ Result<std::unique_ptr<NetListenComm>> IbBackend::listen(int dev, NetHandle* han
   auto l = std::make_unique<IbListen>();
   COLL_ASSIGN(Socket s, Socket::listen(&a));
   l->listener = std::make_shared<Socket>(std::move(s));
+  l->dev = dev;
   IbHandle h{kHandleMagic, static_cast<uint32_t>(dev), a};
   std::memset(handle->bytes, 0, sizeof(handle->bytes));
   std::memcpy(handle->bytes, &h, sizeof(h));
@@ -175,8 +177,11 @@ Result<std::unique_ptr<NetSendComm>> IbBackend::connect(int dev, const NetHandle
   IbHandle h;
   std::memcpy(&h, handle.bytes, sizeof(h));
   if (h.magic != kHandleMagic) return internalError("corrupt ib handle (the peer uses another net backend?)");
+  // The listener's device index where we have it too: both ends of a channel on one rail
+  // (net.cc spreads channels over devices on the listening side only).
+  const int mine = static_cast<int>(h.dev) < devices() ? static_cast<int>(h.dev) : dev;
   auto c = std::make_unique<IbSend>();
-  c->conn = std::make_unique<IbConn>(s_.get(), device(dev), true);
+  c->conn = std::make_unique<IbConn>(s_.get(), device(mine), true);
   COLL_CHECK(c->conn->startConnect(h.addr));
   return std::unique_ptr<NetSendComm>(std::move(c));
 }
@@ -184,7 +189,7 @@ Result<std::unique_ptr<NetSendComm>> IbBackend::connect(int dev, const NetHandle
 Result<std::unique_ptr<NetRecvComm>> IbBackend::accept(NetListenComm* listen) {
   auto* l = static_cast<IbListen*>(listen);
   auto c = std::make_unique<IbRecv>();
-  c->conn = std::make_unique<IbConn>(s_.get(), device(0), false);
+  c->conn = std::make_unique<IbConn>(s_.get(), device(l->dev), false);
   c->conn->startAccept(l->listener);
   Result<bool> ready = c->conn->progressSetup();  // at most what has arrived: never waits
   if (!ready.ok()) return ready.takeStatus();
