@@ -52,4 +52,7 @@ COLL_IB_QPS_PER_CONNECTION=3 run 4 2 all_reduce -b 8 -e 4M -f 8 -n 2 -w 1 -d flo
 grep -q "connected, 3 QP(s)" $log || { echo "COLL_IB_QPS_PER_CONNECTION=3 did not give 3 QPs"; exit 1; }
 COLL_VERBS_EMU_LINK=eth run 4 2 all_reduce -b 8 -e 4M -f 8 -n 2 -w 1 -d float
 grep -q "RoCE" $log || { echo "the RoCE link was not seen as RoCE"; exit 1; }
+# The device path (emulated on host threads): the proxy thread drives the ib connections.
+COLL_DEVICE_EMULATE=1 run 4 2 all_reduce -b 8 -e 4M -f 8 -n 2 -w 1 -d float
+COLL_DEVICE_EMULATE=1 run 4 2 all_gather $small -d int32
 echo "ok"
