@@ -7,7 +7,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <random>
+#include <set>
+#include <utility>
 
 #include "base/log.h"
 #include "base/param.h"
@@ -19,13 +22,18 @@ namespace {
 
 constexpr uint32_t kInfoMagic = 0x49424e31;  // "IBN1"
 
-// An int knob in [lo, hi]; out of range: a WARN naming the variable and the default used.
+// An int knob in [lo, hi]; out of range: a WARN (once per variable and value) naming the
+// variable and the default used.
 int64_t ranged(IntParam p, int64_t lo, int64_t hi) {
   const int64_t v = param(p);
   if (v >= lo && v <= hi) return v;
   const ParamInfo& info = paramInfo(p);
-  COLL_WARN(ENV, "COLL_%s/NCCL_%s=%lld is out of range %lld..%lld; using the default %s", info.name, info.name,
-            static_cast<long long>(v), static_cast<long long>(lo), static_cast<long long>(hi), info.defaultValue);
+  static std::mutex mu;
+  static std::set<std::pair<int, int64_t>> warned;
+  std::lock_guard<std::mutex> lock(mu);
+  if (warned.insert({static_cast<int>(p), v}).second)
+    COLL_WARN(ENV, "COLL_%s/NCCL_%s=%lld is out of range %lld..%lld; using the default %s", info.name, info.name,
+              static_cast<long long>(v), static_cast<long long>(lo), static_cast<long long>(hi), info.defaultValue);
   return std::strtoll(info.defaultValue, nullptr, 10);
 }
 

@@ -47,7 +47,7 @@ struct IbOptions {
 
 // A receiver's credit in the sender's CTS FIFO. seq is the request's sequence number + 1,
 // written with the rest in one RDMA WRITE; the sender reads the entry once seq matches.
-struct CtsEntry {
+struct alignas(32) CtsEntry {  // one entry never straddles a cache line
   uint64_t addr;
   uint32_t rkey;
   uint32_t size;
