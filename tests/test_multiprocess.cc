@@ -291,6 +291,10 @@ TEST_CASE("a killed peer fails every survivor naming it over TCP", "[multiproces
 // learns of the death from the side channel, a sender from its writes (retry exceeded).
 TEST_CASE("a killed peer fails every survivor naming it over ib (verbs emulation)", "[multiprocess][failure]") {
   const std::string fabric = "/coll_mp_ib_" + std::to_string(getpid());
+  struct Unlink {  // also when a REQUIRE fails
+    std::string name;
+    ~Unlink() { shm_unlink(name.c_str()); }
+  } unlinkAfter{fabric};
   const std::map<std::string, std::string> env = {{"COLL_NET", "IB"},
                                                   {"COLL_IB_VERBS_LIB", COLL_VERBS_EMU_PATH},
                                                   {"COLL_VERBS_EMU_FABRIC", fabric},
@@ -299,7 +303,6 @@ TEST_CASE("a killed peer fails every survivor naming it over ib (verbs emulation
   killTest("1", 0, 3, "0", env);
   killTest("1", 1, 2, "0", env);
   killTest("1", 1, 3, "1", env);  // device executor (emulated): the proxy thread polls the CQs
-  shm_unlink(fabric.c_str());
 }
 #endif
 
