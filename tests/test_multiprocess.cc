@@ -2,12 +2,14 @@
 // SIGKILL in the middle of operations, over shared memory and over TCP; hosts simulated
 // with COLL_HOSTID so shm and net mix in one communicator.
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <fstream>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -243,13 +245,15 @@ int loopUntilError(int rank, std::string& report) {
   }
 }
 
-void killTest(const char* shmDisable, int victim, int n = 3, const char* emulate = "0") {
+void killTest(const char* shmDisable, int victim, int n = 3, const char* emulate = "0",
+              const std::map<std::string, std::string>& extraEnv = {}) {
   ProcOptions o;
   o.timeoutS = 40;
   o.env = {{"TEST_NRANKS", std::to_string(n)},
            {"TEST_VICTIM", std::to_string(victim)},
            {"COLL_SHM_DISABLE", shmDisable},
            {"COLL_DEVICE_EMULATE", emulate}};
+  o.env.insert(extraEnv.begin(), extraEnv.end());
   std::chrono::steady_clock::time_point killedAt;
   o.parent = [&](const std::vector<pid_t>& pids) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // init + some iterations
@@ -281,6 +285,26 @@ TEST_CASE("a killed peer fails every survivor naming it over TCP", "[multiproces
   killTest("1", 1, 2);       // two ranks: one duplex connection carries both directions
   killTest("1", 1, 3, "1");  // device executor (emulated): the proxy sees the connection fail
 }
+
+#ifdef COLL_VERBS_EMU_PATH
+// The ib backend on the verbs emulation: a receiver whose credits were all delivered
+// learns of the death from the side channel, a sender from its writes (retry exceeded).
+TEST_CASE("a killed peer fails every survivor naming it over ib (verbs emulation)", "[multiprocess][failure]") {
+  const std::string fabric = "/coll_mp_ib_" + std::to_string(getpid());
+  struct Unlink {  // also when a REQUIRE fails
+    std::string name;
+    ~Unlink() { shm_unlink(name.c_str()); }
+  } unlinkAfter{fabric};
+  const std::map<std::string, std::string> env = {{"COLL_NET", "IB"},
+                                                  {"COLL_IB_VERBS_LIB", COLL_VERBS_EMU_PATH},
+                                                  {"COLL_VERBS_EMU_FABRIC", fabric},
+                                                  {"COLL_SOCKET_IFNAME", "lo"}};
+  killTest("1", 1, 3, "0", env);
+  killTest("1", 0, 3, "0", env);
+  killTest("1", 1, 2, "0", env);
+  killTest("1", 1, 3, "1", env);  // device executor (emulated): the proxy thread polls the CQs
+}
+#endif
 
 TEST_CASE("a rank waiting for a late peer reports where it stands (COLL_STALL_WARN_S)", "[multiprocess][failure]") {
   // Host executor and device executor (emulated): rank 1 comes 2.5 s late; rank 0's log

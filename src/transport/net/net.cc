@@ -10,11 +10,35 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "cuda/gpu.h"
+#include "transport/net/ib/ib_net.h"
 #include "transport/net/net_device.h"
 #include "transport/net/plugin/plugin.h"
 #include "transport/net/socket/socket_net.h"
 
 namespace coll {
+
+namespace {
+
+// The ib backend, made on first use (dlopens the verbs library, opens its devices); a
+// failure is retried on the next call (a test may point COLL_IB_VERBS_LIB elsewhere).
+Result<NetBackend*> ibBackend() {
+#if COLL_HAVE_IB
+  static std::mutex mu;
+  static std::unique_ptr<NetBackend> ib;
+  if (param(IntParam::IB_DISABLE) != 0) return invalidArgument("IB: disabled by COLL_IB_DISABLE/NCCL_IB_DISABLE=1");
+  std::lock_guard<std::mutex> lock(mu);
+  if (!ib) {
+    Result<std::unique_ptr<NetBackend>> made = makeIbBackend();
+    if (!made.ok()) return made.takeStatus().prefix("IB: ");
+    ib = made.take();
+  }
+  return ib.get();
+#else
+  return Status(Code::kSystem, "IB: this build has no ib backend (infiniband/verbs.h was not found at build time)");
+#endif
+}
+
+}  // namespace
 
 Result<NetBackend*> netBackend() {
   static std::mutex mu;
@@ -23,6 +47,11 @@ Result<NetBackend*> netBackend() {
   const char* raw = paramRaw(StringParam::NET);
   const std::string want = raw && *raw ? raw : plugin ? plugin->name() : "Socket";
   if (plugin && strcasecmp(plugin->name(), want.c_str()) == 0) return plugin;
+  if (strcasecmp(want.c_str(), "IB") == 0) {
+    Result<NetBackend*> ib = ibBackend();
+    if (!ib.ok()) return ib.takeStatus().prefix("COLL_NET=" + want + ": ");
+    return ib;
+  }
   COLL_CHECK(checkNetName(want).prefix("COLL_NET: "));
   std::lock_guard<std::mutex> lock(mu);
   if (!socket) socket = makeSocketBackend();
@@ -33,7 +62,12 @@ Status checkNetName(const std::string& name) {
   if (strcasecmp(name.c_str(), "Socket") == 0) return okStatus();
   NetBackend* plugin = netPlugin();
   if (plugin && strcasecmp(name.c_str(), plugin->name()) == 0) return okStatus();
-  const std::string available = plugin ? std::string("Socket, ") + plugin->name() : "Socket";
+  // IB is available when the verbs library loads and lists a usable port; asked for by
+  // name, its error says why not.
+  Result<NetBackend*> ib = ibBackend();
+  if (strcasecmp(name.c_str(), "IB") == 0) return ib.ok() ? okStatus() : ib.takeStatus();
+  std::string available = plugin ? std::string("Socket, ") + plugin->name() : "Socket";
+  if (ib.ok()) available += ", IB";
   return invalidArgument("\"" + name + "\": no such net backend (available: " + available + ")");
 }
 

@@ -1,0 +1,171 @@
+// The ib backend's internals (ib_net.h says what the backend does): the devices it opened,
+// and one side of a connection with its set-up state machine and data path.
+//
+// Concurrency: an IbConn is touched by one thread at a time (the thread driving its comm);
+// IbDevice is immutable once the backend is made (verbs calls on it are thread-safe).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bootstrap/socket.h"
+#include "transport/net/ib/ib_net.h"
+#include "transport/net/ib/verbs.h"
+
+namespace coll::ib {
+
+constexpr int kMaxQpsPerConn = 16;
+constexpr uint32_t kDepth = 32;  // requests in flight per comm; CTS FIFO entries
+// wr_id tags on the receiver's CQ (low bits: the QP of a receive, the seq of a credit); a
+// sender's wr_id is seq << 8 | QP.
+constexpr uint64_t kRecvTag = 1ull << 63;
+constexpr uint64_t kCtsTag = 1ull << 62;
+
+// One usable port of a device.
+struct IbDevice {
+  std::string name;  // "mlx5_0"
+  uint8_t port = 1;
+  Context ctx;
+  Pd pd;
+  uint16_t lid = 0;
+  bool eth = false;  // RoCE: GRH with the GID below
+  ibv_mtu mtu = IBV_MTU_1024;
+  uint8_t gidIndex = 0;
+  ibv_gid gid{};
+  int speedMbps = 0;
+};
+
+// The knobs, read (and range-checked, with a WARN naming the variable) per connection.
+struct IbOptions {
+  int qps = 1;
+  uint8_t timeout = 20, retryCnt = 7, tc = 0, sl = 0;
+  static IbOptions read();
+};
+
+// A receiver's credit in the sender's CTS FIFO. seq is the request's sequence number + 1,
+// written with the rest in one RDMA WRITE; the sender reads the entry once seq matches.
+struct alignas(32) CtsEntry {  // one entry never straddles a cache line
+  uint64_t addr;
+  uint32_t rkey;
+  uint32_t size;
+  uint64_t seq;
+  uint64_t pad;
+};
+
+// What each side sends the other over the TCP side channel.
+struct PeerInfo {
+  uint32_t magic;
+  uint32_t nQps;
+  uint16_t lid;
+  uint8_t eth;
+  uint8_t mtu;
+  uint32_t reserved;
+  uint8_t gid[16];
+  uint64_t ctsAddr;  // sender only: its CTS FIFO
+  uint32_t ctsRkey;
+  uint32_t reserved2;
+  uint32_t qpn[kMaxQpsPerConn];
+  uint32_t psn[kMaxQpsPerConn];
+};
+
+class IbConn;
+struct IbRequest : NetRequest {
+  IbConn* conn = nullptr;
+  bool inUse = false;
+  bool done = false;
+  bool written = false;  // sender: its writes are posted
+  uint64_t seq = 0;
+  int pending = 0;  // completions still to come
+  const char* data = nullptr;
+  size_t size = 0;
+  uint32_t lkey = 0;
+};
+
+// The backend's shared state, which comms point to.
+struct IbShared {
+  std::unique_ptr<Verbs> verbs;
+  std::vector<std::unique_ptr<IbDevice>> devices;
+  int relaxedOrdering = 2;  // COLL_IB_PCI_RELAXED_ORDERING
+  std::atomic<bool> roRefused{false};
+};
+
+// One side of a connection. The sender and receiver comms own one each.
+class IbConn {
+ public:
+  enum class Stage { kAccept, kReadInfo, kWaitInfo, kWaitReady, kReady };
+  IbConn(IbShared* s, IbDevice* d, bool sender) : s_(s), v_(*s->verbs), dev_(d), sender_(sender) {}
+  // Logs what the connection carried (INFO NET): tests check that ib carried the traffic.
+  ~IbConn();
+  IbConn(const IbConn&) = delete;
+  IbConn& operator=(const IbConn&) = delete;
+
+  // Sender: TCP connect, QPs to INIT, its info sent; established later (progressSetup).
+  Status startConnect(const SockAddr& addr);
+  // Receiver: established later from this listener.
+  void startAccept(std::shared_ptr<Socket> listener) {
+    listener_ = std::move(listener);
+    stage_ = Stage::kAccept;
+  }
+  // Advances set-up without waiting; true once established.
+  Result<bool> progressSetup();
+  Status regMr(void* data, size_t size);
+  Result<NetRequest*> isend(const void* data, size_t size);
+  Result<NetRequest*> irecv(void* data, size_t maxSize);
+  Status test(IbRequest* r, bool* done, size_t* size);
+  ibv_qp* qp(int i) const { return i >= 0 && i < static_cast<int>(qps_.size()) ? qps_[i].get() : nullptr; }
+
+ private:
+  struct Reg {
+    char* base;
+    size_t size;
+    Mr mr;
+  };
+  Status fail(Status st);
+  Status acceptSocket(bool* got);
+  Status readInfo(bool* got);
+  Status createQps(int n);
+  Status connectQps(const PeerInfo& peer);
+  Status receiverSetup();
+  Status postRecv(int qp);
+  Status sendInfo();
+  PeerInfo localInfo() const;
+  const Reg* findReg(const void* p, size_t n) const;
+  Status progress();
+  Status pollCq(bool* any);
+  Status onCompletion(const ibv_wc& wc);
+  Status postWrites(IbRequest* r, const CtsEntry& cts);
+  Status postCts(IbRequest* r);
+  Status checkPeerAlive();
+  std::string who() const;
+
+  IbShared* s_;
+  const Verbs& v_;
+  IbDevice* dev_;
+  bool sender_;
+  Stage stage_ = Stage::kWaitInfo;
+  Status error_;
+  std::shared_ptr<Socket> listener_;
+  Socket sock_;
+  std::string peer_;
+  PeerInfo peerInfo_{};
+  size_t infoGot_ = 0;
+  uint32_t psn_[kMaxQpsPerConn] = {};
+  IbOptions opt_;
+  int64_t lastAliveCheckNs_ = 0;
+  uint64_t messages_ = 0, bytes_ = 0;  // completed requests
+  // Destroyed bottom-up: QPs before the MRs and the CQ they use.
+  Cq cq_;
+  std::unique_ptr<CtsEntry[]> cts_;  // sender: the FIFO; receiver: staging for the writes
+  Mr ctsMr_;
+  std::vector<Reg> regs_;
+  std::vector<Qp> qps_;
+  IbRequest reqs_[kDepth];
+  uint64_t nextSeq_ = 0;                  // requests handed out
+  uint64_t writeSeq_ = 0;                 // sender: requests whose writes are posted
+  uint64_t immSeq_[kMaxQpsPerConn] = {};  // receiver: immediates seen per QP
+};
+
+}  // namespace coll::ib

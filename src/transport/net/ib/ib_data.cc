@@ -1,0 +1,233 @@
+// The ib backend's data path: registrations, credits (CTS), RDMA WRITE WITH_IMM split
+// across the QPs, completions, and the side-channel check that turns a dead peer into an
+// error. Everything progresses from isend/irecv/test on the comm's own thread.
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "base/log.h"
+#include "transport/net/ib/ib_conn.h"
+
+namespace coll::ib {
+
+namespace {
+
+constexpr int64_t kAliveCheckNs = 100000000;  // side-channel check while waiting
+
+int64_t monoNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+}  // namespace
+
+Status IbConn::regMr(void* data, size_t size) {
+  if (size == 0 || findReg(data, size)) return okStatus();
+  int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  const bool tryRo = s_->relaxedOrdering == 1 || (s_->relaxedOrdering == 2 && !s_->roRefused.load());
+  Result<Mr> mr = ib::regMr(v_, dev_->pd.get(), data, size, access | (tryRo ? IBV_ACCESS_RELAXED_ORDERING : 0));
+  if (!mr.ok() && tryRo && s_->relaxedOrdering == 2) {
+    // The library or device refused relaxed ordering: go without it from now on.
+    s_->roRefused.store(true);
+    COLL_INFO(NET, "ib: %s refused relaxed-ordering registrations; registering without", s_->verbs->path().c_str());
+    mr = ib::regMr(v_, dev_->pd.get(), data, size, access);
+  }
+  if (!mr.ok())
+    return mr.takeStatus().prefix(std::string("COLL_IB_PCI_RELAXED_ORDERING=") + std::to_string(s_->relaxedOrdering) +
+                                  ": ");
+  regs_.push_back(Reg{static_cast<char*>(data), size, mr.take()});
+  return okStatus();
+}
+
+const IbConn::Reg* IbConn::findReg(const void* p, size_t n) const {
+  const char* c = static_cast<const char*>(p);
+  for (const Reg& r : regs_)
+    if (c >= r.base && c + n <= r.base + r.size) return &r;
+  return nullptr;
+}
+
+Result<NetRequest*> IbConn::isend(const void* data, size_t size) {
+  COLL_ASSIGN(bool ready, progressSetup());
+  if (!ready) return static_cast<NetRequest*>(nullptr);
+  COLL_CHECK(progress());
+  IbRequest* r = &reqs_[nextSeq_ % kDepth];
+  if (r->inUse) return static_cast<NetRequest*>(nullptr);  // no room: the caller retries
+  if (size > UINT32_MAX) return invalidArgument("ib send of " + std::to_string(size) + " bytes: at most 4 GiB - 1");
+  const Reg* reg = size ? findReg(data, size) : nullptr;
+  if (size && !reg) return invalidArgument(who() + ": isend of a buffer no regMr covers");
+  *r = IbRequest{};
+  r->conn = this;
+  r->inUse = true;
+  r->seq = nextSeq_++;
+  r->data = static_cast<const char*>(data);
+  r->size = size;
+  r->lkey = reg ? reg->mr->lkey : 0;
+  COLL_CHECK(progress());
+  return static_cast<NetRequest*>(r);
+}
+
+Result<NetRequest*> IbConn::irecv(void* data, size_t maxSize) {
+  COLL_ASSIGN(bool ready, progressSetup());
+  if (!ready) return static_cast<NetRequest*>(nullptr);
+  COLL_CHECK(progress());
+  IbRequest* r = &reqs_[nextSeq_ % kDepth];
+  if (r->inUse) return static_cast<NetRequest*>(nullptr);
+  if (maxSize > UINT32_MAX) maxSize = UINT32_MAX;
+  if (maxSize && !findReg(data, maxSize)) return invalidArgument(who() + ": irecv into a buffer no regMr covers");
+  *r = IbRequest{};
+  r->conn = this;
+  r->inUse = true;
+  r->seq = nextSeq_++;
+  r->data = static_cast<const char*>(data);
+  r->size = maxSize;
+  r->pending = static_cast<int>(qps_.size());
+  Status st = postCts(r);
+  if (!st.ok()) return fail(st);
+  return static_cast<NetRequest*>(r);
+}
+
+// Receiver: the credit for request r, written into the sender's CTS FIFO. A zero-byte
+// buffer still names a range of ours (the CTS staging) so the peer's key checks pass.
+Status IbConn::postCts(IbRequest* r) {
+  const Reg* reg = r->size ? findReg(r->data, r->size) : nullptr;
+  CtsEntry& e = cts_[r->seq % kDepth];
+  e.addr = reg ? reinterpret_cast<uint64_t>(r->data) : reinterpret_cast<uint64_t>(cts_.get());
+  e.rkey = reg ? reg->mr->rkey : ctsMr_->rkey;
+  e.size = static_cast<uint32_t>(r->size);
+  e.seq = r->seq + 1;
+  ibv_sge sge{reinterpret_cast<uint64_t>(&e), sizeof(e), ctsMr_->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = kCtsTag | r->seq;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = peerInfo_.ctsAddr + (r->seq % kDepth) * sizeof(CtsEntry);
+  wr.wr.rdma.rkey = peerInfo_.ctsRkey;
+  ibv_send_wr* bad = nullptr;
+  int rc = v_.postSend(qps_[0].get(), &wr, &bad);
+  return rc == 0 ? okStatus() : systemError("ibv_post_send (credit) on QP " + std::to_string(qps_[0]->qp_num), rc);
+}
+
+// Sender: the message in parts, one per QP, each WITH_IMM carrying the whole size.
+Status IbConn::postWrites(IbRequest* r, const CtsEntry& cts) {
+  if (r->size > cts.size)
+    return invalidArgument("a message of " + std::to_string(r->size) + " bytes for a receive of at most " +
+                           std::to_string(cts.size));
+  const size_t n = qps_.size();
+  const size_t part = ((r->size + n - 1) / n + 127) & ~size_t{127};
+  for (size_t i = 0; i < n; ++i) {
+    const size_t off = std::min(r->size, i * part);
+    const size_t len = std::min(r->size - off, part);
+    ibv_sge sge{reinterpret_cast<uint64_t>(r->data + off), static_cast<uint32_t>(len), r->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = (r->seq << 8) | i;
+    wr.sg_list = len ? &sge : nullptr;
+    wr.num_sge = len ? 1 : 0;
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.imm_data = htonl(static_cast<uint32_t>(r->size));
+    wr.wr.rdma.remote_addr = cts.addr + off;
+    wr.wr.rdma.rkey = cts.rkey;
+    ibv_send_wr* bad = nullptr;
+    int rc = v_.postSend(qps_[i].get(), &wr, &bad);
+    if (rc != 0) return systemError("ibv_post_send (RDMA WRITE) on QP " + std::to_string(qps_[i]->qp_num), rc);
+  }
+  r->pending = static_cast<int>(n);
+  r->written = true;
+  return okStatus();
+}
+
+Status IbConn::onCompletion(const ibv_wc& wc) {
+  if (wc.status != IBV_WC_SUCCESS) {
+    const char* op = (wc.wr_id & kRecvTag)  ? "RDMA WRITE WITH_IMM receive"
+                     : (wc.wr_id & kCtsTag) ? "credit (CTS) RDMA WRITE"
+                                            : "RDMA WRITE";
+    return remoteError(std::string(op) + " on QP " + std::to_string(wc.qp_num) + " completed with \"" +
+                       v_.wcStatusStr(wc.status) + "\" (status " + std::to_string(wc.status) + ", vendor error " +
+                       std::to_string(wc.vendor_err) + ")");
+  }
+  if (wc.wr_id & kCtsTag) return okStatus();  // the credit landed
+  if (wc.wr_id & kRecvTag) {
+    const int q = static_cast<int>(wc.wr_id & 0xff);
+    IbRequest* r = &reqs_[immSeq_[q] % kDepth];
+    if (!r->inUse || r->seq != immSeq_[q] || r->done)
+      return remoteError("data arrived on QP " + std::to_string(wc.qp_num) + " without a posted receive");
+    ++immSeq_[q];
+    const size_t size = ntohl(wc.imm_data);
+    if (size > r->size)
+      return remoteError("the peer wrote " + std::to_string(size) + " bytes into a receive of " +
+                         std::to_string(r->size));
+    r->size = size;
+    if (--r->pending == 0) r->done = true;
+    return postRecv(q);
+  }
+  IbRequest* r = &reqs_[(wc.wr_id >> 8) % kDepth];
+  if (!r->inUse || !r->written || r->seq != (wc.wr_id >> 8)) return internalError("a stray send completion");
+  if (--r->pending == 0) r->done = true;
+  return okStatus();
+}
+
+Status IbConn::pollCq(bool* any) {
+  ibv_wc wc[16];
+  for (;;) {
+    int n = v_.pollCq(cq_.get(), 16, wc);
+    if (n < 0) return systemError("ibv_poll_cq", errno);
+    for (int i = 0; i < n; ++i) COLL_CHECK(onCompletion(wc[i]));
+    if (n > 0) *any = true;
+    if (n < 16) return okStatus();
+  }
+}
+
+// Posts the writes of every request whose credit arrived (sender), and takes the
+// completions; a comm that waits without news checks that its peer is still there.
+Status IbConn::progress() {
+  if (!error_.ok()) return error_;
+  bool any = false;
+  Status st = pollCq(&any);
+  while (st.ok() && sender_ && writeSeq_ < nextSeq_) {
+    const CtsEntry& slot = cts_[writeSeq_ % kDepth];
+    if (std::atomic_ref<const uint64_t>(slot.seq).load(std::memory_order_acquire) != writeSeq_ + 1) break;
+    st = postWrites(&reqs_[writeSeq_ % kDepth], slot);
+    if (st.ok()) ++writeSeq_;
+    any = true;
+  }
+  if (st.ok() && !any) st = checkPeerAlive();
+  return st.ok() ? st : fail(st);
+}
+
+// The side channel stays open for the comm's life: the peer's kernel closes it when the
+// process dies, which a QP learns only when it next sends (retry exceeded) or never (a
+// receiver whose credits were all delivered).
+Status IbConn::checkPeerAlive() {
+  const int64_t now = monoNs();
+  if (now - lastAliveCheckNs_ < kAliveCheckNs) return okStatus();
+  lastAliveCheckNs_ = now;
+  char c;
+  ssize_t n = ::recv(sock_.fd(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0) return remoteError("the peer closed its connection (process exited?)");
+  if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+    return systemError("the peer's side channel", errno);
+  return okStatus();
+}
+
+Status IbConn::test(IbRequest* r, bool* done, size_t* size) {
+  *done = false;
+  if (!r->done) COLL_CHECK(progress());
+  if (!r->done) return okStatus();
+  *done = true;
+  *size = r->size;
+  r->inUse = false;
+  ++messages_;
+  bytes_ += r->size;
+  if (bytes_ == r->size && r->size > 0)  // the first bytes it carried (the log says ib moved data)
+    COLL_INFO(NET, "%s: first data delivered (%zu bytes)", who().c_str(), r->size);
+  return okStatus();
+}
+
+}  // namespace coll::ib

@@ -1,0 +1,373 @@
+// The ib net backend (src/transport/net/ib/ib_net.h) on the verbs emulation
+// (tests/verbs_emu/), driven directly through NetBackend in one process: connect before
+// accept on one thread, messages 0 B-4 MiB both ways with their bytes checked, several QPs
+// per connection, RoCE addressing, the errors a forced QP error and a vanished peer give,
+// the backend choice (COLL_NET=IB, COLL_IB_DISABLE, a missing verbs library), and
+// NCCL_IB_HCA parsing with its warnings. Every wait has a deadline; each case uses a fabric
+// of its own that it unlinks.
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "base/log.h"
+#include "transport/net/ib/ib_net.h"
+
+using namespace coll;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The emulation as the verbs library, on a fabric of this case's own, unlinked after.
+class EmuEnv {
+ public:
+  explicit EmuEnv(const char* link = "ib") {
+    static int counter = 0;
+    name_ = "/coll_ib_net_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++);
+    setenv("COLL_VERBS_EMU_FABRIC", name_.c_str(), 1);
+    setenv("COLL_VERBS_EMU_DEVICES", "emu0,emu1", 1);
+    setenv("COLL_VERBS_EMU_LINK", link, 1);
+    setenv("COLL_IB_VERBS_LIB", COLL_VERBS_EMU_PATH, 1);
+    setenv("COLL_SOCKET_IFNAME", "lo", 1);
+  }
+  ~EmuEnv() {
+    shm_unlink(name_.c_str());
+    for (const char* v : {"COLL_VERBS_EMU_FABRIC", "COLL_VERBS_EMU_DEVICES", "COLL_VERBS_EMU_LINK", "COLL_IB_VERBS_LIB",
+                          "COLL_SOCKET_IFNAME", "COLL_IB_QPS_PER_CONNECTION", "COLL_IB_HCA", "COLL_IB_TIMEOUT"})
+      unsetenv(v);
+  }
+  EmuEnv(const EmuEnv&) = delete;
+  EmuEnv& operator=(const EmuEnv&) = delete;
+
+ private:
+  std::string name_;
+};
+
+template <typename T>
+T must(Result<T> r) {
+  if (!r.ok()) throw std::runtime_error(r.status().message());
+  return r.take();
+}
+void must(const Status& s) {
+  if (!s.ok()) throw std::runtime_error(s.message());
+}
+
+Status waitAll(NetBackend* b, std::vector<NetRequest*> rs, std::vector<size_t>* sizes);
+
+// One connection, connected before it is accepted (as one thread driving several ranks
+// does), with a registered buffer on each side.
+struct Pair {
+  explicit Pair(NetBackend* b, size_t bytes = 4 << 20, int dev = 0) : b(b), sbuf(bytes), rbuf(bytes) {
+    NetHandle h{};
+    auto listen = must(b->listen(dev, &h));
+    send = must(b->connect(0, h));
+    recv = must(b->accept(listen.get()));
+    listen.reset();
+    must(b->regMr(send.get(), sbuf.data(), sbuf.size()));
+    must(b->regMr(send.get(), sbuf.data(), sbuf.size()));  // again: free, no second MR
+    must(b->regMr(recv.get(), rbuf.data(), rbuf.size()));
+    establish();
+  }
+  // Neither side is established until both progress: a first (empty) message, each side
+  // posted again while the backend gives null requests.
+  void establish() {
+    NetRequest *s = nullptr, *r = nullptr;
+    const auto end = Clock::now() + std::chrono::seconds(10);
+    while ((!s || !r) && Clock::now() < end) {
+      if (!s) s = must(b->isend(send.get(), sbuf.data(), 0));
+      if (!r) r = must(b->irecv(recv.get(), rbuf.data(), rbuf.size()));
+    }
+    if (!s || !r) throw std::runtime_error("the connection was not established within 10 s");
+    std::vector<size_t> sizes;
+    must(waitAll(b, {s, r}, &sizes));
+    if (sizes[1] != 0) throw std::runtime_error("the first message is not empty");
+  }
+  NetBackend* b;
+  std::vector<char> sbuf, rbuf;
+  std::unique_ptr<NetSendComm> send;
+  std::unique_ptr<NetRecvComm> recv;
+};
+
+// Posts until the backend takes it (null: not established yet), for at most 10 s.
+template <typename F>
+NetRequest* post(F f) {
+  const auto end = Clock::now() + std::chrono::seconds(10);
+  while (Clock::now() < end) {
+    NetRequest* r = must(f());
+    if (r) return r;
+  }
+  throw std::runtime_error("a request was not taken within 10 s");
+}
+
+// Tests `rs` in order until all are done (or one fails: its status), for at most 10 s.
+Status waitAll(NetBackend* b, std::vector<NetRequest*> rs, std::vector<size_t>* sizes) {
+  const auto end = Clock::now() + std::chrono::seconds(10);
+  sizes->assign(rs.size(), 0);
+  for (size_t i = 0; i < rs.size();) {
+    bool done = false;
+    Status st = b->test(rs[i], &done, &(*sizes)[i]);
+    if (!st.ok()) return st;
+    if (done) ++i;
+    else if (Clock::now() > end) return timeoutError("requests not done within 10 s");
+  }
+  return okStatus();
+}
+
+// Posts with f (again while it gives null) and waits for the request: the first error of
+// either, for failures that may surface at posting or at testing.
+template <typename F>
+Status postAndWait(NetBackend* b, F f) {
+  const auto end = Clock::now() + std::chrono::seconds(10);
+  NetRequest* r = nullptr;
+  while (!r && Clock::now() < end) {
+    Result<NetRequest*> got = f();
+    if (!got.ok()) return got.takeStatus();
+    r = got.take();
+  }
+  if (!r) return timeoutError("a request was not taken within 10 s");
+  std::vector<size_t> sizes;
+  return waitAll(b, {r}, &sizes);
+}
+
+// Sends messages of `sizes` from p.sbuf to p.rbuf, all in flight together, and checks them.
+void exchange(Pair& p, const std::vector<size_t>& sizes) {
+  size_t total = 0;
+  for (size_t s : sizes) total += s;
+  REQUIRE(total <= p.sbuf.size());
+  for (size_t i = 0; i < total; ++i) p.sbuf[i] = static_cast<char>(i * 7 + sizes.size());
+  std::fill(p.rbuf.begin(), p.rbuf.end(), 0);
+  std::vector<NetRequest*> rr, sr;
+  size_t off = 0;
+  for (size_t s : sizes) {
+    rr.push_back(post([&] { return p.b->irecv(p.recv.get(), p.rbuf.data() + off, p.rbuf.size() - off); }));
+    sr.push_back(post([&] { return p.b->isend(p.send.get(), p.sbuf.data() + off, s); }));
+    off += s;
+  }
+  std::vector<size_t> got, ignored;
+  must(waitAll(p.b, sr, &ignored));
+  must(waitAll(p.b, rr, &got));
+  REQUIRE(got == sizes);
+  REQUIRE(std::memcmp(p.sbuf.data(), p.rbuf.data(), total) == 0);
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Runs f with the log going to a file and returns what it logged.
+template <typename F>
+std::string logged(F f, const char* level = "WARN") {
+  char path[] = "/tmp/coll_ib_net_log_XXXXXX";
+  int fd = mkstemp(path);
+  close(fd);
+  setenv("COLL_DEBUG_FILE", path, 1);
+  setenv("COLL_DEBUG", level, 1);
+  logReset();
+  f();
+  unsetenv("COLL_DEBUG_FILE");
+  unsetenv("COLL_DEBUG");
+  logReset();
+  std::string out = readFile(path);
+  unlink(path);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("NCCL_IB_HCA: lists, ports, exclusion, exact names", "[ib]") {
+  IbHcaSpec s = parseIbHca("mlx5_0:1,mlx5_1");
+  REQUIRE_FALSE(s.exclude);
+  REQUIRE(s.entries.size() == 2);
+  REQUIRE(s.entries[0].name == "mlx5_0");
+  REQUIRE(s.entries[0].port == 1);
+  REQUIRE(s.entries[1].port == 0);
+  REQUIRE(ibHcaMatches(s, "mlx5_0", 1));
+  REQUIRE_FALSE(ibHcaMatches(s, "mlx5_0", 2));
+  REQUIRE(ibHcaMatches(s, "mlx5_1", 2));
+  REQUIRE(ibHcaMatches(s, "mlx5_10", 1));  // prefix, as NCCL
+  REQUIRE_FALSE(ibHcaMatches(s, "mlx5_2", 1));
+
+  IbHcaSpec x = parseIbHca("^mlx5_2");
+  REQUIRE(x.exclude);
+  REQUIRE_FALSE(ibHcaMatches(x, "mlx5_2", 1));
+  REQUIRE(ibHcaMatches(x, "mlx5_0", 1));
+
+  IbHcaSpec e = parseIbHca("=mlx5_1:2");
+  REQUIRE(e.exact);
+  REQUIRE(ibHcaMatches(e, "mlx5_1", 2));
+  REQUIRE_FALSE(ibHcaMatches(e, "mlx5_10", 2));
+  REQUIRE_FALSE(ibHcaMatches(e, "mlx5_1", 1));
+
+  IbHcaSpec ex = parseIbHca("^=mlx5_1");
+  REQUIRE(ex.exclude);
+  REQUIRE(ex.exact);
+  REQUIRE(ibHcaMatches(ex, "mlx5_10", 1));
+  REQUIRE_FALSE(ibHcaMatches(ex, "mlx5_1", 1));
+
+  REQUIRE(ibHcaMatches(parseIbHca(""), "anything", 3));
+}
+
+TEST_CASE("NCCL_IB_HCA: malformed entries are dropped with a warning naming the variable", "[ib]") {
+  IbHcaSpec s;
+  std::string log = logged([&] { s = parseIbHca("mlx5_0:x,:1,mlx5_1:1"); });
+  REQUIRE(s.entries.size() == 1);
+  REQUIRE(s.entries[0].name == "mlx5_1");
+  REQUIRE(log.find("NCCL_IB_HCA=\"mlx5_0:x,:1,mlx5_1:1\": malformed entry \"mlx5_0:x\"") != std::string::npos);
+  REQUIRE(log.find("malformed entry \":1\"") != std::string::npos);
+  setenv("COLL_IB_HCA", "mlx5_0:999", 1);
+  log = logged([&] { s = parseIbHca("mlx5_0:999"); });
+  unsetenv("COLL_IB_HCA");
+  REQUIRE(s.entries.empty());
+  REQUIRE(log.find("COLL_IB_HCA=\"mlx5_0:999\"") != std::string::npos);
+}
+
+TEST_CASE("COLL_NET=IB without a verbs library is an error naming the library", "[ib]") {
+  setenv("COLL_IB_VERBS_LIB", "/nonexistent/libibverbs.so.1", 1);
+  setenv("COLL_NET", "IB", 1);
+  Result<NetBackend*> b = netBackend();
+  Status named = checkNetName("ib");
+  setenv("COLL_IB_DISABLE", "1", 1);
+  Status disabled = checkNetName("IB");
+  for (const char* v : {"COLL_IB_VERBS_LIB", "COLL_NET", "COLL_IB_DISABLE"}) unsetenv(v);
+  REQUIRE_FALSE(b.ok());
+  REQUIRE(b.status().message().find("/nonexistent/libibverbs.so.1") != std::string::npos);
+  REQUIRE(b.status().message().find("COLL_NET=IB") != std::string::npos);
+  REQUIRE_FALSE(named.ok());
+  REQUIRE(named.message().find("/nonexistent/libibverbs.so.1") != std::string::npos);
+  REQUIRE_FALSE(disabled.ok());
+  REQUIRE(disabled.message().find("IB_DISABLE") != std::string::npos);
+  Status other = checkNetName("Nope");
+  REQUIRE(other.message().find("IB") == std::string::npos);  // not listed as available
+}
+
+TEST_CASE("devices follow NCCL_IB_HCA, and none selected is an error saying why", "[ib]") {
+  EmuEnv env;
+  auto all = must(makeIbBackend());
+  REQUIRE(all->devices() == 2);
+  NetProperties p;
+  must(all->properties(1, &p));
+  REQUIRE(p.name == "emu1:1");
+  REQUIRE(p.speedMbps > 0);
+  const std::string log = logged(
+      [&] {
+    Pair onSecond(all.get(), 1 << 16, 1);
+    exchange(onSecond, {1, 4000});
+      },
+      "INFO");
+  // Both ends on the listener's device (a channel stays on its rail).
+  REQUIRE(log.find("on emu1:1: connected") != std::string::npos);
+  REQUIRE(log.find("on emu0:1: connected") == std::string::npos);
+  setenv("COLL_IB_HCA", "^emu0", 1);
+  auto one = must(makeIbBackend());
+  REQUIRE(one->devices() == 1);
+  must(one->properties(0, &p));
+  REQUIRE(p.name == "emu1:1");
+  setenv("COLL_IB_HCA", "=emu1:2", 1);
+  Result<std::unique_ptr<NetBackend>> none = makeIbBackend();
+  REQUIRE_FALSE(none.ok());
+  REQUIRE(none.status().message().find("emu1:1 (not in IB_HCA)") != std::string::npos);
+}
+
+TEST_CASE("messages of 0 B to 4 MiB both ways, checked", "[ib]") {
+  const char* link = GENERATE("ib", "eth");
+  const char* qps = GENERATE("1", "3");
+  CAPTURE(link, qps);
+  EmuEnv env(link);
+  setenv("COLL_IB_QPS_PER_CONNECTION", qps, 1);
+  auto b = must(makeIbBackend());
+  Pair ab(b.get()), ba(b.get());
+  REQUIRE(ibCommQp(ab.send.get(), std::atoi(qps) - 1) != nullptr);
+  REQUIRE(ibCommQp(ab.send.get(), std::atoi(qps)) == nullptr);
+  exchange(ab, {0, 1, 7, 129, 4096, 65537});
+  exchange(ba, {1 << 20, 3 << 20});
+  exchange(ab, {4 << 20});
+  exchange(ba, {0});
+  // More messages than the CTS FIFO holds, a few at a time.
+  for (int round = 0; round < 12; ++round) exchange(ab, {100, 200, 300, 0, 5000});
+}
+
+TEST_CASE("a message larger than the receive is an error", "[ib]") {
+  EmuEnv env;
+  auto b = must(makeIbBackend());
+  Pair p(b.get(), 1 << 16);
+  NetRequest* r = post([&] { return p.b->irecv(p.recv.get(), p.rbuf.data(), 100); });
+  Status st = postAndWait(p.b, [&] { return p.b->isend(p.send.get(), p.sbuf.data(), 101); });
+  REQUIRE_FALSE(st.ok());
+  REQUIRE(st.message().find("101 bytes for a receive of at most 100") != std::string::npos);
+  static_cast<void>(r);
+}
+
+TEST_CASE("a QP forced into error gives errors naming the verbs status", "[ib]") {
+  EmuEnv env;
+  setenv("COLL_IB_QPS_PER_CONNECTION", "2", 1);
+  setenv("COLL_IB_TIMEOUT", "8", 1);  // ~1 ms per try: retry exceeded quickly
+  auto b = must(makeIbBackend());
+  Pair p(b.get(), 1 << 16);
+  exchange(p, {1000});
+  void* lib = dlopen(COLL_VERBS_EMU_PATH, RTLD_NOW | RTLD_NOLOAD);
+  REQUIRE(lib);
+  auto force = reinterpret_cast<int (*)(ibv_qp*)>(dlsym(lib, "collVerbsEmuForceError"));
+  REQUIRE(force);
+  // The receive's credit reaches the sender (over QP 0), then the receiver's QP 1 fails.
+  NetRequest* r = post([&] { return p.b->irecv(p.recv.get(), p.rbuf.data(), 1000); });
+  REQUIRE(force(ibCommQp(p.recv.get(), 1)) == 0);
+  dlclose(lib);
+  const auto start = Clock::now();
+  std::vector<size_t> sizes;
+  Status rs = waitAll(p.b, {r}, &sizes);
+  REQUIRE_FALSE(rs.ok());
+  REQUIRE(rs.message().find("Work Request Flushed Error") != std::string::npos);
+  REQUIRE(rs.message().find("ib receive from 127.0.0.1:") != std::string::npos);
+  // The sender's part on QP 1 is never answered by the QP in ERR: retry exceeded.
+  Status ss = postAndWait(p.b, [&] { return p.b->isend(p.send.get(), p.sbuf.data(), 1000); });
+  REQUIRE_FALSE(ss.ok());
+  REQUIRE(ss.message().find("transport retry counter exceeded") != std::string::npos);
+  REQUIRE(ss.message().find("ib send to 127.0.0.1:") != std::string::npos);
+  REQUIRE(Clock::now() - start < std::chrono::seconds(5));
+  // The errors stick.
+  REQUIRE_FALSE(p.b->isend(p.send.get(), p.sbuf.data(), 1).ok());
+  REQUIRE_FALSE(p.b->irecv(p.recv.get(), p.rbuf.data(), 1).ok());
+}
+
+TEST_CASE("a peer that went away is an error, not a hang", "[ib]") {
+  EmuEnv env;
+  auto b = must(makeIbBackend());
+  Pair p(b.get(), 1 << 16);
+  exchange(p, {64});
+  NetRequest* r = post([&] { return p.b->irecv(p.recv.get(), p.rbuf.data(), 64); });
+  p.send.reset();  // the sender's side closes: its side channel with it
+  std::vector<size_t> sizes;
+  const auto start = Clock::now();
+  Status st = waitAll(p.b, {r}, &sizes);
+  REQUIRE_FALSE(st.ok());
+  REQUIRE(st.message().find("closed") != std::string::npos);
+  REQUIRE(Clock::now() - start < std::chrono::seconds(3));
+}
+
+TEST_CASE("out-of-range knobs warn naming the variable and use the default", "[ib]") {
+  EmuEnv env;
+  setenv("COLL_IB_QPS_PER_CONNECTION", "99", 1);
+  auto b = must(makeIbBackend());
+  std::unique_ptr<Pair> p;
+  std::string log = logged([&] {
+    p = std::make_unique<Pair>(b.get(), 1 << 16);
+    exchange(*p, {10});
+  });
+  REQUIRE(log.find("NCCL_IB_QPS_PER_CONNECTION=99 is out of range 1..16") != std::string::npos);
+  REQUIRE(ibCommQp(p->send.get(), 0) != nullptr);
+  REQUIRE(ibCommQp(p->send.get(), 1) == nullptr);
+}
