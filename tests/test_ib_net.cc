@@ -68,10 +68,11 @@ Status waitAll(NetBackend* b, std::vector<NetRequest*> rs, std::vector<size_t>* 
 // One connection, connected before it is accepted (as one thread driving several ranks
 // does), with a registered buffer on each side.
 struct Pair {
-  explicit Pair(NetBackend* b, size_t bytes = 4 << 20, int dev = 0) : b(b), sbuf(bytes), rbuf(bytes) {
+  // The receiver listens on device `dev`, the sender connects from `from` (-1: the same).
+  explicit Pair(NetBackend* b, size_t bytes = 4 << 20, int dev = 0, int from = -1) : b(b), sbuf(bytes), rbuf(bytes) {
     NetHandle h{};
     auto listen = must(b->listen(dev, &h));
-    send = must(b->connect(0, h));
+    send = must(b->connect(from < 0 ? dev : from, h));
     recv = must(b->accept(listen.get()));
     listen.reset();
     must(b->regMr(send.get(), sbuf.data(), sbuf.size()));
@@ -262,15 +263,23 @@ TEST_CASE("devices follow NCCL_IB_HCA, and none selected is an error saying why"
   must(all->properties(1, &p));
   REQUIRE(p.name == "emu1:1");
   REQUIRE(p.speedMbps > 0);
-  const std::string log = logged(
+  std::string log = logged(
       [&] {
     Pair onSecond(all.get(), 1 << 16, 1);
     exchange(onSecond, {1, 4000});
       },
       "INFO");
-  // Both ends on the listener's device (a channel stays on its rail).
+  // Each end on the device it chose (net_device.h): here both on the second.
   REQUIRE(log.find("on emu1:1: connected") != std::string::npos);
   REQUIRE(log.find("on emu0:1: connected") == std::string::npos);
+  log = logged(
+      [&] {
+    Pair across(all.get(), 1 << 16, 1, 0);  // a GPU near the first NIC sends to a rank near the second
+    exchange(across, {1, 4000});
+      },
+      "INFO");
+  REQUIRE(log.find("on emu1:1: connected") != std::string::npos);
+  REQUIRE(log.find("on emu0:1: connected") != std::string::npos);
   setenv("COLL_IB_HCA", "^emu0", 1);
   auto one = must(makeIbBackend());
   REQUIRE(one->devices() == 1);

@@ -30,8 +30,8 @@
 namespace verbs_emu {
 
 constexpr int kMaxDevices = 2;
-constexpr int kMaxQps = 64;
-constexpr int kMaxCqs = 64;
+constexpr int kMaxQps = 512;
+constexpr int kMaxCqs = 512;
 constexpr int kMaxMrs = 1024;
 constexpr int kMaxWr = 1024;  // per queue (send and receive); query_device's max_qp_wr
 constexpr int kMaxSge = 4;

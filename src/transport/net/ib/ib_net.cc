@@ -177,11 +177,11 @@ Result<std::unique_ptr<NetSendComm>> IbBackend::connect(int dev, const NetHandle
   IbHandle h;
   std::memcpy(&h, handle.bytes, sizeof(h));
   if (h.magic != kHandleMagic) return internalError("corrupt ib handle (the peer uses another net backend?)");
-  // The listener's device index where we have it too: both ends of a channel on one rail
-  // (net.cc spreads channels over devices on the listening side only).
-  const int mine = static_cast<int>(h.dev) < devices() ? static_cast<int>(h.dev) : dev;
+  // `dev` is this side's choice for the channel (net_device.h: the NIC nearest this
+  // rank's GPU, else channel mod devices, the listener's rule too).
+  if (dev < 0 || dev >= devices()) return invalidArgument("ib device " + std::to_string(dev));
   auto c = std::make_unique<IbSend>();
-  c->conn = std::make_unique<IbConn>(s_.get(), device(mine), true);
+  c->conn = std::make_unique<IbConn>(s_.get(), device(dev), true);
   COLL_CHECK(c->conn->startConnect(h.addr));
   return std::unique_ptr<NetSendComm>(std::move(c));
 }
