@@ -72,7 +72,7 @@ struct Pair {
   explicit Pair(NetBackend* b, size_t bytes = 4 << 20, int dev = 0, int from = -1) : b(b), sbuf(bytes), rbuf(bytes) {
     NetHandle h{};
     auto listen = must(b->listen(dev, &h));
-    send = must(b->connect(from < 0 ? dev : from, h));
+    send = must(b->connect(from < 0 ? dev : from, h, nullptr));
     recv = must(b->accept(listen.get()));
     listen.reset();
     must(b->regMr(send.get(), sbuf.data(), sbuf.size()));

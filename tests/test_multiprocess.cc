@@ -306,6 +306,69 @@ TEST_CASE("a killed peer fails every survivor naming it over ib (verbs emulation
 }
 #endif
 
+namespace {
+
+// Three ranks, rank 2 given `rank2Env`, which makes its init fail: every rank's init must
+// fail within seconds (not after COLL_BOOTSTRAP_TIMEOUT_S), the others naming rank 2 (or
+// the root, whose process may exit first).
+void initFailureTest(const std::map<std::string, std::string>& env,
+                     const std::map<std::string, std::string>& rank2Env) {
+  ProcOptions o;
+  o.timeoutS = 40;
+  o.env = env;
+  o.perRankEnv = [&](int rank) {
+    if (rank == 2)
+      for (const auto& [k, v] : rank2Env) setenv(k.c_str(), v.c_str(), 1);
+  };
+  const auto start = std::chrono::steady_clock::now();
+  auto res = runProcs(
+      3,
+      [](int rank, std::string& report) {
+    collComm_t comm = nullptr;
+    collUniqueId id;
+    PCHECK(collGetUniqueId(&id));
+    const collResult_t r = collCommInitRank(&comm, 3, id, rank);
+    const std::string why = collGetLastError(comm);
+    report += "rank " + std::to_string(rank) + ": " + why + "\n";
+    if (r == collSuccess) return 3;
+    // Names rank 2, or (when the root's process, rank 0's, exited after its own failed
+    // init before this rank's join was read) the root that went away.
+    const bool named = why.find("rank 2") != std::string::npos || why.find("at root") != std::string::npos;
+    return rank == 2 || named ? 0 : 4;
+      },
+      o);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO("done after " << took << " s\n" << describe(res));
+  for (int r = 0; r < 3; ++r) REQUIRE(res[r].exitCode == 0);
+  REQUIRE(took < 20.0);
+}
+
+}  // namespace
+
+// Rank 2 has no interface to listen on, so it cannot join: it tells the root, which
+// fails the others' joins at once.
+TEST_CASE("a rank that cannot join fails every rank's init at once, naming it", "[multiprocess][failure]") {
+  initFailureTest({}, {{"COLL_SOCKET_IFNAME", "=no-such-interface"}});
+}
+
+#ifdef COLL_VERBS_EMU_PATH
+// Rank 2 joins, then finds no ib device it may use (COLL_IB_HCA selects none) while the
+// others wait for its connection handles: it announces its failure through the root.
+TEST_CASE("a rank that fails after joining fails every rank's init, naming it", "[multiprocess][failure]") {
+  const std::string fabric = "/coll_mp_ibinit_" + std::to_string(getpid());
+  struct Unlink {
+    std::string name;
+    ~Unlink() { shm_unlink(name.c_str()); }
+  } unlinkAfter{fabric};
+  initFailureTest({{"COLL_NET", "IB"},
+                   {"COLL_SHM_DISABLE", "1"},
+                   {"COLL_IB_VERBS_LIB", COLL_VERBS_EMU_PATH},
+                   {"COLL_VERBS_EMU_FABRIC", fabric},
+                   {"COLL_SOCKET_IFNAME", "lo"}},
+                  {{"COLL_IB_HCA", "=nosuch"}});
+}
+#endif
+
 TEST_CASE("a rank waiting for a late peer reports where it stands (COLL_STALL_WARN_S)", "[multiprocess][failure]") {
   // Host executor and device executor (emulated): rank 1 comes 2.5 s late; rank 0's log
   // names the operation and the rank it waits for, then the operation completes.

@@ -43,7 +43,7 @@ Loopback connectLoopback() {
   NetHandle handle;
   auto listen = c.backend->listen(0, &handle);
   REQUIRE(listen.ok());
-  auto send = c.backend->connect(0, handle);
+  auto send = c.backend->connect(0, handle, nullptr);
   REQUIRE(send.ok());
   auto recv = c.backend->accept(listen.value().get());
   REQUIRE(recv.ok());
@@ -182,7 +182,9 @@ class PathBackend : public NetBackend {
     return okStatus();
   }
   Result<std::unique_ptr<NetListenComm>> listen(int, NetHandle*) override { return internalError("unused"); }
-  Result<std::unique_ptr<NetSendComm>> connect(int, const NetHandle&) override { return internalError("unused"); }
+  Result<std::unique_ptr<NetSendComm>> connect(int, const NetHandle&, const std::atomic<bool>*) override {
+    return internalError("unused");
+  }
   Result<std::unique_ptr<NetRecvComm>> accept(NetListenComm*) override { return internalError("unused"); }
   Result<NetRequest*> isend(NetSendComm*, const void*, size_t) override { return internalError("unused"); }
   Result<NetRequest*> irecv(NetRecvComm*, void*, size_t) override { return internalError("unused"); }

@@ -47,7 +47,7 @@ Connection connectPair(NetBackend* b, size_t bytes) {
   NetHandle handle;
   auto listen = b->listen(0, &handle);
   REQUIRE(listen.ok());
-  auto send = b->connect(0, handle);  // the plugin answers "not yet": a pending comm
+  auto send = b->connect(0, handle, nullptr);  // the plugin answers "not yet": a pending comm
   REQUIRE(send.ok());
   auto recv = b->accept(listen.value().get());  // likewise
   REQUIRE(recv.ok());

@@ -3,6 +3,8 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -49,6 +51,38 @@ Result<UniqueIdData> startRootAt(SockAddr addr) {
   return id;
 }
 
+// Our listener on the interface that reaches the root (same family, same interface
+// choice as the root for the usual single-interface case).
+Status Bootstrap::listen(int family, SockAddr* addr) {
+  auto ifs = findInterfaces();
+  auto it = std::find_if(ifs.begin(), ifs.end(), [&](const NetIf& nif) { return nif.addr.family() == family; });
+  if (ifs.empty())
+    return Status(Code::kSystem,
+                  "no usable network interface (COLL_SOCKET_IFNAME=\"" + param(StringParam::SOCKET_IFNAME) + "\")");
+  SockAddr mine = it != ifs.end() ? it->addr : ifs[0].addr;
+  mine.setPort(0);
+  COLL_ASSIGN(listener_, Socket::listen(&mine));
+  *addr = mine;
+  return okStatus();
+}
+
+// A rank that cannot join tells the root why (best effort, briefly), so the others fail
+// their init at once instead of waiting out the join timeout.
+void Bootstrap::tellRootFailed(const UniqueIdData& id, int rank, int nranks, const PeerInfo& self,
+                               const std::string& why) {
+  auto conn = Socket::connect(id.root, deadlineIn(5), nullptr);
+  if (!conn.ok()) return;
+  JoinMsg j{};
+  j.magic = kWireMagic;
+  j.kind = RootMsg::kRankFailed;
+  j.secret = id.secret;
+  j.rank = rank;
+  j.nranks = nranks;
+  j.info = self;
+  std::snprintf(j.text, sizeof(j.text), "%s", why.c_str());
+  (void)conn.value().sendAll(&j, sizeof(j), deadlineIn(5));
+}
+
 Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdData& id, int rank, int nranks, PeerInfo self,
                                                      std::shared_ptr<AbortState> abort) {
   std::unique_ptr<Bootstrap> b(new Bootstrap());
@@ -63,26 +97,11 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdData& id, int
     COLL_CHECK(startRoot(&rootAddr, id.secret));
   }
 
-  // Our listener on the interface that reaches the root (same family, same interface
-  // choice as the root for the usual single-interface case).
-  auto ifs = findInterfaces();
-  SockAddr mine{};
-  bool found = false;
-  for (auto& nif : ifs)
-    if (nif.addr.family() == id.root.family()) {
-      mine = nif.addr;
-      found = true;
-      break;
-    }
-  if (!found) {
-    if (ifs.empty())
-      return Status(Code::kSystem,
-                    "no usable network interface (COLL_SOCKET_IFNAME=\"" + param(StringParam::SOCKET_IFNAME) + "\")");
-    mine = ifs[0].addr;
+  Status listening = b->listen(id.root.family(), &self.bootAddr);
+  if (!listening.ok()) {
+    tellRootFailed(id, rank, nranks, self, listening.message());
+    return listening;
   }
-  mine.setPort(0);
-  COLL_ASSIGN(b->listener_, Socket::listen(&mine));
-  self.bootAddr = mine;
 
   Deadline deadline = deadlineIn(b->timeoutS_ + 10);
   auto conn = Socket::connect(id.root, deadlineIn(b->timeoutS_), &b->abort_->flag);

@@ -100,9 +100,14 @@ class Bootstrap {
   // Tells every other rank (through the root) that this rank is leaving by an abort:
   // fatal to them only if they then stay stuck (AbortState::peerGone).
   void announceLeaving(const std::string& why);
+  // The communicator's abort flag, for waits outside the bootstrap (a net connect).
+  const std::atomic<bool>* abortFlag() const { return &abort_->flag; }
 
  private:
   Bootstrap() = default;
+  Status listen(int family, SockAddr* addr);
+  static void tellRootFailed(const UniqueIdData& id, int rank, int nranks, const PeerInfo& self,
+                             const std::string& why);
   void serviceLoop();
   void tellRoot(RootMsg kind, const std::string& why);
   Status readFrame(int connIdx);

@@ -5,12 +5,6 @@
 
 namespace coll {
 
-namespace {
-
-// A connection closing under us is often the echo of another rank's failure: that rank's
-// neighbours give up and close their sockets. The root names the rank that actually
-// died, so give its notice (or the loss of the root itself) a moment to arrive and
-// report that as the cause.
 Status rootCause(AbortState& a, Status st) {
   if (st.code() != Code::kRemote && st.code() != Code::kSystem) return st;
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1000);
@@ -20,8 +14,6 @@ Status rootCause(AbortState& a, Status st) {
   if (a.peerGone.load()) return Status(Code::kRemote, a.peerGoneReason() + " (seen here as: " + st.message() + ")");
   return st;
 }
-
-}  // namespace
 
 Status recordFailure(AbortState& abort, Status st) {
   st = rootCause(abort, std::move(st));

@@ -17,6 +17,13 @@ namespace coll {
 // nothing more to finish normally.
 constexpr double kPeerGoneGraceS = 2.0;
 
+// A connection closing under us is often the echo of another rank's failure: that rank's
+// neighbours give up and close their sockets. The root names the rank that actually
+// failed, so for a system or remote error this gives its notice (or the loss of the root
+// itself) a second to arrive and returns that as the cause, with st as how it was seen
+// here; st itself otherwise.
+Status rootCause(AbortState& a, Status st);
+
 // Makes st the communicator's fatal error (a no-op if one was raised already), after
 // giving the root a moment to name the rank that really failed when st is a connection
 // error (the echo of another rank's death); returns what was recorded.

@@ -29,6 +29,8 @@ class Root {
     sendReply(s, RootMsg::kError, -1, text);
   }
   void handleJoin(Socket s);
+  void failJoin(const JoinMsg& j, Socket& s);
+  void failJoined();  // tells every rank that joined that the init failed (failed_), and drops it
   bool gather();
   void monitor();
 
@@ -38,6 +40,7 @@ class Root {
   std::vector<Socket> ranks_;
   std::vector<PeerInfo> infos_;
   int joined_ = 0;
+  std::string failed_;  // a rank's reason for failing before it joined: the init fails
 };
 
 void Root::sendReply(Socket& s, RootMsg kind, int rank, const std::string& text) {
@@ -53,7 +56,9 @@ void Root::sendReply(Socket& s, RootMsg kind, int rank, const std::string& text)
 
 void Root::handleJoin(Socket s) {
   JoinMsg j{};
-  if (!s.recvAll(&j, sizeof(j), deadlineIn(10)).ok() || j.magic != kWireMagic || j.kind != RootMsg::kJoin) {
+  const bool read = s.recvAll(&j, sizeof(j), deadlineIn(10)).ok() && j.magic == kWireMagic;
+  if (read && j.kind == RootMsg::kRankFailed && j.secret == secret_) return failJoin(j, s);
+  if (!read || j.kind != RootMsg::kJoin) {
     COLL_WARN(BOOTSTRAP, "root: dropped a connection from %s that is not a rank joining", s.peer().str().c_str());
     return;
   }
@@ -77,6 +82,25 @@ void Root::handleJoin(Socket s) {
   infos_[j.rank] = j.info;
   ranks_[j.rank] = std::move(s);
   ++joined_;
+}
+
+// A rank that could not join (no interface, no listener) told us why: every rank that
+// joined, and every one that joins later, fails its init with that reason.
+void Root::failJoin(const JoinMsg& j, Socket& s) {
+  const std::string why(j.text, strnlen(j.text, sizeof(j.text)));
+  failed_ = "rank " + std::to_string(j.rank) + " (pid " + std::to_string(j.info.pid) + " on " +
+            std::string(j.info.hostname, strnlen(j.info.hostname, sizeof(j.info.hostname))) +
+            ") failed before it joined: " + why;
+  COLL_WARN(BOOTSTRAP, "root: %s (from %s)", failed_.c_str(), s.peer().str().c_str());
+  failJoined();
+}
+
+void Root::failJoined() {
+  for (auto& r : ranks_)
+    if (r.valid()) {
+      sendReply(r, RootMsg::kError, -1, failed_);
+      r.close();
+    }
 }
 
 bool Root::gather() {
@@ -104,6 +128,7 @@ bool Root::gather() {
       deadline = deadlineIn(timeout);
     }
     handleJoin(r.take());
+    if (!failed_.empty()) failJoined();  // later joiners hear it too, until the join deadline
   }
   for (int r = 0; r < nranks_; ++r) {
     sendReply(ranks_[r], RootMsg::kTable, r, "");

@@ -35,6 +35,8 @@ struct PeerInfo {
 
 enum class RootMsg : uint32_t { kJoin = 1, kTable = 2, kError = 3, kRankFailed = 4, kBye = 5, kRankLeft = 6 };
 
+// Rank -> root, first on its connection: kJoin, or kRankFailed from a rank that failed
+// before it could join (text says why), so the root fails the others' init at once.
 struct JoinMsg {
   uint32_t magic;
   RootMsg kind;
@@ -42,6 +44,7 @@ struct JoinMsg {
   int32_t rank;
   int32_t nranks;
   PeerInfo info;
+  char text[256];
 };
 
 // Root -> rank. kTable is followed by nranks PeerInfo.

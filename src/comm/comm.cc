@@ -9,6 +9,7 @@
 #include <set>
 
 #include "algorithms/graph.h"
+#include "bootstrap/failure.h"
 #include "bootstrap/host_id.h"
 #include "base/log.h"
 #include "base/param.h"
@@ -464,8 +465,16 @@ Status commJoin(collComm* comm, const UniqueIdData& id) {
     st = devicePrepare(comm->dev);
   }
   if (!st.ok()) {
+    st.prefix("rank " + std::to_string(comm->rank) + " init: ");
+    // Where this failure echoes another rank's (a refused connection), the root names that
+    // rank; otherwise the others, which may wait for this rank's connections, must fail
+    // now, naming it.
+    const bool raisedBefore = comm->abort->raised();
+    Status cause = rootCause(*comm->abort, st);
+    if (!raisedBefore && !comm->abort->raised() && !comm->abort->peerGone.load())
+      comm->bootstrap->announceFailure(st.message().substr(0, st.message().find('\n')));
     comm->bootstrap->leave();
-    return st.prefix("rank " + std::to_string(comm->rank) + " init: ");
+    return cause;
   }
   if (!comm->options.name.empty())
     COLL_INFO(INIT, "rank %d/%d: communicator \"%s\" ready", comm->rank, comm->nranks, comm->options.name.c_str());

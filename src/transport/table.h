@@ -12,6 +12,7 @@
 // at most kMaxHandleBytes (handleBytes() checks it at compile time).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -27,8 +28,9 @@ namespace coll {
 
 // What the connectors are for; the same for both ends of a connection.
 struct TransportOptions {
-  bool device = false;    // connectors for device executors (p2p may serve them)
-  bool emulated = false;  // COLL_DEVICE_EMULATE: host blocks stand in for GPU memory
+  bool device = false;                        // connectors for device executors (p2p may serve them)
+  bool emulated = false;                      // COLL_DEVICE_EMULATE: host blocks stand in for GPU memory
+  const std::atomic<bool>* cancel = nullptr;  // the communicator's abort flag: ends waits to connect
 };
 
 // The two ends a row connects, as the bootstrap knows them.

@@ -311,10 +311,10 @@ Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes, in
 }
 
 Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, std::span<const std::byte> handle, int channel,
-                                                      const std::string& gpuBusId) {
+                                                      const std::string& gpuBusId, const std::atomic<bool>* cancel) {
   COLL_ASSIGN(const NetConnectInfo info, handleAs<NetConnectInfo>(handle, "net"));
   COLL_ASSIGN(NetBackend * b, netBackend());
-  COLL_ASSIGN(auto comm, b->connect(netDeviceFor(b, pciSysPath(gpuBusId), channel), info.handle));
+  COLL_ASSIGN(auto comm, b->connect(netDeviceFor(b, pciSysPath(gpuBusId), channel), info.handle, cancel));
   return NetSend::create(peer, b, std::move(comm), info.slotBytes);
 }
 
@@ -327,7 +327,7 @@ Result<std::unique_ptr<PendingRecv>> setupRecv(const Link& l, size_t slotBytes) 
 }
 
 Result<std::unique_ptr<SendConnector>> connectSend(const Link& l, std::span<const std::byte> handle) {
-  return netConnectSend(l.peerRank, handle, l.channel, l.self.busId);
+  return netConnectSend(l.peerRank, handle, l.channel, l.self.busId, l.options.cancel);
 }
 
 // COLL_NET_DUPLEX=1 and a backend that can (every rank agrees on both: checked at init).
@@ -341,7 +341,8 @@ bool duplexEnabled() {
 Result<DuplexConnectors> connectDuplex(const Link& l, std::span<const std::byte> handle) {
   COLL_ASSIGN(const NetConnectInfo info, handleAs<NetConnectInfo>(handle, "net"));
   COLL_ASSIGN(NetBackend * b, netBackend());
-  COLL_ASSIGN(auto comm, b->connect(netDeviceFor(b, pciSysPath(l.self.busId), l.channel), info.handle));
+  COLL_ASSIGN(auto comm,
+              b->connect(netDeviceFor(b, pciSysPath(l.self.busId), l.channel), info.handle, l.options.cancel));
   COLL_ASSIGN(auto back, b->reverse(comm.get()));
   return makeDuplex(l.peerRank, b, std::move(comm), std::move(back), info.slotBytes);
 }

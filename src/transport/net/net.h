@@ -17,6 +17,7 @@
 // (COLL_NET_DUPLEX, transport.h).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -63,7 +64,10 @@ class NetBackend {
   // the other side (one thread may connect several ranks' sends before accepting any of
   // their receives): a backend whose set-up needs both sides returns the comm at once and
   // finishes it in later isend/irecv calls, which give null requests until then.
-  virtual Result<std::unique_ptr<NetSendComm>> connect(int dev, const NetHandle& handle) = 0;
+  // `cancel` (may be null): the communicator's abort flag; a connect that waits (a
+  // refused connection retried) gives up once it is raised, as a peer failed meanwhile.
+  virtual Result<std::unique_ptr<NetSendComm>> connect(int dev, const NetHandle& handle,
+                                                       const std::atomic<bool>* cancel) = 0;
   virtual Result<std::unique_ptr<NetRecvComm>> accept(NetListenComm* listen) = 0;
   // Memory registration, per comm: every buffer later given to isend/irecv on `comm`
   // lies in a range registered on it, which stays valid until the comm is destroyed
@@ -116,6 +120,7 @@ extern const Transport kNetTransport;
 Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes, int channel = 0,
                                                   const std::string& gpuBusId = "");
 Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, std::span<const std::byte> handle, int channel = 0,
-                                                      const std::string& gpuBusId = "");
+                                                      const std::string& gpuBusId = "",
+                                                      const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace coll

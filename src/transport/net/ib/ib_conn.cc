@@ -108,12 +108,12 @@ Status IbConn::createQps(int n) {
   return okStatus();
 }
 
-Status IbConn::startConnect(const SockAddr& addr) {
+Status IbConn::startConnect(const SockAddr& addr, const std::atomic<bool>* cancel) {
   peer_ = addr.str();
   opt_ = IbOptions::read();
   // The listener exists (its address came in the handle), so the kernel completes the TCP
   // connection without the peer's accept().
-  COLL_ASSIGN(sock_, Socket::connect(addr, deadlineIn(30)));
+  COLL_ASSIGN(sock_, Socket::connect(addr, deadlineIn(30), cancel));
   COLL_CHECK(sock_.setNoDelay());
   Status st = createQps(opt_.qps);
   if (!st.ok()) return fail(st);

@@ -103,7 +103,7 @@ class IbConn {
   IbConn& operator=(const IbConn&) = delete;
 
   // Sender: TCP connect, QPs to INIT, its info sent; established later (progressSetup).
-  Status startConnect(const SockAddr& addr);
+  Status startConnect(const SockAddr& addr, const std::atomic<bool>* cancel);
   // Receiver: established later from this listener.
   void startAccept(std::shared_ptr<Socket> listener) {
     listener_ = std::move(listener);

@@ -130,7 +130,8 @@ class IbBackend : public NetBackend {
     return okStatus();
   }
   Result<std::unique_ptr<NetListenComm>> listen(int dev, NetHandle* handle) override;
-  Result<std::unique_ptr<NetSendComm>> connect(int dev, const NetHandle& handle) override;
+  Result<std::unique_ptr<NetSendComm>> connect(int dev, const NetHandle& handle,
+                                               const std::atomic<bool>* cancel) override;
   Result<std::unique_ptr<NetRecvComm>> accept(NetListenComm* listen) override;
   Status regMr(NetSendComm* c, void* data, size_t size) override {
     return static_cast<IbSend*>(c)->conn->regMr(data, size);
@@ -173,7 +174,8 @@ Result<std::unique_ptr<NetListenComm>> IbBackend::listen(int dev, NetHandle* han
   return std::unique_ptr<NetListenComm>(std::move(l));
 }
 
-Result<std::unique_ptr<NetSendComm>> IbBackend::connect(int dev, const NetHandle& handle) {
+Result<std::unique_ptr<NetSendComm>> IbBackend::connect(int dev, const NetHandle& handle,
+                                                        const std::atomic<bool>* cancel) {
   IbHandle h;
   std::memcpy(&h, handle.bytes, sizeof(h));
   if (h.magic != kHandleMagic) return internalError("corrupt ib handle (the peer uses another net backend?)");
@@ -182,7 +184,7 @@ Result<std::unique_ptr<NetSendComm>> IbBackend::connect(int dev, const NetHandle
   if (dev < 0 || dev >= devices()) return invalidArgument("ib device " + std::to_string(dev));
   auto c = std::make_unique<IbSend>();
   c->conn = std::make_unique<IbConn>(s_.get(), device(dev), true);
-  COLL_CHECK(c->conn->startConnect(h.addr));
+  COLL_CHECK(c->conn->startConnect(h.addr, cancel));
   return std::unique_ptr<NetSendComm>(std::move(c));
 }
 

@@ -425,7 +425,8 @@ class PluginBackend : public NetBackend {
     std::memcpy(handle->bytes, buf, kNetHandleBytes);
     return std::unique_ptr<NetListenComm>(std::move(l));
   }
-  Result<std::unique_ptr<NetSendComm>> connect(int dev, const NetHandle& handle) override {
+  // Never waits (the plugin's connect is non-blocking): nothing to cancel.
+  Result<std::unique_ptr<NetSendComm>> connect(int dev, const NetHandle& handle, const std::atomic<bool>*) override {
     auto s = std::make_unique<PluginSend>(lib_.get(), dev, handle);
     COLL_CHECK(s->conn.establish());
     return std::unique_ptr<NetSendComm>(std::move(s));

@@ -498,7 +498,7 @@ class SocketBackend : public NetBackend {
     return std::unique_ptr<NetListenComm>(std::move(l));
   }
 
-  Result<std::unique_ptr<NetSendComm>> connect(int, const NetHandle& handle) override {
+  Result<std::unique_ptr<NetSendComm>> connect(int, const NetHandle& handle, const std::atomic<bool>* cancel) override {
     SockHandle h;
     std::memcpy(&h, handle.bytes, sizeof(h));
     if (h.magic != kSockMagic || h.nsocks == 0 || h.nsocks > 256) return internalError("corrupt socket handle");
@@ -506,7 +506,7 @@ class SocketBackend : public NetBackend {
     uint64_t connId = std::random_device{}();
     std::vector<Socket> socks;
     for (uint32_t i = 0; i < h.nsocks; ++i) {
-      COLL_ASSIGN(Socket sock, Socket::connect(h.addr, deadlineIn(30)));
+      COLL_ASSIGN(Socket sock, Socket::connect(h.addr, deadlineIn(30), cancel));
       SockHello hello{kSockMagic, i, connId};
       COLL_CHECK(sock.sendAll(&hello, sizeof(hello), deadlineIn(30)));
       COLL_CHECK(sock.setNonBlocking(true));
