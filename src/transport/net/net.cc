@@ -322,7 +322,23 @@ namespace {
 
 bool canConnect(const PeerInfo&, const PeerInfo&, const TransportOptions&) { return true; }
 
+// Device connectors over the network stage through pinned host memory (the kernel fills
+// and drains a host FIFO the proxy moves): GPUDirect RDMA (the NIC reading GPU memory) is
+// not implemented. Said once per process, at INFO, where a user would look for it.
+void noteStaging(const Link& l) {
+  static std::once_flag once;
+  if (!l.options.device || l.options.emulated) return;
+  std::call_once(once, [] {
+    Result<NetBackend*> b = netBackend();
+    COLL_INFO(NET,
+              "GPUDirect RDMA off for net backend %s: device buffers cross the network through pinned host "
+              "memory (not implemented: dma-buf registration of GPU memory)",
+              b.ok() ? b.value()->name() : "?");
+  });
+}
+
 Result<std::unique_ptr<PendingRecv>> setupRecv(const Link& l, size_t slotBytes) {
+  noteStaging(l);
   return netSetupRecv(l.peerRank, slotBytes, l.channel, l.self.busId);
 }
 
