@@ -22,6 +22,7 @@
 
 #include "base/log.h"
 #include "transport/net/ib/ib_net.h"
+#include "verbs_emu_env.h"
 
 using namespace coll;
 
@@ -29,39 +30,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The emulation as the verbs library, on a fabric of this case's own, unlinked after.
-class EmuEnv {
- public:
-  explicit EmuEnv(const char* link = "ib") {
-    static int counter = 0;
-    name_ = "/coll_ib_net_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++);
-    setenv("COLL_VERBS_EMU_FABRIC", name_.c_str(), 1);
-    setenv("COLL_VERBS_EMU_DEVICES", "emu0,emu1", 1);
-    setenv("COLL_VERBS_EMU_LINK", link, 1);
-    setenv("COLL_IB_VERBS_LIB", COLL_VERBS_EMU_PATH, 1);
-    setenv("COLL_SOCKET_IFNAME", "lo", 1);
-  }
-  ~EmuEnv() {
-    shm_unlink(name_.c_str());
-    for (const char* v : {"COLL_VERBS_EMU_FABRIC", "COLL_VERBS_EMU_DEVICES", "COLL_VERBS_EMU_LINK", "COLL_IB_VERBS_LIB",
-                          "COLL_SOCKET_IFNAME", "COLL_IB_QPS_PER_CONNECTION", "COLL_IB_HCA", "COLL_IB_TIMEOUT"})
-      unsetenv(v);
-  }
-  EmuEnv(const EmuEnv&) = delete;
-  EmuEnv& operator=(const EmuEnv&) = delete;
-
- private:
-  std::string name_;
-};
-
-template <typename T>
-T must(Result<T> r) {
-  if (!r.ok()) throw std::runtime_error(r.status().message());
-  return r.take();
-}
-void must(const Status& s) {
-  if (!s.ok()) throw std::runtime_error(s.message());
-}
+using test::EmuEnv;
+using test::must;
 
 Status waitAll(NetBackend* b, std::vector<NetRequest*> rs, std::vector<size_t>* sizes);
 

@@ -22,6 +22,7 @@
 #include <dlfcn.h>
 
 #include "transport/net/ib/verbs.h"
+#include "verbs_emu_env.h"
 
 using namespace coll;
 using namespace coll::ib;
@@ -33,39 +34,9 @@ constexpr auto kDeadline = std::chrono::seconds(10);
 constexpr int kLocal = IBV_ACCESS_LOCAL_WRITE;
 constexpr int kRemote = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 
-// The emulation as the verbs library, on a fabric of this case's own, unlinked after.
-class EmuEnv {
- public:
-  explicit EmuEnv(const char* link = "ib") {
-    static int counter = 0;
-    name_ = "/coll_verbs_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++);
-    setenv("COLL_VERBS_EMU_FABRIC", name_.c_str(), 1);
-    setenv("COLL_VERBS_EMU_DEVICES", "emu0,emu1", 1);
-    setenv("COLL_VERBS_EMU_LINK", link, 1);
-    setenv("COLL_IB_VERBS_LIB", COLL_VERBS_EMU_PATH, 1);
-  }
-  ~EmuEnv() {
-    shm_unlink(name_.c_str());
-    for (const char* v :
-         {"COLL_VERBS_EMU_FABRIC", "COLL_VERBS_EMU_DEVICES", "COLL_VERBS_EMU_LINK", "COLL_IB_VERBS_LIB"})
-      unsetenv(v);
-  }
-  EmuEnv(const EmuEnv&) = delete;
-  EmuEnv& operator=(const EmuEnv&) = delete;
+using test::EmuEnv;
+using test::must;
 
- private:
-  std::string name_;
-};
-
-// Failures throw (Catch2 reports them in the test process; a forked child sends the text).
-template <typename T>
-T must(Result<T> r) {
-  if (!r.ok()) throw std::runtime_error(r.status().message());
-  return r.take();
-}
-void must(const Status& s) {
-  if (!s.ok()) throw std::runtime_error(s.message());
-}
 void expect(bool cond, const std::string& what) {
   if (!cond) throw std::runtime_error(what);
 }

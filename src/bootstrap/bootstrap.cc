@@ -66,19 +66,28 @@ Status Bootstrap::listen(int family, SockAddr* addr) {
   return okStatus();
 }
 
+namespace {
+
+JoinMsg joinMsg(RootMsg kind, const UniqueIdData& id, int rank, int nranks, const PeerInfo& self) {
+  JoinMsg j{};
+  j.magic = kWireMagic;
+  j.kind = kind;
+  j.secret = id.secret;
+  j.rank = rank;
+  j.nranks = nranks;
+  j.info = self;
+  return j;
+}
+
+}  // namespace
+
 // A rank that cannot join tells the root why (best effort, briefly), so the others fail
 // their init at once instead of waiting out the join timeout.
 void Bootstrap::tellRootFailed(const UniqueIdData& id, int rank, int nranks, const PeerInfo& self,
                                const std::string& why) {
   auto conn = Socket::connect(id.root, deadlineIn(5), nullptr);
   if (!conn.ok()) return;
-  JoinMsg j{};
-  j.magic = kWireMagic;
-  j.kind = RootMsg::kRankFailed;
-  j.secret = id.secret;
-  j.rank = rank;
-  j.nranks = nranks;
-  j.info = self;
+  JoinMsg j = joinMsg(RootMsg::kRankFailed, id, rank, nranks, self);
   std::snprintf(j.text, sizeof(j.text), "%s", why.c_str());
   (void)conn.value().sendAll(&j, sizeof(j), deadlineIn(5));
 }
@@ -109,13 +118,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdData& id, int
     return Status(conn.status().code(), "rank " + std::to_string(rank) + ": cannot reach the bootstrap root at " +
                                             id.root.str() + ": " + conn.status().message());
   b->root_ = conn.take();
-  JoinMsg j{};
-  j.magic = kWireMagic;
-  j.kind = RootMsg::kJoin;
-  j.secret = id.secret;
-  j.rank = rank;
-  j.nranks = nranks;
-  j.info = self;
+  const JoinMsg j = joinMsg(RootMsg::kJoin, id, rank, nranks, self);
   COLL_CHECK(b->root_.sendAll(&j, sizeof(j), deadline, &b->abort_->flag));
   RootReply reply{};
   Status st = b->root_.recvAll(&reply, sizeof(reply), deadline, &b->abort_->flag);
