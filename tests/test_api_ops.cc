@@ -12,6 +12,7 @@
 
 #include "collectives/collectives.h"
 #include "harness.h"
+#include "transport/net/net.h"
 
 using testing::ScopedEnv;
 
@@ -43,9 +44,18 @@ TEST_CASE("collConfig_t: size, magic and version are checked and named", "[api][
   REQUIRE(collCommInitRankConfig(&c, 1, id, 0, &cfg) == collInvalidArgument);
   REQUIRE(contains(collGetLastError(nullptr), "minCTAs 0"));
   cfg = COLL_CONFIG_INITIALIZER;
-  cfg.netName = "IB";
+  cfg.netName = "NoSuchNet";
   REQUIRE(collCommInitRankConfig(&c, 1, id, 0, &cfg) == collInvalidArgument);
   REQUIRE(contains(collGetLastError(nullptr), "netName"));
+  // IB where this machine cannot use it (no RDMA device here): refused by name, saying why.
+  cfg = COLL_CONFIG_INITIALIZER;
+  cfg.netName = "IB";
+  if (coll::checkNetName("IB").ok()) {
+    SUCCEED("this machine can use IB");
+  } else {
+    REQUIRE(collCommInitRankConfig(&c, 1, id, 0, &cfg) == collInvalidArgument);
+    REQUIRE(contains(collGetLastError(nullptr), "config->netName: IB"));
+  }
   // An older, smaller layout (NCCL 2.14's fields end at commName) is accepted.
   cfg = COLL_CONFIG_INITIALIZER;
   cfg.size = offsetof(collConfig_t, collnetEnable);

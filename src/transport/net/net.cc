@@ -65,7 +65,8 @@ Status checkNetName(const std::string& name) {
   // IB is available when the verbs library loads and lists a usable port; asked for by
   // name, its error says why not.
   Result<NetBackend*> ib = ibBackend();
-  if (strcasecmp(name.c_str(), "IB") == 0) return ib.ok() ? okStatus() : ib.takeStatus();
+  if (strcasecmp(name.c_str(), "IB") == 0)
+    return ib.ok() ? okStatus() : invalidArgument("IB is not usable here: " + ib.status().message());
   std::string available = plugin ? std::string("Socket, ") + plugin->name() : "Socket";
   if (ib.ok()) available += ", IB";
   return invalidArgument("\"" + name + "\": no such net backend (available: " + available + ")");
