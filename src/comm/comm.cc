@@ -469,9 +469,8 @@ Status commJoin(collComm* comm, const UniqueIdData& id) {
     // Where this failure echoes another rank's (a refused connection), the root names that
     // rank; otherwise the others, which may wait for this rank's connections, must fail
     // now, naming it.
-    const bool raisedBefore = comm->abort->raised();
     Status cause = rootCause(*comm->abort, st);
-    if (!raisedBefore && !comm->abort->raised() && !comm->abort->peerGone.load())
+    if (!comm->abort->raised() && !comm->abort->peerGone.load())
       comm->bootstrap->announceFailure(st.message().substr(0, st.message().find('\n')));
     comm->bootstrap->leave();
     return cause;

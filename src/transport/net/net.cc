@@ -25,17 +25,22 @@ Result<NetBackend*> ibBackend() {
 #if COLL_HAVE_IB
   static std::mutex mu;
   static std::unique_ptr<NetBackend> ib;
-  if (param(IntParam::IB_DISABLE) != 0) return invalidArgument("IB: disabled by COLL_IB_DISABLE/NCCL_IB_DISABLE=1");
+  if (param(IntParam::IB_DISABLE) != 0) return invalidArgument("disabled by COLL_IB_DISABLE/NCCL_IB_DISABLE=1");
   std::lock_guard<std::mutex> lock(mu);
   if (!ib) {
     Result<std::unique_ptr<NetBackend>> made = makeIbBackend();
-    if (!made.ok()) return made.takeStatus().prefix("IB: ");
+    if (!made.ok()) return made.takeStatus();
     ib = made.take();
   }
   return ib.get();
 #else
-  return Status(Code::kSystem, "IB: this build has no ib backend (infiniband/verbs.h was not found at build time)");
+  return Status(Code::kSystem, "this build has no ib backend (infiniband/verbs.h was not found at build time)");
 #endif
+}
+
+// This rank's device of `b` for `channel`, given its GPU's bus id ("" for host ranks).
+int localDevice(NetBackend* b, const std::string& gpuBusId, int channel) {
+  return netDeviceFor(b, pciSysPath(gpuBusId), channel);
 }
 
 }  // namespace
@@ -300,7 +305,7 @@ Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes, in
   // Channels spread over the backend's devices (rails) nearest this rank's GPU
   // (net_device.h). The sender connects to the address in the handle from its own.
   const int devs = b->devices();
-  const int dev = netDeviceFor(b, pciSysPath(gpuBusId), channel);
+  const int dev = localDevice(b, gpuBusId, channel);
   if (devs > 1) {
     NetProperties props;
     if (b->properties(dev, &props).ok())
@@ -315,7 +320,7 @@ Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, std::span<const 
                                                       const std::string& gpuBusId, const std::atomic<bool>* cancel) {
   COLL_ASSIGN(const NetConnectInfo info, handleAs<NetConnectInfo>(handle, "net"));
   COLL_ASSIGN(NetBackend * b, netBackend());
-  COLL_ASSIGN(auto comm, b->connect(netDeviceFor(b, pciSysPath(gpuBusId), channel), info.handle, cancel));
+  COLL_ASSIGN(auto comm, b->connect(localDevice(b, gpuBusId, channel), info.handle, cancel));
   return NetSend::create(peer, b, std::move(comm), info.slotBytes);
 }
 
@@ -358,8 +363,7 @@ bool duplexEnabled() {
 Result<DuplexConnectors> connectDuplex(const Link& l, std::span<const std::byte> handle) {
   COLL_ASSIGN(const NetConnectInfo info, handleAs<NetConnectInfo>(handle, "net"));
   COLL_ASSIGN(NetBackend * b, netBackend());
-  COLL_ASSIGN(auto comm,
-              b->connect(netDeviceFor(b, pciSysPath(l.self.busId), l.channel), info.handle, l.options.cancel));
+  COLL_ASSIGN(auto comm, b->connect(localDevice(b, l.self.busId, l.channel), info.handle, l.options.cancel));
   COLL_ASSIGN(auto back, b->reverse(comm.get()));
   return makeDuplex(l.peerRank, b, std::move(comm), std::move(back), info.slotBytes);
 }
