@@ -322,6 +322,37 @@ TEST_CASE("a QP forced into error gives errors naming the verbs status", "[ib]")
   REQUIRE_FALSE(p.b->irecv(p.recv.get(), p.rbuf.data(), 1).ok());
 }
 
+TEST_CASE("a lost credit fails both ends naming each other within seconds", "[ib]") {
+  EmuEnv env;
+  auto b = must(makeIbBackend());
+  Pair p(b.get(), 1 << 16);
+  exchange(p, {64});
+  void* lib = dlopen(COLL_VERBS_EMU_PATH, RTLD_NOW | RTLD_NOLOAD);
+  REQUIRE(lib);
+  auto drop = reinterpret_cast<int (*)(ibv_qp*, int)>(dlsym(lib, "collVerbsEmuDropWrites"));
+  REQUIRE(drop);
+  REQUIRE(drop(ibCommQp(p.recv.get(), 0), 1) == 0);  // the next credit completes but never lands
+  dlclose(lib);
+  // Requests 0 and 1 were the set-up message and the exchange: the credit of #2 is lost.
+  NetRequest* r = post([&] { return p.b->irecv(p.recv.get(), p.rbuf.data(), 64); });
+  NetRequest* s = post([&] { return p.b->isend(p.send.get(), p.sbuf.data(), 64); });
+  const auto start = Clock::now();
+  Status rs, ss;
+  size_t size = 0;
+  bool done = false;
+  while ((rs.ok() || ss.ok()) && !done && Clock::now() - start < std::chrono::seconds(10)) {
+    if (rs.ok()) rs = p.b->test(r, &done, &size);
+    if (ss.ok() && !done) ss = p.b->test(s, &done, &size);
+  }
+  REQUIRE_FALSE(done);
+  CAPTURE(ss.message(), rs.message());
+  REQUIRE(Clock::now() - start < std::chrono::seconds(5));
+  REQUIRE(ss.message().find("credit #2 never arrived") != std::string::npos);
+  REQUIRE(ss.message().find("ib send to 127.0.0.1:") != std::string::npos);
+  REQUIRE(rs.message().find("never received credit #2") != std::string::npos);
+  REQUIRE(rs.message().find("ib receive from 127.0.0.1:") != std::string::npos);
+}
+
 TEST_CASE("a peer that went away is an error, not a hang", "[ib]") {
   EmuEnv env;
   auto b = must(makeIbBackend());

@@ -63,6 +63,8 @@ struct EmuQp {
   // Executed unsignaled WRs whose send-queue slots hardware frees only when a later
   // signaled WR completes; they count against max_send_wr until then.
   uint32_t unsignaledHeld = 0;
+  // Test hook: plain RDMA WRITEs still to complete successfully without placing their data.
+  int dropWrites = 0;
   std::deque<PendingSend> sq;
 };
 

@@ -242,7 +242,9 @@ void progressQp(Fabric* f, EmuQp* qp) {
       continue;
     }
     if (q.state != IBV_QPS_RTS) return;
-    Exec e = execute(f, q, w);
+    const bool drop = qp->dropWrites > 0 && w.opcode == IBV_WR_RDMA_WRITE;
+    if (drop) qp->dropWrites--;
+    Exec e = drop ? Exec{Outcome::kDone} : execute(f, q, w);
     if (e.outcome == Outcome::kLater) return;
     if (e.outcome == Outcome::kFailed) {
       completeSend(f, q, w, e.status);

@@ -223,4 +223,11 @@ int collVerbsEmuForceError(ibv_qp* ibqp) {
   return ibv_modify_qp(ibqp, &a, IBV_QP_STATE);
 }
 
+int collVerbsEmuDropWrites(ibv_qp* ibqp, int n) {
+  EmuQp* qp = emuQp(ibqp);
+  FabricLock lock(emuCtx(ibqp->context)->fabric);
+  qp->dropWrites = n;
+  return 0;
+}
+
 }  // extern "C"

@@ -7,7 +7,9 @@
 //   COLL_VERBS_EMU_DEVICES  device names, comma list of at most 2 (default "emu0")
 //   COLL_VERBS_EMU_LINK     "ib" (default: LIDs) or "eth" (RoCE: GIDs, GRH required)
 //   COLL_VERBS_EMU_FABRIC   shm name of the fabric (default "/coll_verbs_emu_<uid>")
-// Test hook: collVerbsEmuForceError(qp) moves a QP to ERR as a fatal error would.
+// Test hooks: collVerbsEmuForceError(qp) moves a QP to ERR as a fatal error would;
+// collVerbsEmuDropWrites(qp, n) makes the QP's next n plain RDMA WRITEs complete
+// successfully without placing their data (a lost message no RC hardware would report).
 //
 // Not modelled: completion channels and asynchronous events, SRQs, UD/UC QPs, RDMA READ and
 // atomics, memory windows, dma-buf MRs (ibv_reg_dmabuf_mr is absent, as in old libraries),

@@ -55,6 +55,17 @@ struct alignas(32) CtsEntry {  // one entry never straddles a cache line
   uint64_t pad;
 };
 
+// After set-up the side channel carries only these. A receiver waiting for data sends
+// kCredits now and then: how many of its credits have landed (their RDMA WRITEs
+// completed), so a sender that never saw one of them knows it was lost rather than late;
+// that sender then answers kLost (seq: the credit), so both ends fail naming each other.
+struct Beacon {
+  enum Kind : uint32_t { kCredits = 1, kLost = 2 };
+  uint32_t magic;
+  Kind kind;
+  uint64_t seq;
+};
+
 // What each side sends the other over the TCP side channel.
 struct PeerInfo {
   uint32_t magic;
@@ -139,6 +150,10 @@ class IbConn {
   Status postWrites(IbRequest* r, const CtsEntry& cts);
   Status postCts(IbRequest* r);
   Status checkPeerAlive();
+  Status readBeacons();
+  Status onBeacon(const Beacon& b);
+  void sendBeacon(Beacon::Kind kind, uint64_t seq);
+  bool waitingForData() const;
   std::string who() const;
 
   IbShared* s_;
@@ -155,6 +170,11 @@ class IbConn {
   uint32_t psn_[kMaxQpsPerConn] = {};
   IbOptions opt_;
   int64_t lastAliveCheckNs_ = 0;
+  int64_t lastBeaconNs_ = 0;
+  Beacon beaconIn_{};
+  size_t beaconGot_ = 0;
+  uint64_t ctsLanded_ = 0;             // receiver: credits whose writes completed
+  uint64_t suspect_ = UINT64_MAX;      // sender: a credit reported landed but not in the FIFO
   uint64_t messages_ = 0, bytes_ = 0;  // completed requests
   // Destroyed bottom-up: QPs before the MRs and the CQ they use.
   Cq cq_;

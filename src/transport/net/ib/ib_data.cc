@@ -16,7 +16,9 @@ namespace coll::ib {
 
 namespace {
 
-constexpr int64_t kAliveCheckNs = 100000000;  // side-channel check while waiting
+constexpr int64_t kAliveCheckNs = 100000000;   // side-channel check while waiting
+constexpr int64_t kBeaconNs = 1000000000;      // a waiting receiver's credit report
+constexpr uint32_t kBeaconMagic = 0x49424233;  // "IBB3"
 
 int64_t monoNs() {
   timespec ts{};
@@ -152,7 +154,10 @@ Status IbConn::onCompletion(const ibv_wc& wc) {
                        v_.wcStatusStr(wc.status) + "\" (status " + std::to_string(wc.status) + ", vendor error " +
                        std::to_string(wc.vendor_err) + ")");
   }
-  if (wc.wr_id & kCtsTag) return okStatus();  // the credit landed
+  if (wc.wr_id & kCtsTag) {  // the credit landed (one QP: in order)
+    ++ctsLanded_;
+    return okStatus();
+  }
   if (wc.wr_id & kRecvTag) {
     const int q = static_cast<int>(wc.wr_id & 0xff);
     IbRequest* r = &reqs_[immSeq_[q] % kDepth];
@@ -203,17 +208,73 @@ Status IbConn::progress() {
 
 // The side channel stays open for the comm's life: the peer's kernel closes it when the
 // process dies, which a QP learns only when it next sends (retry exceeded) or never (a
-// receiver whose credits were all delivered).
+// receiver whose credits were all delivered). It also carries the beacons (Beacon).
 Status IbConn::checkPeerAlive() {
   const int64_t now = monoNs();
   if (now - lastAliveCheckNs_ < kAliveCheckNs) return okStatus();
   lastAliveCheckNs_ = now;
-  char c;
-  ssize_t n = ::recv(sock_.fd(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n == 0) return remoteError("the peer closed its connection (process exited?)");
-  if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-    return systemError("the peer's side channel", errno);
+  COLL_CHECK(readBeacons());
+  if (!sender_ && waitingForData() && now - lastBeaconNs_ >= kBeaconNs) {
+    lastBeaconNs_ = now;
+    sendBeacon(Beacon::kCredits, ctsLanded_);
+  }
   return okStatus();
+}
+
+bool IbConn::waitingForData() const {
+  for (const IbRequest& r : reqs_)
+    if (r.inUse && !r.done) return true;
+  return false;
+}
+
+// Best effort: a beacon that does not fit the socket buffer now is sent next time.
+void IbConn::sendBeacon(Beacon::Kind kind, uint64_t seq) {
+  const Beacon b{kBeaconMagic, kind, seq};
+  ssize_t n = ::send(sock_.fd(), &b, sizeof(b), MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (n > 0 && n != static_cast<ssize_t>(sizeof(b)))  // a torn beacon would desynchronize the stream
+    static_cast<void>(fail(internalError("side channel: a beacon was cut short")));
+}
+
+Status IbConn::readBeacons() {
+  for (;;) {
+    char* into = reinterpret_cast<char*>(&beaconIn_) + beaconGot_;
+    ssize_t n = ::recv(sock_.fd(), into, sizeof(Beacon) - beaconGot_, MSG_DONTWAIT);
+    if (n == 0) return remoteError("the peer closed its connection (process exited?)");
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return okStatus();
+      return systemError("the peer's side channel", errno);
+    }
+    beaconGot_ += static_cast<size_t>(n);
+    if (beaconGot_ < sizeof(Beacon)) continue;
+    beaconGot_ = 0;
+    COLL_CHECK(onBeacon(beaconIn_));
+  }
+}
+
+// A credit the receiver saw land twice in a row (a second beacon, a second later) that is
+// still not in the FIFO was lost: RC delivers in order or fails loudly, so this is memory
+// corruption or a broken NIC, not slowness.
+Status IbConn::onBeacon(const Beacon& b) {
+  if (b.magic != kBeaconMagic || (b.kind != Beacon::kCredits && b.kind != Beacon::kLost))
+    return remoteError("the peer sent garbage on the side channel");
+  if (b.kind == Beacon::kLost)
+    return remoteError("the peer never received credit #" + std::to_string(b.seq) +
+                       " that this side wrote: a lost credit");
+  if (!sender_) return remoteError("a credit report sent to the receiving side");
+  const CtsEntry& slot = cts_[writeSeq_ % kDepth];
+  const bool missing = b.seq > writeSeq_ &&
+                       std::atomic_ref<const uint64_t>(slot.seq).load(std::memory_order_acquire) != writeSeq_ + 1;
+  if (!missing) {
+    suspect_ = UINT64_MAX;
+    return okStatus();
+  }
+  if (suspect_ != writeSeq_) {
+    suspect_ = writeSeq_;
+    return okStatus();
+  }
+  sendBeacon(Beacon::kLost, writeSeq_);
+  return remoteError("credit #" + std::to_string(writeSeq_) + " never arrived although the peer's write of it " +
+                     "completed: a lost credit");
 }
 
 Status IbConn::test(IbRequest* r, bool* done, size_t* size) {
