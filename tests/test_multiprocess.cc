@@ -20,6 +20,7 @@
 #include "proc_harness.h"
 
 using testing::ProcOptions;
+using testing::ProcResult;
 using testing::runProcs;
 
 namespace {
@@ -366,6 +367,96 @@ TEST_CASE("a rank that fails after joining fails every rank's init, naming it", 
                    {"COLL_VERBS_EMU_FABRIC", fabric},
                    {"COLL_SOCKET_IFNAME", "lo"}},
                   {{"COLL_IB_HCA", "=nosuch"}});
+}
+#endif
+
+#ifdef COLL_VERBS_EMU_PATH
+namespace {
+
+// Two processes over the network (shm off) on the verbs emulation, rank 1 given
+// `rank1Env` and each rank's config->netName from `netName` (nullptr: unset); an allreduce
+// where init succeeds. Each report is the rank's init result, its NET log and last error.
+std::vector<ProcResult> netChoice(const std::map<std::string, std::string>& rank1Env,
+                                  std::function<const char*(int)> netName) {
+  const std::string fabric = "/coll_mp_netchoice_" + std::to_string(getpid());
+  ProcOptions o;
+  o.timeoutS = 40;
+  o.env = {{"COLL_SHM_DISABLE", "1"},
+           {"COLL_IB_VERBS_LIB", COLL_VERBS_EMU_PATH},
+           {"COLL_VERBS_EMU_FABRIC", fabric},
+           {"COLL_SOCKET_IFNAME", "lo"},
+           {"COLL_DEBUG", "INFO"},
+           {"COLL_DEBUG_SUBSYS", "NET"},
+           {"COLL_DEBUG_FILE", "/tmp/coll-netchoice-%p.log"}};
+  o.perRankEnv = [&](int rank) {
+    if (rank == 1)
+      for (const auto& [k, v] : rank1Env) setenv(k.c_str(), v.c_str(), 1);
+  };
+  auto res = runProcs(
+      2,
+      [&](int rank, std::string& report) {
+    collComm_t comm = nullptr;
+    collUniqueId id;
+    PCHECK(collGetUniqueId(&id));
+    collConfig_t cfg = COLL_CONFIG_INITIALIZER;
+    cfg.netName = netName(rank);
+    const collResult_t r = collCommInitRankConfig(&comm, 2, id, rank, &cfg);
+    report += "init " + std::to_string(r) + "; " + collGetLastError(nullptr) + "\n";
+    int code = 0;
+    if (r == collSuccess) {
+      std::vector<float> buf(100000, 1.0f + rank);
+      PCHECK(collAllReduce(buf.data(), buf.data(), buf.size(), collFloat, collSum, comm, nullptr));
+      code = buf[99999] == 3.0f ? 0 : 5;
+      PCHECK(collCommDestroy(comm));
+    }
+    const std::string path = "/tmp/coll-netchoice-" + std::to_string(getpid()) + ".log";
+    std::ifstream f(path);
+    report += std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::remove(path.c_str());
+    return code;
+      },
+      o);
+  shm_unlink(fabric.c_str());
+  return res;
+}
+
+bool has(const ProcResult& r, const char* text) { return r.output.find(text) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("the communicator's net backend: IB where every rank can use it, else Socket, unless config->netName says",
+          "[multiprocess][net]") {
+  auto none = [](int) -> const char* { return nullptr; };
+  auto res = netChoice({}, none);  // nothing set: every rank probes IB (the emulation)
+  INFO(describe(res));
+  for (auto& r : res) {
+    REQUIRE(r.exitCode == 0);
+    REQUIRE(has(r, "net backend IB (probed)"));
+    REQUIRE(has(r, "first data delivered"));  // the ib backend carried the allreduce
+  }
+  res = netChoice({{"COLL_IB_DISABLE", "1"}}, none);  // rank 1 cannot: both use Socket
+  INFO(describe(res));
+  REQUIRE(has(res[0], "rank 0 found net backend IB, rank 1 Socket: every rank uses Socket"));
+  for (auto& r : res) {
+    REQUIRE(r.exitCode == 0);
+    REQUIRE(has(r, "net backend Socket"));
+    REQUIRE_FALSE(has(r, "first data delivered"));
+  }
+  res = netChoice({}, [](int) { return "Socket"; });  // config->netName is the communicator's
+  INFO(describe(res));
+  for (auto& r : res) {
+    REQUIRE(r.exitCode == 0);
+    REQUIRE(has(r, "net backend Socket"));
+    REQUIRE_FALSE(has(r, "first data delivered"));
+  }
+  res = netChoice({}, [](int rank) { return rank == 0 ? "Socket" : "IB"; });  // a choice must match
+  INFO(describe(res));
+  const std::string refused = "init " + std::to_string(collInvalidUsage) + "; ";
+  for (auto& r : res) {
+    REQUIRE(r.exitCode == 0);
+    REQUIRE(has(r, refused.c_str()));
+    REQUIRE(has(r, "ranks disagree on the net backend"));
+  }
 }
 #endif
 

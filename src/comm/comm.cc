@@ -1,5 +1,6 @@
 #include "comm/comm.h"
 
+#include <strings.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #endif
 #include "device/proxy.h"
 #include "topology/probe.h"
+#include "transport/net/net.h"
 #include "transport/transport.h"
 
 namespace coll {
@@ -51,6 +53,8 @@ struct SharedConfig {
   uint64_t algos;            // COLL_ALGO / COLL_PROTO filters (tuner.h)
   uint64_t protos;
   double tunerConsts[5];
+  char netName[32];   // the net backend this rank would use ("": no network); compared apart
+  int32_t netChosen;  // by config->netName or COLL_NET, not by the probe
 };
 constexpr uint64_t kTagMailbox = 5ull << 56;
 
@@ -221,6 +225,13 @@ static Result<SharedConfig> localConfig(collComm* c, bool shmDisable, bool overN
   mine.protos = c->tuner.protos;
   const double consts[5] = {c->tuner.hopUs, c->tuner.netHopUs, c->tuner.llUs, c->tuner.bwGBs, c->tuner.netBwGBs};
   std::memcpy(mine.tunerConsts, consts, sizeof(consts));
+  if (overNet) {
+    bool chosen = !o.netName.empty();
+    const std::string net = chosen ? o.netName : defaultNetName(&chosen);
+    if (net.size() >= sizeof(mine.netName)) return invalidArgument("net backend name \"" + net + "\" is too long");
+    std::memcpy(mine.netName, net.c_str(), net.size() + 1);
+    mine.netChosen = chosen ? 1 : 0;
+  }
   return mine;
 }
 
@@ -258,6 +269,33 @@ static Result<std::vector<SharedConfig>> agreeConfig(collComm* c, const SharedCo
                           other);
   }
   return all;
+}
+
+// The one net backend of c's ranks. Where every rank left it to the probe and they found
+// different ones (IB on some hosts only), all use Socket; a rank's explicit choice
+// (config->netName, COLL_NET) must match the others'.
+static Status agreeNet(collComm* c, const std::vector<SharedConfig>& all) {
+  std::string name = all[0].netName;
+  bool anyChosen = false;
+  int differs = -1;
+  for (int r = 0; r < c->nranks; ++r) {
+    anyChosen = anyChosen || all[r].netChosen;
+    if (differs < 0 && strcasecmp(all[r].netName, name.c_str()) != 0) differs = r;
+  }
+  if (differs >= 0 && anyChosen)
+    return invalidUsage("ranks disagree on the net backend (config->netName, COLL_NET, or what the host has): rank 0 "
+                        "uses " +
+                        name + ", rank " + std::to_string(differs) + " " + all[differs].netName);
+  if (differs >= 0) {
+    if (c->rank == 0)
+      COLL_WARN(NET, "rank 0 found net backend %s, rank %d %s: every rank uses Socket (set COLL_NET to choose)",
+                name.c_str(), differs, all[differs].netName);
+    name = "Socket";
+  }
+  if (name.empty()) return okStatus();
+  COLL_ASSIGN(c->net, netBackendNamed(name));
+  COLL_INFO(NET, "rank %d: net backend %s%s", c->rank, c->net->name(), all[c->rank].netChosen ? "" : " (probed)");
+  return okStatus();
 }
 
 // What the agreed settings make of c: slices, per-op limits, the device set's shape, the
@@ -315,7 +353,7 @@ static void initRing(collComm* c) {
 // the LL connection (comm.h: ll).
 static Status wireRing(collComm* c, const SharedConfig& agreed, int nch) {
   auto& channels = c->hostConns.channels;
-  ConnectJob job(c->bootstrap.get(), c->slotBytes);
+  ConnectJob job(c->bootstrap.get(), c->slotBytes, false, false, c->net);
   for (int ch = 0; ch < nch; ++ch) {
     job.addRecv(c->ringPrev, kTagRing | static_cast<uint64_t>(ch), &channels[ch].recv);
     job.addSend(c->ringNext, kTagRing | static_cast<uint64_t>(ch), &channels[ch].send);
@@ -339,6 +377,7 @@ static void bindDevice(collComm* c) {
   d.rank = c->rank;
   d.nranks = c->nranks;
   d.bootstrap = c->bootstrap.get();
+  d.net = c->net;
   d.abort = c->abort;
   d.opTimeoutS = &c->opTimeoutS;
   d.stallWarnS = c->stallWarnS;
@@ -358,6 +397,7 @@ static Status initConnections(collComm* c) {
   COLL_ASSIGN(SharedConfig mine, localConfig(c, shmDisable, overNet, minCh));
   COLL_ASSIGN(std::vector<SharedConfig> all, agreeConfig(c, mine));
   COLL_CHECK(applyConfig(c, all, overNet, oneHost));
+  COLL_CHECK(agreeNet(c, all));
   initRing(c);
   const int nch = c->nranks > 1 ? mine.nChannels : 1;
   c->minChannels = static_cast<int>(std::min<int64_t>(minCh, nch));

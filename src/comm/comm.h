@@ -89,6 +89,9 @@ struct collComm {
   // started fails with kTimeout and aborts the communicator. 0: no limit. Read by the
   // thread running the operation, written by any.
   std::atomic<double> opTimeoutS{0};
+  // The net backend every rank of the communicator agreed on at init (null: it spans no
+  // network, one host with shared memory).
+  coll::NetBackend* net = nullptr;
 
   // The connectors the host executor runs over; the device set (device/device_exec.h) for
   // operations on device buffers: between ranks that share a GPU or reach each other's

@@ -409,7 +409,7 @@ Status route(Launches& launches, collComm** failedComm) {
 // The connection job of one launch: its missing tree edges and send/recv peers.
 std::unique_ptr<ConnectJob> wiringJob(CommLaunch& l) {
   collComm* c = l.comm;
-  auto job = std::make_unique<ConnectJob>(c->bootstrap.get(), c->slotBytes, l.device, c->dev.emulate);
+  auto job = std::make_unique<ConnectJob>(c->bootstrap.get(), c->slotBytes, l.device, c->dev.emulate, c->net);
   if (l.wiresTrees) wireTrees(job.get(), c, l.device);
   ConnectorSet& conns = c->conns(l.device);
   std::set<int> wantSend, wantRecv;

@@ -14,6 +14,8 @@
 
 namespace coll {
 
+class NetBackend;
+
 struct DeviceComm {
   struct ::collComm* owner = nullptr;  // the communicator (failedComm of errors)
   int rank = 0;
@@ -21,6 +23,7 @@ struct DeviceComm {
   int cudaDev = -1;      // the CUDA device this rank is bound to; -1: a host-memory rank
   bool emulate = false;  // COLL_DEVICE_EMULATE: every operation takes the device path
   Bootstrap* bootstrap = nullptr;
+  NetBackend* net = nullptr;  // the communicator's (collComm::net)
   std::shared_ptr<AbortState> abort;
   const std::atomic<double>* opTimeoutS = nullptr;  // collCommSetTimeout; 0: none
   double stallWarnS = 0;                            // COLL_STALL_WARN_S; 0: no reports

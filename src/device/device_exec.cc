@@ -503,7 +503,7 @@ Status devicePrepare(DeviceComm& d) {
   auto& channels = d.conns->channels;
   channels.resize(static_cast<size_t>(d.channels));
   if (d.nranks > 1) {
-    ConnectJob job(d.bootstrap, d.slotBytes, true, d.emulate);
+    ConnectJob job(d.bootstrap, d.slotBytes, true, d.emulate, d.net);
     for (size_t ch = 0; ch < channels.size(); ++ch) {
       job.addRecv(d.ringPrev, kTagDevice | kTagRing | ch, &channels[ch].recv);
       job.addSend(d.ringNext, kTagDevice | kTagRing | ch, &channels[ch].send);

@@ -26,11 +26,14 @@
 
 namespace coll {
 
+class NetBackend;
+
 // What the connectors are for; the same for both ends of a connection.
 struct TransportOptions {
   bool device = false;                        // connectors for device executors (p2p may serve them)
   bool emulated = false;                      // COLL_DEVICE_EMULATE: host blocks stand in for GPU memory
   const std::atomic<bool>* cancel = nullptr;  // the communicator's abort flag: ends waits to connect
+  NetBackend* net = nullptr;                  // the communicator's net backend; null: the default
 };
 
 // The two ends a row connects, as the bootstrap knows them.
@@ -64,7 +67,7 @@ class PendingRecv {
 // Optional: one connection carrying both directions of an LL pair or a tree edge (net;
 // transport.h says who listens and who connects).
 struct DuplexHooks {
-  bool (*enabled)();  // configured and supported by the backend; the same on every rank
+  bool (*enabled)(const TransportOptions& options);  // configured and supported; the same on every rank
   // Connects to the peer's pending receive and receives over the same connection.
   Result<DuplexConnectors> (*connect)(const Link& link, std::span<const std::byte> handle);
 };

@@ -45,7 +45,7 @@ void ConnectJob::pairDuplex() {
     uint64_t kind = r.tag & ~((1ull << 56) - 1);
     if (kind != kTagLL && kind != kTagTree) continue;
     const DuplexHooks* duplex = transportTable()[r.row]->duplex;
-    if (!duplex || !duplex->enabled()) continue;
+    if (!duplex || !duplex->enabled(options_)) continue;
     for (size_t j = 0; j < sends_.size(); ++j) {
       if (sends_[j].partner >= 0 || sends_[j].peer != r.peer || sends_[j].tag != r.tag) continue;
       r.partner = static_cast<int>(j);

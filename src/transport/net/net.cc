@@ -45,12 +45,22 @@ int localDevice(NetBackend* b, const std::string& gpuBusId, int channel) {
 
 }  // namespace
 
-Result<NetBackend*> netBackend() {
+std::string defaultNetName(bool* chosen) {
+  const char* raw = paramRaw(StringParam::NET);
+  *chosen = raw && *raw;
+  if (*chosen) return raw;
+  if (NetBackend* plugin = netPlugin()) return plugin->name();
+  return ibBackend().ok() ? "IB" : "Socket";
+}
+
+Result<NetBackend*> netBackend() { return netBackendNamed(""); }
+
+Result<NetBackend*> netBackendNamed(const std::string& name) {
   static std::mutex mu;
   static std::unique_ptr<NetBackend> socket;
   NetBackend* plugin = netPlugin();
-  const char* raw = paramRaw(StringParam::NET);
-  const std::string want = raw && *raw ? raw : plugin ? plugin->name() : "Socket";
+  bool chosen = true;
+  const std::string want = name.empty() ? defaultNetName(&chosen) : name;
   if (plugin && strcasecmp(plugin->name(), want.c_str()) == 0) return plugin;
   if (strcasecmp(want.c_str(), "IB") == 0) {
     Result<NetBackend*> ib = ibBackend();
@@ -297,9 +307,15 @@ class NetPendingRecv : public PendingRecv {
 
 }  // namespace
 
-Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes, int channel,
-                                                  const std::string& gpuBusId) {
-  COLL_ASSIGN(NetBackend * b, netBackend());
+// The backend given, else the default.
+Result<NetBackend*> backendOr(NetBackend* given) {
+  if (given) return given;
+  return netBackend();
+}
+
+Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes, int channel, const std::string& gpuBusId,
+                                                  NetBackend* backend) {
+  COLL_ASSIGN(NetBackend * b, backendOr(backend));
   NetConnectInfo info{};
   info.slotBytes = slotBytes;
   // Channels spread over the backend's devices (rails) nearest this rank's GPU
@@ -317,9 +333,10 @@ Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes, in
 }
 
 Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, std::span<const std::byte> handle, int channel,
-                                                      const std::string& gpuBusId, const std::atomic<bool>* cancel) {
+                                                      const std::string& gpuBusId, const std::atomic<bool>* cancel,
+                                                      NetBackend* backend) {
   COLL_ASSIGN(const NetConnectInfo info, handleAs<NetConnectInfo>(handle, "net"));
-  COLL_ASSIGN(NetBackend * b, netBackend());
+  COLL_ASSIGN(NetBackend * b, backendOr(backend));
   COLL_ASSIGN(auto comm, b->connect(localDevice(b, gpuBusId, channel), info.handle, cancel));
   return NetSend::create(peer, b, std::move(comm), info.slotBytes);
 }
@@ -334,8 +351,8 @@ bool canConnect(const PeerInfo&, const PeerInfo&, const TransportOptions&) { ret
 void noteStaging(const Link& l) {
   static std::once_flag once;
   if (!l.options.device || l.options.emulated) return;
-  std::call_once(once, [] {
-    Result<NetBackend*> b = netBackend();
+  std::call_once(once, [&l] {
+    Result<NetBackend*> b = backendOr(l.options.net);
     COLL_INFO(NET,
               "GPUDirect RDMA off for net backend %s: device buffers cross the network through pinned host "
               "memory (not implemented: dma-buf registration of GPU memory)",
@@ -345,24 +362,24 @@ void noteStaging(const Link& l) {
 
 Result<std::unique_ptr<PendingRecv>> setupRecv(const Link& l, size_t slotBytes) {
   noteStaging(l);
-  return netSetupRecv(l.peerRank, slotBytes, l.channel, l.self.busId);
+  return netSetupRecv(l.peerRank, slotBytes, l.channel, l.self.busId, l.options.net);
 }
 
 Result<std::unique_ptr<SendConnector>> connectSend(const Link& l, std::span<const std::byte> handle) {
-  return netConnectSend(l.peerRank, handle, l.channel, l.self.busId, l.options.cancel);
+  return netConnectSend(l.peerRank, handle, l.channel, l.self.busId, l.options.cancel, l.options.net);
 }
 
 // COLL_NET_DUPLEX=1 and a backend that can (every rank agrees on both: checked at init).
-bool duplexEnabled() {
+bool duplexEnabled(const TransportOptions& o) {
   if (param(IntParam::NET_DUPLEX) == 0) return false;
-  Result<NetBackend*> b = netBackend();
+  Result<NetBackend*> b = backendOr(o.net);
   return b.ok() && b.value()->duplex();
 }
 
 // Connects to the peer's listener and receives over the same connection.
 Result<DuplexConnectors> connectDuplex(const Link& l, std::span<const std::byte> handle) {
   COLL_ASSIGN(const NetConnectInfo info, handleAs<NetConnectInfo>(handle, "net"));
-  COLL_ASSIGN(NetBackend * b, netBackend());
+  COLL_ASSIGN(NetBackend * b, backendOr(l.options.net));
   COLL_ASSIGN(auto comm, b->connect(localDevice(b, l.self.busId, l.channel), info.handle, l.options.cancel));
   COLL_ASSIGN(auto back, b->reverse(comm.get()));
   return makeDuplex(l.peerRank, b, std::move(comm), std::move(back), info.slotBytes);

@@ -99,9 +99,13 @@ class NetBackend {
   }
 };
 
-// The backend named by COLL_NET, created on first use. Unset: the plugin of
-// COLL_NET_PLUGIN when one loads (NCCL's preference), else "Socket".
-Result<NetBackend*> netBackend();
+// The backend `name` names (Socket, IB, or the loaded plugin's name; any case), created on
+// first use. "" names the default: COLL_NET where set, else the plugin of COLL_NET_PLUGIN
+// when one loads, else IB where it is usable, else Socket (NCCL's order).
+Result<NetBackend*> netBackendNamed(const std::string& name);
+Result<NetBackend*> netBackend();  // the default
+// The default's name, and whether the user chose it (COLL_NET) rather than the probe.
+std::string defaultNetName(bool* chosen);
 // Whether `name` names a net backend this build has (collConfig_t.netName, COLL_NET).
 Status checkNetName(const std::string& name);
 
@@ -117,10 +121,12 @@ extern const Transport kNetTransport;
 // NetConnectInfo; finish() accepts the sender's connection.
 // `channel` and the rank's GPU (its PCI bus id, "" for host ranks) choose the net device
 // (net_device.h).
+// `backend` null: the default.
 Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes, int channel = 0,
-                                                  const std::string& gpuBusId = "");
+                                                  const std::string& gpuBusId = "", NetBackend* backend = nullptr);
 Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, std::span<const std::byte> handle, int channel = 0,
                                                       const std::string& gpuBusId = "",
-                                                      const std::atomic<bool>* cancel = nullptr);
+                                                      const std::atomic<bool>* cancel = nullptr,
+                                                      NetBackend* backend = nullptr);
 
 }  // namespace coll
