@@ -71,6 +71,11 @@ uint64_t rawInt(int rank, size_t i, uint64_t seed) {
 // Small non-zero float input: sums/avg take 1..8, prod takes +-1, +-2, max/min -8..8.
 double rawFloat(collRedOp_t op, int rank, size_t i, uint64_t seed) {
   uint64_t h = mix(seed * 1000003u + static_cast<uint64_t>(rank) * 7919u + i);
+  if (seed & kOrderSensitiveSeed) {
+    static const double kFactors[] = {1.1, -0.9, 1.3, -0.7};
+    if (op == collProd) return kFactors[h % 4];
+    if (op != collMax && op != collMin) return (static_cast<double>(h % 4001) - 2000) / 37;
+  }
   switch (op) {
     case collProd: {
       static const double kVals[] = {1, 2, -1, -2};

@@ -34,8 +34,13 @@ class ScopedEnv {
 // failed rank ("rank r: ..."), empty when all succeeded. Comms are destroyed afterwards.
 std::vector<std::string> runRanks(int nranks, const std::function<std::string(int, collComm_t)>& body);
 
+// Seeds with this bit give floating-point sums and products inputs whose results round
+// differently in different orders (k/37, factors like 1.1): for tests of the order.
+constexpr uint64_t kOrderSensitiveSeed = 1ull << 40;
+
 // The input element i of `rank` for one test case (seed), encoded in dtype, non-zero,
-// small enough that sums and products stay meaningful in every type.
+// small enough that sums and products stay meaningful in every type (exact in every order
+// for floating-point sums, unless the seed has kOrderSensitiveSeed).
 void fillInput(void* buf, size_t count, collDataType_t t, collRedOp_t op, int rank, uint64_t seed);
 
 // Expected result of reducing element i over ranks, combining contributions in `order`

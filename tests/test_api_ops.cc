@@ -56,6 +56,10 @@ TEST_CASE("collConfig_t: size, magic and version are checked and named", "[api][
     REQUIRE(collCommInitRankConfig(&c, 1, id, 0, &cfg) == collInvalidArgument);
     REQUIRE(contains(collGetLastError(nullptr), "config->netName: IB"));
   }
+  cfg = COLL_CONFIG_INITIALIZER;
+  cfg.deterministic = 2;
+  REQUIRE(collCommInitRankConfig(&c, 1, id, 0, &cfg) == collInvalidArgument);
+  REQUIRE(contains(collGetLastError(nullptr), "config->deterministic 2 is not 0 or 1"));
   // An older, smaller layout (NCCL 2.14's fields end at commName) is accepted.
   cfg = COLL_CONFIG_INITIALIZER;
   cfg.size = offsetof(collConfig_t, collnetEnable);

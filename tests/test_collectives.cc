@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <numeric>
+#include <memory>
 #include <sstream>
 #include <vector>
 
@@ -285,6 +286,74 @@ TEST_CASE("allreduce sweep on the tree over shm and net", "[collectives][tree]")
       sweep(n, false, true);
       sweep(n, true, true);
     }
+  }
+}
+
+namespace {
+
+// Reductions whose bits depend on the order of combination (fp32 with k/37 inputs, fp16
+// averages, bf16, fp64 products), at sizes on both sides of the one-shot limits.
+std::vector<Case> orderSensitiveCases(int n) {
+  std::vector<Case> cases;
+  uint64_t seed = testing::kOrderSensitiveSeed;
+  for (size_t count : {size_t{37}, size_t{3001}}) {
+    const int root = n - 1;
+    cases.push_back({Coll::kAllReduce, collFloat, collSum, count, false, root, seed++});
+    cases.push_back({Coll::kAllReduce, collHalf, collAvg, count, true, root, seed++});
+    cases.push_back({Coll::kAllReduce, collBfloat16, collSum, count, false, root, seed++});
+    cases.push_back({Coll::kAllReduce, collDouble, collProd, count, false, root, seed++});
+    cases.push_back({Coll::kReduceScatter, collFloat, collSum, count / 3, false, root, seed++});
+    cases.push_back({Coll::kReduce, collFloat, collSum, count, true, root, seed++});
+  }
+  // Beyond the one-shot limits, several loops: the path compression takes.
+  cases.push_back({Coll::kAllReduce, collFloat, collSum, 70001, false, 0, seed++});
+  cases.push_back({Coll::kReduceScatter, collFloat, collAvg, 20001, true, 0, seed++});
+  return cases;
+}
+
+// Runs `cases` on n ranks with the given environment added; every rank's first error.
+std::vector<std::string> runWith(int n, const std::vector<std::pair<const char*, const char*>>& env,
+                                 const std::vector<Case>& cases) {
+  std::vector<std::unique_ptr<ScopedEnv>> set;
+  for (auto [k, v] : env) set.push_back(std::make_unique<ScopedEnv>(k, v));
+  return runCases(n, cases);
+}
+
+}  // namespace
+
+// Every result is checked against the ring's order (runCase's reference), so equal
+// across settings bit for bit: the tree and compression would change the order or round
+// partial sums, the others change the path (one-shot sizes, channels, slices, loops,
+// shared memory or TCP, the device executor).
+TEST_CASE("COLL_DETERMINISTIC=1: the same bits under every algorithm, protocol, channel, slice and transport setting",
+          "[collectives][deterministic]") {
+  ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  const std::vector<std::vector<std::pair<const char*, const char*>>> settings = {
+      {},
+      {{"COLL_ALGO", "allreduce:tree"}},
+      {{"COLL_PROTO", "LL"}, {"COLL_ONESHOT_BYTES", "1048576"}},
+      {{"COLL_MAX_NCHANNELS", "1"}},
+      {{"COLL_MIN_NCHANNELS", "4"}, {"COLL_CHUNK_MIN_BYTES", "1024"}, {"COLL_BUFFSIZE", "4096"}},
+      {{"COLL_SHM_DISABLE", "1"}, {"COLL_ALGO", "Tree"}, {"COLL_NET_ONESHOT_BYTES", "65536"}},
+      {{"COLL_DEVICE_EMULATE", "1"}, {"COLL_ALGO", "allreduce:tree"}},
+      {{"COLL_COMPRESS", "fp16"}, {"COLL_SHM_DISABLE", "1"}},
+  };
+  for (int n = 1; n <= 8; ++n) {
+    const auto cases = orderSensitiveCases(n);
+    for (size_t i = 0; i < settings.size(); ++i) {
+      ScopedEnv det("COLL_DETERMINISTIC", "1");
+      auto errors = runWith(n, settings[i], cases);
+      INFO("nranks " << n << ", setting " << i);
+      for (auto& e : errors) FAIL_CHECK(e);
+      REQUIRE(errors.empty());
+    }
+  }
+  // Without it the tree and compression do change the bits: what the mode is for.
+  for (auto env :
+       {std::vector<std::pair<const char*, const char*>>{{"COLL_ALGO", "allreduce:tree"}},
+        std::vector<std::pair<const char*, const char*>>{{"COLL_COMPRESS", "fp16"}, {"COLL_SHM_DISABLE", "1"}}}) {
+    ScopedEnv det("COLL_DETERMINISTIC", "0");
+    REQUIRE_FALSE(runWith(4, env, orderSensitiveCases(4)).empty());
   }
 }
 

@@ -157,9 +157,9 @@ typedef enum {
  *               COLL_MIN_NCHANNELS / COLL_MAX_NCHANNELS. Above 32 they are capped, and a
  *               minimum above the maximum raises the maximum (INFO says so). Every rank
  *               must pass the same values.
- *   netName     the net backend for connections between hosts. An unknown name fails
- *               init naming it. This build has one backend ("Socket"), which COLL_NET
- *               must then name too.
+ *   netName     the net backend for connections between hosts: "Socket", "IB", or the
+ *               loaded net plugin's name; overrides COLL_NET. An unknown or unusable
+ *               name fails init naming it, and every rank must name the same.
  *   commName    a name printed in every log line about this communicator.
  *   splitShare, shrinkShare
  *               accepted; a child communicator never shares its parent's resources
@@ -169,6 +169,14 @@ typedef enum {
  *               collAllReduceCompressed); overrides COLL_COMPRESS. Every rank must pass
  *               the same. This field is this library's: NCCL's ncclConfig_t ends before
  *               it, so through the NCCL API only COLL_COMPRESS sets it.
+ *   deterministic
+ *               1: every reduction (allreduce, reduce, reduce-scatter) gives bitwise
+ *               the same result for the same inputs on the same ranks, whatever the
+ *               message size, channels, protocol, transport or executor: each element
+ *               is combined along the ring in one fixed order, so the tree, the
+ *               one-shot protocol and compression are not used. 0: the tuner's choice.
+ *               Overrides COLL_DETERMINISTIC; every rank must pass the same. This
+ *               library's field, like compress.
  *   cgaClusterSize, trafficClass, collnetEnable, CTAPolicy, nvlsCTAs,
  *   nChannelsPerNetPeer, nvlinkCentricSched
  *               accepted and logged once at INFO (subsystem INIT): nothing here has
@@ -201,6 +209,7 @@ typedef struct collConfig_v22800 {
   int nvlinkCentricSched;
   /* Not in NCCL's ncclConfig_t (whose smaller size leaves it unset): */
   int compress;
+  int deterministic;
 } collConfig_t;
 
 #define COLL_CONFIG_INITIALIZER                                                                         \
@@ -212,7 +221,8 @@ typedef struct collConfig_v22800 {
         COLL_CONFIG_UNDEF_PTR /* commName */, COLL_CONFIG_UNDEF_INT /* collnetEnable */,                \
         COLL_CONFIG_UNDEF_INT /* CTAPolicy */, COLL_CONFIG_UNDEF_INT /* shrinkShare */,                 \
         COLL_CONFIG_UNDEF_INT /* nvlsCTAs */, COLL_CONFIG_UNDEF_INT /* nChannelsPerNetPeer */,          \
-        COLL_CONFIG_UNDEF_INT /* nvlinkCentricSched */, COLL_CONFIG_UNDEF_INT /* compress */            \
+        COLL_CONFIG_UNDEF_INT /* nvlinkCentricSched */, COLL_CONFIG_UNDEF_INT /* compress */,           \
+        COLL_CONFIG_UNDEF_INT /* deterministic */                                                       \
   }
 
 /* What collGroupSimulateEnd() reports: NCCL's ncclSimInfo_t, same layout. */

@@ -89,6 +89,10 @@ Result<CommOptions> optionsFromConfig(const collConfig_t* c, const CommOptions* 
     return invalidArgument("config->compress " + std::to_string(compress) +
                            " is not collCompressNone, collCompressFloat16 or collCompressBfloat16");
   if (compress != undef) o.compress = compress;
+  const int deterministic = COLL_CFG_INT(deterministic);
+  if (deterministic != undef && deterministic != 0 && deterministic != 1)
+    return invalidArgument("config->deterministic " + std::to_string(deterministic) + " is not 0 or 1");
+  if (deterministic != undef) o.deterministic = deterministic;
   // Children never share a parent's connections here, which NCCL allows for any config.
   const struct {
     const char* name;

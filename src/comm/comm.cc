@@ -50,6 +50,7 @@ struct SharedConfig {
   int32_t deviceChannels;
   int32_t deviceLaneBudget;  // not compared: the smallest over all ranks applies
   int32_t compress;          // collCompress_t
+  int32_t deterministic;     // config->deterministic, else COLL_DETERMINISTIC
   uint64_t algos;            // COLL_ALGO / COLL_PROTO filters (tuner.h)
   uint64_t protos;
   double tunerConsts[5];
@@ -220,6 +221,7 @@ static Result<SharedConfig> localConfig(collComm* c, bool shmDisable, bool overN
   mine.deviceChannels = static_cast<int32_t>(std::clamp<int64_t>(param(IntParam::DEVICE_NCHANNELS), 0, 32));
   mine.deviceLaneBudget = deviceLaneBudget(c->bootstrap->peers(), c->rank, c->dev.cudaDev, mine.deviceEmulate != 0);
   COLL_ASSIGN(mine.compress, compressSetting(o));
+  mine.deterministic = o.deterministic >= 0 ? o.deterministic : param(IntParam::DETERMINISTIC) != 0 ? 1 : 0;
   COLL_CHECK(tunerInputFromParams(&c->tuner));
   mine.algos = c->tuner.algos;
   mine.protos = c->tuner.protos;
@@ -252,7 +254,8 @@ static std::string describeShared(const SharedConfig& s) {
          ", COLL_NET_DUPLEX=" + std::to_string(s.netDuplex) +
          ", COLL_DEVICE_EMULATE=" + std::to_string(s.deviceEmulate) +
          ", COLL_DEVICE_NCHANNELS=" + std::to_string(s.deviceChannels) + ", COLL_COMPRESS (or config->compress) " +
-         std::to_string(s.compress) + ", COLL_ALGO/COLL_PROTO filters " + std::to_string(s.algos) + "/" +
+         std::to_string(s.compress) + ", COLL_DETERMINISTIC (or config->deterministic) " +
+         std::to_string(s.deterministic) + ", COLL_ALGO/COLL_PROTO filters " + std::to_string(s.algos) + "/" +
          std::to_string(s.protos) + ", COLL_TUNER_* " + consts;
 }
 
@@ -298,6 +301,25 @@ static Status agreeNet(collComm* c, const std::vector<SharedConfig>& all) {
   return okStatus();
 }
 
+// COLL_DETERMINISTIC: reductions only on the ring (allreduce, reduce-scatter) and the
+// chain (reduce) with FIFO slices. Each element is then combined along the ring in an
+// order fixed by its block (the ring position that ends its chain, algorithms/ring.cc),
+// which channels, loops, slices, transports and executors all keep: the tree and the
+// one-shot combine in other orders, and compression rounds partial sums.
+static void makeDeterministic(collComm* c) {
+  for (CollKind k : {CollKind::kAllReduce, CollKind::kReduce, CollKind::kReduceScatter}) {
+    const int base = static_cast<int>(k) * 4;
+    c->tuner.algos = (c->tuner.algos | AllowMask{1} << (base + static_cast<int>(Algo::kRing))) &
+                     ~(AllowMask{1} << (base + static_cast<int>(Algo::kTree)));
+    c->tuner.protos = (c->tuner.protos | AllowMask{1} << (base + static_cast<int>(Proto::kSimple))) &
+                      ~(AllowMask{1} << (base + static_cast<int>(Proto::kOneShot)));
+  }
+  if (c->rank == 0)
+    COLL_INFO(INIT, "deterministic reductions: ring and chain only, no tree, one-shot or compression%s",
+              c->compress != kWireNone ? " (COLL_COMPRESS/config->compress ignored)" : "");
+  c->compress = kWireNone;
+}
+
 // What the agreed settings make of c: slices, per-op limits, the device set's shape, the
 // one-shot mailboxes.
 static Status applyConfig(collComm* c, const std::vector<SharedConfig>& all, bool overNet, bool oneHost) {
@@ -317,6 +339,7 @@ static Status applyConfig(collComm* c, const std::vector<SharedConfig>& all, boo
   c->streamMinBytes = static_cast<size_t>(std::max<int64_t>(0, param(IntParam::STREAM_MIN_BYTES)));
   c->netOneShotBytes = static_cast<size_t>(agreed.netOneShotBytes);
   c->compress = static_cast<uint8_t>(agreed.compress);  // collCompress_t values are WireTypes
+  if (agreed.deterministic) makeDeterministic(c);
   if (c->compress != kWireNone)
     COLL_INFO(INIT,
               "rank %d: compression on: fp32 allreduce, reduce-scatter (sum/avg), allgather and broadcast "

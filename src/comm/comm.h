@@ -34,6 +34,7 @@ struct CommOptions {
   std::string netName;  // empty: COLL_NET
   std::string name;     // commName: printed in the communicator's log lines
   int compress = -1;    // collCompress_t; -1: COLL_COMPRESS
+  int deterministic = -1;  // 0 or 1; -1: COLL_DETERMINISTIC
 };
 
 // An op made by collRedOpCreatePreMulSum: inputs times the scalar, then summed.
