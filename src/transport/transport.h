@@ -31,7 +31,9 @@ class ConnectJob {
   // device: connectors for device executors (p2p where possible, transport/p2p/p2p.h);
   // emulated: COLL_DEVICE_EMULATE (p2p FIFOs in host memory between threads).
   ConnectJob(Bootstrap* bootstrap, size_t slotBytes, bool device = false, bool emulated = false)
-      : bs_(bootstrap), slotBytes_(slotBytes), options_{device, emulated, bootstrap->abortFlag()} {}
+      : bs_(bootstrap),
+        slotBytes_(slotBytes),
+        options_{device, emulated, bootstrap->abortFlag(), &bootstrap->authKey()} {}
   void addRecv(int peer, uint64_t tag, std::unique_ptr<RecvConnector>* out);
   void addSend(int peer, uint64_t tag, std::unique_ptr<SendConnector>* out);
   bool empty() const { return recvs_.empty() && sends_.empty(); }
