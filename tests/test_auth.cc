@@ -301,7 +301,7 @@ TEST_CASE("the interactive handshake: both sides prove the key", "[auth]") {
   a.join();
 }
 
-TEST_CASE("the bootstrap root closes connections that do not prove the key; init completes", "[auth][bootstrap]") {
+TEST_CASE("the bootstrap root closes connections that do not prove the key, and init completes", "[auth][bootstrap]") {
   ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
   CapturedLog log;
   collUniqueId id;
