@@ -135,12 +135,12 @@ TEST_CASE("bootstrap refuses bad ids and duplicate or missing ranks", "[api][boo
     REQUIRE(collCommInitRank(&comm, 2, junk, 2) == collInvalidArgument);
     REQUIRE(contains(collGetLastError(nullptr), "rank 2 is out of range"));
   }
-  SECTION("wrong secret") {
+  SECTION("wrong key") {
     collUniqueId id;
     REQUIRE(collGetUniqueId(&id) == collSuccess);
-    id.internal[8] ^= 0x5a;  // the secret follows magic and flags
+    id.internal[8] ^= 0x5a;  // the key follows magic and flags
     REQUIRE(collCommInitRank(&comm, 1, id, 0) == collRemoteError);
-    REQUIRE(contains(collGetLastError(nullptr), "wrong secret"));
+    REQUIRE(contains(collGetLastError(nullptr), "does not know this communicator's key"));
   }
   SECTION("duplicate rank, then the missing rank is named") {
     collUniqueId id;

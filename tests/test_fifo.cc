@@ -113,9 +113,10 @@ TEST_CASE("net connector delivers what a peer sent before closing, then reports 
   const size_t slot = 512;
   for (int messages : {1, 2, 3, kSteps}) {
     INFO(messages << " messages");
-    auto pending = netSetupRecv(0, slot);
+    const AuthKey key{};
+    auto pending = netSetupRecv(0, slot, key);
     REQUIRE(pending.ok());
-    auto send = netConnectSend(1, pending.value()->handle());
+    auto send = netConnectSend(1, pending.value()->handle(), key);
     REQUIRE(send.ok());
     auto recv = pending.value()->finish();
     REQUIRE(recv.ok());

@@ -41,8 +41,8 @@ struct Pair {
   // The receiver listens on device `dev`, the sender connects from `from` (-1: the same).
   explicit Pair(NetBackend* b, size_t bytes = 4 << 20, int dev = 0, int from = -1) : b(b), sbuf(bytes), rbuf(bytes) {
     NetHandle h{};
-    auto listen = must(b->listen(dev, &h));
-    send = must(b->connect(from < 0 ? dev : from, h, nullptr));
+    auto listen = must(b->listen(dev, AuthKey{}, &h));
+    send = must(b->connect(from < 0 ? dev : from, h, AuthKey{}, nullptr));
     recv = must(b->accept(listen.get()));
     listen.reset();
     must(b->regMr(send.get(), sbuf.data(), sbuf.size()));

@@ -3,6 +3,7 @@
 // with COLL_HOSTID so shm and net mix in one communicator.
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -527,6 +528,100 @@ TEST_CASE("bootstrap and TCP over IPv6 loopback", "[multiprocess][net]") {
            {"COLL_SOCKET_FAMILY", "AF_INET6"},
            {"COLL_SHM_DISABLE", "1"}};
   auto res = runProcs(3, basicOps, o);
+  INFO(describe(res));
+  for (auto& r : res) REQUIRE(r.exitCode == 0);
+}
+
+namespace {
+
+// Init under COLL_COMM_ID; exit 0 on success (after an allreduce), 4 when init fails,
+// with the error in the report.
+int initOrFail(int rank, std::string& report) {
+  collComm_t comm = nullptr;
+  collUniqueId id;
+  PCHECK(collGetUniqueId(&id));
+  if (collCommInitRank(&comm, 2, id, rank) != collSuccess) {
+    report += collGetLastError(nullptr);
+    return 4;
+  }
+  std::vector<int32_t> v(1000, rank + 1);
+  PCHECK(collAllReduce(v.data(), v.data(), v.size(), collInt32, collSum, comm, nullptr));
+  if (v[999] != 3) return 1;
+  PCHECK(collCommDestroy(comm));
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("COLL_AUTH_KEY: ranks that share it form the communicator, ranks that do not fail init saying so",
+          "[multiprocess][auth]") {
+  for (bool same : {true, false}) {
+    ProcOptions o;
+    o.timeoutS = 30;
+    o.env = {{"TEST_NRANKS", "2"}, {"COLL_SHM_DISABLE", "1"}, {"COLL_BOOTSTRAP_TIMEOUT_S", "3"}};
+    o.perRankEnv = [same](int rank) { setenv("COLL_AUTH_KEY", same ? "job-key" : rank ? "other" : "job-key", 1); };
+    auto res = runProcs(2, initOrFail, o);
+    INFO("same key: " << same << "\n" << describe(res));
+    if (same) {
+      for (auto& r : res) REQUIRE(r.exitCode == 0);
+    } else {
+      // Rank 1 finds the root (hosted by rank 0) does not know its key; rank 0 then waits
+      // for rank 1 in vain.
+      REQUIRE(res[1].exitCode == 4);
+      REQUIRE(res[1].output.find("does not know this communicator's key (COLL_AUTH_KEY") != std::string::npos);
+      REQUIRE(res[0].exitCode == 4);
+      REQUIRE(res[0].output.find("rank(s) 1 of 2 never joined") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("COLL_AUTH_KEY_FILE: a file only its owner may read holds the key", "[multiprocess][auth]") {
+  const std::string path = "/tmp/coll_auth_key_" + std::to_string(getpid());
+  for (int mode : {0600, 0644}) {
+    {
+      std::ofstream f(path);
+      f << "a key of this job\n";
+    }
+    REQUIRE(chmod(path.c_str(), static_cast<mode_t>(mode)) == 0);
+    ProcOptions o;
+    o.timeoutS = 30;
+    o.env = {{"TEST_NRANKS", "2"}, {"COLL_AUTH_KEY_FILE", path}, {"COLL_BOOTSTRAP_TIMEOUT_S", "3"}};
+    auto res = runProcs(2, initOrFail, o);
+    INFO("mode " << std::oct << mode << "\n" << describe(res));
+    for (auto& r : res) {
+      if (mode == 0600) {
+        REQUIRE(r.exitCode == 0);
+      } else {
+        REQUIRE(r.exitCode == 1);  // collGetUniqueId refuses
+        REQUIRE(r.output.find("chmod 600") != std::string::npos);
+      }
+    }
+  }
+  std::remove(path.c_str());
+}
+
+TEST_CASE("COLL_COMM_ID without a key: one WARN says connections are unauthenticated", "[multiprocess][auth]") {
+  ProcOptions o;
+  o.env = {{"TEST_NRANKS", "2"}, {"COLL_DEBUG_FILE", "/tmp/coll_auth_warn.%p.log"}};
+  auto res = runProcs(
+      2,
+      [](int rank, std::string& report) {
+    collComm_t comm = nullptr;
+    collUniqueId id;
+    PCHECK(collGetUniqueId(&id));  // twice: still one line
+    const int rc = initOrFail(rank, report);
+    const std::string path = "/tmp/coll_auth_warn." + std::to_string(getpid()) + ".log";
+    std::ifstream f(path);
+    std::string line;
+    int warns = 0;
+    while (std::getline(f, line))
+      warns += line.find("WARN") != std::string::npos &&
+               line.find("connections are unauthenticated") != std::string::npos;
+    std::remove(path.c_str());
+    report += "unauthenticated WARN lines: " + std::to_string(warns);
+    return rc != 0 ? rc : warns == 1 ? 0 : 5;
+      },
+      o);
   INFO(describe(res));
   for (auto& r : res) REQUIRE(r.exitCode == 0);
 }

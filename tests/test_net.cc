@@ -41,9 +41,9 @@ Loopback connectLoopback() {
   c.backend = makeSocketBackend();
   REQUIRE(c.backend->devices() == 1);
   NetHandle handle;
-  auto listen = c.backend->listen(0, &handle);
+  auto listen = c.backend->listen(0, AuthKey{}, &handle);
   REQUIRE(listen.ok());
-  auto send = c.backend->connect(0, handle, nullptr);
+  auto send = c.backend->connect(0, handle, AuthKey{}, nullptr);
   REQUIRE(send.ok());
   auto recv = c.backend->accept(listen.value().get());
   REQUIRE(recv.ok());
@@ -181,8 +181,11 @@ class PathBackend : public NetBackend {
     p->pciPath = paths_[static_cast<size_t>(dev)];
     return okStatus();
   }
-  Result<std::unique_ptr<NetListenComm>> listen(int, NetHandle*) override { return internalError("unused"); }
-  Result<std::unique_ptr<NetSendComm>> connect(int, const NetHandle&, const std::atomic<bool>*) override {
+  Result<std::unique_ptr<NetListenComm>> listen(int, const AuthKey&, NetHandle*) override {
+    return internalError("unused");
+  }
+  Result<std::unique_ptr<NetSendComm>> connect(int, const NetHandle&, const AuthKey&,
+                                               const std::atomic<bool>*) override {
     return internalError("unused");
   }
   Result<std::unique_ptr<NetRecvComm>> accept(NetListenComm*) override { return internalError("unused"); }

@@ -45,9 +45,9 @@ struct Connection {
 Connection connectPair(NetBackend* b, size_t bytes) {
   Connection l;
   NetHandle handle;
-  auto listen = b->listen(0, &handle);
+  auto listen = b->listen(0, AuthKey{}, &handle);
   REQUIRE(listen.ok());
-  auto send = b->connect(0, handle, nullptr);  // the plugin answers "not yet": a pending comm
+  auto send = b->connect(0, handle, AuthKey{}, nullptr);  // the plugin answers "not yet": a pending comm
   REQUIRE(send.ok());
   auto recv = b->accept(listen.value().get());  // likewise
   REQUIRE(recv.ok());

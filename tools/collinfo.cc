@@ -18,6 +18,7 @@ int main() {
   std::printf("\nNet backends: Socket\n\nParameters (COLL_<NAME>, or NCCL_<NAME>):\n");
   for (const auto& p : coll::allParams()) {
     const char* raw = coll::paramRaw(p);
+    if (raw && std::string(p.name) == "AUTH_KEY") raw = "(a secret: not shown)";
     std::string unit = p.unit[0] ? std::string(" ") + p.unit : "";
     std::printf("  COLL_%-20s default %-12s%s%s\n      %s\n", p.name,
                 (std::string(p.defaultValue[0] ? p.defaultValue : "\"\"") + unit).c_str(), raw ? "  set to " : "",

@@ -9,6 +9,9 @@
 // the timeout passes (exit 124), the other ranks get SIGTERM, then SIGKILL 2 s later.
 // --nodes K splits the ranks into K simulated hosts (COLL_HOSTID collrun-node<k>, ranks
 // in contiguous blocks), so the inter-host paths run on one machine.
+// Every job gets its own key (docs/SECURITY.md): a random one in a file only this user
+// may read (COLL_AUTH_KEY_FILE), removed when collrun ends, unless the environment or a
+// -x already names a key.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -16,6 +19,7 @@
 #include <sched.h>
 #include <sys/prctl.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,6 +28,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -82,6 +87,42 @@ void bindRank(const std::string& how, int localRank) {
     return;
   }
   sched_setaffinity(0, sizeof(set), &set);
+}
+
+// The job's key file: 64 random hex digits, mode 0600 (mkstemp's), unlinked on exit.
+class KeyFile {
+ public:
+  KeyFile() {
+    const char* dir = std::getenv("TMPDIR");
+    std::string path = std::string(dir && *dir ? dir : "/tmp") + "/collrun-key-XXXXXX";
+    int fd = mkstemp(path.data());
+    if (fd < 0) return;
+    unsigned char key[32];
+    char text[65];
+    bool ok = getrandom(key, sizeof(key), 0) == static_cast<ssize_t>(sizeof(key));
+    for (size_t i = 0; i < sizeof(key); ++i) std::snprintf(text + 2 * i, 3, "%02x", key[i]);
+    ok = ok && write(fd, text, 64) == 64;
+    close(fd);
+    if (ok) path_ = path;
+    else unlink(path.c_str());
+  }
+  ~KeyFile() {
+    if (!path_.empty()) unlink(path_.c_str());
+  }
+  KeyFile(const KeyFile&) = delete;
+  KeyFile& operator=(const KeyFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+bool keyNamed() {
+  for (const char* v : {"COLL_AUTH_KEY", "COLL_AUTH_KEY_FILE", "NCCL_AUTH_KEY", "NCCL_AUTH_KEY_FILE"}) {
+    const char* s = std::getenv(v);
+    if (s && *s) return true;
+  }
+  return false;
 }
 
 volatile sig_atomic_t gSignal = 0;
@@ -154,6 +195,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string commId = "127.0.0.1:" + std::to_string(port);
+  const KeyFile keyFile;
+  if (keyFile.path().empty() && !keyNamed())
+    std::fprintf(stderr, "collrun: cannot write a key file (TMPDIR): the ranks' connections are unauthenticated\n");
   int perNode = (np + nodes - 1) / nodes;
   std::vector<Child> kids(np);
   for (int r = 0; r < np; ++r) {
@@ -191,6 +235,7 @@ int main(int argc, char** argv) {
         size_t eq = x.find('=');
         if (eq != std::string::npos) setenv(x.substr(0, eq).c_str(), x.substr(eq + 1).c_str(), 1);
       }
+      if (!keyFile.path().empty() && !keyNamed()) setenv("COLL_AUTH_KEY_FILE", keyFile.path().c_str(), 1);
       // Simulated hosts share this machine's cores: place by launch-wide rank (by the
       // local rank, every host's rank 0 would share core 0).
       bindRank(bind, r);

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <random>
 
 #include "bootstrap/host_id.h"
 #include "bootstrap/root.h"
@@ -14,11 +13,6 @@
 #include "base/param.h"
 
 namespace coll {
-
-static uint64_t randomU64() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
-}
 
 Result<UniqueIdData> makeUniqueId() {
   UniqueIdData id{};
@@ -29,9 +23,9 @@ Result<UniqueIdData> makeUniqueId() {
     if (!addr.ok()) return invalidArgument("COLL_COMM_ID/NCCL_COMM_ID: " + addr.status().message());
     id.root = addr.take();
     id.flags = kIdFromEnv;
-    // Every process derives the same secret from the address: it guards against mixing
-    // up jobs, not against attackers, in this mode.
-    id.secret = std::hash<std::string>{}("coll-comm-id:" + env) | 1;
+    // Every process derives the same key: from COLL_AUTH_KEY(_FILE), else from the
+    // address, which guards against mixing up jobs but not against attackers.
+    COLL_ASSIGN(id.key, commIdKey(env));
     return id;
   }
   auto ifs = findInterfaces();
@@ -41,14 +35,22 @@ Result<UniqueIdData> makeUniqueId() {
   return startRootAt(ifs[0].addr);
 }
 
-Result<UniqueIdData> startRootAt(SockAddr addr) {
+Result<UniqueIdData> startRootAt(SockAddr addr, const AuthKey* key) {
   UniqueIdData id{};
   id.magic = kIdMagic;
   id.root = addr;
   id.root.setPort(0);
-  id.secret = randomU64();
-  COLL_CHECK(startRoot(&id.root, id.secret));
+  if (key) {
+    id.key = *key;
+  } else {
+    COLL_ASSIGN(id.key, randomAuthKey());
+  }
+  COLL_CHECK(startRoot(&id.root, id.key));
   return id;
+}
+
+AuthKey childAuthKey(const AuthKey& parent, uint64_t tag, int64_t color) {
+  return AuthKey{authMac(parent, "child communicator", {bytesOf(tag), bytesOf(color)})};
 }
 
 // Our listener on the interface that reaches the root (same family, same interface
@@ -68,11 +70,10 @@ Status Bootstrap::listen(int family, SockAddr* addr) {
 
 namespace {
 
-JoinMsg joinMsg(RootMsg kind, const UniqueIdData& id, int rank, int nranks, const PeerInfo& self) {
+JoinMsg joinMsg(RootMsg kind, int rank, int nranks, const PeerInfo& self) {
   JoinMsg j{};
   j.magic = kWireMagic;
   j.kind = kind;
-  j.secret = id.secret;
   j.rank = rank;
   j.nranks = nranks;
   j.info = self;
@@ -86,8 +87,8 @@ JoinMsg joinMsg(RootMsg kind, const UniqueIdData& id, int rank, int nranks, cons
 void Bootstrap::tellRootFailed(const UniqueIdData& id, int rank, int nranks, const PeerInfo& self,
                                const std::string& why) {
   auto conn = Socket::connect(id.root, deadlineIn(5), nullptr);
-  if (!conn.ok()) return;
-  JoinMsg j = joinMsg(RootMsg::kRankFailed, id, rank, nranks, self);
+  if (!conn.ok() || !authConnect(conn.value(), id.key, AuthPurpose::kRoot, deadlineIn(5)).ok()) return;
+  JoinMsg j = joinMsg(RootMsg::kRankFailed, rank, nranks, self);
   std::snprintf(j.text, sizeof(j.text), "%s", why.c_str());
   (void)conn.value().sendAll(&j, sizeof(j), deadlineIn(5));
 }
@@ -97,13 +98,13 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdData& id, int
   std::unique_ptr<Bootstrap> b(new Bootstrap());
   b->rank_ = rank;
   b->nranks_ = nranks;
-  b->secret_ = id.secret;
+  b->key_ = id.key;
   b->abort_ = std::move(abort);
   b->timeoutS_ = static_cast<double>(param(IntParam::BOOTSTRAP_TIMEOUT_S));
 
   if ((id.flags & kIdFromEnv) && rank == 0) {
     SockAddr rootAddr = id.root;
-    COLL_CHECK(startRoot(&rootAddr, id.secret));
+    COLL_CHECK(startRoot(&rootAddr, id.key));
   }
 
   Status listening = b->listen(id.root.family(), &self.bootAddr);
@@ -118,7 +119,10 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdData& id, int
     return Status(conn.status().code(), "rank " + std::to_string(rank) + ": cannot reach the bootstrap root at " +
                                             id.root.str() + ": " + conn.status().message());
   b->root_ = conn.take();
-  const JoinMsg j = joinMsg(RootMsg::kJoin, id, rank, nranks, self);
+  Status authed = authConnect(b->root_, id.key, AuthPurpose::kRoot, deadline, &b->abort_->flag);
+  if (!authed.ok())
+    return authed.prefix("rank " + std::to_string(rank) + ": bootstrap root at " + id.root.str() + ": ");
+  const JoinMsg j = joinMsg(RootMsg::kJoin, rank, nranks, self);
   COLL_CHECK(b->root_.sendAll(&j, sizeof(j), deadline, &b->abort_->flag));
   RootReply reply{};
   Status st = b->root_.recvAll(&reply, sizeof(reply), deadline, &b->abort_->flag);
@@ -171,7 +175,9 @@ void Bootstrap::tellRoot(RootMsg kind, const std::string& why) {
 
 Status Bootstrap::connectTo(int peer, const std::atomic<bool>* cancel) {
   COLL_ASSIGN(Socket s, Socket::connect(peers_[peer].bootAddr, deadlineIn(timeoutS_), cancel));
-  HelloMsg h{kWireMagic, rank_, secret_};
+  Status authed = authConnect(s, key_, AuthPurpose::kPeer, deadlineIn(timeoutS_), cancel);
+  if (!authed.ok()) return authed.prefix("bootstrap connection to rank " + std::to_string(peer) + ": ");
+  HelloMsg h{kWireMagic, rank_};
   COLL_CHECK(s.sendAll(&h, sizeof(h), deadlineIn(timeoutS_), cancel));
   out_.emplace(peer, std::move(s));
   return okStatus();
@@ -248,6 +254,27 @@ Status Bootstrap::readFrame(int idx) {
   return okStatus();
 }
 
+// A connection from another rank proves the key before anything else is read from it; one
+// that does not is dropped (the service thread is held kAuthTimeoutS at most).
+void Bootstrap::acceptPeer() {
+  auto s = listener_.accept(deadlineIn(1));
+  if (!s.ok()) return;
+  Socket sock = s.take();
+  Status authed = authAccept(sock, key_, AuthPurpose::kPeer, deadlineIn(kAuthTimeoutS));
+  if (!authed.ok()) {
+    COLL_WARN(BOOTSTRAP, "rejected a bootstrap connection from %s: %s", sock.peer().str().c_str(),
+              authed.message().c_str());
+    return;
+  }
+  HelloMsg h{};
+  if (sock.recvAll(&h, sizeof(h), deadlineIn(5)).ok() && h.magic == kWireMagic && h.fromRank >= 0 &&
+      h.fromRank < nranks_) {
+    in_.push_back({std::move(sock), h.fromRank});
+  } else {
+    COLL_WARN(BOOTSTRAP, "dropped a bootstrap connection from %s: bad hello", sock.peer().str().c_str());
+  }
+}
+
 void Bootstrap::serviceLoop() {
   setLogRank(rank_);
   while (!stop_.load()) {
@@ -257,20 +284,7 @@ void Bootstrap::serviceLoop() {
     for (auto& c : in_) fds.push_back({c.sock.fd(), POLLIN, 0});
     int rc = ::poll(fds.data(), fds.size(), 100);
     if (rc <= 0) continue;
-    if (fds[0].revents) {
-      auto s = listener_.accept(deadlineIn(1));
-      if (s.ok()) {
-        Socket sock = s.take();
-        HelloMsg h{};
-        if (sock.recvAll(&h, sizeof(h), deadlineIn(5)).ok() && h.magic == kWireMagic && h.secret == secret_ &&
-            h.fromRank >= 0 && h.fromRank < nranks_) {
-          in_.push_back({std::move(sock), h.fromRank});
-        } else {
-          COLL_WARN(BOOTSTRAP, "dropped a bootstrap connection from %s: bad hello or secret",
-                    sock.peer().str().c_str());
-        }
-      }
-    }
+    if (fds[0].revents) acceptPeer();
     if (root_.valid() && fds[1].revents) {
       RootReply msg{};
       Status st = root_.recvAll(&msg, sizeof(msg), deadlineIn(5));

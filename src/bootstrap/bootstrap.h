@@ -70,8 +70,12 @@ struct AbortState {
 };
 
 Result<UniqueIdData> makeUniqueId();  // honours COLL_COMM_ID
-// A new id whose root listens on addr's IP (ephemeral port), hosted by this process.
-Result<UniqueIdData> startRootAt(SockAddr addr);
+// A new id whose root listens on addr's IP (ephemeral port), hosted by this process; its
+// key is `key`, or a random one.
+Result<UniqueIdData> startRootAt(SockAddr addr, const AuthKey* key = nullptr);
+// The key of a communicator made from `parent` by the management operation `tag` (split:
+// the members of `color`), which every member derives: no key travels between ranks.
+AuthKey childAuthKey(const AuthKey& parent, uint64_t tag, int64_t color);
 
 class Bootstrap {
  public:
@@ -102,6 +106,8 @@ class Bootstrap {
   void announceLeaving(const std::string& why);
   // The communicator's abort flag, for waits outside the bootstrap (a net connect).
   const std::atomic<bool>* abortFlag() const { return &abort_->flag; }
+  // The communicator's key: its net connections prove it too (auth.h).
+  const AuthKey& authKey() const { return key_; }
 
  private:
   Bootstrap() = default;
@@ -109,12 +115,13 @@ class Bootstrap {
   static void tellRootFailed(const UniqueIdData& id, int rank, int nranks, const PeerInfo& self,
                              const std::string& why);
   void serviceLoop();
+  void acceptPeer();
   void tellRoot(RootMsg kind, const std::string& why);
   Status readFrame(int connIdx);
   Status connectTo(int peer, const std::atomic<bool>* cancel);
 
   int rank_ = -1, nranks_ = 0;
-  uint64_t secret_ = 0;
+  AuthKey key_{};
   std::vector<PeerInfo> peers_;
   Socket listener_;
   Socket root_;

@@ -19,7 +19,7 @@ namespace {
 
 class Root {
  public:
-  Root(Socket listener, uint64_t secret) : listener_(std::move(listener)), secret_(secret) {}
+  Root(Socket listener, const AuthKey& key) : listener_(std::move(listener)), key_(key) {}
   void run();
 
  private:
@@ -35,7 +35,7 @@ class Root {
   void monitor();
 
   Socket listener_;
-  uint64_t secret_;
+  AuthKey key_;
   int nranks_ = -1;
   std::vector<Socket> ranks_;
   std::vector<PeerInfo> infos_;
@@ -54,17 +54,21 @@ void Root::sendReply(Socket& s, RootMsg kind, int rank, const std::string& text)
   (void)s.sendAll(&r, sizeof(r), deadlineIn(5));
 }
 
+// A connection that does not prove the key is dropped before anything else is read from
+// it; the root goes on waiting for the ranks, within the join deadline.
 void Root::handleJoin(Socket s) {
+  Status authed = authAccept(s, key_, AuthPurpose::kRoot, deadlineIn(kAuthTimeoutS));
+  if (!authed.ok()) {
+    COLL_WARN(BOOTSTRAP, "root: rejected a connection from %s: %s", s.peer().str().c_str(), authed.message().c_str());
+    return;
+  }
   JoinMsg j{};
   const bool read = s.recvAll(&j, sizeof(j), deadlineIn(10)).ok() && j.magic == kWireMagic;
-  if (read && j.kind == RootMsg::kRankFailed && j.secret == secret_) return failJoin(j, s);
+  if (read && j.kind == RootMsg::kRankFailed) return failJoin(j, s);
   if (!read || j.kind != RootMsg::kJoin) {
     COLL_WARN(BOOTSTRAP, "root: dropped a connection from %s that is not a rank joining", s.peer().str().c_str());
     return;
   }
-  if (j.secret != secret_)
-    return refuse(s, "rank " + std::to_string(j.rank) + " from " + s.peer().str() +
-                         " presented a wrong secret: its unique id is not this root's");
   if (j.nranks <= 0 || j.rank < 0 || j.rank >= j.nranks)
     return refuse(s, "rank " + std::to_string(j.rank) + " out of range for nranks " + std::to_string(j.nranks));
   if (nranks_ < 0) {
@@ -184,10 +188,10 @@ void Root::run() {
 
 }  // namespace
 
-Status startRoot(SockAddr* addr, uint64_t secret) {
+Status startRoot(SockAddr* addr, const AuthKey& key) {
   COLL_ASSIGN(Socket listener, Socket::listen(addr));
   COLL_INFO(BOOTSTRAP, "root listening on %s", addr->str().c_str());
-  auto root = std::make_shared<Root>(std::move(listener), secret);
+  auto root = std::make_shared<Root>(std::move(listener), key);
   std::thread([root] { root->run(); }).detach();
   return okStatus();
 }

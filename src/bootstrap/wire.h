@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "bootstrap/auth.h"
 #include "bootstrap/socket.h"
 #include "collectives/collectives.h"
 
@@ -16,7 +17,7 @@ constexpr uint32_t kWireMagic = 0xC011B007u;
 struct UniqueIdData {
   uint32_t magic;
   uint32_t flags;  // kIdFromEnv: rank 0 hosts the root at `root`
-  uint64_t secret;
+  AuthKey key;     // every connection of the communicator proves it (auth.h)
   SockAddr root;
 };
 constexpr uint32_t kIdFromEnv = 1;
@@ -35,12 +36,11 @@ struct PeerInfo {
 
 enum class RootMsg : uint32_t { kJoin = 1, kTable = 2, kError = 3, kRankFailed = 4, kBye = 5, kRankLeft = 6 };
 
-// Rank -> root, first on its connection: kJoin, or kRankFailed from a rank that failed
+// Rank -> root, first on its connection after the handshake (auth.h): kJoin, or kRankFailed from a rank that failed
 // before it could join (text says why), so the root fails the others' init at once.
 struct JoinMsg {
   uint32_t magic;
   RootMsg kind;
-  uint64_t secret;
   int32_t rank;
   int32_t nranks;
   PeerInfo info;
@@ -57,11 +57,10 @@ struct RootReply {
   char text[256];  // kError / kRankFailed: explanation
 };
 
-// First bytes on a rank-to-rank bootstrap connection.
+// First bytes on a rank-to-rank bootstrap connection after the handshake (auth.h).
 struct HelloMsg {
   uint32_t magic;
   int32_t fromRank;
-  uint64_t secret;
 };
 // Then frames: header + len bytes.
 struct FrameHeader {

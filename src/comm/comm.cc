@@ -604,15 +604,20 @@ Result<collComm*> commSplit(collComm* comm, int color, int key, const CommOption
   std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[a].key < all[b].key; });
   int newRank = static_cast<int>(std::find(members.begin(), members.end(), comm->rank) - members.begin());
   int n = static_cast<int>(members.size());
+  // The new communicator's key is derived by every member from this one's: the id the
+  // leader sends (over connections that are authenticated, not encrypted) carries none.
+  const AuthKey childKey = childAuthKey(comm->bootstrap->authKey(), tag, color);
   UniqueIdData id{};
   if (newRank == 0) {
     // A fresh root in the leader's process; COLL_COMM_ID is for the top-level comm only.
     SockAddr at = comm->bootstrap->peers()[comm->rank].bootAddr;
-    COLL_ASSIGN(id, startRootAt(at));
+    COLL_ASSIGN(id, startRootAt(at, &childKey));
+    id.key = {};
     for (int i = 1; i < n; ++i) COLL_CHECK(comm->bootstrap->send(members[i], tag | 1, &id, sizeof(id), revoked));
   } else {
     COLL_CHECK(comm->bootstrap->recv(members[0], tag | 1, &id, sizeof(id), revoked));
   }
+  id.key = childKey;
   return commInit(id, n, newRank, comm->dev.cudaDev, opts);
 }
 
@@ -645,9 +650,11 @@ Result<collComm*> commShrink(collComm* comm, const std::vector<int>& exclude, co
   // survivor starts a fresh root and tells the others its id, point to point, even if
   // comm has failed (the dead ranks are not asked).
   const uint64_t tag = kTagShrink | (comm->shrinks++ << 8);
+  const AuthKey childKey = childAuthKey(comm->bootstrap->authKey(), tag, 0);  // as commSplit's
   UniqueIdData id{};
   if (newRank == 0) {
-    COLL_ASSIGN(id, startRootAt(comm->bootstrap->peers()[comm->rank].bootAddr));
+    COLL_ASSIGN(id, startRootAt(comm->bootstrap->peers()[comm->rank].bootAddr, &childKey));
+    id.key = {};
     for (int i = 1; i < n; ++i) COLL_CHECK(comm->bootstrap->send(members[i], tag, &id, sizeof(id), true));
   } else {
     Status st = comm->bootstrap->recv(members[0], tag, &id, sizeof(id), true);
@@ -656,6 +663,7 @@ Result<collComm*> commShrink(collComm* comm, const std::vector<int>& exclude, co
                        ", the first rank that stays (is it alive, and did it call collCommShrink with the same "
                        "exclude list?): ");
   }
+  id.key = childKey;
   return commInit(id, n, newRank, comm->dev.cudaDev, opts);
 }
 

@@ -33,6 +33,7 @@ struct TransportOptions {
   bool device = false;                        // connectors for device executors (p2p may serve them)
   bool emulated = false;                      // COLL_DEVICE_EMULATE: host blocks stand in for GPU memory
   const std::atomic<bool>* cancel = nullptr;  // the communicator's abort flag: ends waits to connect
+  const AuthKey* auth = nullptr;              // the communicator's key: net connections prove it (auth.h)
   NetBackend* net = nullptr;                  // the communicator's net backend; null: the default
 };
 

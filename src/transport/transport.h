@@ -33,7 +33,9 @@ class ConnectJob {
   // net: the communicator's net backend (null: the process default).
   ConnectJob(Bootstrap* bootstrap, size_t slotBytes, bool device = false, bool emulated = false,
              NetBackend* net = nullptr)
-      : bs_(bootstrap), slotBytes_(slotBytes), options_{device, emulated, bootstrap->abortFlag(), net} {}
+      : bs_(bootstrap),
+        slotBytes_(slotBytes),
+        options_{device, emulated, bootstrap->abortFlag(), &bootstrap->authKey(), net} {}
   void addRecv(int peer, uint64_t tag, std::unique_ptr<RecvConnector>* out);
   void addSend(int peer, uint64_t tag, std::unique_ptr<SendConnector>* out);
   bool empty() const { return recvs_.empty() && sends_.empty(); }

@@ -313,8 +313,8 @@ Result<NetBackend*> backendOr(NetBackend* given) {
   return netBackend();
 }
 
-Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes, int channel, const std::string& gpuBusId,
-                                                  NetBackend* backend) {
+Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes, const AuthKey& key, int channel,
+                                                  const std::string& gpuBusId, NetBackend* backend) {
   COLL_ASSIGN(NetBackend * b, backendOr(backend));
   NetConnectInfo info{};
   info.slotBytes = slotBytes;
@@ -328,16 +328,16 @@ Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes, in
       COLL_INFO(NET, "channel %d from rank %d: net device %d of %d (%s%s%s)", channel, peer, dev, devs,
                 props.name.c_str(), gpuBusId.empty() ? "" : ", near GPU ", gpuBusId.c_str());
   }
-  COLL_ASSIGN(auto listen, b->listen(dev, &info.handle));
+  COLL_ASSIGN(auto listen, b->listen(dev, key, &info.handle));
   return std::unique_ptr<PendingRecv>(new NetPendingRecv(peer, b, std::move(listen), info));
 }
 
-Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, std::span<const std::byte> handle, int channel,
-                                                      const std::string& gpuBusId, const std::atomic<bool>* cancel,
-                                                      NetBackend* backend) {
+Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, std::span<const std::byte> handle, const AuthKey& key,
+                                                      int channel, const std::string& gpuBusId,
+                                                      const std::atomic<bool>* cancel, NetBackend* backend) {
   COLL_ASSIGN(const NetConnectInfo info, handleAs<NetConnectInfo>(handle, "net"));
   COLL_ASSIGN(NetBackend * b, backendOr(backend));
-  COLL_ASSIGN(auto comm, b->connect(localDevice(b, gpuBusId, channel), info.handle, cancel));
+  COLL_ASSIGN(auto comm, b->connect(localDevice(b, gpuBusId, channel), info.handle, key, cancel));
   return NetSend::create(peer, b, std::move(comm), info.slotBytes);
 }
 
@@ -360,13 +360,23 @@ void noteStaging(const Link& l) {
   });
 }
 
+// Every net connection proves the communicator's key, which the bootstrap holds.
+Result<const AuthKey*> keyOf(const Link& l) {
+  if (!l.options.auth)
+    return internalError("a net connection with rank " + std::to_string(l.peerRank) +
+                         " was asked for without the communicator's key");
+  return l.options.auth;
+}
+
 Result<std::unique_ptr<PendingRecv>> setupRecv(const Link& l, size_t slotBytes) {
   noteStaging(l);
-  return netSetupRecv(l.peerRank, slotBytes, l.channel, l.self.busId, l.options.net);
+  COLL_ASSIGN(const AuthKey* key, keyOf(l));
+  return netSetupRecv(l.peerRank, slotBytes, *key, l.channel, l.self.busId, l.options.net);
 }
 
 Result<std::unique_ptr<SendConnector>> connectSend(const Link& l, std::span<const std::byte> handle) {
-  return netConnectSend(l.peerRank, handle, l.channel, l.self.busId, l.options.cancel, l.options.net);
+  COLL_ASSIGN(const AuthKey* key, keyOf(l));
+  return netConnectSend(l.peerRank, handle, *key, l.channel, l.self.busId, l.options.cancel, l.options.net);
 }
 
 // COLL_NET_DUPLEX=1 and a backend that can (every rank agrees on both: checked at init).
@@ -380,7 +390,8 @@ bool duplexEnabled(const TransportOptions& o) {
 Result<DuplexConnectors> connectDuplex(const Link& l, std::span<const std::byte> handle) {
   COLL_ASSIGN(const NetConnectInfo info, handleAs<NetConnectInfo>(handle, "net"));
   COLL_ASSIGN(NetBackend * b, backendOr(l.options.net));
-  COLL_ASSIGN(auto comm, b->connect(localDevice(b, l.self.busId, l.channel), info.handle, l.options.cancel));
+  COLL_ASSIGN(const AuthKey* key, keyOf(l));
+  COLL_ASSIGN(auto comm, b->connect(localDevice(b, l.self.busId, l.channel), info.handle, *key, l.options.cancel));
   COLL_ASSIGN(auto back, b->reverse(comm.get()));
   return makeDuplex(l.peerRank, b, std::move(comm), std::move(back), info.slotBytes);
 }

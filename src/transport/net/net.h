@@ -59,14 +59,17 @@ class NetBackend {
   virtual const char* name() const = 0;
   virtual int devices() = 0;
   virtual Status properties(int dev, NetProperties* props) = 0;
-  virtual Result<std::unique_ptr<NetListenComm>> listen(int dev, NetHandle* handle) = 0;
+  // `key`: the communicator's key (auth.h). The socket and ib backends accept only
+  // connections that prove it, and a connector proves it; an external plugin cannot
+  // carry it (NCCL's ABI has no place for it) and ignores it.
+  virtual Result<std::unique_ptr<NetListenComm>> listen(int dev, const AuthKey& key, NetHandle* handle) = 0;
   // Starts a connection; the receiver completes it with accept(). Neither may wait for
   // the other side (one thread may connect several ranks' sends before accepting any of
   // their receives): a backend whose set-up needs both sides returns the comm at once and
   // finishes it in later isend/irecv calls, which give null requests until then.
   // `cancel` (may be null): the communicator's abort flag; a connect that waits (a
   // refused connection retried) gives up once it is raised, as a peer failed meanwhile.
-  virtual Result<std::unique_ptr<NetSendComm>> connect(int dev, const NetHandle& handle,
+  virtual Result<std::unique_ptr<NetSendComm>> connect(int dev, const NetHandle& handle, const AuthKey& key,
                                                        const std::atomic<bool>* cancel) = 0;
   virtual Result<std::unique_ptr<NetRecvComm>> accept(NetListenComm* listen) = 0;
   // Memory registration, per comm: every buffer later given to isend/irecv on `comm`
@@ -121,11 +124,12 @@ extern const Transport kNetTransport;
 // NetConnectInfo; finish() accepts the sender's connection.
 // `channel` and the rank's GPU (its PCI bus id, "" for host ranks) choose the net device
 // (net_device.h).
+// `key`: the communicator's key, which the connection proves (NetBackend::listen);
 // `backend` null: the default.
-Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes, int channel = 0,
+Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes, const AuthKey& key, int channel = 0,
                                                   const std::string& gpuBusId = "", NetBackend* backend = nullptr);
-Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, std::span<const std::byte> handle, int channel = 0,
-                                                      const std::string& gpuBusId = "",
+Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, std::span<const std::byte> handle, const AuthKey& key,
+                                                      int channel = 0, const std::string& gpuBusId = "",
                                                       const std::atomic<bool>* cancel = nullptr,
                                                       NetBackend* backend = nullptr);
 

@@ -66,8 +66,16 @@ Status IbConn::fail(Status st) {
   return error_;
 }
 
-PeerInfo IbConn::localInfo() const {
-  PeerInfo in{};
+Digest IbConn::authMacFor(bool connector) const {
+  return authMac(key_, connector ? "ib connector" : "ib acceptor", {bytesOf(listenerNonce_), bytesOf(connectorNonce_)});
+}
+
+SetupMsg IbConn::localMsg() const {
+  SetupMsg m{};
+  m.auth.magic = kInfoMagic;
+  m.auth.connectorNonce = connectorNonce_;
+  m.auth.mac = authMacFor(sender_);
+  PeerInfo& in = m.info;
   in.magic = kInfoMagic;
   in.nQps = static_cast<uint32_t>(qps_.size());
   in.lid = dev_->lid;
@@ -82,7 +90,7 @@ PeerInfo IbConn::localInfo() const {
     in.qpn[i] = qps_[i]->qp_num;
     in.psn[i] = psn_[i];
   }
-  return in;
+  return m;
 }
 
 Status IbConn::createQps(int n) {
@@ -108,9 +116,13 @@ Status IbConn::createQps(int n) {
   return okStatus();
 }
 
-Status IbConn::startConnect(const SockAddr& addr, const std::atomic<bool>* cancel) {
+Status IbConn::startConnect(const SockAddr& addr, const AuthKey& key, const AuthNonce& listenerNonce,
+                            const std::atomic<bool>* cancel) {
   peer_ = addr.str();
   opt_ = IbOptions::read();
+  key_ = key;
+  listenerNonce_ = listenerNonce;
+  COLL_ASSIGN(connectorNonce_, randomNonce());
   // The listener exists (its address came in the handle), so the kernel completes the TCP
   // connection without the peer's accept().
   COLL_ASSIGN(sock_, Socket::connect(addr, deadlineIn(30), cancel));
@@ -124,7 +136,7 @@ Status IbConn::startConnect(const SockAddr& addr, const std::atomic<bool>* cance
 }
 
 Status IbConn::sendInfo() {
-  const PeerInfo in = localInfo();
+  const SetupMsg in = localMsg();
   Status st = sock_.sendAll(&in, sizeof(in), deadlineIn(30));
   return st.ok() ? st : fail(st.prefix("sending the connection info: "));
 }
@@ -136,16 +148,37 @@ Status IbConn::acceptSocket(bool* got) {
   COLL_ASSIGN(sock_, listener_->accept(deadlineIn(5)));
   COLL_CHECK(sock_.setNonBlocking(true));
   peer_ = sock_.peer().str();
+  authBy_ = deadlineIn(kAuthTimeoutS);
   *got = true;
   return okStatus();
 }
 
-// Reads what has arrived of the peer's info; *got once it is all there and valid.
-Status IbConn::readInfo(bool* got) {
+// Receiver: a connection that did not prove the key is closed, and the listener waits on
+// for the real sender (its connection is queued behind this one).
+void IbConn::rejectPeer(const std::string& why) {
+  COLL_WARN(NET, "%s: rejected the connection: %s", who().c_str(), why.c_str());
+  sock_.close();
+  peer_.clear();
+  infoGot_ = 0;
+  stage_ = Stage::kAccept;
+}
+
+Status IbConn::checkAuth(const IbAuth& a) {
+  if (a.magic != kInfoMagic) return remoteError("not an ib connection of ours (no key presented)");
+  if (!sender_) connectorNonce_ = a.connectorNonce;
+  if (a.connectorNonce.bytes != connectorNonce_.bytes || !macEqual(a.mac, authMacFor(!sender_)))
+    return remoteError(sender_ ? "the peer does not know this communicator's key"
+                               : "wrong key, or a set-up recorded for another listener");
+  return okStatus();
+}
+
+// Reads what has arrived of the peer's set-up message; *got once it is all there and
+// proves the key.
+Status IbConn::readSetup(bool* got) {
   *got = false;
-  auto* buf = reinterpret_cast<char*>(&peerInfo_);
-  while (infoGot_ < sizeof(peerInfo_)) {
-    ssize_t n = ::recv(sock_.fd(), buf + infoGot_, sizeof(peerInfo_) - infoGot_, MSG_DONTWAIT);
+  auto* buf = reinterpret_cast<char*>(&inMsg_);
+  while (infoGot_ < sizeof(inMsg_)) {
+    ssize_t n = ::recv(sock_.fd(), buf + infoGot_, sizeof(inMsg_) - infoGot_, MSG_DONTWAIT);
     if (n == 0) return remoteError("the peer closed the connection during set-up");
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return okStatus();
@@ -153,6 +186,24 @@ Status IbConn::readInfo(bool* got) {
     }
     infoGot_ += static_cast<size_t>(n);
   }
+  COLL_CHECK(checkAuth(inMsg_.auth));
+  *got = true;
+  return okStatus();
+}
+
+// The peer's info once it arrived (*got), proved the key and is valid. A receiver drops a
+// connection that fails before it proved the key, or is slower than kAuthTimeoutS to.
+Status IbConn::readInfo(bool* got) {
+  Status st = readSetup(got);
+  if (!sender_ && (!st.ok() || (!*got && std::chrono::steady_clock::now() >= authBy_))) {
+    rejectPeer(st.ok() ? "no proof of the key within " + std::to_string(static_cast<int>(kAuthTimeoutS)) + " s"
+                       : st.message());
+    *got = false;
+    return okStatus();
+  }
+  if (!st.ok() || !*got) return st;
+  *got = false;
+  peerInfo_ = inMsg_.info;
   const PeerInfo& p = peerInfo_;
   if (p.magic != kInfoMagic || p.nQps == 0 || p.nQps > kMaxQpsPerConn || (!sender_ && p.ctsRkey == 0))
     return remoteError("corrupt connection info from the peer (not an ib backend of this version?)");

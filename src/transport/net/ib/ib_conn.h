@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bootstrap/auth.h"
 #include "bootstrap/socket.h"
 #include "transport/net/ib/ib_net.h"
 #include "transport/net/ib/verbs.h"
@@ -82,6 +83,21 @@ struct PeerInfo {
   uint32_t psn[kMaxQpsPerConn];
 };
 
+// Before its PeerInfo, each side proves the communicator's key (auth.h) over the
+// listener's nonce (the handle carried it) and the connector's: the connector with the
+// label "ib connector", the listener "ib acceptor". Each checks the other's before it
+// uses a byte of the info.
+struct IbAuth {
+  uint32_t magic;
+  uint32_t reserved;
+  AuthNonce connectorNonce;
+  Digest mac;
+};
+struct SetupMsg {
+  IbAuth auth;
+  PeerInfo info;
+};
+
 class IbConn;
 struct IbRequest : NetRequest {
   IbConn* conn = nullptr;
@@ -114,10 +130,14 @@ class IbConn {
   IbConn& operator=(const IbConn&) = delete;
 
   // Sender: TCP connect, QPs to INIT, its info sent; established later (progressSetup).
-  Status startConnect(const SockAddr& addr, const std::atomic<bool>* cancel);
-  // Receiver: established later from this listener.
-  void startAccept(std::shared_ptr<Socket> listener) {
+  // `key` and `listenerNonce` (from the handle): what the side channel proves.
+  Status startConnect(const SockAddr& addr, const AuthKey& key, const AuthNonce& listenerNonce,
+                      const std::atomic<bool>* cancel);
+  // Receiver: established later from this listener, by a connection that proves `key`.
+  void startAccept(std::shared_ptr<Socket> listener, const AuthKey& key, const AuthNonce& listenerNonce) {
     listener_ = std::move(listener);
+    key_ = key;
+    listenerNonce_ = listenerNonce;
     stage_ = Stage::kAccept;
   }
   // Advances set-up without waiting; true once established.
@@ -136,13 +156,17 @@ class IbConn {
   };
   Status fail(Status st);
   Status acceptSocket(bool* got);
+  Status readSetup(bool* got);
   Status readInfo(bool* got);
+  Digest authMacFor(bool connector) const;
+  Status checkAuth(const IbAuth& a);
+  void rejectPeer(const std::string& why);
   Status createQps(int n);
   Status connectQps(const PeerInfo& peer);
   Status receiverSetup();
   Status postRecv(int qp);
   Status sendInfo();
-  PeerInfo localInfo() const;
+  SetupMsg localMsg() const;
   const Reg* findReg(const void* p, size_t n) const;
   Status progress();
   Status pollCq(bool* any);
@@ -166,7 +190,11 @@ class IbConn {
   Socket sock_;
   std::string peer_;
   PeerInfo peerInfo_{};
+  SetupMsg inMsg_{};  // the peer's, as it arrives (infoGot_ bytes)
   size_t infoGot_ = 0;
+  AuthKey key_{};
+  AuthNonce listenerNonce_{}, connectorNonce_{};
+  Deadline authBy_{};  // receiver: when a connection that has not proved the key is dropped
   uint32_t psn_[kMaxQpsPerConn] = {};
   IbOptions opt_;
   int64_t lastAliveCheckNs_ = 0;

@@ -19,12 +19,15 @@ struct IbHandle {
   uint32_t magic;
   uint32_t dev;
   SockAddr addr;
+  AuthNonce nonce;  // the listener's challenge (ib_conn.h IbAuth)
 };
 static_assert(sizeof(IbHandle) <= kNetHandleBytes, "ib handle too large");
 
 struct IbListen : NetListenComm {
   std::shared_ptr<Socket> listener;
   int dev = 0;  // the receiver's device: the one listen() was asked for
+  AuthKey key;
+  AuthNonce nonce;
 };
 struct IbSend : NetSendComm {
   std::unique_ptr<IbConn> conn;
@@ -129,8 +132,8 @@ class IbBackend : public NetBackend {
     p->hostMemOnly = true;
     return okStatus();
   }
-  Result<std::unique_ptr<NetListenComm>> listen(int dev, NetHandle* handle) override;
-  Result<std::unique_ptr<NetSendComm>> connect(int dev, const NetHandle& handle,
+  Result<std::unique_ptr<NetListenComm>> listen(int dev, const AuthKey& key, NetHandle* handle) override;
+  Result<std::unique_ptr<NetSendComm>> connect(int dev, const NetHandle& handle, const AuthKey& key,
                                                const std::atomic<bool>* cancel) override;
   Result<std::unique_ptr<NetRecvComm>> accept(NetListenComm* listen) override;
   Status regMr(NetSendComm* c, void* data, size_t size) override {
@@ -157,7 +160,7 @@ class IbBackend : public NetBackend {
   std::unique_ptr<IbShared> s_;
 };
 
-Result<std::unique_ptr<NetListenComm>> IbBackend::listen(int dev, NetHandle* handle) {
+Result<std::unique_ptr<NetListenComm>> IbBackend::listen(int dev, const AuthKey& key, NetHandle* handle) {
   std::vector<NetIf> ifs = findInterfaces();
   if (ifs.empty())
     return Status(Code::kSystem, "ib backend: no interface for its side channel (COLL_SOCKET_IFNAME=\"" +
@@ -168,13 +171,15 @@ Result<std::unique_ptr<NetListenComm>> IbBackend::listen(int dev, NetHandle* han
   COLL_ASSIGN(Socket s, Socket::listen(&a));
   l->listener = std::make_shared<Socket>(std::move(s));
   l->dev = dev;
-  IbHandle h{kHandleMagic, static_cast<uint32_t>(dev), a};
+  l->key = key;
+  COLL_ASSIGN(l->nonce, randomNonce());
+  IbHandle h{kHandleMagic, static_cast<uint32_t>(dev), a, l->nonce};
   std::memset(handle->bytes, 0, sizeof(handle->bytes));
   std::memcpy(handle->bytes, &h, sizeof(h));
   return std::unique_ptr<NetListenComm>(std::move(l));
 }
 
-Result<std::unique_ptr<NetSendComm>> IbBackend::connect(int dev, const NetHandle& handle,
+Result<std::unique_ptr<NetSendComm>> IbBackend::connect(int dev, const NetHandle& handle, const AuthKey& key,
                                                         const std::atomic<bool>* cancel) {
   IbHandle h;
   std::memcpy(&h, handle.bytes, sizeof(h));
@@ -184,7 +189,7 @@ Result<std::unique_ptr<NetSendComm>> IbBackend::connect(int dev, const NetHandle
   if (dev < 0 || dev >= devices()) return invalidArgument("ib device " + std::to_string(dev));
   auto c = std::make_unique<IbSend>();
   c->conn = std::make_unique<IbConn>(s_.get(), device(dev), true);
-  COLL_CHECK(c->conn->startConnect(h.addr, cancel));
+  COLL_CHECK(c->conn->startConnect(h.addr, key, h.nonce, cancel));
   return std::unique_ptr<NetSendComm>(std::move(c));
 }
 
@@ -192,7 +197,7 @@ Result<std::unique_ptr<NetRecvComm>> IbBackend::accept(NetListenComm* listen) {
   auto* l = static_cast<IbListen*>(listen);
   auto c = std::make_unique<IbRecv>();
   c->conn = std::make_unique<IbConn>(s_.get(), device(l->dev), false);
-  c->conn->startAccept(l->listener);
+  c->conn->startAccept(l->listener, l->key, l->nonce);
   Result<bool> ready = c->conn->progressSetup();  // at most what has arrived: never waits
   if (!ready.ok()) return ready.takeStatus();
   return std::unique_ptr<NetRecvComm>(std::move(c));

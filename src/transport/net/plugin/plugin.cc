@@ -411,7 +411,9 @@ class PluginBackend : public NetBackend {
     return lib_->properties(dev, props);
   }
 
-  Result<std::unique_ptr<NetListenComm>> listen(int dev, NetHandle* handle) override {
+  // NCCL's plugin ABI has no place for the communicator's key: connections through a
+  // plugin are not authenticated by this library (docs/SECURITY.md).
+  Result<std::unique_ptr<NetListenComm>> listen(int dev, const AuthKey&, NetHandle* handle) override {
     unsigned char buf[kPluginHandleBytes];
     std::memset(buf, kHandleFill, sizeof(buf));
     void* comm = nullptr;
@@ -426,7 +428,8 @@ class PluginBackend : public NetBackend {
     return std::unique_ptr<NetListenComm>(std::move(l));
   }
   // Never waits (the plugin's connect is non-blocking): nothing to cancel.
-  Result<std::unique_ptr<NetSendComm>> connect(int dev, const NetHandle& handle, const std::atomic<bool>*) override {
+  Result<std::unique_ptr<NetSendComm>> connect(int dev, const NetHandle& handle, const AuthKey&,
+                                               const std::atomic<bool>*) override {
     auto s = std::make_unique<PluginSend>(lib_.get(), dev, handle);
     COLL_CHECK(s->conn.establish());
     return std::unique_ptr<NetSendComm>(std::move(s));

@@ -15,10 +15,10 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
-#include <random>
 #include <thread>
 #include <vector>
 
+#include "bootstrap/auth.h"
 #include "bootstrap/socket.h"
 #include "base/log.h"
 #include "base/param.h"
@@ -56,13 +56,21 @@ struct SockHandle {
   uint32_t magic;
   uint32_t nsocks;
   SockAddr addr;
+  AuthNonce nonce;  // the listener's challenge: each socket's hello proves the key over it
 };
 static_assert(sizeof(SockHandle) <= kNetHandleBytes, "handle too large");
 
-struct SockHello {
+// The first bytes on each socket of a connection: which socket it is, of which connection,
+// and the proof that the connector knows the communicator's key (auth.h), over the
+// listener's nonce and the rest of the hello.
+struct SockHelloBody {
   uint32_t magic;
   uint32_t idx;
   uint64_t connId;
+};
+struct SockHello {
+  SockHelloBody body;
+  Digest mac;
 };
 
 struct SockRequest;
@@ -416,6 +424,8 @@ class SockListen : public NetListenComm {
  public:
   Socket listener;
   uint32_t nsocks;
+  AuthKey key;
+  AuthNonce nonce;
 };
 class SockSend : public NetSendComm {
  public:
@@ -433,6 +443,23 @@ Result<std::unique_ptr<To>> reverseOf(const From& from, bool send) {
   COLL_ASSIGN(auto socks, from.conn.dupSockets());
   to->conn.init(std::move(socks), send, from.conn.peerName(), from.conn.nhelpers());
   return to;
+}
+
+// The index of a socket whose hello proves the key and belongs to the connection being
+// accepted (the first one accepted names it: *connId).
+Result<uint32_t> checkHello(const SockListen& l, Socket& sock, const std::vector<Socket>& taken, bool first,
+                            uint64_t* connId) {
+  SockHello hello{};
+  Status got = sock.recvAll(&hello, sizeof(hello), deadlineIn(kAuthTimeoutS));
+  if (!got.ok()) return got.prefix("no hello: ");
+  if (hello.body.magic != kSockMagic) return remoteError("not a net connection of ours (no key presented)");
+  if (!macEqual(hello.mac, listenerProof(l.key, AuthPurpose::kSocketNet, l.nonce, bytesOf(hello.body))))
+    return remoteError("wrong key, or a hello recorded for another listener");
+  const uint32_t idx = hello.body.idx;
+  if (idx >= l.nsocks || taken[idx].valid() || (!first && hello.body.connId != *connId))
+    return remoteError("socket " + std::to_string(idx) + " is not one this listener waits for (a replay?)");
+  *connId = hello.body.connId;
+  return idx;
 }
 
 // Helper threads per connection (0: the caller pumps) and sockets per connection.
@@ -483,7 +510,7 @@ class SocketBackend : public NetBackend {
     return okStatus();
   }
 
-  Result<std::unique_ptr<NetListenComm>> listen(int dev, NetHandle* handle) override {
+  Result<std::unique_ptr<NetListenComm>> listen(int dev, const AuthKey& key, NetHandle* handle) override {
     if (dev < 0 || dev >= devices())
       return Status(Code::kSystem, "socket backend: no usable interface (COLL_SOCKET_IFNAME=\"" +
                                        param(StringParam::SOCKET_IFNAME) + "\")");
@@ -492,22 +519,27 @@ class SocketBackend : public NetBackend {
     a.setPort(0);
     COLL_ASSIGN(l->listener, Socket::listen(&a));
     l->nsocks = socketsPerConn();  // read per connection: may change between comms
-    SockHandle h{kSockMagic, l->nsocks, a};
+    l->key = key;
+    COLL_ASSIGN(l->nonce, randomNonce());
+    SockHandle h{kSockMagic, l->nsocks, a, l->nonce};
     std::memset(handle->bytes, 0, sizeof(handle->bytes));
     std::memcpy(handle->bytes, &h, sizeof(h));
     return std::unique_ptr<NetListenComm>(std::move(l));
   }
 
-  Result<std::unique_ptr<NetSendComm>> connect(int, const NetHandle& handle, const std::atomic<bool>* cancel) override {
+  Result<std::unique_ptr<NetSendComm>> connect(int, const NetHandle& handle, const AuthKey& key,
+                                               const std::atomic<bool>* cancel) override {
     SockHandle h;
     std::memcpy(&h, handle.bytes, sizeof(h));
     if (h.magic != kSockMagic || h.nsocks == 0 || h.nsocks > 256) return internalError("corrupt socket handle");
     auto s = std::make_unique<SockSend>();
-    uint64_t connId = std::random_device{}();
+    uint64_t connId = 0;
+    COLL_CHECK(randomBytes(&connId, sizeof(connId)));
     std::vector<Socket> socks;
     for (uint32_t i = 0; i < h.nsocks; ++i) {
       COLL_ASSIGN(Socket sock, Socket::connect(h.addr, deadlineIn(30), cancel));
-      SockHello hello{kSockMagic, i, connId};
+      SockHello hello{{kSockMagic, i, connId}, {}};
+      hello.mac = listenerProof(key, AuthPurpose::kSocketNet, h.nonce, bytesOf(hello.body));
       COLL_CHECK(sock.sendAll(&hello, sizeof(hello), deadlineIn(30)));
       COLL_CHECK(sock.setNonBlocking(true));
       socks.push_back(std::move(sock));
@@ -516,23 +548,28 @@ class SocketBackend : public NetBackend {
     return std::unique_ptr<NetSendComm>(std::move(s));
   }
 
+  // Takes the connector's sockets. A connection that does not prove the key (or is not a
+  // socket of this connection) is closed with a WARN, and the listener waits on for the
+  // real ones (they connected before their peer learnt of any failure, so they are queued).
   Result<std::unique_ptr<NetRecvComm>> accept(NetListenComm* lc) override {
     auto* l = static_cast<SockListen*>(lc);
     auto r = std::make_unique<SockRecv>();
     std::vector<Socket> socks(l->nsocks);
     uint64_t connId = 0;
     std::string peer;
-    for (uint32_t n = 0; n < l->nsocks; ++n) {
-      COLL_ASSIGN(Socket sock, l->listener.accept(deadlineIn(60)));
-      SockHello hello{};
-      COLL_CHECK(sock.recvAll(&hello, sizeof(hello), deadlineIn(30)));
-      if (hello.magic != kSockMagic || hello.idx >= l->nsocks || socks[hello.idx].valid() ||
-          (n > 0 && hello.connId != connId))
-        return internalError("unexpected connection on a socket listener from " + sock.peer().str());
-      connId = hello.connId;
+    const Deadline deadline = deadlineIn(60);
+    for (uint32_t n = 0; n < l->nsocks;) {
+      COLL_ASSIGN(Socket sock, l->listener.accept(deadline));
+      Result<uint32_t> idx = checkHello(*l, sock, socks, n == 0, &connId);
+      if (!idx.ok()) {
+        COLL_WARN(NET, "socket net: rejected a connection from %s: %s", sock.peer().str().c_str(),
+                  idx.status().message().c_str());
+        continue;
+      }
       COLL_CHECK(sock.setNonBlocking(true));
       peer = sock.peer().str();
-      socks[hello.idx] = std::move(sock);
+      socks[idx.value()] = std::move(sock);
+      ++n;
     }
     r->conn.init(std::move(socks), false, peer, std::min<int>(helperThreads(), l->nsocks));
     return std::unique_ptr<NetRecvComm>(std::move(r));
@@ -610,5 +647,18 @@ class SocketBackend : public NetBackend {
 }  // namespace
 
 std::unique_ptr<NetBackend> makeSocketBackend() { return std::make_unique<SocketBackend>(); }
+
+SockAddr socketHandleAddr(const NetHandle& handle) {
+  SockHandle h;
+  std::memcpy(&h, handle.bytes, sizeof(h));
+  return h.addr;
+}
+
+void setSocketHandleAddr(NetHandle* handle, const SockAddr& addr) {
+  SockHandle h;
+  std::memcpy(&h, handle->bytes, sizeof(h));
+  h.addr = addr;
+  std::memcpy(handle->bytes, &h, sizeof(h));
+}
 
 }  // namespace coll

@@ -14,6 +14,7 @@
 
 #include <memory>
 
+#include "bootstrap/socket.h"
 #include "transport/net/net.h"
 
 namespace coll {
@@ -30,5 +31,10 @@ int socketStripe(size_t size, int nsocks, size_t* partLen);
 // offset 0 when the previous ones were consumed; data 8 bytes past its source's place in
 // the page makes that copy up to 15x slower here (docs/PERFORMANCE.md).
 size_t socketHeaderPad(const void* data, size_t size);
+
+// For tests: the listener's address in a socket backend's handle, which a test may point
+// elsewhere (to record what a connector sends).
+SockAddr socketHandleAddr(const NetHandle& handle);
+void setSocketHandleAddr(NetHandle* handle, const SockAddr& addr);
 
 }  // namespace coll
