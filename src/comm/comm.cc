@@ -302,20 +302,25 @@ static Status agreeNet(collComm* c, const std::vector<SharedConfig>& all) {
 }
 
 // COLL_DETERMINISTIC: reductions only on the ring (allreduce, reduce-scatter) and the
-// chain (reduce) with FIFO slices. Each element is then combined along the ring in an
-// order fixed by its block (the ring position that ends its chain, algorithms/ring.cc),
-// which channels, loops, slices, transports and executors all keep: the tree and the
-// one-shot combine in other orders, and compression rounds partial sums.
+// chain (reduce), whose per-element order is fixed by the block (the ring position that
+// ends its chain, algorithms/ring.cc) whatever the channels, loops, slices, transport or
+// executor. The one-shots combine in the same order when the ring is in rank order
+// (oneshot.h), so they stay where it is; the tree combines in another, and compression
+// rounds partial sums.
 static void makeDeterministic(collComm* c) {
+  const std::vector<int> ring = ringOrder(c->bootstrap->peers());
+  bool rankOrder = true;
+  for (int p = 0; p < c->nranks; ++p) rankOrder = rankOrder && ring[static_cast<size_t>(p)] == p;
   for (CollKind k : {CollKind::kAllReduce, CollKind::kReduce, CollKind::kReduceScatter}) {
     const int base = static_cast<int>(k) * 4;
     c->tuner.algos = (c->tuner.algos | AllowMask{1} << (base + static_cast<int>(Algo::kRing))) &
                      ~(AllowMask{1} << (base + static_cast<int>(Algo::kTree)));
-    c->tuner.protos = (c->tuner.protos | AllowMask{1} << (base + static_cast<int>(Proto::kSimple))) &
-                      ~(AllowMask{1} << (base + static_cast<int>(Proto::kOneShot)));
+    c->tuner.protos |= AllowMask{1} << (base + static_cast<int>(Proto::kSimple));
+    if (!rankOrder) c->tuner.protos &= ~(AllowMask{1} << (base + static_cast<int>(Proto::kOneShot)));
   }
   if (c->rank == 0)
-    COLL_INFO(INIT, "deterministic reductions: ring and chain only, no tree, one-shot or compression%s",
+    COLL_INFO(INIT, "deterministic reductions: ring and chain%s; no tree or compression%s",
+              rankOrder ? " and one-shot (the ring is in rank order)" : " only",
               c->compress != kWireNone ? " (COLL_COMPRESS/config->compress ignored)" : "");
   c->compress = kWireNone;
 }
