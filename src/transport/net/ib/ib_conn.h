@@ -13,11 +13,11 @@
 
 #include "bootstrap/socket.h"
 #include "transport/net/ib/ib_net.h"
+#include "transport/net/ib/ib_wire.h"
 #include "transport/net/ib/verbs.h"
 
 namespace coll::ib {
 
-constexpr int kMaxQpsPerConn = 16;
 constexpr uint32_t kDepth = 32;  // requests in flight per comm; CTS FIFO entries
 // wr_id tags on the receiver's CQ (low bits: the QP of a receive, the seq of a credit); a
 // sender's wr_id is seq << 8 | QP.
@@ -43,32 +43,6 @@ struct IbOptions {
   int qps = 1;
   uint8_t timeout = 20, retryCnt = 7, tc = 0, sl = 0;
   static IbOptions read();
-};
-
-// A receiver's credit in the sender's CTS FIFO. seq is the request's sequence number + 1,
-// written with the rest in one RDMA WRITE; the sender reads the entry once seq matches.
-struct alignas(32) CtsEntry {  // one entry never straddles a cache line
-  uint64_t addr;
-  uint32_t rkey;
-  uint32_t size;
-  uint64_t seq;
-  uint64_t pad;
-};
-
-// What each side sends the other over the TCP side channel.
-struct PeerInfo {
-  uint32_t magic;
-  uint32_t nQps;
-  uint16_t lid;
-  uint8_t eth;
-  uint8_t mtu;
-  uint32_t reserved;
-  uint8_t gid[16];
-  uint64_t ctsAddr;  // sender only: its CTS FIFO
-  uint32_t ctsRkey;
-  uint32_t reserved2;
-  uint32_t qpn[kMaxQpsPerConn];
-  uint32_t psn[kMaxQpsPerConn];
 };
 
 class IbConn;

@@ -24,6 +24,7 @@
 #include "base/param.h"
 #include "base/wait.h"
 #include "kernels/host_copy.h"
+#include "transport/net/socket/socket_wire.h"
 
 namespace coll {
 
@@ -46,24 +47,8 @@ size_t socketHeaderPad(const void* data, size_t size) {
 
 namespace {
 
-constexpr uint32_t kSockMagic = 0xC0115C0Cu;
-// The length word: the message's bytes below kPadShift, the padding's above.
-constexpr int kPadShift = 56;
-constexpr uint64_t kLenMask = (uint64_t{1} << kPadShift) - 1;
 constexpr char kZeros[64] = {};
-
-struct SockHandle {
-  uint32_t magic;
-  uint32_t nsocks;
-  SockAddr addr;
-};
 static_assert(sizeof(SockHandle) <= kNetHandleBytes, "handle too large");
-
-struct SockHello {
-  uint32_t magic;
-  uint32_t idx;
-  uint64_t connId;
-};
 
 struct SockRequest;
 struct SockTask {
@@ -181,16 +166,12 @@ class SockConn {
             queue(0, {r, reinterpret_cast<char*>(&r->hdr), sizeof(r->hdr), 0});
           }
           if (r->pending.load(std::memory_order_acquire) > 0) break;  // header on its way
-          const uint64_t len = r->hdr & kLenMask, pad = r->hdr >> kPadShift;
-          if (pad >= sizeof(padSink_))
-            return fail(remoteError("corrupt message header from " + peerName_ + " (padding " + std::to_string(pad) +
-                                    ")"));
-          if (len > r->size)
-            return fail(remoteError("message of " + std::to_string(len) + " bytes from " + peerName_ +
-                                    " exceeds the posted " + std::to_string(r->size) +
-                                    " bytes (do the ranks use the same COLL_BUFFSIZE?)"));
-          r->size = len;
-          if (pad > 0) queue(0, {r, padSink_, pad, 0});
+          SockHeader h;
+          Status st = parseSockHeader(&r->hdr, sizeof(r->hdr), r->size, &h);
+          if (!st.ok()) return fail(st.prefix("from " + peerName_ + ": "));
+          static_assert(sizeof(padSink_) > kMaxPad);
+          r->size = h.len;
+          if (h.pad > 0) queue(0, {r, padSink_, h.pad, 0});
           queueData(r);
           progressed = true;
         }
@@ -500,8 +481,7 @@ class SocketBackend : public NetBackend {
 
   Result<std::unique_ptr<NetSendComm>> connect(int, const NetHandle& handle, const std::atomic<bool>* cancel) override {
     SockHandle h;
-    std::memcpy(&h, handle.bytes, sizeof(h));
-    if (h.magic != kSockMagic || h.nsocks == 0 || h.nsocks > 256) return internalError("corrupt socket handle");
+    COLL_CHECK(parseSockHandle(handle.bytes, sizeof(handle.bytes), &h));
     auto s = std::make_unique<SockSend>();
     uint64_t connId = std::random_device{}();
     std::vector<Socket> socks;
@@ -524,11 +504,13 @@ class SocketBackend : public NetBackend {
     std::string peer;
     for (uint32_t n = 0; n < l->nsocks; ++n) {
       COLL_ASSIGN(Socket sock, l->listener.accept(deadlineIn(60)));
+      char raw[sizeof(SockHello)];
+      COLL_CHECK(sock.recvAll(raw, sizeof(raw), deadlineIn(30)));
       SockHello hello{};
-      COLL_CHECK(sock.recvAll(&hello, sizeof(hello), deadlineIn(30)));
-      if (hello.magic != kSockMagic || hello.idx >= l->nsocks || socks[hello.idx].valid() ||
-          (n > 0 && hello.connId != connId))
-        return internalError("unexpected connection on a socket listener from " + sock.peer().str());
+      Status st = parseSockHello(raw, sizeof(raw), l->nsocks, &hello);
+      if (st.ok() && (socks[hello.idx].valid() || (n > 0 && hello.connId != connId)))
+        st = remoteError("socket " + std::to_string(hello.idx) + " twice, or of another connection");
+      if (!st.ok()) return st.prefix("unexpected connection on a socket listener from " + sock.peer().str() + ": ");
       connId = hello.connId;
       COLL_CHECK(sock.setNonBlocking(true));
       peer = sock.peer().str();
