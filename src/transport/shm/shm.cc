@@ -222,9 +222,8 @@ Result<std::unique_ptr<SendConnector>> shmConnectSend(int peer, std::span<const 
   if (h.slotBytes == 0 || h.slotBytes > kMaxShmSlotBytes)
     return remoteError(who + ": slots of " + std::to_string(h.slotBytes) + " bytes, expected 1.." +
                        std::to_string(kMaxShmSlotBytes));
-  COLL_CHECK(checkShmName(h.name, sizeof(h.name), who));
   size_t bytes = fifoBytes(h.slotBytes);
-  if (!h.name[0]) {
+  if (!h.name[0]) {  // in-process: no segment
     if (h.pid != getpid())
       return internalError("in-process shm handle from another process (pid " + std::to_string(h.pid) + ")");
     std::lock_guard<std::mutex> lock(gRegistryMu);
@@ -232,6 +231,7 @@ Result<std::unique_ptr<SendConnector>> shmConnectSend(int peer, std::span<const 
     if (it == gRegistry.end()) return internalError("in-process FIFO vanished before connect");
     return std::unique_ptr<SendConnector>(new ShmSend(peer, it->second, h.slotBytes, false));
   }
+  COLL_CHECK(checkShmName(h.name, sizeof(h.name), who));
   COLL_ASSIGN(void* p, shmMapSegment(h.name, bytes, "rank " + std::to_string(peer) + "'s FIFO"));
   auto region = std::make_shared<ShmRegion>(p, bytes, true);
   return std::unique_ptr<SendConnector>(new ShmSend(peer, std::move(region), h.slotBytes, true));
