@@ -1,6 +1,7 @@
 // The C ABI's contract: argument checking with messages that name the argument and its
 // value, bootstrap refusals, abort from another thread, collCommInitAll driven by one
 // thread in a group, collCommSplit, and mismatched calls reported instead of hanging.
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -15,6 +16,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "bootstrap/wire.h"
 #include "collectives/collectives.h"
 #include "harness.h"
 
@@ -134,6 +136,23 @@ TEST_CASE("bootstrap refuses bad ids and duplicate or missing ranks", "[api][boo
     REQUIRE(contains(collGetLastError(nullptr), "nranks 0"));
     REQUIRE(collCommInitRank(&comm, 2, junk, 2) == collInvalidArgument);
     REQUIRE(contains(collGetLastError(nullptr), "rank 2 is out of range"));
+    REQUIRE(collCommInitRank(&comm, (1 << 20) + 1, junk, 0) == collInvalidArgument);
+    REQUIRE(contains(collGetLastError(nullptr), "nranks 1048577 is above the limit"));
+  }
+  SECTION("an id with the right magic but a root no socket can have") {
+    collUniqueId id;
+    REQUIRE(collGetUniqueId(&id) == collSuccess);
+    coll::UniqueIdData data;
+    std::memcpy(&data, id.internal, sizeof(data));
+    data.root.u.sa.sa_family = AF_UNIX;
+    std::memcpy(id.internal, &data, sizeof(data));
+    REQUIRE(collCommInitRank(&comm, 1, id, 0) == collInvalidArgument);
+    REQUIRE(contains(collGetLastError(nullptr), "commId: the unique id's root has address family 1"));
+    data.root.u.sa.sa_family = AF_INET;
+    data.flags = 0x40;
+    std::memcpy(id.internal, &data, sizeof(data));
+    REQUIRE(collCommInitRank(&comm, 1, id, 0) == collInvalidArgument);
+    REQUIRE(contains(collGetLastError(nullptr), "unknown flags 64"));
   }
   SECTION("wrong key") {
     collUniqueId id;

@@ -1,4 +1,6 @@
 // The socket net backend on its own: one connection over loopback, driven by hand.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -6,13 +8,19 @@
 #include <chrono>
 #include <filesystem>
 #include <cstdint>
+#include <cstdio>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/status.h"
+#include "bootstrap/auth.h"
+#include "bootstrap/bootstrap.h"
 #include "harness.h"
 #include "transport/net/net_device.h"
 #include "transport/net/socket/socket_net.h"
+#include "transport/net/socket/socket_wire.h"
 
 using namespace coll;
 using testing::ScopedEnv;
@@ -242,4 +250,73 @@ TEST_CASE("net devices: channels use the NICs nearest the rank's GPU on the PCI 
     for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     CHECK(pciSysPath(upper).rfind("/sys/devices/", 0) == 0);
   }
+}
+
+// A peer that passes the handshake and hello (it knows the key) and then sends a frame header saying
+// 2^60 bytes: the communicator fails with an error naming that peer and the length, and
+// the process lives on (it used to allocate what the header said and die).
+TEST_CASE("bootstrap: a frame longer than the limit fails the communicator, naming the peer", "[net][bootstrap]") {
+  ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  Result<SockAddr> lo = parseSockAddr("127.0.0.1:0");
+  REQUIRE(lo.ok());
+  Result<UniqueIdData> id = startRootAt(lo.value());
+  REQUIRE(id.ok());
+  PeerInfo self{};
+  std::snprintf(self.hostname, sizeof(self.hostname), "framehost");
+  std::snprintf(self.hostId, sizeof(self.hostId), "framehost-id");
+  self.pid = getpid();
+  self.cudaDev = -1;
+  auto abort = std::make_shared<AbortState>();
+  auto bs = Bootstrap::create(id.value(), 0, 1, self, abort);
+  REQUIRE(bs.ok());
+
+  Result<Socket> conn = Socket::connect(bs.value()->peers()[0].bootAddr, deadlineIn(5));
+  REQUIRE(conn.ok());
+  REQUIRE(authConnect(conn.value(), id.value().key, AuthPurpose::kPeer, deadlineIn(5)).ok());
+  HelloMsg hello{kWireMagic, 0};
+  REQUIRE(conn.value().sendAll(&hello, sizeof(hello), deadlineIn(5)).ok());
+  FrameHeader frame{7, uint64_t{1} << 60};
+  REQUIRE(conn.value().sendAll(&frame, sizeof(frame), deadlineIn(5)).ok());
+
+  for (int i = 0; i < 500 && !abort->raised(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(abort->raised());
+  const std::string why = abort->status().message();
+  INFO(why);
+  CHECK(why.find("rank 0 (framehost, 127.0.0.1:") != std::string::npos);
+  CHECK(why.find("frame of 1152921504606846976 bytes") != std::string::npos);
+  // A receive waiting on that peer ends with the reason, not at the bootstrap timeout.
+  std::vector<char> out;
+  Status st = bs.value()->recv(0, 7, &out);
+  CHECK_FALSE(st.ok());
+  CHECK(st.message() == why);
+  bs.value()->leave();
+}
+
+TEST_CASE("socket backend: handles, hellos and headers are checked before use", "[net]") {
+  SockHandle h{kSockMagic, 4, {}, {}};
+  h.addr.u.sa.sa_family = AF_INET;
+  SockHandle out;
+  REQUIRE(parseSockHandle(&h, sizeof(h), &out).ok());
+  h.addr.u.sa.sa_family = AF_UNIX;  // connect() would be handed a length that is not its own
+  Status st = parseSockHandle(&h, sizeof(h), &out);
+  REQUIRE_FALSE(st.ok());
+  CHECK_THAT(st.message(), Catch::Contains("socket handle has address family 1"));
+  h.addr.u.sa.sa_family = AF_INET;
+  h.nsocks = 100000;
+  CHECK_THAT(parseSockHandle(&h, sizeof(h), &out).message(), Catch::Contains("asks for 100000 sockets"));
+
+  SockHello hello{{kSockMagic, 4, 1}, {}};
+  SockHello hout;
+  CHECK_THAT(parseSockHello(&hello, sizeof(hello), 4, &hout).message(),
+             Catch::Contains("socket 4 of a connection of 4"));
+  hello.body.idx = 3;
+  CHECK(parseSockHello(&hello, sizeof(hello), 4, &hout).ok());
+
+  SockHeader hdr;
+  uint64_t word = 100 | (uint64_t{8} << kPadShift);
+  REQUIRE(parseSockHeader(&word, sizeof(word), 100, &hdr).ok());
+  CHECK((hdr.len == 100 && hdr.pad == 8));
+  CHECK_THAT(parseSockHeader(&word, sizeof(word), 99, &hdr).message(), Catch::Contains("exceeds the posted 99"));
+  word = 1 | (uint64_t{64} << kPadShift);
+  CHECK_THAT(parseSockHeader(&word, sizeof(word), 100, &hdr).message(), Catch::Contains("padding 64"));
 }

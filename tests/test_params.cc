@@ -6,8 +6,10 @@
 
 #include "bootstrap/socket.h"
 #include "base/param.h"
+#include "harness.h"
 
 using namespace coll;
+using testing::ScopedEnv;
 
 TEST_CASE("sizes parse with binary suffixes", "[params]") {
   int64_t v = 0;
@@ -22,6 +24,19 @@ TEST_CASE("sizes parse with binary suffixes", "[params]") {
   REQUIRE_FALSE(parseSize("", &v));
   REQUIRE_FALSE(parseSize("abc", &v));
   REQUIRE_FALSE(parseSize("4KB", &v));
+  // Bounded: no overflow when scaled, none in the suffix multiplication.
+  REQUIRE(parseSize("1024G", &v));
+  REQUIRE(v == int64_t{1} << 40);
+  REQUIRE(parseSize("-1024G", &v));
+  REQUIRE_FALSE(parseSize("1025G", &v));
+  REQUIRE_FALSE(parseSize("9223372036854775807G", &v));
+  REQUIRE_FALSE(parseSize("-9223372036854775807", &v));
+  REQUIRE_FALSE(parseSize("99999999999999999999", &v));
+}
+
+TEST_CASE("an integer parameter beyond its bound falls back to the default", "[params]") {
+  ScopedEnv big("COLL_BOOTSTRAP_TIMEOUT_S", "9223372036854775807");
+  REQUIRE(param(IntParam::BOOTSTRAP_TIMEOUT_S) == 60);
 }
 
 TEST_CASE("COLL_ wins over NCCL_, defaults apply, garbage falls back", "[params]") {

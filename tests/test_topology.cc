@@ -115,6 +115,33 @@ TEST_CASE("bad topology content is named", "[topology][xml]") {
   check("<system><cpu numaid=\"0\"><pci busid=\"0000:01:00.0\" class=\"0x030200\"><gpu dev=\"0\"/></pci>"
         "<pci busid=\"0000:02:00.0\" class=\"0x030200\"><gpu dev=\"0\"/></pci></cpu></system>",
         "two GPUs with dev=0");
+  // Limits: a dev that would size a table, and more end points than paths are computed for.
+  check("<system><cpu numaid=\"0\"><pci busid=\"0000:01:00.0\" class=\"0x030200\"><gpu dev=\"2000000000\"/>"
+        "</pci></cpu></system>",
+        "a GPU with dev=2000000000, at most 63");
+  std::string cpus = "<system>";
+  for (int i = 0; i < 33; ++i) cpus += "<cpu numaid=\"" + std::to_string(i) + "\"/>";
+  check((cpus + "</system>").c_str(), "f.xml: 33 CPUs, at most 32");
+  std::string many = "<system><cpu numaid=\"0\">";
+  for (int i = 0; i < 2100; ++i) many += "<x/>";
+  check((many + "</cpu></system>").c_str(), "more than 2048 elements under <system>");
+}
+
+TEST_CASE("xml beyond its limits is refused, naming the file", "[topology][xml]") {
+  std::string attrs = "<a";
+  for (int i = 0; i < 300; ++i) attrs += " k" + std::to_string(i) + "=\"v\"";
+  auto a = xmlParse(attrs + "/>", "many.xml");
+  REQUIRE_FALSE(a.ok());
+  CHECK_THAT(a.status().message(), Catch::Contains("many.xml line 1: more than 256 attributes in <a>"));
+  std::string elements = "<a>";
+  for (int i = 0; i < 70000; ++i) elements += "<b/>";
+  auto e = xmlParse(elements + "</a>", "big.xml");
+  REQUIRE_FALSE(e.ok());
+  CHECK_THAT(e.status().message(), Catch::Contains("big.xml line 1: more than 65536 elements"));
+  // A path that never ends (a device) is read only up to the limit.
+  auto z = xmlLoadFile("/dev/zero");
+  REQUIRE_FALSE(z.ok());
+  CHECK_THAT(z.status().message(), Catch::Contains("topology file \"/dev/zero\" is larger than 16777216 bytes"));
 }
 
 TEST_CASE("every fixture loads and dump-load-dump is a fixed point", "[topology][xml]") {

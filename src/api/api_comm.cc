@@ -17,9 +17,8 @@ using namespace coll::api;
 namespace {
 
 Status checkId(const collUniqueId& commId, const char* arg, coll::UniqueIdData* id) {
-  std::memcpy(id, commId.internal, sizeof(*id));
-  if (id->magic != coll::kIdMagic)
-    return coll::invalidArgument(std::string(arg) + " was not made by collGetUniqueId (bad magic)");
+  Status st = coll::parseUniqueId(commId.internal, sizeof(commId.internal), id);
+  if (!st.ok()) return st.prefix(std::string(arg) + ": ");
   return coll::okStatus();
 }
 
@@ -68,6 +67,9 @@ Status checkInitArgs(collComm_t* comm, int nranks, int rank) {
   if (!comm) return coll::invalidArgument("comm is NULL");
   *comm = nullptr;
   if (nranks < 1) return coll::invalidArgument("nranks " + std::to_string(nranks) + " is < 1");
+  if (nranks > coll::kMaxRanks)
+    return coll::invalidArgument("nranks " + std::to_string(nranks) + " is above the limit " +
+                                 std::to_string(coll::kMaxRanks));
   return checkRank("rank", rank, nranks);
 }
 

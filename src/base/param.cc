@@ -49,6 +49,9 @@ bool parseSize(const std::string& text, int64_t* out) {
     }
     if (end[1] != '\0') return false;
   }
+  // Every integer parameter stays within +-kMaxIntParam, so a caller may scale it (seconds
+  // to microseconds, a count times a size) without overflow.
+  if (v > kMaxIntParam / mult || v < -kMaxIntParam / mult) return false;
   *out = v * mult;
   return true;
 }
@@ -63,7 +66,7 @@ int64_t param(IntParam p) {
   if (!parseSize(raw, &v)) {
     static std::atomic<bool> warned[static_cast<size_t>(ParamIndex::kCount)];
     if (!warned[static_cast<size_t>(p)].exchange(true))
-      COLL_WARN(ENV, "COLL_%s=\"%s\" is not an integer; using the default %lld", info.name, raw,
+      COLL_WARN(ENV, "COLL_%s=\"%s\" is not an integer within +-2^40; using the default %lld", info.name, raw,
                 static_cast<long long>(def));
     return def;
   }

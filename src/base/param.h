@@ -70,7 +70,10 @@ const char* paramRaw(IntParam p);
 const char* paramRaw(StringParam p);
 const char* paramRaw(const ParamInfo& p);
 
-// Parses "123", "4K", "16M", "1G" (binary units). Returns false on garbage.
+// The bound on every integer parameter's value, either sign (1 TiB; 12 days in us).
+constexpr int64_t kMaxIntParam = int64_t{1} << 40;
+// Parses "123", "4K", "16M", "1G" (binary units). Returns false on garbage and on values
+// beyond +-kMaxIntParam.
 bool parseSize(const std::string& text, int64_t* out);
 
 }  // namespace coll

@@ -123,23 +123,35 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdData& id, int
   if (!authed.ok())
     return authed.prefix("rank " + std::to_string(rank) + ": bootstrap root at " + id.root.str() + ": ");
   const JoinMsg j = joinMsg(RootMsg::kJoin, rank, nranks, self);
-  COLL_CHECK(b->root_.sendAll(&j, sizeof(j), deadline, &b->abort_->flag));
+  Status sent = b->root_.sendAll(&j, sizeof(j), deadline, &b->abort_->flag);
+  if (!sent.ok()) return sent.prefix("rank " + std::to_string(rank) + ": bootstrap root at " + id.root.str() + ": ");
   RootReply reply{};
-  Status st = b->root_.recvAll(&reply, sizeof(reply), deadline, &b->abort_->flag);
-  if (!st.ok())
-    return Status(st.code(), "rank " + std::to_string(rank) + ": waiting for the other ranks at root " + id.root.str() +
-                                 ": " + st.message());
-  if (reply.kind == RootMsg::kError)
-    return remoteError(std::string("bootstrap root refused rank ") + std::to_string(rank) + ": " + reply.text);
-  if (reply.kind != RootMsg::kTable) return internalError("unexpected root reply");
-  b->peers_.resize(nranks);
-  COLL_CHECK(b->root_.recvAll(b->peers_.data(), sizeof(PeerInfo) * nranks, deadline, &b->abort_->flag));
+  COLL_CHECK(b->readTable(id, &reply, deadline));
   for (int r = 0; r < nranks; ++r)
     if (b->peers_[r].pid == reply.rootPid &&
         std::strncmp(b->peers_[r].hostId, reply.rootHostId, sizeof(reply.rootHostId)) == 0)
       b->rootRank_ = r;
   b->service_ = std::thread([p = b.get()] { p->serviceLoop(); });
   return b;
+}
+
+// The root's answer to our join: the table of every rank's PeerInfo, or why not.
+Status Bootstrap::readTable(const UniqueIdData& id, RootReply* reply, Deadline deadline) {
+  const std::string root = "rank " + std::to_string(rank_) + ": bootstrap root at " + id.root.str();
+  char raw[sizeof(RootReply)];
+  Status st = root_.recvAll(raw, sizeof(raw), deadline, &abort_->flag);
+  if (!st.ok()) return Status(st.code(), root + ": waiting for the other ranks: " + st.message());
+  st = parseRootReply(raw, sizeof(raw), nranks_, reply);
+  if (!st.ok()) return st.prefix(root + ": ");
+  if (reply->kind == RootMsg::kError)
+    return remoteError(std::string("bootstrap root refused rank ") + std::to_string(rank_) + ": " + reply->text);
+  if (reply->kind != RootMsg::kTable)
+    return remoteError(root + ": unexpected reply kind " + std::to_string(static_cast<uint32_t>(reply->kind)));
+  std::vector<char> table(sizeof(PeerInfo) * static_cast<size_t>(nranks_));
+  COLL_CHECK(root_.recvAll(table.data(), table.size(), deadline, &abort_->flag));
+  st = parsePeerTable(table.data(), table.size(), nranks_, &peers_);
+  if (!st.ok()) return st.prefix(root + ": ");
+  return okStatus();
 }
 
 Bootstrap::~Bootstrap() {
@@ -240,10 +252,22 @@ Status Bootstrap::allGather(void* data, size_t blockLen, uint64_t tag, bool igno
   return okStatus();
 }
 
+// A frame from an authenticated peer that breaks the limits (wire.h) fails the
+// communicator naming that peer: its later frames cannot be trusted to line up, and the
+// ranks waiting for them should hear why now rather than at their timeout.
 Status Bootstrap::readFrame(int idx) {
   InConn& c = in_[idx];
+  char raw[sizeof(FrameHeader)];
+  COLL_CHECK(c.sock.recvAll(raw, sizeof(raw), deadlineIn(timeoutS_)));
   FrameHeader h{};
-  COLL_CHECK(c.sock.recvAll(&h, sizeof(h), deadlineIn(timeoutS_)));
+  Status st = parseFrameHeader(raw, sizeof(raw), &h);
+  if (!st.ok()) {
+    st.prefix("bootstrap: rank " + std::to_string(c.from) + " (" + peers_[c.from].hostname + ", " +
+              c.sock.peer().str() + ") sent a bad frame: ");
+    COLL_WARN(BOOTSTRAP, "%s", st.message().c_str());
+    abort_->set(st.code(), st.message());
+    return st;
+  }
   std::vector<char> buf(h.len);
   if (h.len) COLL_CHECK(c.sock.recvAll(buf.data(), h.len, deadlineIn(timeoutS_)));
   {
@@ -266,12 +290,44 @@ void Bootstrap::acceptPeer() {
               authed.message().c_str());
     return;
   }
+  char raw[sizeof(HelloMsg)];
   HelloMsg h{};
-  if (sock.recvAll(&h, sizeof(h), deadlineIn(5)).ok() && h.magic == kWireMagic && h.fromRank >= 0 &&
-      h.fromRank < nranks_) {
+  Status st = sock.recvAll(raw, sizeof(raw), deadlineIn(5));
+  if (st.ok()) st = parseHello(raw, sizeof(raw), nranks_, &h);
+  if (st.ok()) {
     in_.push_back({std::move(sock), h.fromRank});
-  } else {
-    COLL_WARN(BOOTSTRAP, "dropped a bootstrap connection from %s: bad hello", sock.peer().str().c_str());
+    return;
+  }
+  COLL_WARN(BOOTSTRAP, "dropped a bootstrap connection from %s: %s", sock.peer().str().c_str(), st.message().c_str());
+}
+
+// A message from the root: another rank failed or left, or the root is gone.
+void Bootstrap::readRoot() {
+  RootReply msg{};
+  char raw[sizeof(RootReply)];
+  Status st = root_.recvAll(raw, sizeof(raw), deadlineIn(5));
+  if (st.ok()) {
+    st = parseRootReply(raw, sizeof(raw), nranks_, &msg);
+    if (!st.ok()) {
+      st.prefix("bootstrap: bad message from the root at " + root_.peer().str() + ": ");
+      COLL_WARN(BOOTSTRAP, "%s", st.message().c_str());
+      abort_->set(st.code(), st.message());
+    }
+  }
+  if (st.ok() && msg.kind == RootMsg::kRankFailed) {
+    abort_->set(Code::kRemote, msg.text);
+  } else if (st.ok() && msg.kind == RootMsg::kRankLeft) {
+    abort_->setPeerGone(msg.text);
+  } else if (!st.ok() && !stop_.load()) {
+    std::string who = rootRank_ >= 0
+                          ? "rank " + std::to_string(rootRank_) + " (pid " + std::to_string(peers_[rootRank_].pid) +
+                                " on " + peers_[rootRank_].hostname + ")"
+                          : std::string("the process that created the unique id");
+    abort_->setPeerGone("lost the bootstrap root hosted by " + who + ": it exited or was killed");
+  }
+  if (!st.ok()) {
+    std::lock_guard<std::mutex> lock(rootMu_);
+    root_.close();
   }
 }
 
@@ -285,25 +341,7 @@ void Bootstrap::serviceLoop() {
     int rc = ::poll(fds.data(), fds.size(), 100);
     if (rc <= 0) continue;
     if (fds[0].revents) acceptPeer();
-    if (root_.valid() && fds[1].revents) {
-      RootReply msg{};
-      Status st = root_.recvAll(&msg, sizeof(msg), deadlineIn(5));
-      if (st.ok() && msg.kind == RootMsg::kRankFailed) {
-        abort_->set(Code::kRemote, msg.text);
-      } else if (st.ok() && msg.kind == RootMsg::kRankLeft) {
-        abort_->setPeerGone(msg.text);
-      } else if (!st.ok() && !stop_.load()) {
-        std::string who = rootRank_ >= 0
-                              ? "rank " + std::to_string(rootRank_) + " (pid " + std::to_string(peers_[rootRank_].pid) +
-                                    " on " + peers_[rootRank_].hostname + ")"
-                              : std::string("the process that created the unique id");
-        abort_->setPeerGone("lost the bootstrap root hosted by " + who + ": it exited or was killed");
-      }
-      if (!st.ok()) {
-        std::lock_guard<std::mutex> lock(rootMu_);
-        root_.close();
-      }
-    }
+    if (root_.valid() && fds[1].revents) readRoot();
     for (size_t i = 2; i < fds.size(); ++i) {
       if (!fds[i].revents) continue;
       int idx = static_cast<int>(i - 2);

@@ -116,8 +116,10 @@ class Bootstrap {
                              const std::string& why);
   void serviceLoop();
   void acceptPeer();
+  void readRoot();
   void tellRoot(RootMsg kind, const std::string& why);
   Status readFrame(int connIdx);
+  Status readTable(const UniqueIdData& id, RootReply* reply, Deadline deadline);
   Status connectTo(int peer, const std::atomic<bool>* cancel);
 
   int rank_ = -1, nranks_ = 0;

@@ -63,14 +63,15 @@ void Root::handleJoin(Socket s) {
     return;
   }
   JoinMsg j{};
-  const bool read = s.recvAll(&j, sizeof(j), deadlineIn(10)).ok() && j.magic == kWireMagic;
-  if (read && j.kind == RootMsg::kRankFailed) return failJoin(j, s);
-  if (!read || j.kind != RootMsg::kJoin) {
-    COLL_WARN(BOOTSTRAP, "root: dropped a connection from %s that is not a rank joining", s.peer().str().c_str());
+  char raw[sizeof(JoinMsg)];
+  Status st = s.recvAll(raw, sizeof(raw), deadlineIn(10));
+  if (!st.ok()) {
+    COLL_WARN(BOOTSTRAP, "root: dropped a connection from %s: %s", s.peer().str().c_str(), st.message().c_str());
     return;
   }
-  if (j.nranks <= 0 || j.rank < 0 || j.rank >= j.nranks)
-    return refuse(s, "rank " + std::to_string(j.rank) + " out of range for nranks " + std::to_string(j.nranks));
+  st = parseJoinMsg(raw, sizeof(raw), &j);
+  if (!st.ok()) return refuse(s, "a join from " + s.peer().str() + " is malformed: " + st.message());
+  if (j.kind == RootMsg::kRankFailed) return failJoin(j, s);
   if (nranks_ < 0) {
     nranks_ = j.nranks;
     ranks_.resize(nranks_);
@@ -159,11 +160,15 @@ void Root::monitor() {
       if (!fds[i].revents) continue;
       int r = who[i];
       RootReply msg{};
-      Status st = ranks_[r].recvAll(&msg, sizeof(msg), deadlineIn(5));
+      char raw[sizeof(RootReply)];
+      Status st = ranks_[r].recvAll(raw, sizeof(raw), deadlineIn(5));
+      const bool read = st.ok();
+      if (read) st = parseRootReply(raw, sizeof(raw), nranks_, &msg);
+      if (read && !st.ok())  // then treated as that rank gone: the others are told
+        COLL_WARN(BOOTSTRAP, "root: rank %d (%s): %s", r, ranks_[r].peer().str().c_str(), st.message().c_str());
       if (st.ok() && (msg.kind == RootMsg::kRankFailed || msg.kind == RootMsg::kRankLeft)) {
         // A rank failed an operation and stays, or is leaving by an abort: the others
         // learn why (their own wait may never end otherwise, e.g. for data it will not send).
-        msg.text[sizeof(msg.text) - 1] = 0;
         for (int o = 0; o < nranks_; ++o)
           if (alive[o] && o != r) sendReply(ranks_[o], msg.kind, r, msg.text);
         continue;

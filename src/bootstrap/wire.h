@@ -1,9 +1,16 @@
 // Wire formats of the bootstrap: the unique id's contents, what a rank tells the root
 // when it joins, and the frames exchanged afterwards. All fixed-size PODs; every process
 // of a job runs the same library build, so host byte order is used.
+//
+// Bytes from outside (a socket, the application's unique id) become one of these only
+// through the parse* functions at the bottom: they check every length, count, index,
+// enum and string against its limit, so the code after them may trust the fields. The
+// fuzz targets (tests/fuzz/) call the same functions.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "bootstrap/auth.h"
 #include "bootstrap/socket.h"
@@ -67,5 +74,23 @@ struct FrameHeader {
   uint64_t tag;
   uint64_t len;
 };
+
+// Limits on what the wire may say.
+constexpr int kMaxRanks = 1 << 20;            // nranks of a communicator
+constexpr uint64_t kMaxFrameBytes = 1 << 20;  // one bootstrap frame (the library sends <= 4 KiB)
+
+// Each returns an error saying which field is wrong and its value; the caller prefixes who
+// sent it. n must be the struct's size (a short read is the caller's error to report).
+Status parseUniqueId(const void* bytes, size_t n, UniqueIdData* out);
+// A bootstrap address: IPv4 or IPv6 with a port.
+Status checkSockAddr(const SockAddr& a, const char* what);
+Status parsePeerInfo(const void* bytes, size_t n, PeerInfo* out);
+Status parseJoinMsg(const void* bytes, size_t n, JoinMsg* out);
+// nranks: the communicator's, to check the rank a kRankFailed names.
+Status parseRootReply(const void* bytes, size_t n, int nranks, RootReply* out);
+// The table after a kTable reply: exactly nranks PeerInfo.
+Status parsePeerTable(const void* bytes, size_t n, int nranks, std::vector<PeerInfo>* out);
+Status parseHello(const void* bytes, size_t n, int nranks, HelloMsg* out);
+Status parseFrameHeader(const void* bytes, size_t n, FrameHeader* out);
 
 }  // namespace coll

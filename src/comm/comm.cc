@@ -182,11 +182,14 @@ static int64_t configuredFifoBytes(bool overNet) {
   const int64_t minBuff = 1024;
   const IntParam which = overNet && paramRaw(IntParam::BUFFSIZE) == nullptr ? IntParam::NET_BUFFSIZE
                                                                             : IntParam::BUFFSIZE;
+  const int64_t maxBuff = int64_t{1} << 30;  // a FIFO slot's bytes travel as 32 bits (FifoCtrl::sizes)
   int64_t buff = param(which);
-  if (buff < minBuff) {
-    COLL_WARN(ENV, "COLL_%s=%lld is below the minimum %lld; using %lld", paramInfo(which).name,
-              static_cast<long long>(buff), static_cast<long long>(minBuff), static_cast<long long>(minBuff));
-    buff = minBuff;
+  if (buff < minBuff || buff > maxBuff) {
+    const int64_t use = buff < minBuff ? minBuff : maxBuff;
+    COLL_WARN(ENV, "COLL_%s=%lld is outside %lld..%lld; using %lld", paramInfo(which).name,
+              static_cast<long long>(buff), static_cast<long long>(minBuff), static_cast<long long>(maxBuff),
+              static_cast<long long>(use));
+    buff = use;
   }
   return buff;
 }

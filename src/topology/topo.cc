@@ -171,14 +171,40 @@ Status Topology::addPci(const XmlNode& pci, int parent, const std::string& origi
   return okStatus();
 }
 
+namespace {
+
+int countElements(const XmlNode& n, int limit) {
+  int count = 0;
+  for (const auto& c : n.children()) {
+    count += 1 + countElements(*c, limit - count);
+    if (count > limit) break;
+  }
+  return count;
+}
+
+}  // namespace
+
+Status Topology::checkCounts(const std::string& origin) const {
+  auto over = [&](size_t have, int limit, const char* what) {
+    return invalidArgument(origin + ": " + std::to_string(have) + " " + what + ", at most " + std::to_string(limit));
+  };
+  if (gpus_.size() > static_cast<size_t>(kMaxTopoGpus)) return over(gpus_.size(), kMaxTopoGpus, "GPUs");
+  if (cpus_.size() > static_cast<size_t>(kMaxTopoCpus)) return over(cpus_.size(), kMaxTopoCpus, "CPUs");
+  if (nets_.size() > static_cast<size_t>(kMaxTopoNets)) return over(nets_.size(), kMaxTopoNets, "network ports");
+  return okStatus();
+}
+
 Status Topology::build(const XmlNode& system, const std::string& origin) {
   if (system.name() != "system")
     return invalidArgument(origin + ": the root element is <" + system.name() + ">, not <system>");
+  if (int n = countElements(system, kMaxTopoElements); n > kMaxTopoElements)
+    return invalidArgument(origin + ": more than " + std::to_string(kMaxTopoElements) + " elements under <system>");
   for (const auto& c : system.children()) {
     if (c->name() != "cpu") continue;
     COLL_CHECK(addCpu(*c, origin));
   }
   if (cpus_.empty()) return invalidArgument(origin + ": no <cpu> element under <system>");
+  COLL_CHECK(checkCounts(origin));
   COLL_CHECK(numberGpus(origin));
   resolveNvlinks();
   computePaths();
@@ -231,6 +257,9 @@ Status Topology::numberGpus(const std::string& origin) {
   std::vector<bool> taken;
   for (int g : gpus_) {
     int d = nodes_[static_cast<size_t>(g)].index;
+    if (d >= kMaxTopoGpus)
+      return invalidArgument(origin + ": a GPU with dev=" + std::to_string(d) + ", at most " +
+                             std::to_string(kMaxTopoGpus - 1));
     if (d >= 0) {
       if (static_cast<size_t>(d) >= taken.size()) taken.resize(static_cast<size_t>(d) + 1);
       if (taken[static_cast<size_t>(d)]) return invalidArgument(origin + ": two GPUs with dev=" + std::to_string(d));

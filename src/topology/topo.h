@@ -66,6 +66,13 @@ struct TopoPath {
   std::vector<int> hops;  // node indices from source to destination
 };
 
+// Limits on a topology (probed or loaded): the paths between every pair of GPU, CPU and
+// NET nodes cost a widest-path search each, so a file may not ask for thousands.
+constexpr int kMaxTopoElements = 2048;  // XML elements under <system>
+constexpr int kMaxTopoGpus = 64;        // also bounds a <gpu dev=...>
+constexpr int kMaxTopoCpus = 32;
+constexpr int kMaxTopoNets = 64;
+
 class Topology {
  public:
   // Builds the graph from a <system> element; `origin` names the source in errors.
@@ -91,6 +98,7 @@ class Topology {
   Status addCpu(const XmlNode& cpuXml, const std::string& origin);
   void addCpuNic(const XmlNode& nicXml, int cpu);  // a <nic> right under a <cpu>
   Status numberGpus(const std::string& origin);
+  Status checkCounts(const std::string& origin) const;
   void resolveNvlinks();
   Status addPci(const XmlNode& pci, int parent, const std::string& origin);
   int addNode(TopoNode n);

@@ -3,7 +3,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
+#include <string>
 
 namespace coll {
 
@@ -129,6 +129,7 @@ class Parser {
   // At '<' of a start tag: the element, its attributes and its children.
   Result<std::unique_ptr<XmlNode>> element(int depth) {
     if (depth > 64) return error("elements nested deeper than 64");
+    if (++elements_ > kMaxXmlElements) return error("more than " + std::to_string(kMaxXmlElements) + " elements");
     ++pos_;  // '<'
     std::string tag = name();
     if (tag.empty()) return error("expected an element name after '<'");
@@ -146,6 +147,8 @@ class Parser {
       }
       std::string key = name();
       if (key.empty()) return error("expected an attribute name in <" + tag + ">");
+      if (node->attrs().size() >= static_cast<size_t>(kMaxXmlAttrs))
+        return error("more than " + std::to_string(kMaxXmlAttrs) + " attributes in <" + tag + ">");
       skipSpace();
       if (pos_ >= s_.size() || s_[pos_] != '=') return error("expected '=' after " + key + " in <" + tag + ">");
       ++pos_;
@@ -185,6 +188,7 @@ class Parser {
   std::string_view s_;
   const std::string& origin_;
   size_t pos_ = 0;
+  int elements_ = 0;
 };
 
 void escapeTo(std::string& out, const std::string& v) {
@@ -227,11 +231,15 @@ Result<std::unique_ptr<XmlNode>> xmlParse(std::string_view text, const std::stri
 }
 
 Result<std::unique_ptr<XmlNode>> xmlLoadFile(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return systemError("cannot open topology file \"" + path + "\"", errno);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return xmlParse(ss.str(), "topology file \"" + path + "\"");
+  // Read at most one byte past the limit (the path may name a device or a pipe).
+  std::string text(kMaxXmlBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxXmlBytes)
+    return invalidArgument("topology file \"" + path + "\" is larger than " + std::to_string(kMaxXmlBytes) + " bytes");
+  return xmlParse(text, "topology file \"" + path + "\"");
 }
 
 std::string xmlWrite(const XmlNode& root) {

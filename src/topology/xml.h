@@ -47,6 +47,13 @@ class XmlNode {
   XmlNode* parent_ = nullptr;
 };
 
+// Limits on a document (a topology file is a few KiB; these stop a wrong or hostile file
+// from taking the process's memory or time): its bytes, its elements, and the attributes
+// of one element.
+constexpr size_t kMaxXmlBytes = 16 << 20;
+constexpr int kMaxXmlElements = 1 << 16;
+constexpr int kMaxXmlAttrs = 256;
+
 // Parses a document with one root element; `origin` names it in errors.
 Result<std::unique_ptr<XmlNode>> xmlParse(std::string_view text, const std::string& origin);
 Result<std::unique_ptr<XmlNode>> xmlLoadFile(const std::string& path);

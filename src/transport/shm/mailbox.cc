@@ -62,6 +62,13 @@ Result<std::unique_ptr<Mailboxes>> Mailboxes::create(Bootstrap* bs, size_t capac
   for (int r = 0; r < n; ++r) mb->pids_[r] = all[r].pid;
   bool allOk = true;
   for (int r = 0; r < n; ++r) allOk = allOk && all[r].ok;
+  // A name no peer of ours makes: no mailboxes on any rank (the second round tells them).
+  for (int r = 0; r < n && allOk; ++r) {
+    if (r == me) continue;
+    Status named = checkShmName(all[r].name, sizeof(all[r].name), "rank " + std::to_string(r) + "'s mailbox");
+    if (!named.ok()) COLL_WARN(SHM, "rank %d: %s; small operations take the ring", me, named.message().c_str());
+    allOk = named.ok();
+  }
   int32_t mapped = allOk ? 1 : 0;
   for (int r = 0; r < n && mapped; ++r) {
     if (r == me) continue;

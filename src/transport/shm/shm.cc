@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <mutex>
 #include <new>
 #include <random>
+#include <string_view>
 
 #include "base/log.h"
 #include "base/param.h"
@@ -167,9 +169,25 @@ Result<void*> shmCreateSegment(char* name, size_t nameLen, const char* what, siz
   return p;
 }
 
+Status checkShmName(const char* name, size_t cap, const std::string& what) {
+  const size_t len = strnlen(name, cap);
+  if (len == cap)
+    return remoteError(what + ": segment name not NUL-terminated within " + std::to_string(cap) + " bytes");
+  const std::string_view v(name, len);
+  if (!v.starts_with("/coll-") || v.find('/', 1) != std::string_view::npos)
+    return remoteError(what + ": segment name \"" + std::string(v) + "\" is not one this library makes");
+  return okStatus();
+}
+
 Result<void*> shmMapSegment(const char* name, size_t bytes, const std::string& what) {
   int fd = shm_open(name, O_RDWR, 0600);
   if (fd < 0) return systemError(std::string("shm_open(") + name + ") of " + what, errno);
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < bytes) {
+    close(fd);
+    return remoteError(std::string("segment ") + name + " of " + what + " has " + std::to_string(st.st_size) +
+                       " bytes, expected " + std::to_string(bytes));
+  }
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (p == MAP_FAILED) return systemError(std::string("mmap(") + name + ") of " + what, errno);
@@ -200,8 +218,12 @@ Result<std::unique_ptr<PendingRecv>> shmSetupRecv(int peer, size_t slotBytes, bo
 
 Result<std::unique_ptr<SendConnector>> shmConnectSend(int peer, std::span<const std::byte> handle) {
   COLL_ASSIGN(const ShmHandle h, handleAs<ShmHandle>(handle, "shm"));
+  const std::string who = "rank " + std::to_string(peer) + "'s shm handle";
+  if (h.slotBytes == 0 || h.slotBytes > kMaxShmSlotBytes)
+    return remoteError(who + ": slots of " + std::to_string(h.slotBytes) + " bytes, expected 1.." +
+                       std::to_string(kMaxShmSlotBytes));
   size_t bytes = fifoBytes(h.slotBytes);
-  if (!h.name[0]) {
+  if (!h.name[0]) {  // in-process: no segment
     if (h.pid != getpid())
       return internalError("in-process shm handle from another process (pid " + std::to_string(h.pid) + ")");
     std::lock_guard<std::mutex> lock(gRegistryMu);
@@ -209,6 +231,7 @@ Result<std::unique_ptr<SendConnector>> shmConnectSend(int peer, std::span<const 
     if (it == gRegistry.end()) return internalError("in-process FIFO vanished before connect");
     return std::unique_ptr<SendConnector>(new ShmSend(peer, it->second, h.slotBytes, false));
   }
+  COLL_CHECK(checkShmName(h.name, sizeof(h.name), who));
   COLL_ASSIGN(void* p, shmMapSegment(h.name, bytes, "rank " + std::to_string(peer) + "'s FIFO"));
   auto region = std::make_shared<ShmRegion>(p, bytes, true);
   return std::unique_ptr<SendConnector>(new ShmSend(peer, std::move(region), h.slotBytes, true));

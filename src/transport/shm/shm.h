@@ -35,7 +35,12 @@ extern const Transport kShmTransport;
 // the caller unlinks it once every peer has mapped it.
 uint64_t shmRandomId();
 Result<void*> shmCreateSegment(char* name, size_t nameLen, const char* what, size_t bytes);
+// Maps a peer's segment; fails (instead of a SIGBUS later) when it is shorter than bytes.
 Result<void*> shmMapSegment(const char* name, size_t bytes, const std::string& what);
+// A segment name from a peer: NUL-terminated within cap, "/coll-..." with no other '/'.
+Status checkShmName(const char* name, size_t cap, const std::string& what);
+// The largest FIFO slot a peer's handle may ask for (COLL_BUFFSIZE is at most 1 GiB).
+constexpr uint64_t kMaxShmSlotBytes = uint64_t{1} << 30;
 
 // The row's halves, for callers that know they want shm (tests). The handle is a ShmHandle.
 Result<std::unique_ptr<PendingRecv>> shmSetupRecv(int peer, size_t slotBytes, bool sameProcess);

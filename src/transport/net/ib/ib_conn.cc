@@ -20,8 +20,6 @@ namespace coll::ib {
 
 namespace {
 
-constexpr uint32_t kInfoMagic = 0x49424e31;  // "IBN1"
-
 // An int knob in [lo, hi]; out of range: a WARN (once per variable and value) naming the
 // variable and the default used.
 int64_t ranged(IntParam p, int64_t lo, int64_t hi) {
@@ -203,10 +201,13 @@ Status IbConn::readInfo(bool* got) {
   }
   if (!st.ok() || !*got) return st;
   *got = false;
-  peerInfo_ = inMsg_.info;
-  const PeerInfo& p = peerInfo_;
-  if (p.magic != kInfoMagic || p.nQps == 0 || p.nQps > kMaxQpsPerConn || (!sender_ && p.ctsRkey == 0))
-    return remoteError("corrupt connection info from the peer (not an ib backend of this version?)");
+  PeerInfo p;
+  st = parseIbPeerInfo(&inMsg_.info, sizeof(inMsg_.info), !sender_, &p);
+  if (st.ok() && sender_ && p.nQps != qps_.size())
+    st = remoteError("ib connection info with " + std::to_string(p.nQps) + " QPs for a connection of " +
+                     std::to_string(qps_.size()));
+  if (!st.ok()) return st;  // progressSetup's fail() names the peer
+  peerInfo_ = p;
   if (p.eth != dev_->eth)
     return invalidArgument(std::string("link layers differ: ours is ") +
                            (dev_->eth ? "Ethernet (RoCE)" : "InfiniBand"));

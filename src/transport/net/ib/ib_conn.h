@@ -14,11 +14,11 @@
 #include "bootstrap/auth.h"
 #include "bootstrap/socket.h"
 #include "transport/net/ib/ib_net.h"
+#include "transport/net/ib/ib_wire.h"
 #include "transport/net/ib/verbs.h"
 
 namespace coll::ib {
 
-constexpr int kMaxQpsPerConn = 16;
 constexpr uint32_t kDepth = 32;  // requests in flight per comm; CTS FIFO entries
 // wr_id tags on the receiver's CQ (low bits: the QP of a receive, the seq of a credit); a
 // sender's wr_id is seq << 8 | QP.
@@ -46,16 +46,6 @@ struct IbOptions {
   static IbOptions read();
 };
 
-// A receiver's credit in the sender's CTS FIFO. seq is the request's sequence number + 1,
-// written with the rest in one RDMA WRITE; the sender reads the entry once seq matches.
-struct alignas(32) CtsEntry {  // one entry never straddles a cache line
-  uint64_t addr;
-  uint32_t rkey;
-  uint32_t size;
-  uint64_t seq;
-  uint64_t pad;
-};
-
 // After set-up the side channel carries only these. A receiver waiting for data sends
 // kCredits now and then: how many of its credits have landed (their RDMA WRITEs
 // completed), so a sender that never saw one of them knows it was lost rather than late;
@@ -65,22 +55,6 @@ struct Beacon {
   uint32_t magic;
   Kind kind;
   uint64_t seq;
-};
-
-// What each side sends the other over the TCP side channel.
-struct PeerInfo {
-  uint32_t magic;
-  uint32_t nQps;
-  uint16_t lid;
-  uint8_t eth;
-  uint8_t mtu;
-  uint32_t reserved;
-  uint8_t gid[16];
-  uint64_t ctsAddr;  // sender only: its CTS FIFO
-  uint32_t ctsRkey;
-  uint32_t reserved2;
-  uint32_t qpn[kMaxQpsPerConn];
-  uint32_t psn[kMaxQpsPerConn];
 };
 
 // Before its PeerInfo, each side proves the communicator's key (auth.h) over the

@@ -118,9 +118,7 @@ Status IbConn::postCts(IbRequest* r) {
 
 // Sender: the message in parts, one per QP, each WITH_IMM carrying the whole size.
 Status IbConn::postWrites(IbRequest* r, const CtsEntry& cts) {
-  if (r->size > cts.size)
-    return invalidArgument("a message of " + std::to_string(r->size) + " bytes for a receive of at most " +
-                           std::to_string(cts.size));
+  COLL_CHECK(checkCts(cts, r->size));
   const size_t n = qps_.size();
   const size_t part = ((r->size + n - 1) / n + 127) & ~size_t{127};
   for (size_t i = 0; i < n; ++i) {

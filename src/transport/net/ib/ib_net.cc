@@ -14,13 +14,6 @@ namespace coll {
 namespace ib {
 namespace {
 
-constexpr uint32_t kHandleMagic = 0x49424831;  // "IBH1"
-struct IbHandle {
-  uint32_t magic;
-  uint32_t dev;
-  SockAddr addr;
-  AuthNonce nonce;  // the listener's challenge (ib_conn.h IbAuth)
-};
 static_assert(sizeof(IbHandle) <= kNetHandleBytes, "ib handle too large");
 
 struct IbListen : NetListenComm {
@@ -182,8 +175,7 @@ Result<std::unique_ptr<NetListenComm>> IbBackend::listen(int dev, const AuthKey&
 Result<std::unique_ptr<NetSendComm>> IbBackend::connect(int dev, const NetHandle& handle, const AuthKey& key,
                                                         const std::atomic<bool>* cancel) {
   IbHandle h;
-  std::memcpy(&h, handle.bytes, sizeof(h));
-  if (h.magic != kHandleMagic) return internalError("corrupt ib handle (the peer uses another net backend?)");
+  COLL_CHECK(parseIbHandle(handle.bytes, sizeof(handle.bytes), &h));
   // `dev` is this side's choice for the channel (net_device.h: the NIC nearest this
   // rank's GPU, else channel mod devices, the listener's rule too).
   if (dev < 0 || dev >= devices()) return invalidArgument("ib device " + std::to_string(dev));

@@ -24,6 +24,7 @@
 #include "base/param.h"
 #include "base/wait.h"
 #include "kernels/host_copy.h"
+#include "transport/net/socket/socket_wire.h"
 
 namespace coll {
 
@@ -46,32 +47,8 @@ size_t socketHeaderPad(const void* data, size_t size) {
 
 namespace {
 
-constexpr uint32_t kSockMagic = 0xC0115C0Cu;
-// The length word: the message's bytes below kPadShift, the padding's above.
-constexpr int kPadShift = 56;
-constexpr uint64_t kLenMask = (uint64_t{1} << kPadShift) - 1;
 constexpr char kZeros[64] = {};
-
-struct SockHandle {
-  uint32_t magic;
-  uint32_t nsocks;
-  SockAddr addr;
-  AuthNonce nonce;  // the listener's challenge: each socket's hello proves the key over it
-};
 static_assert(sizeof(SockHandle) <= kNetHandleBytes, "handle too large");
-
-// The first bytes on each socket of a connection: which socket it is, of which connection,
-// and the proof that the connector knows the communicator's key (auth.h), over the
-// listener's nonce and the rest of the hello.
-struct SockHelloBody {
-  uint32_t magic;
-  uint32_t idx;
-  uint64_t connId;
-};
-struct SockHello {
-  SockHelloBody body;
-  Digest mac;
-};
 
 struct SockRequest;
 struct SockTask {
@@ -189,16 +166,12 @@ class SockConn {
             queue(0, {r, reinterpret_cast<char*>(&r->hdr), sizeof(r->hdr), 0});
           }
           if (r->pending.load(std::memory_order_acquire) > 0) break;  // header on its way
-          const uint64_t len = r->hdr & kLenMask, pad = r->hdr >> kPadShift;
-          if (pad >= sizeof(padSink_))
-            return fail(remoteError("corrupt message header from " + peerName_ + " (padding " + std::to_string(pad) +
-                                    ")"));
-          if (len > r->size)
-            return fail(remoteError("message of " + std::to_string(len) + " bytes from " + peerName_ +
-                                    " exceeds the posted " + std::to_string(r->size) +
-                                    " bytes (do the ranks use the same COLL_BUFFSIZE?)"));
-          r->size = len;
-          if (pad > 0) queue(0, {r, padSink_, pad, 0});
+          SockHeader h;
+          Status st = parseSockHeader(&r->hdr, sizeof(r->hdr), r->size, &h);
+          if (!st.ok()) return fail(st.prefix("from " + peerName_ + ": "));
+          static_assert(sizeof(padSink_) > kMaxPad);
+          r->size = h.len;
+          if (h.pad > 0) queue(0, {r, padSink_, h.pad, 0});
           queueData(r);
           progressed = true;
         }
@@ -449,14 +422,15 @@ Result<std::unique_ptr<To>> reverseOf(const From& from, bool send) {
 // accepted (the first one accepted names it: *connId).
 Result<uint32_t> checkHello(const SockListen& l, Socket& sock, const std::vector<Socket>& taken, bool first,
                             uint64_t* connId) {
-  SockHello hello{};
-  Status got = sock.recvAll(&hello, sizeof(hello), deadlineIn(kAuthTimeoutS));
+  char raw[sizeof(SockHello)];
+  Status got = sock.recvAll(raw, sizeof(raw), deadlineIn(kAuthTimeoutS));
   if (!got.ok()) return got.prefix("no hello: ");
-  if (hello.body.magic != kSockMagic) return remoteError("not a net connection of ours (no key presented)");
+  SockHello hello{};
+  COLL_CHECK(parseSockHello(raw, sizeof(raw), l.nsocks, &hello));
   if (!macEqual(hello.mac, listenerProof(l.key, AuthPurpose::kSocketNet, l.nonce, bytesOf(hello.body))))
     return remoteError("wrong key, or a hello recorded for another listener");
   const uint32_t idx = hello.body.idx;
-  if (idx >= l.nsocks || taken[idx].valid() || (!first && hello.body.connId != *connId))
+  if (taken[idx].valid() || (!first && hello.body.connId != *connId))
     return remoteError("socket " + std::to_string(idx) + " is not one this listener waits for (a replay?)");
   *connId = hello.body.connId;
   return idx;
@@ -530,8 +504,7 @@ class SocketBackend : public NetBackend {
   Result<std::unique_ptr<NetSendComm>> connect(int, const NetHandle& handle, const AuthKey& key,
                                                const std::atomic<bool>* cancel) override {
     SockHandle h;
-    std::memcpy(&h, handle.bytes, sizeof(h));
-    if (h.magic != kSockMagic || h.nsocks == 0 || h.nsocks > 256) return internalError("corrupt socket handle");
+    COLL_CHECK(parseSockHandle(handle.bytes, sizeof(handle.bytes), &h));
     auto s = std::make_unique<SockSend>();
     uint64_t connId = 0;
     COLL_CHECK(randomBytes(&connId, sizeof(connId)));
