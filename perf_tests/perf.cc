@@ -382,7 +382,7 @@ void expectReduce(void* out, size_t j, collDataType_t t, collRedOp_t op, int n, 
 
 // Elements of `got` that differ (bitwise) from `want`.
 int64_t countWrong(const void* got, const void* want, size_t count, size_t es) {
-  if (std::memcmp(got, want, count * es) == 0) return 0;
+  if (count == 0 || std::memcmp(got, want, count * es) == 0) return 0;
   int64_t w = 0;
   for (size_t i = 0; i < count; ++i)
     if (std::memcmp(static_cast<const char*>(got) + i * es, static_cast<const char*>(want) + i * es, es) != 0) ++w;
@@ -607,7 +607,9 @@ class Rank {
     size_t es = coll::dataTypeSize(t), c = s.callCount;
     *err = allocate(s, es);
     if (!err->empty()) return static_cast<int64_t>(c);
-    std::memset(b_.recv.data(), 0x5c, b_.recv.size());
+    // memset/memcmp take no null pointer even for 0 bytes, and a 0-count size has empty
+    // buffers (null data()): UBSan stops there.
+    if (b_.recv.size() > 0) std::memset(b_.recv.data(), 0x5c, b_.recv.size());
     // Inputs where the call reads them.
     char* in = b_.send.data();
     size_t inCount = b_.send.size() / es;
@@ -665,7 +667,7 @@ class Rank {
         break;
       case Coll::kGather:
         // Off the root, recvbuff must come back as it went in (nccl-tests checks this too).
-        if (rank_ != root) std::memset(b_.want.data(), 0x5c, b_.want.size());
+        if (rank_ != root && b_.want.size() > 0) std::memset(b_.want.data(), 0x5c, b_.want.size());
         for (int p = 0; p < n_; ++p)
           if (rank_ == root || (inPlace && p == rank_)) fill(b_.want.data() + p * c * es, c, t, op, n_, p, 0, seed);
         break;

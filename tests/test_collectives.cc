@@ -71,6 +71,13 @@ std::string mismatch(const Case& c, const char* what, size_t i, const void* got,
          ", expected " + testing::elementString(want, 0, c.dt);
 }
 
+// memcmp and memcpy take no null pointer even for 0 bytes (UBSan's nonnull check), and an
+// empty vector's data() is null: count-0 cases compare and copy through these.
+bool sameBytes(const void* a, const void* b, size_t n) { return n == 0 || std::memcmp(a, b, n) == 0; }
+void copyBytes(void* dst, const void* src, size_t n) {
+  if (n > 0) std::memcpy(dst, src, n);
+}
+
 // Runs one case on this rank and checks its result; "" when correct.
 std::string runCase(const Case& c, int rank, int n, collComm_t comm) {
   const size_t es = coll::dataTypeSize(c.dt);
@@ -133,7 +140,7 @@ std::string runCase(const Case& c, int rank, int n, collComm_t comm) {
       if (rank == c.root) in = expect;
       void* recv = c.inPlace ? in.data() : out.data();
       RCHECK(collBroadcast(in.data(), recv, cnt, c.dt, c.root, comm, nullptr));
-      if (std::memcmp(recv, expect.data(), cnt * es) != 0) {
+      if (!sameBytes(recv, expect.data(), cnt * es)) {
         for (size_t i = 0; i < cnt; ++i)
           if (!testing::sameElement(recv, expect.data(), i, c.dt))
             return mismatch(c, "result", i, static_cast<char*>(recv) + i * es, at(expect, i));
@@ -145,14 +152,14 @@ std::string runCase(const Case& c, int rank, int n, collComm_t comm) {
       testing::fillInput(mine.data(), cnt, c.dt, c.op, rank, c.seed);
       void* send = mine.data();
       if (c.inPlace) {
-        std::memcpy(out.data() + rank * cnt * es, mine.data(), cnt * es);
+        copyBytes(out.data() + rank * cnt * es, mine.data(), cnt * es);
         send = out.data() + rank * cnt * es;
       }
       RCHECK(collAllGather(send, out.data(), cnt, c.dt, comm, nullptr));
       std::vector<unsigned char> expect(cnt * es);
       for (int r = 0; r < n; ++r) {
         testing::fillInput(expect.data(), cnt, c.dt, c.op, r, c.seed);
-        if (std::memcmp(out.data() + r * cnt * es, expect.data(), cnt * es) != 0)
+        if (!sameBytes(out.data() + r * cnt * es, expect.data(), cnt * es))
           return c.str() + ": block of rank " + std::to_string(r) + " is wrong";
       }
       return "";
@@ -186,7 +193,7 @@ std::string runCase(const Case& c, int rank, int n, collComm_t comm) {
       std::vector<unsigned char> theirs(cnt * n * es);
       for (int p = 0; p < n; ++p) {
         testing::fillInput(theirs.data(), cnt * n, c.dt, c.op, p, c.seed);
-        if (std::memcmp(out.data() + p * cnt * es, theirs.data() + rank * cnt * es, cnt * es) != 0)
+        if (!sameBytes(out.data() + p * cnt * es, theirs.data() + rank * cnt * es, cnt * es))
           return c.str() + ": block from rank " + std::to_string(p) + " is wrong";
       }
       return "";

@@ -455,6 +455,9 @@ TEST_CASE("the RC state machine refuses what real verbs refuse", "[verbs]") {
   CHECK(q.qp_state == IBV_QPS_RTS);
   CHECK(q.dest_qp_num == qp->qp_num);
   CHECK(cq.reset().code() == Code::kSystem);  // in use by the QP: EBUSY
+  REQUIRE(cq);                                // still owned: it was not destroyed
+  CHECK(qp.reset().ok());
+  CHECK(cq.reset().ok());  // the QP gone, destroying it succeeds (LSan saw it leak before)
 }
 
 TEST_CASE("RDMA WRITE WITH IMM of several sizes lands in a peer process's MR", "[verbs]") {

@@ -104,10 +104,14 @@ class VerbsOwner {
   T* operator->() const { return p_; }
   explicit operator bool() const { return p_ != nullptr; }
   // Destroys the object now; the verbs call's errno text when it refuses (EBUSY: in use).
+  // A refused object stays owned, so a later reset() (or the destructor, once what used it
+  // is gone) destroys it: dropping the handle would leak it for good.
   Status reset() {
     if (!p_) return okStatus();
-    int rc = (v_->*Destroy)(std::exchange(p_, nullptr));
-    return rc == 0 ? okStatus() : systemError("destroying a verbs object", rc > 0 ? rc : errno);
+    int rc = (v_->*Destroy)(p_);
+    if (rc != 0) return systemError("destroying a verbs object", rc > 0 ? rc : errno);
+    p_ = nullptr;
+    return okStatus();
   }
 
  private:
