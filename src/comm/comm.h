@@ -29,11 +29,11 @@ namespace coll {
 // API layer); a split or shrink without a config passes its parent's on.
 struct CommOptions {
   bool blocking = true;
-  int minChannels = 0;  // 0: COLL_MIN_NCHANNELS
-  int maxChannels = 0;  // 0: COLL_MAX_NCHANNELS
-  std::string netName;  // empty: COLL_NET
-  std::string name;     // commName: printed in the communicator's log lines
-  int compress = -1;    // collCompress_t; -1: COLL_COMPRESS
+  int minChannels = 0;     // 0: COLL_MIN_NCHANNELS
+  int maxChannels = 0;     // 0: COLL_MAX_NCHANNELS
+  std::string netName;     // empty: COLL_NET
+  std::string name;        // commName: printed in the communicator's log lines
+  int compress = -1;       // collCompress_t; -1: COLL_COMPRESS
   int deterministic = -1;  // 0 or 1; -1: COLL_DETERMINISTIC
 };
 
