@@ -12,10 +12,8 @@ using coll::fuzz::padded;
 using coll::fuzz::require;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (size < 1) return 0;
-  const uint8_t sel = data[0];
-  ++data;
-  --size;
+  uint8_t sel = 0;
+  if (!coll::fuzz::takeSelector(&data, &size, &sel)) return 0;
   switch (sel % 3) {
     case 0: {
       auto b = padded(data, size, 112);  // a NetHandle's bytes

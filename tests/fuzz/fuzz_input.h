@@ -17,6 +17,16 @@ inline std::vector<char> padded(const unsigned char* data, size_t n, size_t want
   return out;
 }
 
+// Takes the input's first byte, which picks what the rest is (and parameters of it); false
+// for an empty input.
+inline bool takeSelector(const unsigned char** data, size_t* n, unsigned char* sel) {
+  if (*n < 1) return false;
+  *sel = **data;
+  ++*data;
+  --*n;
+  return true;
+}
+
 // A property the parsers promise: a violation is a crash the fuzzer records.
 inline void require(bool ok, const char* what) {
   if (ok) return;
