@@ -311,9 +311,8 @@ static Status agreeNet(collComm* c, const std::vector<SharedConfig>& all) {
 // (oneshot.h), so they stay where it is; the tree combines in another, and compression
 // rounds partial sums.
 static void makeDeterministic(collComm* c) {
-  const std::vector<int> ring = ringOrder(c->bootstrap->peers());
   bool rankOrder = true;
-  for (int p = 0; p < c->nranks; ++p) rankOrder = rankOrder && ring[static_cast<size_t>(p)] == p;
+  for (int p = 0; p < c->nranks; ++p) rankOrder = rankOrder && c->ring[static_cast<size_t>(p)] == p;
   for (CollKind k : {CollKind::kAllReduce, CollKind::kReduce, CollKind::kReduceScatter}) {
     const int base = static_cast<int>(k) * 4;
     c->tuner.algos = (c->tuner.algos | AllowMask{1} << (base + static_cast<int>(Algo::kRing))) &
@@ -427,9 +426,9 @@ static Status initConnections(collComm* c) {
   const int64_t minCh = std::clamp<int64_t>(o.minChannels > 0 ? o.minChannels : param(IntParam::MIN_NCHANNELS), 1, 32);
   COLL_ASSIGN(SharedConfig mine, localConfig(c, shmDisable, overNet, minCh));
   COLL_ASSIGN(std::vector<SharedConfig> all, agreeConfig(c, mine));
+  initRing(c);  // from the peers alone; makeDeterministic reads it
   COLL_CHECK(applyConfig(c, all, overNet, oneHost));
   COLL_CHECK(agreeNet(c, all));
-  initRing(c);
   const int nch = c->nranks > 1 ? mine.nChannels : 1;
   c->minChannels = static_cast<int>(std::min<int64_t>(minCh, nch));
   c->hostConns.channels.resize(nch);
