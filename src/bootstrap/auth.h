@@ -46,7 +46,8 @@ struct AuthNonce {
 };
 
 // What a connection is for; a MAC made for one purpose is refused for another.
-enum class AuthPurpose : uint32_t { kRoot = 1, kPeer = 2, kSocketNet = 3, kIbNet = 4 };
+// kStat: tools/collstat asking a running root for the hang report (hang_report.h).
+enum class AuthPurpose : uint32_t { kRoot = 1, kPeer = 2, kSocketNet = 3, kIbNet = 4, kStat = 5 };
 
 constexpr uint32_t kAuthMagic = 0xC011A071u;
 struct AuthHello {

@@ -185,6 +185,29 @@ void Bootstrap::tellRoot(RootMsg kind, const std::string& why) {
   if (root_.valid() && !left_) (void)root_.sendAll(&msg, sizeof(msg), deadlineIn(2));
 }
 
+bool Bootstrap::reportState(ReportWhy why) {
+  RootReply head{};
+  head.magic = kWireMagic;
+  head.kind = RootMsg::kState;
+  head.rank = rank_;
+  const OpStateMsg state = opState_.snapshot(why);
+  std::lock_guard<std::mutex> lock(rootMu_);
+  if (!root_.valid() || left_) return false;
+  Status st = root_.sendAll(&head, sizeof(head), deadlineIn(2));
+  if (st.ok()) st = root_.sendAll(&state, sizeof(state), deadlineIn(2));
+  return st.ok();
+}
+
+// The root's finding about a stall: the failing operation's error carries it; after a
+// timeout or a failure it is the communicator's error (this rank may be one that never
+// called the operation the others wait in).
+void Bootstrap::takeFinding(const RootReply& msg) {
+  const std::string finding = std::string("job-wide report: ") + msg.text;
+  opState_.setFinding(finding);
+  if (msg.flags & kReportTimedOut) abort_->set(Code::kTimeout, finding);
+  if (msg.flags & kReportFailed) abort_->set(Code::kRemote, finding);
+}
+
 Status Bootstrap::connectTo(int peer, const std::atomic<bool>* cancel) {
   COLL_ASSIGN(Socket s, Socket::connect(peers_[peer].bootAddr, deadlineIn(timeoutS_), cancel));
   Status authed = authConnect(s, key_, AuthPurpose::kPeer, deadlineIn(timeoutS_), cancel);
@@ -313,6 +336,14 @@ void Bootstrap::readRoot() {
       COLL_WARN(BOOTSTRAP, "%s", st.message().c_str());
       abort_->set(st.code(), st.message());
     }
+  }
+  if (st.ok() && msg.kind == RootMsg::kStateQuery) {
+    (void)reportState(ReportWhy::kAnswer);
+    return;
+  }
+  if (st.ok() && msg.kind == RootMsg::kReport) {
+    takeFinding(msg);
+    return;
   }
   if (st.ok() && msg.kind == RootMsg::kRankFailed) {
     abort_->set(Code::kRemote, msg.text);

@@ -1,0 +1,58 @@
+#include "comm/watch.h"
+
+#include "comm/comm.h"
+
+namespace coll {
+
+namespace {
+
+// How long a failed operation waits for the report's cause: the root asks every rank and
+// answers within Root::kRoundS (1.5 s) even when some do not answer.
+constexpr double kFindingWaitS = 2.5;
+
+OpStateBox* boxOf(collComm* c) { return c->bootstrap ? &c->bootstrap->opState() : nullptr; }
+
+}  // namespace
+
+void watchStarted(collComm* c, const OpDesc& first, size_t nOps) {
+  OpStateBox* box = boxOf(c);
+  if (!box) return;
+  OpCall call;
+  call.seq = first.seq;
+  call.kind = static_cast<int32_t>(first.kind);
+  call.dtype = static_cast<int32_t>(first.dtype);
+  call.op = static_cast<int32_t>(first.op);
+  call.root = first.root;
+  call.count = first.count;
+  call.what = first.describe();
+  box->started(call, static_cast<uint32_t>(nOps));
+}
+
+void watchFinished(collComm* c) {
+  if (OpStateBox* box = boxOf(c)) box->finished(c->seq);
+}
+
+void watchStalled(collComm* c, int peer, const std::string& where) {
+  if (OpStateBox* box = boxOf(c)) box->waiting(peer, where);
+}
+
+void watchAskReport(collComm* c) {
+  if (c->bootstrap) (void)c->bootstrap->reportState(ReportWhy::kStalled);
+}
+
+Status watchFailed(collComm* c, Status st) {
+  OpStateBox* box = boxOf(c);
+  const bool stall = st.code() == Code::kTimeout || st.code() == Code::kRemote || st.code() == Code::kSystem ||
+                     st.code() == Code::kInvalidUsage || st.code() == Code::kInternal;
+  if (!box || !stall || c->revoked.load() || c->abort->closing.load()) return st;
+  const bool timedOut = st.code() == Code::kTimeout;
+  const std::string message = st.message();
+  if (!box->failed(timedOut, message.substr(0, message.find('\n')))) return st;
+  const uint64_t seen = box->findings();
+  if (!c->bootstrap->reportState(timedOut ? ReportWhy::kTimedOut : ReportWhy::kFailed)) return st;
+  const std::string finding = box->awaitFinding(seen, kFindingWaitS);
+  if (finding.empty() || message.find(finding) != std::string::npos) return st;
+  return Status(st.code(), message + "; " + finding);
+}
+
+}  // namespace coll
