@@ -254,7 +254,10 @@ void killTest(const char* shmDisable, int victim, int n = 3, const char* emulate
   o.env = {{"TEST_NRANKS", std::to_string(n)},
            {"TEST_VICTIM", std::to_string(victim)},
            {"COLL_SHM_DISABLE", shmDisable},
-           {"COLL_DEVICE_EMULATE", emulate}};
+           {"COLL_DEVICE_EMULATE", emulate},
+           // Should a survivor ever stay stuck, its log says where it waits (and the root's
+           // hang report what every rank was doing).
+           {"COLL_STALL_WARN_S", "3"}};
   o.env.insert(extraEnv.begin(), extraEnv.end());
   std::chrono::steady_clock::time_point killedAt;
   o.parent = [&](const std::vector<pid_t>& pids) {

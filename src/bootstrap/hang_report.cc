@@ -20,19 +20,19 @@ double secondsSince(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
+void OpStateBox::setDescribe(Describe d) {
+  std::lock_guard<std::mutex> lock(mu_);
+  describe_ = d;
+}
+
 void OpStateBox::started(const OpCall& first, uint32_t nOps) {
   std::lock_guard<std::mutex> lock(mu_);
-  s_ = OpStateMsg{};
+  call_ = first;
   s_.seq = first.seq;
   s_.nOps = nOps;
   s_.phase = OpPhase::kRunning;
   s_.waitPeer = -1;
-  s_.kind = first.kind;
-  s_.dtype = first.dtype;
-  s_.op = first.op;
-  s_.root = first.root;
-  s_.count = first.count;
-  copyText(s_.what, first.what);
+  s_.where[0] = 0;
   since_ = std::chrono::steady_clock::now();
   init_ = true;
 }
@@ -64,10 +64,13 @@ bool OpStateBox::failed(bool timedOut, const std::string& error) {
 OpStateMsg OpStateBox::snapshot(ReportWhy why) const {
   std::lock_guard<std::mutex> lock(mu_);
   OpStateMsg m = s_;
-  if (!init_) {
-    m.kind = -1;
-    m.waitPeer = -1;
-  }
+  m.waitPeer = init_ ? m.waitPeer : -1;
+  m.kind = init_ ? call_.kind : -1;
+  m.dtype = call_.dtype;
+  m.op = call_.op;
+  m.root = call_.root;
+  m.count = call_.count;
+  if (init_ && describe_) copyText(m.what, describe_(call_));
   m.why = why;
   m.seconds = init_ ? secondsSince(since_) : 0;
   return m;

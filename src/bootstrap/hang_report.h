@@ -18,16 +18,20 @@
 namespace coll {
 
 // What a rank's report says about one operation call: its signature, which every rank
-// must call alike, and its words.
+// must call alike.
 struct OpCall {
   uint64_t seq = 0;
   int32_t kind = -1, dtype = 0, op = 0, root = 0;
   uint64_t count = 0;
-  std::string what;  // "collAllReduce #3 (count 1024, float32, sum)"
 };
 
 class OpStateBox {
  public:
+  // The words for a call ("collAllReduce #3 (count 1024, float32, sum)"), from the layer
+  // that knows the collectives; made only when a state is sent, so that recording a call
+  // costs no formatting.
+  using Describe = std::string (*)(const OpCall&);
+  void setDescribe(Describe d);
   // The rank runs the launch whose first operation is `first`, of nOps operations.
   void started(const OpCall& first, uint32_t nOps);
   // That launch completed; the next operation will be `nextSeq`.
@@ -49,6 +53,8 @@ class OpStateBox {
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   OpStateMsg s_{};
+  OpCall call_{};  // the launch's first operation, or the last one completed
+  Describe describe_ = nullptr;
   bool init_ = false;
   std::chrono::steady_clock::time_point since_{};
   uint64_t findings_ = 0;

@@ -1,4 +1,5 @@
 #include "comm/comm.h"
+#include "comm/watch.h"
 
 #include <strings.h>
 #include <unistd.h>
@@ -530,6 +531,7 @@ Status commJoin(collComm* comm, const UniqueIdData& id) {
   }
 #endif
   COLL_ASSIGN(comm->bootstrap, Bootstrap::create(id, comm->rank, comm->nranks, self, comm->abort));
+  watchInit(comm);
   Status st = initConnections(comm);
   if (st.ok()) {
     bindDevice(comm);

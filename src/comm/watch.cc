@@ -12,7 +12,22 @@ constexpr double kFindingWaitS = 2.5;
 
 OpStateBox* boxOf(collComm* c) { return c->bootstrap ? &c->bootstrap->opState() : nullptr; }
 
+std::string describeCall(const OpCall& call) {
+  OpDesc od{};
+  od.kind = static_cast<CollKind>(call.kind);
+  od.seq = call.seq;
+  od.dtype = static_cast<collDataType_t>(call.dtype);
+  od.op = static_cast<collRedOp_t>(call.op);
+  od.root = call.root;
+  od.count = call.count;
+  return od.describe();
+}
+
 }  // namespace
+
+void watchInit(collComm* c) {
+  if (OpStateBox* box = boxOf(c)) box->setDescribe(describeCall);
+}
 
 void watchStarted(collComm* c, const OpDesc& first, size_t nOps) {
   OpStateBox* box = boxOf(c);
@@ -24,7 +39,6 @@ void watchStarted(collComm* c, const OpDesc& first, size_t nOps) {
   call.op = static_cast<int32_t>(first.op);
   call.root = first.root;
   call.count = first.count;
-  call.what = first.describe();
   box->started(call, static_cast<uint32_t>(nOps));
 }
 

@@ -14,6 +14,8 @@ struct collComm;
 
 namespace coll {
 
+// Once c's bootstrap exists: the box describes calls with OpDesc::describe.
+void watchInit(collComm* c);
 // c runs a launch of nOps operations, `first` the first of them.
 void watchStarted(collComm* c, const OpDesc& first, size_t nOps);
 // The launch completed.
