@@ -97,6 +97,10 @@ bool macEqual(const Digest& a, const Digest& b);
 // peer's address and why (wrong key, not a handshake, timed out); the caller closes.
 Status authConnect(Socket& s, const AuthKey& key, AuthPurpose purpose, Deadline deadline,
                    const std::atomic<bool>* cancel = nullptr);
-Status authAccept(Socket& s, const AuthKey& key, AuthPurpose purpose, Deadline deadline);
+// `asked`, when given: the purpose the connector's hello named (set once it is read).
+Status authAccept(Socket& s, const AuthKey& key, AuthPurpose purpose, Deadline deadline, AuthPurpose* asked = nullptr);
+// In authConnect's error when the acceptor closed the connection without answering the
+// hello (a root that no longer accepts joins: bootstrap.cc retries).
+constexpr const char* kAuthNoAnswer = "no answer to the handshake";
 
 }  // namespace coll

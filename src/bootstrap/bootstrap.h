@@ -127,6 +127,7 @@ class Bootstrap {
   void tellRoot(RootMsg kind, const std::string& why);
   void takeFinding(const RootReply& msg);
   Status readFrame(int connIdx);
+  Status joinRoot(const UniqueIdData& id, Deadline deadline);
   Status readTable(const UniqueIdData& id, RootReply* reply, Deadline deadline);
   Status connectTo(int peer, const std::atomic<bool>* cancel);
 

@@ -7,95 +7,6 @@
 
 namespace coll {
 
-namespace {
-
-template <size_t N>
-void copyText(char (&field)[N], const std::string& text) {
-  std::snprintf(field, N, "%s", text.c_str());
-}
-
-double secondsSince(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-}  // namespace
-
-void OpStateBox::setDescribe(Describe d) {
-  std::lock_guard<std::mutex> lock(mu_);
-  describe_ = d;
-}
-
-void OpStateBox::started(const OpCall& first, uint32_t nOps) {
-  std::lock_guard<std::mutex> lock(mu_);
-  call_ = first;
-  s_.seq = first.seq;
-  s_.nOps = nOps;
-  s_.phase = OpPhase::kRunning;
-  s_.waitPeer = -1;
-  s_.where[0] = 0;
-  since_ = std::chrono::steady_clock::now();
-  init_ = true;
-}
-
-void OpStateBox::finished(uint64_t nextSeq) {
-  std::lock_guard<std::mutex> lock(mu_);
-  s_.seq = nextSeq;
-  s_.phase = OpPhase::kIdle;
-  s_.waitPeer = -1;
-  s_.where[0] = 0;
-  since_ = std::chrono::steady_clock::now();
-}
-
-void OpStateBox::waiting(int peer, const std::string& where) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (s_.phase != OpPhase::kRunning) return;
-  s_.waitPeer = peer;
-  copyText(s_.where, where);
-}
-
-bool OpStateBox::failed(bool timedOut, const std::string& error) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (s_.phase != OpPhase::kRunning) return false;
-  s_.phase = timedOut ? OpPhase::kTimedOut : OpPhase::kFailed;
-  copyText(s_.where, error);
-  return true;
-}
-
-OpStateMsg OpStateBox::snapshot(ReportWhy why) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  OpStateMsg m = s_;
-  m.waitPeer = init_ ? m.waitPeer : -1;
-  m.kind = init_ ? call_.kind : -1;
-  m.dtype = call_.dtype;
-  m.op = call_.op;
-  m.root = call_.root;
-  m.count = call_.count;
-  if (init_ && describe_) copyText(m.what, describe_(call_));
-  m.why = why;
-  m.seconds = init_ ? secondsSince(since_) : 0;
-  return m;
-}
-
-void OpStateBox::setFinding(const std::string& text) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    finding_ = text;
-    ++findings_;
-  }
-  cv_.notify_all();
-}
-
-uint64_t OpStateBox::findings() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return findings_;
-}
-
-std::string OpStateBox::awaitFinding(uint64_t after, double seconds) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return findings_ > after; });
-  return findings_ > after ? finding_ : std::string();
-}
-
 std::string rankList(const std::vector<int>& ranks) {
   std::string s;
   for (size_t i = 0; i < ranks.size();) {
@@ -214,7 +125,10 @@ std::string findCause(const std::vector<RankView>& ranks, uint64_t n) {
   if (!absent.empty() && !groups.empty())
     return ranksWord(absent) + " never called " + op + (absent.size() == 1 ? ": it is idle; " : ": they are idle; ") +
            ranksWord(groups[0]) + " wait in it";
-  auto left = ranksWhere(ranks, [](const RankView& v) { return v.kind == RankView::Kind::kLeft; });
+  // A rank that left after failing in an operation is an echo of the cause, not the cause.
+  auto left = ranksWhere(ranks, [](const RankView& v) {
+    return v.kind == RankView::Kind::kLeft && !(v.known && inOp(v.state));
+  });
   if (!left.empty() && !groups.empty()) return goneCause(ranks, left, inN);
   auto silent = ranksWhere(ranks, [](const RankView& v) { return v.kind == RankView::Kind::kNoAnswer; });
   if (!silent.empty()) return ranksWord(silent) + " did not answer the root (stopped, frozen or not progressing)";

@@ -6,6 +6,8 @@
 
 #include <cstring>
 #include <memory>
+#include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -30,6 +32,10 @@ class Root : public std::enable_shared_from_this<Root> {
       if (fd >= 0) ::close(fd);
   }
   void run();
+  // Stops listening once it is only watching (a new root of this process takes the
+  // address); waits up to 2 s for that. A root still gathering its ranks keeps it.
+  void yieldAddress();
+  std::string address;  // where it listens
 
  private:
   // How long a report waits for the ranks' answers: a rank's service thread answers at
@@ -72,6 +78,7 @@ class Root : public std::enable_shared_from_this<Root> {
     bool forRanks = false;  // asked by a rank: printed, and its finding sent to every rank
     uint32_t flags = 0;     // kReportTimedOut / kReportFailed: the finding fails every rank
     std::string askedBy;
+    int asker = -1;  // the first rank that asked
     std::vector<bool> answered;
     Deadline end{};
   };
@@ -81,7 +88,23 @@ class Root : public std::enable_shared_from_this<Root> {
   std::mutex statMu_;
   std::vector<Socket> statQueue_;  // authenticated clients handed over by their threads
   int wake_[2] = {-1, -1};
+  std::atomic<bool> yield_{false};  // yieldAddress() asked; the watch closes the listener
+  std::mutex yieldMu_;
+  std::condition_variable yieldCv_;
 };
+
+// This process's roots, by the address they listen on: COLL_COMM_ID reused for the next
+// communicator starts a root at the address of one that may still be watching the last.
+std::mutex gRootsMu;
+std::vector<std::weak_ptr<Root>> gRoots;
+
+void Root::yieldAddress() {
+  yield_.store(true);
+  char one = 1;
+  (void)!::write(wake_[1], &one, 1);
+  std::unique_lock<std::mutex> lock(yieldMu_);
+  yieldCv_.wait_for(lock, std::chrono::seconds(2), [&] { return !listener_.valid(); });
+}
 
 void Root::sendReply(Socket& s, RootMsg kind, int rank, const std::string& text, uint32_t flags) {
   RootReply r{};
@@ -205,11 +228,20 @@ void Root::monitor() {
     if (::poll(fds.data(), fds.size(), round_.on ? 50 : -1) < 0) continue;
     if (fds[0].revents) acceptStat();
     if (fds[1].revents) takeStatClients();
+    if (yield_.load() && listener_.valid()) {
+      std::lock_guard<std::mutex> lock(yieldMu_);
+      listener_.close();
+      yieldCv_.notify_all();
+    }
     for (size_t i = 2; i < fds.size(); ++i)
       if (fds[i].revents && !readRank(who[i - 2])) --open;
     if (round_.on && (roundComplete() || std::chrono::steady_clock::now() >= round_.end)) finishRound();
   }
-  listener_.close();
+  {
+    std::lock_guard<std::mutex> lock(yieldMu_);
+    listener_.close();
+    yieldCv_.notify_all();
+  }
   for (auto& c : statWaiting_) sendStatReply(c, "the communicator's ranks have all left");
 }
 
@@ -264,6 +296,7 @@ Status Root::readState(int r) {
     const uint32_t flags = m.why == ReportWhy::kTimedOut ? kReportTimedOut
                            : m.why == ReportWhy::kFailed ? kReportFailed
                                                          : 0;
+    if (!round_.on || round_.asker < 0) round_.asker = r;
     startRound(views_[r].who + ", " + kWhy[static_cast<int>(m.why)], true, flags);
   }
   if (round_.on) round_.answered[r] = true;
@@ -303,7 +336,7 @@ void Root::finishRound() {
     if (rep.cause != lastCause_) COLL_WARN(BOOTSTRAP, "%s", rep.text.c_str());
     lastCause_ = rep.cause;
     for (int r = 0; r < nranks_; ++r)
-      if (alive_[r]) sendReply(ranks_[r], RootMsg::kReport, -1, rep.cause, round_.flags);
+      if (alive_[r]) sendReply(ranks_[r], RootMsg::kReport, round_.asker, rep.cause, round_.flags);
   }
   for (auto& c : statWaiting_) sendStatReply(c, rep.text);
   statWaiting_.clear();
@@ -316,7 +349,16 @@ void Root::acceptStat() {
   auto s = listener_.accept(deadlineIn(1));
   if (!s.ok()) return;
   std::thread([self = shared_from_this(), sock = s.take()]() mutable {
-    Status authed = authAccept(sock, self->key_, AuthPurpose::kStat, deadlineIn(kAuthTimeoutS));
+    AuthPurpose asked{};
+    Status authed = authAccept(sock, self->key_, AuthPurpose::kStat, deadlineIn(kAuthTimeoutS), &asked);
+    if (asked == AuthPurpose::kRoot) {
+      // A rank joining the next communicator at this address (COLL_COMM_ID reused): this
+      // root stops listening, the rank retries and finds the new root.
+      self->yield_.store(true);
+      char one = 1;
+      (void)!::write(self->wake_[1], &one, 1);
+      return;
+    }
     if (!authed.ok()) {
       COLL_WARN(BOOTSTRAP, "root: rejected a connection from %s: %s", sock.peer().str().c_str(),
                 authed.message().c_str());
@@ -352,9 +394,16 @@ void Root::run() {
 }  // namespace
 
 Status startRoot(SockAddr* addr, const AuthKey& key) {
+  std::lock_guard<std::mutex> lock(gRootsMu);
+  std::erase_if(gRoots, [](const std::weak_ptr<Root>& w) { return w.expired(); });
+  if (addr->port() != 0)
+    for (auto& w : gRoots)
+      if (auto old = w.lock(); old && old->address == addr->str()) old->yieldAddress();
   COLL_ASSIGN(Socket listener, Socket::listen(addr));
   COLL_INFO(BOOTSTRAP, "root listening on %s", addr->str().c_str());
   auto root = std::make_shared<Root>(std::move(listener), key);
+  root->address = addr->str();
+  gRoots.push_back(root);
   std::thread([root] { root->run(); }).detach();
   return okStatus();
 }

@@ -104,7 +104,8 @@ Status parseRootReply(const void* bytes, size_t n, int nranks, RootReply* out) {
   COLL_RETURN_IF_FAILED(copyExact(bytes, n, &r, "root message"));
   COLL_RETURN_IF_FAILED(checkMagic(r.magic, kWireMagic, "root message"));
   if (!validKind(r.kind)) return remoteError("root message of kind " + std::to_string(static_cast<uint32_t>(r.kind)));
-  if (r.kind == RootMsg::kRankFailed || r.kind == RootMsg::kRankLeft || r.kind == RootMsg::kTable)
+  if (r.kind == RootMsg::kRankFailed || r.kind == RootMsg::kRankLeft || r.kind == RootMsg::kTable ||
+      (r.kind == RootMsg::kReport && r.flags != 0))
     COLL_RETURN_IF_FAILED(checkRank(r.rank, nranks, "root message: rank"));
   COLL_RETURN_IF_FAILED(checkText(r.rootHostId, "root message: host id"));
   COLL_RETURN_IF_FAILED(checkText(r.text, "root message: text"));

@@ -72,7 +72,7 @@ struct JoinMsg {
 struct RootReply {
   uint32_t magic;
   RootMsg kind;
-  int32_t rank;     // kRankFailed: who
+  int32_t rank;     // kRankFailed, kRankLeft: who; kReport: the rank that asked for it
   int32_t rootPid;  // the process hosting the root
   char rootHostId[96];
   uint32_t flags;  // kReport: kReportTimedOut, kReportFailed
