@@ -57,7 +57,7 @@ TEST_CASE("hang report: the cause names what went wrong, most telling first", "[
     HangReport rep = analyzeHang(v, "header");
     CHECK(rep.cause == std::string("rank 2 called collBroadcast #4 (count 1024, float32, root 0) where ranks 0,1 "
                                    "called ") +
-                           ar);
+                           ar + ": the ranks called different operations or counts");
     CHECK(contains(rep.text, "header\n  rank 0 (pid 1 on h): in collAllReduce #4"));
     CHECK(contains(rep.text, "rank 2 (pid 1 on h): failed in collBroadcast #4"));
   }
@@ -85,7 +85,8 @@ TEST_CASE("hang report: the cause names what went wrong, most telling first", "[
     v[2].kind = RankView::Kind::kLeft;
     v[2].gone = "left by an abort: x";
     CHECK(analyzeHang(v, "h").cause ==
-          std::string("rank 2 called collReduce #4 (count 1024, float32, sum, root 1) where ranks 0,1 called ") + ar);
+          std::string("rank 2 called collReduce #4 (count 1024, float32, sum, root 1) where ranks 0,1 called ") + ar +
+              ": the ranks called different operations or counts");
   }
   SECTION("ranks that do not answer, and ranks all waiting") {
     auto v = named({answered(4, OpPhase::kRunning, ar), answered(4, OpPhase::kRunning, ar), RankView{}});

@@ -93,7 +93,7 @@ std::string mismatchCause(const std::vector<RankView>& ranks, const std::vector<
     cause += ranksWord(groups[g]) + " called " + ranks[groups[g].front()].state.what + " where " +
              ranksWord(groups[0]) + " called " + ref;
   }
-  return cause;
+  return cause + ": the ranks called different operations or counts";
 }
 
 std::vector<int> ranksWhere(const std::vector<RankView>& ranks, bool (*pred)(const RankView&)) {

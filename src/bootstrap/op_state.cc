@@ -58,7 +58,7 @@ OpStateBox::Fields OpStateBox::load() const {
   }
 }
 
-void OpStateBox::started(const OpCall& first, uint32_t nOps) {
+void OpStateBox::started(const OpSignature& first, uint32_t nOps) {
   store({first, first.seq, nOps, OpPhase::kRunning, launches_.load(kRelaxed) + 1});
 }
 

@@ -24,7 +24,7 @@ namespace coll {
 constexpr const char* kFindingPrefix = "job-wide report: ";
 
 // An operation call's signature, which every rank must call alike.
-struct OpCall {
+struct OpSignature {
   uint64_t seq = 0;
   int32_t kind = -1, dtype = 0, op = 0, root = 0;
   uint64_t count = 0;
@@ -34,11 +34,11 @@ class OpStateBox {
  public:
   // The words for a call ("collAllReduce #3 (count 1024, float32, sum)"), from the layer
   // that knows the collectives; made only when a state is sent.
-  using Describe = std::string (*)(const OpCall&);
+  using Describe = std::string (*)(const OpSignature&);
   void setDescribe(Describe d);
 
   // The thread running operations. A launch of nOps operations begins, `first` first:
-  void started(const OpCall& first, uint32_t nOps);
+  void started(const OpSignature& first, uint32_t nOps);
   // it completed; the next operation will be `nextSeq`:
   void finished(uint64_t nextSeq);
   // a stalled lane of it waits for `peer` (-1: none known), `where` saying how:
@@ -59,8 +59,8 @@ class OpStateBox {
 
  private:
   struct Fields {
-    OpCall call;  // the launch's first operation (idle: the last launch's)
-    uint64_t at;  // running: call.seq; idle: the next operation
+    OpSignature call;  // the launch's first operation (idle: the last launch's)
+    uint64_t at;       // running: call.seq; idle: the next operation
     uint32_t nOps;
     OpPhase phase;
     uint64_t launches;  // launches started so far: tags what the lock below holds

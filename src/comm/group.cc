@@ -506,9 +506,11 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
   Launches launches;
   COLL_RETURN_IF_FAILED(collect(queue, launches, failedComm));
   COLL_RETURN_IF_FAILED(admit(launches, guard, failedComm));
+  // A launch the tuner cannot route fails on its own settings: not a matter for the
+  // other ranks, so it is watched (comm/watch.h) from the wiring on.
+  COLL_RETURN_IF_FAILED(route(launches, failedComm));
   for (auto& l : launches) watchStarted(l->comm, l->ops.front(), l->ops.size());
-  Status st = route(launches, failedComm);
-  if (st.ok()) st = wire(launches, failedComm);
+  Status st = wire(launches, failedComm);
   if (st.ok()) st = buildAndRun(launches, failedComm);
   for (auto& l : launches)
     if (st.ok() || l->comm != *failedComm) watchFinished(l->comm);

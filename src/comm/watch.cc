@@ -12,7 +12,7 @@ constexpr double kFindingWaitS = 2.5;
 
 OpStateBox* boxOf(collComm* c) { return c->bootstrap ? &c->bootstrap->opState() : nullptr; }
 
-std::string describeCall(const OpCall& call) {
+std::string describeCall(const OpSignature& call) {
   OpDesc od{};
   od.kind = static_cast<CollKind>(call.kind);
   od.seq = call.seq;
@@ -32,7 +32,7 @@ void watchInit(collComm* c) {
 void watchStarted(collComm* c, const OpDesc& first, size_t nOps) {
   OpStateBox* box = boxOf(c);
   if (!box) return;
-  OpCall call;
+  OpSignature call;
   call.seq = first.seq;
   call.kind = static_cast<int32_t>(first.kind);
   call.dtype = static_cast<int32_t>(first.dtype);
