@@ -31,19 +31,19 @@ namespace coll::api {
 
 // The arguments of collective call (not send/recv) as the caller named them.
 Status checkArgs(const OpCall& call, collComm* c, BufKinds* k) {
-  const CollKind kind = call.kind;
-  const bool reduces = kind == CollKind::kAllReduce || kind == CollKind::kReduce || kind == CollKind::kReduceScatter;
-  const bool rooted = kind == CollKind::kBroadcast || kind == CollKind::kReduce;
-  const bool perRank = kind == CollKind::kAllGather || kind == CollKind::kReduceScatter;
-  const char* countArg = kind == CollKind::kAllGather ? "sendcount" : perRank ? "recvcount" : "count";
+  const OpDesc& od = call.od;
+  const bool reduces = od.kind == CollKind::kAllReduce || od.kind == CollKind::kReduce ||
+                       od.kind == CollKind::kReduceScatter;
+  const bool rooted = od.kind == CollKind::kBroadcast || od.kind == CollKind::kReduce;
+  const bool perRank = od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter;
+  const char* countArg = od.kind == CollKind::kAllGather ? "sendcount" : perRank ? "recvcount" : "count";
   if (reduces) COLL_CHECK(checkOp(call.op, call.type(), c));
-  if (rooted) COLL_CHECK(checkRank("root", call.root, c->nranks));
-  COLL_CHECK(checkBytes(countArg, call.count, perRank ? static_cast<size_t>(c->nranks) : 1, call.type()));
+  if (rooted) COLL_CHECK(checkRank("root", od.root, c->nranks));
+  COLL_CHECK(checkBytes(countArg, od.count, perRank ? static_cast<size_t>(c->nranks) : 1, call.type()));
   // A root's sendbuff of broadcast, and reduce's recvbuff, are read or written there only.
-  if (kind != CollKind::kBroadcast || c->rank == call.root)
-    COLL_CHECK(checkBuf("sendbuff", call.sendbuff, call.count, c, k));
-  if (kind != CollKind::kReduce || c->rank == call.root)
-    COLL_CHECK(checkBuf("recvbuff", call.recvbuff, call.count, c, k));
+  if (od.kind != CollKind::kBroadcast || c->rank == od.root)
+    COLL_CHECK(checkBuf("sendbuff", od.sendbuff, od.count, c, k));
+  if (od.kind != CollKind::kReduce || c->rank == od.root) COLL_CHECK(checkBuf("recvbuff", od.recvbuff, od.count, c, k));
   return okStatus();
 }
 
@@ -51,14 +51,15 @@ namespace {
 
 // The arguments of a collSend or collRecv, its datatype checked.
 Status checkP2p(const OpCall& call, collComm* c, BufKinds* k) {
-  const bool send = call.kind == CollKind::kSend;
-  COLL_CHECK(checkRank("peer", call.root, c->nranks));
-  COLL_CHECK(checkBytes("count", call.count, 1, call.type()));
-  COLL_CHECK(send ? checkBuf("sendbuff", call.sendbuff, call.count, c, k)
-                  : checkBuf("recvbuff", call.recvbuff, call.count, c, k));
-  if (call.root == c->rank && !inGroup())
+  const OpDesc& od = call.od;
+  const bool send = od.kind == CollKind::kSend;
+  COLL_CHECK(checkRank("peer", od.root, c->nranks));
+  COLL_CHECK(checkBytes("count", od.count, 1, call.type()));
+  COLL_CHECK(send ? checkBuf("sendbuff", od.sendbuff, od.count, c, k)
+                  : checkBuf("recvbuff", od.recvbuff, od.count, c, k));
+  if (od.root == c->rank && !inGroup())
     return invalidUsage(std::string(send ? "collSend to" : "collRecv from") + " oneself (peer " +
-                        std::to_string(call.root) + ") outside a group would never complete; pair it with a " +
+                        std::to_string(od.root) + ") outside a group would never complete; pair it with a " +
                         (send ? "collRecv" : "collSend") + " inside collGroupStart/End");
   return okStatus();
 }
@@ -290,48 +291,50 @@ const char* collGetLastError(collComm_t comm) {
 collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collRedOp_t op,
                            collComm_t comm, collStream_t stream) {
   return runOp("collAllReduce", comm,
-               {coll::CollKind::kAllReduce, sendbuff, recvbuff, count, rawArg(datatype), rawArg(op), -1}, stream,
+               opCall(coll::CollKind::kAllReduce, sendbuff, recvbuff, count, rawArg(datatype), rawArg(op), -1), stream,
                checkArgs);
 }
 
 collResult_t collBroadcast(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
                            collComm_t comm, collStream_t stream) {
   return runOp("collBroadcast", comm,
-               {coll::CollKind::kBroadcast, sendbuff, recvbuff, count, rawArg(datatype), collSum, root}, stream,
+               opCall(coll::CollKind::kBroadcast, sendbuff, recvbuff, count, rawArg(datatype), collSum, root), stream,
                checkArgs);
 }
 
 collResult_t collReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collRedOp_t op,
                         int root, collComm_t comm, collStream_t stream) {
   return runOp("collReduce", comm,
-               {coll::CollKind::kReduce, sendbuff, recvbuff, count, rawArg(datatype), rawArg(op), root}, stream,
+               opCall(coll::CollKind::kReduce, sendbuff, recvbuff, count, rawArg(datatype), rawArg(op), root), stream,
                checkArgs);
 }
 
 collResult_t collAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, collDataType_t datatype,
                            collComm_t comm, collStream_t stream) {
   return runOp("collAllGather", comm,
-               {coll::CollKind::kAllGather, sendbuff, recvbuff, sendcount, rawArg(datatype), collSum, -1}, stream,
+               opCall(coll::CollKind::kAllGather, sendbuff, recvbuff, sendcount, rawArg(datatype), collSum, -1), stream,
                checkArgs);
 }
 
 collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, collDataType_t datatype,
                                collRedOp_t op, collComm_t comm, collStream_t stream) {
   return runOp("collReduceScatter", comm,
-               {coll::CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, rawArg(datatype), rawArg(op), -1},
+               opCall(coll::CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, rawArg(datatype), rawArg(op), -1),
                stream, checkArgs);
 }
 
 collResult_t collSend(const void* sendbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
                       collStream_t stream) {
-  return runOp("collSend", comm, {coll::CollKind::kSend, sendbuff, nullptr, count, rawArg(datatype), collSum, peer},
-               stream, checkP2p);
+  return runOp("collSend", comm,
+               opCall(coll::CollKind::kSend, sendbuff, nullptr, count, rawArg(datatype), collSum, peer), stream,
+               checkP2p);
 }
 
 collResult_t collRecv(void* recvbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
                       collStream_t stream) {
-  return runOp("collRecv", comm, {coll::CollKind::kRecv, nullptr, recvbuff, count, rawArg(datatype), collSum, peer},
-               stream, checkP2p);
+  return runOp("collRecv", comm,
+               opCall(coll::CollKind::kRecv, nullptr, recvbuff, count, rawArg(datatype), collSum, peer), stream,
+               checkP2p);
 }
 
 collResult_t collGroupStart(void) {

@@ -15,6 +15,7 @@ uint8_t wireOf(int wiretype) {
 }
 
 Status checkCompressed(const OpCall& call, int wiretype) {
+  const OpDesc& od = call.od;
   if (call.dtype != collFloat32)
     return invalidArgument("datatype " + std::string(dataTypeName(call.type())) +
                            ": compressed collectives take float32 buffers (collFloat32)");
@@ -23,8 +24,8 @@ Status checkCompressed(const OpCall& call, int wiretype) {
                            (validDataType(wiretype) ? std::string(dataTypeName(static_cast<collDataType_t>(wiretype)))
                                                     : std::to_string(wiretype)) +
                            " is not a wire type: collFloat16 or collBfloat16");
-  const bool reduces = call.kind == CollKind::kAllReduce || call.kind == CollKind::kReduce ||
-                       call.kind == CollKind::kReduceScatter;
+  const bool reduces = od.kind == CollKind::kAllReduce || od.kind == CollKind::kReduce ||
+                       od.kind == CollKind::kReduceScatter;
   if (reduces && call.op == collProd)
     return invalidArgument("op collProd: compressed collectives reduce with collSum, collAvg, collMax or collMin "
                            "(a product of rounded values has no useful error bound)");
@@ -51,7 +52,7 @@ namespace {
 
 // Runs call, named fn, compressed to wiretype (rawArg).
 collResult_t runCompressed(const char* fn, collComm_t comm, OpCall call, int wiretype, collStream_t stream) {
-  call.wire = wireOf(wiretype);
+  call.od.wire = wireOf(wiretype);
   return runOp(fn, comm, call, stream, [wiretype](const OpCall& checked, collComm* c, BufKinds* k) -> Status {
     COLL_CHECK(checkCompressed(checked, wiretype));
     return checkArgs(checked, c, k);
@@ -66,7 +67,7 @@ extern "C" {
 collResult_t collAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
                                      collDataType_t wiretype, collRedOp_t op, collComm_t comm, collStream_t stream) {
   return runCompressed("collAllReduceCompressed", comm,
-                       {coll::CollKind::kAllReduce, sendbuff, recvbuff, count, rawArg(datatype), rawArg(op), -1},
+                       opCall(coll::CollKind::kAllReduce, sendbuff, recvbuff, count, rawArg(datatype), rawArg(op), -1),
                        rawArg(wiretype), stream);
 }
 
@@ -74,22 +75,22 @@ collResult_t collReduceScatterCompressed(const void* sendbuff, void* recvbuff, s
                                          collDataType_t datatype, collDataType_t wiretype, collRedOp_t op,
                                          collComm_t comm, collStream_t stream) {
   return runCompressed("collReduceScatterCompressed", comm,
-                       {coll::CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, rawArg(datatype), rawArg(op),
-                        -1},
+                       opCall(coll::CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, rawArg(datatype),
+                              rawArg(op), -1),
                        rawArg(wiretype), stream);
 }
 
 collResult_t collAllGatherCompressed(const void* sendbuff, void* recvbuff, size_t sendcount, collDataType_t datatype,
                                      collDataType_t wiretype, collComm_t comm, collStream_t stream) {
   return runCompressed("collAllGatherCompressed", comm,
-                       {coll::CollKind::kAllGather, sendbuff, recvbuff, sendcount, rawArg(datatype), collSum, -1},
+                       opCall(coll::CollKind::kAllGather, sendbuff, recvbuff, sendcount, rawArg(datatype), collSum, -1),
                        rawArg(wiretype), stream);
 }
 
 collResult_t collBroadcastCompressed(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
                                      collDataType_t wiretype, int root, collComm_t comm, collStream_t stream) {
   return runCompressed("collBroadcastCompressed", comm,
-                       {coll::CollKind::kBroadcast, sendbuff, recvbuff, count, rawArg(datatype), collSum, root},
+                       opCall(coll::CollKind::kBroadcast, sendbuff, recvbuff, count, rawArg(datatype), collSum, root),
                        rawArg(wiretype), stream);
 }
 
@@ -97,7 +98,7 @@ collResult_t collReduceCompressed(const void* sendbuff, void* recvbuff, size_t c
                                   collDataType_t wiretype, collRedOp_t op, int root, collComm_t comm,
                                   collStream_t stream) {
   return runCompressed("collReduceCompressed", comm,
-                       {coll::CollKind::kReduce, sendbuff, recvbuff, count, rawArg(datatype), rawArg(op), root},
+                       opCall(coll::CollKind::kReduce, sendbuff, recvbuff, count, rawArg(datatype), rawArg(op), root),
                        rawArg(wiretype), stream);
 }
 

@@ -117,24 +117,31 @@ int rawArg(const E& e) {
   return v;
 }
 
-// An operation as called, with its datatype and op as the ints passed (rawArg); desc()
-// makes the OpDesc once both are checked (runOp).
+// An operation as called: od with its datatype and op left at their zero values, which
+// are kept as the ints passed (rawArg) until checked; desc() is od with them.
 struct OpCall {
-  CollKind kind;
-  const void* sendbuff;
-  void* recvbuff;
-  size_t count;
+  OpDesc od;
   int dtype;
   int op;
-  int root;                                                                   // broadcast/reduce root; send/recv peer
-  uint8_t wire = 0;                                                           // WireType of a compressed call
   collDataType_t type() const { return static_cast<collDataType_t>(dtype); }  // once checked
   OpDesc desc() const {
-    OpDesc od{kind, sendbuff, recvbuff, count, type(), static_cast<collRedOp_t>(op), root, 0};
-    od.wire = wire;
-    return od;
+    OpDesc d = od;
+    d.dtype = type();
+    d.op = static_cast<collRedOp_t>(op);
+    return d;
   }
 };
+
+// The OpCall of an entry point's arguments (root: the root, or send/recv's peer; -1: none).
+inline OpCall opCall(CollKind kind, const void* sendbuff, void* recvbuff, size_t count, int dtype, int op, int root) {
+  OpCall call{OpDesc{}, dtype, op};
+  call.od.kind = kind;
+  call.od.sendbuff = sendbuff;
+  call.od.recvbuff = recvbuff;
+  call.od.count = count;
+  call.od.root = root;
+  return call;
+}
 
 inline Status checkType(int t) {
   if (!validDataType(t))
