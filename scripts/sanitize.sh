@@ -57,7 +57,7 @@ export UBSAN_OPTIONS="$common:halt_on_error=1"
 # sees those globals and reports every topology probe as a leak of about 1 KiB in an
 # unnamed module. Not ours to free (the library calls hwloc_topology_destroy); kept loaded,
 # the memory is seen as reachable. (An LSan suppression cannot name an unloaded module.)
-pciaccess=$(ldconfig -p | awk '/libpciaccess\.so\.0 /{print $NF; exit}')
+pciaccess=$(ldconfig -p | awk '/libpciaccess\.so\.0 / && !f {print $NF; f = 1}')
 if [ "$kind" = asan ] && [ -n "$pciaccess" ]; then export LD_PRELOAD="$pciaccess${LD_PRELOAD:+:$LD_PRELOAD}"; fi
 export TSAN_OPTIONS="$common:second_deadlock_stack=1"
 
