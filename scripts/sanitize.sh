@@ -57,9 +57,10 @@ export UBSAN_OPTIONS="$common:halt_on_error=1"
 # sees those globals and reports every topology probe as a leak of about 1 KiB in an
 # unnamed module. Not ours to free (the library calls hwloc_topology_destroy); kept loaded,
 # the memory is seen as reachable. (An LSan suppression cannot name an unloaded module.)
-pciaccess=$(ldconfig -p | awk '/libpciaccess\.so\.0 /{print $NF; exit}')
+pciaccess=$(ldconfig -p | awk '/libpciaccess\.so\.0 / && !f {print $NF; f = 1}')
 if [ "$kind" = asan ] && [ -n "$pciaccess" ]; then export LD_PRELOAD="$pciaccess${LD_PRELOAD:+:$LD_PRELOAD}"; fi
-export TSAN_OPTIONS="$common:second_deadlock_stack=1"
+# The suppressions file says why each entry is not a race in the library.
+export TSAN_OPTIONS="$common:second_deadlock_stack=1:suppressions=$src/scripts/tsan_suppressions.txt"
 
 # The net plugin tests dlopen plugins by bare name, found through the test program's
 # RUNPATH; the sanitizers intercept dlopen, so glibc sees their runtime as the caller and

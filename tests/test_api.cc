@@ -26,6 +26,47 @@ namespace {
 
 bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
 
+// A C caller can pass any int in an enum parameter. Each entry point must read such a
+// value as the int it is and refuse it by its value (under UBSan, scripts/sanitize.sh, a
+// load of it as the enum ends the process).
+void checkEnumArgsRefused(collComm_t c) {
+  float buf[8] = {};
+  for (int v : {-1, 99, 1 << 20}) {
+    INFO("value " << v);
+    const auto t = static_cast<collDataType_t>(v);  // as a C caller passes it
+    const std::string type = "datatype " + std::to_string(v) + " is not a collDataType_t";
+    auto refused = [&](collResult_t r, const std::string& what) {
+      REQUIRE(r == collInvalidArgument);
+      REQUIRE(contains(collGetLastError(c), what));
+    };
+    refused(collAllReduce(buf, buf, 1, t, collSum, c, nullptr), type);
+    refused(collBroadcast(buf, buf, 1, t, 0, c, nullptr), type);
+    refused(collReduce(buf, buf, 1, t, collSum, 0, c, nullptr), type);
+    refused(collAllGather(buf, buf, 1, t, c, nullptr), type);
+    refused(collReduceScatter(buf, buf, 1, t, collSum, c, nullptr), type);
+    refused(collSend(buf, 1, t, 1, c, nullptr), type);
+    refused(collRecv(buf, 1, t, 1, c, nullptr), type);
+    refused(collAlltoAll(buf, buf, 1, t, c, nullptr), type);
+    refused(collGather(buf, buf, 1, t, 0, c, nullptr), type);
+    refused(collScatter(buf, buf, 1, t, 0, c, nullptr), type);
+    refused(collAllReduceCompressed(buf, buf, 1, t, collBfloat16, collSum, c, nullptr), type);
+    refused(collAllGatherCompressed(buf, buf, 1, collFloat, t, c, nullptr), "wiretype " + std::to_string(v));
+    float scalar = 2;
+    collRedOp_t made;
+    refused(collRedOpCreatePreMulSum(&made, &scalar, t, collScalarHostImmediate, c), type);
+    refused(collRedOpCreatePreMulSum(&made, &scalar, collFloat, static_cast<collScalarResidence_t>(v), c),
+            "residence " + std::to_string(v));
+    const auto op = static_cast<collRedOp_t>(v);
+    const std::string named = "op " + std::to_string(v);
+    refused(collAllReduce(buf, buf, 1, collFloat, op, c, nullptr), named);
+    refused(collReduce(buf, buf, 1, collFloat, op, 0, c, nullptr), named);
+    refused(collReduceScatter(buf, buf, 1, collFloat, op, c, nullptr), named);
+    refused(collReduceCompressed(buf, buf, 1, collFloat, collBfloat16, op, 0, c, nullptr), named);
+    refused(collRedOpDestroy(op, c), named);
+    REQUIRE(std::string(collGetErrorString(static_cast<collResult_t>(v))) == "unknown result code");
+  }
+}
+
 }  // namespace
 
 TEST_CASE("enum values and version match the NCCL ABI", "[api]") {
@@ -81,6 +122,8 @@ TEST_CASE("invalid arguments are refused with the argument and value named", "[a
 
   REQUIRE(collSend(buf, 1, collFloat, 0, c, nullptr) == collInvalidUsage);
   REQUIRE(contains(collGetLastError(c), "oneself"));
+
+  checkEnumArgsRefused(c);
 
   // count 0 with NULL buffers is fine (nothing to do), on every rank.
   REQUIRE(collAllReduce(nullptr, nullptr, 0, collFloat, collSum, c, nullptr) == collSuccess);

@@ -29,22 +29,42 @@ std::string& lastErrorText() {
 
 namespace coll::api {
 
-// The arguments of collective od (not send/recv) as the caller named them.
-Status checkArgs(const OpDesc& od, collComm* c, BufKinds* k) {
+// The arguments of collective call (not send/recv) as the caller named them.
+Status checkArgs(const OpCall& call, collComm* c, BufKinds* k) {
+  const OpDesc& od = call.od;
   const bool reduces = od.kind == CollKind::kAllReduce || od.kind == CollKind::kReduce ||
                        od.kind == CollKind::kReduceScatter;
   const bool rooted = od.kind == CollKind::kBroadcast || od.kind == CollKind::kReduce;
   const bool perRank = od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter;
   const char* countArg = od.kind == CollKind::kAllGather ? "sendcount" : perRank ? "recvcount" : "count";
-  if (reduces) COLL_CHECK(checkOp(od.op, od.dtype, c));
+  if (reduces) COLL_CHECK(checkOp(call.op, call.type(), c));
   if (rooted) COLL_CHECK(checkRank("root", od.root, c->nranks));
-  COLL_CHECK(checkBytes(countArg, od.count, perRank ? static_cast<size_t>(c->nranks) : 1, od.dtype));
+  COLL_CHECK(checkBytes(countArg, od.count, perRank ? static_cast<size_t>(c->nranks) : 1, call.type()));
   // A root's sendbuff of broadcast, and reduce's recvbuff, are read or written there only.
   if (od.kind != CollKind::kBroadcast || c->rank == od.root)
     COLL_CHECK(checkBuf("sendbuff", od.sendbuff, od.count, c, k));
   if (od.kind != CollKind::kReduce || c->rank == od.root) COLL_CHECK(checkBuf("recvbuff", od.recvbuff, od.count, c, k));
   return okStatus();
 }
+
+namespace {
+
+// The arguments of a collSend or collRecv, its datatype checked.
+Status checkP2p(const OpCall& call, collComm* c, BufKinds* k) {
+  const OpDesc& od = call.od;
+  const bool send = od.kind == CollKind::kSend;
+  COLL_CHECK(checkRank("peer", od.root, c->nranks));
+  COLL_CHECK(checkBytes("count", od.count, 1, call.type()));
+  COLL_CHECK(send ? checkBuf("sendbuff", od.sendbuff, od.count, c, k)
+                  : checkBuf("recvbuff", od.recvbuff, od.count, c, k));
+  if (od.root == c->rank && !inGroup())
+    return invalidUsage(std::string(send ? "collSend to" : "collRecv from") + " oneself (peer " +
+                        std::to_string(od.root) + ") outside a group would never complete; pair it with a " +
+                        (send ? "collRecv" : "collSend") + " inside collGroupStart/End");
+  return okStatus();
+}
+
+}  // namespace
 
 }  // namespace coll::api
 
@@ -236,7 +256,7 @@ collResult_t collCommUserRank(const collComm_t comm, int* rank) {
 }
 
 const char* collGetErrorString(collResult_t result) {
-  switch (result) {
+  switch (rawArg(result)) {
     case collSuccess: return "no error";
     case collUnhandledCudaError: return "unhandled cuda error";
     case collSystemError: return "unhandled system error (run with COLL_DEBUG=INFO for details)";
@@ -270,62 +290,51 @@ const char* collGetLastError(collComm_t comm) {
 
 collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collRedOp_t op,
                            collComm_t comm, collStream_t stream) {
-  coll::OpDesc od{coll::CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, -1, 0};
-  return runOp("collAllReduce", comm, od, stream, [&](collComm* c, BufKinds* k) { return checkArgs(od, c, k); });
+  return runOp("collAllReduce", comm,
+               opCall(coll::CollKind::kAllReduce, sendbuff, recvbuff, count, rawArg(datatype), rawArg(op), -1), stream,
+               checkArgs);
 }
 
 collResult_t collBroadcast(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
                            collComm_t comm, collStream_t stream) {
-  coll::OpDesc od{coll::CollKind::kBroadcast, sendbuff, recvbuff, count, datatype, collSum, root, 0};
-  return runOp("collBroadcast", comm, od, stream, [&](collComm* c, BufKinds* k) { return checkArgs(od, c, k); });
+  return runOp("collBroadcast", comm,
+               opCall(coll::CollKind::kBroadcast, sendbuff, recvbuff, count, rawArg(datatype), collSum, root), stream,
+               checkArgs);
 }
 
 collResult_t collReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collRedOp_t op,
                         int root, collComm_t comm, collStream_t stream) {
-  coll::OpDesc od{coll::CollKind::kReduce, sendbuff, recvbuff, count, datatype, op, root, 0};
-  return runOp("collReduce", comm, od, stream, [&](collComm* c, BufKinds* k) { return checkArgs(od, c, k); });
+  return runOp("collReduce", comm,
+               opCall(coll::CollKind::kReduce, sendbuff, recvbuff, count, rawArg(datatype), rawArg(op), root), stream,
+               checkArgs);
 }
 
 collResult_t collAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, collDataType_t datatype,
                            collComm_t comm, collStream_t stream) {
-  coll::OpDesc od{coll::CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, collSum, -1, 0};
-  return runOp("collAllGather", comm, od, stream, [&](collComm* c, BufKinds* k) { return checkArgs(od, c, k); });
+  return runOp("collAllGather", comm,
+               opCall(coll::CollKind::kAllGather, sendbuff, recvbuff, sendcount, rawArg(datatype), collSum, -1), stream,
+               checkArgs);
 }
 
 collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, collDataType_t datatype,
                                collRedOp_t op, collComm_t comm, collStream_t stream) {
-  coll::OpDesc od{coll::CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, -1, 0};
-  return runOp("collReduceScatter", comm, od, stream, [&](collComm* c, BufKinds* k) { return checkArgs(od, c, k); });
+  return runOp("collReduceScatter", comm,
+               opCall(coll::CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, rawArg(datatype), rawArg(op), -1),
+               stream, checkArgs);
 }
 
 collResult_t collSend(const void* sendbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
                       collStream_t stream) {
-  coll::OpDesc od{coll::CollKind::kSend, sendbuff, nullptr, count, datatype, collSum, peer, 0};
-  return runOp("collSend", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
-    COLL_CHECK(checkRank("peer", peer, c->nranks));
-    COLL_CHECK(checkBytes("count", count, 1, datatype));
-    COLL_CHECK(checkBuf("sendbuff", sendbuff, count, c, k));
-    if (peer == c->rank && !coll::inGroup())
-      return coll::invalidUsage("collSend to oneself (peer " + std::to_string(peer) +
-                                ") outside a group would never complete; pair it with a "
-                                "collRecv inside collGroupStart/End");
-    return coll::okStatus();
-  });
+  return runOp("collSend", comm,
+               opCall(coll::CollKind::kSend, sendbuff, nullptr, count, rawArg(datatype), collSum, peer), stream,
+               checkP2p);
 }
 
 collResult_t collRecv(void* recvbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
                       collStream_t stream) {
-  coll::OpDesc od{coll::CollKind::kRecv, nullptr, recvbuff, count, datatype, collSum, peer, 0};
-  return runOp("collRecv", comm, od, stream, [&](collComm* c, BufKinds* k) -> Status {
-    COLL_CHECK(checkRank("peer", peer, c->nranks));
-    COLL_CHECK(checkBytes("count", count, 1, datatype));
-    COLL_CHECK(checkBuf("recvbuff", recvbuff, count, c, k));
-    if (peer == c->rank && !coll::inGroup())
-      return coll::invalidUsage("collRecv from oneself (peer " + std::to_string(peer) +
-                                ") outside a group would never complete; pair it with a "
-                                "collSend inside collGroupStart/End");
-    return coll::okStatus();
-  });
+  return runOp("collRecv", comm,
+               opCall(coll::CollKind::kRecv, nullptr, recvbuff, count, rawArg(datatype), collSum, peer), stream,
+               checkP2p);
 }
 
 collResult_t collGroupStart(void) {

@@ -79,12 +79,13 @@ OpDesc p2pPart(const OpDesc& base, coll::CollKind kind, const char* buf, int pee
   return od;
 }
 
-// The common checks of alltoall, gather and scatter; `base` gets type, count and placement.
-Status checkSpread(collComm* c, const CommUse& use, collDataType_t t, size_t count, OpDesc* base) {
+// The common checks of alltoall, gather and scatter (t: the datatype passed, rawArg);
+// `base` gets type and count.
+Status checkSpread(collComm* c, const CommUse& use, int t, size_t count, OpDesc* base) {
   COLL_CHECK(use.ready());
   COLL_CHECK(checkType(t));
-  COLL_CHECK(checkBytes("count", count, static_cast<size_t>(c->nranks), t));
-  base->dtype = t;
+  base->dtype = static_cast<collDataType_t>(t);
+  COLL_CHECK(checkBytes("count", count, static_cast<size_t>(c->nranks), base->dtype));
   base->count = count;
   return coll::okStatus();
 }
@@ -103,7 +104,7 @@ struct Rooted {
   const void* sendbuff;
   void* recvbuff;
   size_t count;
-  collDataType_t dtype;
+  int dtype;  // rawArg
   int root;
   collStream_t stream;
 };
@@ -111,7 +112,7 @@ struct Rooted {
 // Gather (every rank's one block to the root's n blocks) or scatter (the reverse), as
 // one group of sends and receives. In place, the root's own block stays where it is.
 Status runRooted(const char* fn, collComm* comm, const CommUse& use, const Rooted& a, bool gather) {
-  OpDesc base{coll::CollKind::kSend, nullptr, nullptr, 0, a.dtype, collSum, -1, 0};
+  OpDesc base{};  // its parts' kinds, buffers and peers are set by p2pPart
   COLL_CHECK(checkSpread(comm, use, a.dtype, a.count, &base));
   COLL_CHECK(checkRank("root", a.root, comm->nranks));
   const bool isRoot = comm->rank == a.root;
@@ -124,7 +125,7 @@ Status runRooted(const char* fn, collComm* comm, const CommUse& use, const Roote
   COLL_CHECK(checkBuf(oneArg, one, a.count, comm, &kinds));
   COLL_CHECK(placeOp(&base, kinds, a.stream));
   base.via = fn;
-  const size_t block = a.count * coll::dataTypeSize(a.dtype);
+  const size_t block = a.count * coll::dataTypeSize(base.dtype);
   const bool inPlace = isRoot && one == many + block * static_cast<size_t>(a.root);
   const auto toRoot = gather ? coll::CollKind::kSend : coll::CollKind::kRecv;
   const auto atRoot = gather ? coll::CollKind::kRecv : coll::CollKind::kSend;
@@ -139,8 +140,7 @@ Status runRooted(const char* fn, collComm* comm, const CommUse& use, const Roote
 
 namespace coll::api {
 
-Status checkOp(collRedOp_t op, collDataType_t t, const collComm* comm) {
-  const int v = static_cast<int>(op);
+Status checkOp(int v, collDataType_t t, const collComm* comm) {
   if (validRedOp(v)) return okStatus();
   auto it = comm->redOps.find(v);
   if (it == comm->redOps.end()) return invalidArgument(opOwnerText(v, comm));
@@ -168,11 +168,12 @@ collResult_t collRedOpCreatePreMulSum(collRedOp_t* op, void* scalar, collDataTyp
     COLL_CHECK(use.ready());
     if (!op) return coll::invalidArgument("op is NULL");
     if (!scalar) return coll::invalidArgument("scalar is NULL");
-    COLL_CHECK(checkType(datatype));
-    if (residence != collScalarDevice && residence != collScalarHostImmediate)
-      return coll::invalidArgument("residence " + std::to_string(static_cast<int>(residence)) +
+    const int type = rawArg(datatype), where = rawArg(residence);
+    COLL_CHECK(checkType(type));
+    if (where != collScalarDevice && where != collScalarHostImmediate)
+      return coll::invalidArgument("residence " + std::to_string(where) +
                                    " is not collScalarDevice (0) or collScalarHostImmediate (1)");
-    coll::PreMulSumOp p{datatype, residence == collScalarHostImmediate};
+    coll::PreMulSumOp p{static_cast<collDataType_t>(type), where == collScalarHostImmediate};
     if (p.immediate) {
 #if COLL_HAVE_CUDA
       if (coll::gpu::isDeviceMemory(scalar))
@@ -180,7 +181,7 @@ collResult_t collRedOpCreatePreMulSum(collRedOp_t* op, void* scalar, collDataTyp
                                      " is CUDA device memory, but residence collScalarHostImmediate reads host memory "
                                      "now; pass collScalarDevice");
 #endif
-      std::memcpy(p.value, scalar, coll::dataTypeSize(datatype));
+      std::memcpy(p.value, scalar, coll::dataTypeSize(p.dtype));
     } else {
       p.scalar = scalar;
     }
@@ -199,7 +200,7 @@ collResult_t collRedOpDestroy(collRedOp_t op, collComm_t comm) {
   CommUse use(comm);
   return guarded("collRedOpDestroy", comm, [&]() -> Status {
     COLL_CHECK(use.check());
-    const int v = static_cast<int>(op);
+    const int v = rawArg(op);
     if (coll::validRedOp(v))
       return coll::invalidArgument("op " + std::to_string(v) +
                                    " is a built-in op: only ops made by "
@@ -216,15 +217,15 @@ collResult_t collAlltoAll(const void* sendbuff, void* recvbuff, size_t count, co
                           collStream_t stream) {
   CommUse use(comm);
   return guarded("collAlltoAll", comm, [&]() -> Status {
-    OpDesc base{coll::CollKind::kSend, nullptr, nullptr, 0, datatype, collSum, -1, 0};
-    COLL_CHECK(checkSpread(comm, use, datatype, count, &base));
+    OpDesc base{};  // its parts' kinds, buffers and peers are set by p2pPart
+    COLL_CHECK(checkSpread(comm, use, rawArg(datatype), count, &base));
     const size_t n = static_cast<size_t>(comm->nranks), total = count * n;
     BufKinds kinds;
     COLL_CHECK(checkBlocks("sendbuff", sendbuff, count, comm, &kinds));
     COLL_CHECK(checkBlocks("recvbuff", recvbuff, count, comm, &kinds));
     COLL_CHECK(placeOp(&base, kinds, stream));
     base.via = "collAlltoAll";
-    const size_t block = count * coll::dataTypeSize(datatype);
+    const size_t block = count * coll::dataTypeSize(base.dtype);
     const char* src = static_cast<const char*>(sendbuff);
     if (sendbuff == recvbuff && total > 0) {
       // In place: every block is read after others may have landed on it, so the input
@@ -251,7 +252,7 @@ collResult_t collGather(const void* sendbuff, void* recvbuff, size_t count, coll
                         collComm_t comm, collStream_t stream) {
   CommUse use(comm);
   return guarded("collGather", comm, [&]() -> Status {
-    return runRooted("collGather", comm, use, {sendbuff, recvbuff, count, datatype, root, stream}, true);
+    return runRooted("collGather", comm, use, {sendbuff, recvbuff, count, rawArg(datatype), root, stream}, true);
   });
 }
 
@@ -259,7 +260,7 @@ collResult_t collScatter(const void* sendbuff, void* recvbuff, size_t count, col
                          collComm_t comm, collStream_t stream) {
   CommUse use(comm);
   return guarded("collScatter", comm, [&]() -> Status {
-    return runRooted("collScatter", comm, use, {sendbuff, recvbuff, count, datatype, root, stream}, false);
+    return runRooted("collScatter", comm, use, {sendbuff, recvbuff, count, rawArg(datatype), root, stream}, false);
   });
 }
 

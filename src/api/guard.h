@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <new>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "collectives/collectives.h"
 #include "collectives/config.h"
@@ -102,15 +104,54 @@ class CommUse {
   std::optional<LogContext> log_;
 };
 
-inline Status checkType(collDataType_t t) {
-  if (!validDataType(static_cast<int>(t)))
-    return invalidArgument("datatype " + std::to_string(static_cast<int>(t)) + " is not a collDataType_t (0.." +
+// The int a C caller passed for an enum argument. C lets any int through an enum
+// parameter (the invalid-argument tests pass -1 and 99), but in C++ an enum object holding
+// a value outside its enumerators' range is undefined, and UBSan reports every load of
+// one. So entry points read an enum argument's bytes, never loading it as the enum, check
+// the int, and make the enum again only from a checked value.
+template <typename E>
+int rawArg(const E& e) {
+  static_assert(std::is_enum_v<E> && sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof(v));
+  return v;
+}
+
+// An operation as called: od with its datatype and op left at their zero values, which
+// are kept as the ints passed (rawArg) until checked; desc() is od with them.
+struct OpCall {
+  OpDesc od;
+  int dtype;
+  int op;
+  collDataType_t type() const { return static_cast<collDataType_t>(dtype); }  // once checked
+  OpDesc desc() const {
+    OpDesc d = od;
+    d.dtype = type();
+    d.op = static_cast<collRedOp_t>(op);
+    return d;
+  }
+};
+
+// The OpCall of an entry point's arguments (root: the root, or send/recv's peer; -1: none).
+inline OpCall opCall(CollKind kind, const void* sendbuff, void* recvbuff, size_t count, int dtype, int op, int root) {
+  OpCall call{OpDesc{}, dtype, op};
+  call.od.kind = kind;
+  call.od.sendbuff = sendbuff;
+  call.od.recvbuff = recvbuff;
+  call.od.count = count;
+  call.od.root = root;
+  return call;
+}
+
+inline Status checkType(int t) {
+  if (!validDataType(t))
+    return invalidArgument("datatype " + std::to_string(t) + " is not a collDataType_t (0.." +
                            std::to_string(collNumTypes - 1) + ")");
   return okStatus();
 }
 
 // A built-in op, or a PreMulSum op of comm made for datatype t.
-Status checkOp(collRedOp_t op, collDataType_t t, const collComm* comm);
+Status checkOp(int op, collDataType_t t, const collComm* comm);
 
 // count elements of t times `mult` must fit in size_t bytes.
 inline Status checkBytes(const char* arg, size_t count, size_t mult, collDataType_t t) {
@@ -212,28 +253,32 @@ void deferToGroupEnd(collComm* comm, collComm** out, Make make) {
       [out, made] { *out = *made; });
 }
 
-// The arguments of collective od (not send/recv), named as the caller named them (api.cc).
-Status checkArgs(const OpDesc& od, collComm* c, BufKinds* k);
+// The arguments of collective call (not send/recv), its datatype checked, named as the
+// caller named them (api.cc).
+Status checkArgs(const OpCall& call, collComm* c, BufKinds* k);
 
-// What a compressed call's wiretype puts on the wire (kWireNone where it is none:
-// checkCompressed says why).
-uint8_t wireOf(collDataType_t wiretype);
+// What a compressed call's wiretype (rawArg) puts on the wire (kWireNone where it is
+// none: checkCompressed says why).
+uint8_t wireOf(int wiretype);
 
 // The arguments only compressed calls have: fp32 buffers, a 16-bit floating wire type,
 // and for reductions an op compression supports.
-Status checkCompressed(const OpDesc& od, collDataType_t wiretype);
+Status checkCompressed(const OpCall& call, int wiretype);
 
 // The wire type comm's default compression gives od (kWireNone where it does not apply).
 uint8_t defaultWire(const collComm* comm, const OpDesc& od);
 
+// Checks call (its datatype, then validate(call, comm, &kinds), which checks the rest, its
+// op included) and enqueues it.
 template <typename Validate>
-collResult_t runOp(const char* fn, collComm* comm, OpDesc od, collStream_t stream, Validate&& validate) {
+collResult_t runOp(const char* fn, collComm* comm, const OpCall& call, collStream_t stream, Validate&& validate) {
   CommUse use(comm);
   return guarded(fn, comm, [&]() -> Status {
     COLL_CHECK(use.ready());
-    COLL_CHECK(checkType(od.dtype));
+    COLL_CHECK(checkType(call.dtype));
     BufKinds kinds;
-    COLL_CHECK(validate(comm, &kinds));
+    COLL_CHECK(validate(call, comm, &kinds));
+    OpDesc od = call.desc();
     COLL_CHECK(placeOp(&od, kinds, stream));
     if (od.wire == 0) od.wire = defaultWire(comm, od);
     size_t inputCount = od.count;

@@ -38,13 +38,14 @@ unsigned subsysBit(const std::string& name) {
 
 // Level, subsystems and destination from the environment.
 void readEnv(LogState* st) {
-  st->cfg = LogConfig{LogLevel::kWarn, kSubALL};
+  LogLevel level = LogLevel::kWarn;
   std::string lvl = param(StringParam::DEBUG);
-  if (strcasecmp(lvl.c_str(), "VERSION") == 0) st->cfg.level = LogLevel::kVersion;
-  else if (strcasecmp(lvl.c_str(), "WARN") == 0) st->cfg.level = LogLevel::kWarn;
-  else if (strcasecmp(lvl.c_str(), "INFO") == 0) st->cfg.level = LogLevel::kInfo;
-  else if (strcasecmp(lvl.c_str(), "TRACE") == 0) st->cfg.level = LogLevel::kTrace;
-  else if (strcasecmp(lvl.c_str(), "NONE") == 0) st->cfg.level = LogLevel::kNone;
+  if (strcasecmp(lvl.c_str(), "VERSION") == 0) level = LogLevel::kVersion;
+  else if (strcasecmp(lvl.c_str(), "WARN") == 0) level = LogLevel::kWarn;
+  else if (strcasecmp(lvl.c_str(), "INFO") == 0) level = LogLevel::kInfo;
+  else if (strcasecmp(lvl.c_str(), "TRACE") == 0) level = LogLevel::kTrace;
+  else if (strcasecmp(lvl.c_str(), "NONE") == 0) level = LogLevel::kNone;
+  st->cfg.level.store(level, std::memory_order_relaxed);
   std::string subs = param(StringParam::DEBUG_SUBSYS);
   bool invert = !subs.empty() && subs[0] == '^';
   if (invert) subs.erase(0, 1);
@@ -56,7 +57,7 @@ void readEnv(LogState* st) {
     mask |= subsysBit(subs.substr(pos, comma - pos));
     pos = comma + 1;
   }
-  st->cfg.mask = invert ? ~mask : mask;
+  st->cfg.mask.store(invert ? ~mask : mask, std::memory_order_relaxed);
   std::string file = param(StringParam::DEBUG_FILE);
   if (!file.empty()) {
     std::string path;

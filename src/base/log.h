@@ -4,6 +4,7 @@
 //   host:pid:tid [rank] COLL INFO NET message
 #pragma once
 
+#include <atomic>
 #include <cstdarg>
 #include <string>
 
@@ -25,9 +26,11 @@ enum LogSubsys : unsigned {
   kSubALL = ~0u,
 };
 
+// Atomics: logReset changes them while other threads may be logging (relaxed: a line
+// written meanwhile may follow either setting, as logReset says).
 struct LogConfig {
-  LogLevel level;
-  unsigned mask;
+  std::atomic<LogLevel> level;
+  std::atomic<unsigned> mask;
 };
 // Reads the environment once (thread-safe).
 const LogConfig& logConfig();
@@ -35,8 +38,10 @@ const LogConfig& logConfig();
 // (NCCL's rule: a default run prints warnings only).
 inline bool logEnabled(LogLevel lvl, unsigned sub) {
   const LogConfig& c = logConfig();
-  if (lvl == LogLevel::kVersion) return c.level == LogLevel::kVersion || c.level >= LogLevel::kInfo;
-  return static_cast<int>(lvl) <= static_cast<int>(c.level) && (lvl == LogLevel::kWarn || (c.mask & sub));
+  const LogLevel level = c.level.load(std::memory_order_relaxed);
+  if (lvl == LogLevel::kVersion) return level == LogLevel::kVersion || level >= LogLevel::kInfo;
+  return static_cast<int>(lvl) <= static_cast<int>(level) &&
+         (lvl == LogLevel::kWarn || (c.mask.load(std::memory_order_relaxed) & sub));
 }
 // Reads COLL_DEBUG, COLL_DEBUG_SUBSYS and COLL_DEBUG_FILE again (collResetDebugInit).
 // Meant for a quiet moment: lines being written meanwhile may use either setting.

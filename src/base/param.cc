@@ -8,12 +8,15 @@
 
 namespace coll {
 
+// Never destroyed: library threads (a bootstrap root's monitor, for one) may still read
+// parameters while exit() runs the static destructors (AddressSanitizer found the root's
+// thread reading the freed table in a process that exited with a communicator open).
 const std::vector<ParamInfo>& allParams() {
-  static const std::vector<ParamInfo> kParams = {
+  static const auto* kParams = new std::vector<ParamInfo>{
 #define COLL_PARAM(type, name, def, unit, doc) {#name, ParamType::k##type, def, unit, doc},
 #include "base/params.def"
   };
-  return kParams;
+  return *kParams;
 }
 
 // The typed enums take their values from ParamIndex, so they index the table directly.

@@ -148,10 +148,10 @@ COLL_HD inline void devRunLane(const DevLane& L, B& b) {
           }
           c.out = w.data + (pos[s.send] % kDevSteps) * w.slotBytes;
         }
-        if (c.code != kDevRunning) {
-          L.result->step = si;
+        if (c.code != kDevRunning) {  // step and code by atomic stores: the stall report reads them
           L.result->peer = waitPeer;
-          L.result->code = c.code;
+          b.store(&L.result->step, si);
+          b.store(&L.result->code, c.code);
         }
       }
       b.sync();
@@ -171,8 +171,8 @@ COLL_HD inline void devRunLane(const DevLane& L, B& b) {
     }
   }
   if (b.leader()) {
-    L.result->step = L.nsteps;
-    L.result->code = kDevDone;
+    b.store(&L.result->step, L.nsteps);
+    b.store(&L.result->code, kDevDone);
   }
 }
 

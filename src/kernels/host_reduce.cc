@@ -17,28 +17,45 @@ namespace coll {
 
 namespace {
 
+// Element i of a buffer of T. The caller's buffers need not be aligned to T (NCCL takes
+// any address; launch_hosts_trees runs buffers at page offset 4095), and a T access at a
+// misaligned address is undefined: elements move through memcpy, which compiles to the
+// same (unaligned, vectorizable) loads and stores.
+template <typename T>
+T loadAt(const char* p, size_t i) {
+  T v;
+  std::memcpy(&v, p + i * sizeof(T), sizeof(T));
+  return v;
+}
+template <typename T>
+void storeAt(char* p, size_t i, T v) {
+  std::memcpy(p + i * sizeof(T), &v, sizeof(T));
+}
+
 template <typename T, typename Op>
 void reduceImpl(void* dst, const void* a, const void* b, size_t n) {
-  T* __restrict d = static_cast<T*>(dst);
-  const T* x = static_cast<const T*>(a);
-  const T* y = static_cast<const T*>(b);
-  for (size_t i = 0; i < n; ++i) d[i] = Elem<T>::store(Op::apply(Elem<T>::load(x[i]), Elem<T>::load(y[i])));
+  char* __restrict d = static_cast<char*>(dst);
+  const char* x = static_cast<const char*>(a);
+  const char* y = static_cast<const char*>(b);
+  for (size_t i = 0; i < n; ++i)
+    storeAt(d, i, Elem<T>::store(Op::apply(Elem<T>::load(loadAt<T>(x, i)), Elem<T>::load(loadAt<T>(y, i)))));
 }
 
 template <typename T>
 void avgFinalImpl(void* dst, const void* a, const void* b, size_t n, int nranks) {
-  T* d = static_cast<T*>(dst);
-  const T* x = static_cast<const T*>(a);
-  const T* y = static_cast<const T*>(b);
+  char* d = static_cast<char*>(dst);
+  const char* x = static_cast<const char*>(a);
+  const char* y = static_cast<const char*>(b);
   for (size_t i = 0; i < n; ++i)
-    d[i] = Elem<T>::store(avgOf<T>(wrapAdd(Elem<T>::load(x[i]), Elem<T>::load(y[i])), nranks));
+    storeAt(d, i,
+            Elem<T>::store(avgOf<T>(wrapAdd(Elem<T>::load(loadAt<T>(x, i)), Elem<T>::load(loadAt<T>(y, i))), nranks)));
 }
 
 template <typename T>
 void avgScaleImpl(void* dst, const void* src, size_t n, int nranks) {
-  T* d = static_cast<T*>(dst);
-  const T* s = static_cast<const T*>(src);
-  for (size_t i = 0; i < n; ++i) d[i] = Elem<T>::store(avgOf<T>(Elem<T>::load(s[i]), nranks));
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  for (size_t i = 0; i < n; ++i) storeAt(d, i, Elem<T>::store(avgOf<T>(Elem<T>::load(loadAt<T>(s, i)), nranks)));
 }
 
 template <typename T, typename Op>

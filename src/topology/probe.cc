@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <regex>
 
 #include "base/log.h"
@@ -397,7 +398,12 @@ void addNetElements(DevicePlacer* placer) {
 
 }  // namespace
 
+// One probe at a time in a process: hwloc's load is not safe in two threads at once
+// (ThreadSanitizer: its udev path writes libudev's globals unlocked when ranks that are
+// threads of one process initialize together with COLL_TOPO_FILE or COLL_TOPO_DUMP_FILE).
 Result<std::unique_ptr<XmlNode>> probeTopologyXml() {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
   HwlocTopo topo;
   COLL_CHECK(topo.load());
   hwloc_topology_t t = topo.get();

@@ -1965,11 +1965,10 @@ void caseBadArgs(Ctx& c) {
       std::fill(out.begin(), out.end(), kSentinel);
     }
   };
-  const ncclDataType_t badTypes[] = {static_cast<ncclDataType_t>(ncclNumTypes), static_cast<ncclDataType_t>(-1),
-                                     static_cast<ncclDataType_t>(1000)};
-  const ncclRedOp_t badOps[] = {ncclNumOps, static_cast<ncclRedOp_t>(ncclNumOps + 1), ncclMaxRedOp,
-                                static_cast<ncclRedOp_t>(-1)};
-  for (ncclDataType_t t : badTypes) {
+  // Kept as ints and made enums only as arguments, as a C caller passes them: a load of an
+  // enum object holding a value outside the enum's range is undefined (UBSan's enum check).
+  for (int v : {static_cast<int>(ncclNumTypes), -1, 1000}) {
+    const auto t = static_cast<ncclDataType_t>(v);
     BADARG(c.comm, "type", ncclAllReduce(in.data(), o, count, t, ncclSum, c.comm, kStream));
     BADARG(c.comm, "type", ncclBroadcast(in.data(), o, count, t, 0, c.comm, kStream));
     BADARG(c.comm, "type", ncclAllGather(in.data(), o, count, t, c.comm, kStream));
@@ -1978,7 +1977,8 @@ void caseBadArgs(Ctx& c) {
     BADARG(c.comm, "type", ncclRecv(o, count, t, (c.rank + 1) % n, c.comm, kStream));
     clean("bad datatype");
   }
-  for (ncclRedOp_t op : badOps) {
+  for (int v : {static_cast<int>(ncclNumOps), ncclNumOps + 1, static_cast<int>(ncclMaxRedOp), -1}) {
+    const auto op = static_cast<ncclRedOp_t>(v);
     BADARG(c.comm, "op", ncclAllReduce(in.data(), o, count, ncclFloat, op, c.comm, kStream));
     BADARG(c.comm, "op", ncclReduce(in.data(), o, count, ncclFloat, op, 0, c.comm, kStream));
     BADARG(c.comm, "op", ncclReduceScatter(in.data(), o, count, ncclFloat, op, c.comm, kStream));

@@ -152,7 +152,7 @@ class SockConn {
   // Called by the caller's test(): moves headers along and, without helpers, pumps.
   Status progress() {
     if (failed_.load(std::memory_order_acquire)) return error();
-    delivered_ = false;
+    if (!hasHelpers()) delivered_ = false;  // with helpers it stays false: their threads read it
     bool progressed = true;
     while (progressed) {
       progressed = false;
