@@ -1,0 +1,124 @@
+// What the process holds: resident memory, descriptors, threads, shared-memory segments.
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "soak.h"
+
+namespace soak {
+namespace {
+
+// Entries of a directory, "." and ".." excluded, whose name passes keep.
+template <typename Keep>
+int countEntries(const char* dir, Keep keep) {
+  DIR* d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  while (dirent* e = readdir(d))
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0 && keep(e->d_name)) ++n;
+  closedir(d);
+  return n;
+}
+
+long rssKiB() {
+  long pages = 0, resident = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+// The library names its segments /coll-<what>-<pid>-<random> (src/transport/shm).
+int ownShmFiles() {
+  std::string mine = "-" + std::to_string(getpid()) + "-";
+  return countEntries("/dev/shm", [&](const char* name) {
+    return std::strncmp(name, "coll-", 5) == 0 && std::strstr(name, mine.c_str()) != nullptr;
+  });
+}
+
+int mappedShmSegments() {
+  std::ifstream maps("/proc/self/maps");
+  std::set<std::string> segments;
+  std::string line;
+  while (std::getline(maps, line)) {
+    size_t at = line.find("/dev/shm/coll-");
+    if (at != std::string::npos) segments.insert(line.substr(at));
+  }
+  return static_cast<int>(segments.size());
+}
+
+}  // namespace
+
+Sample sampleResources() {
+  Sample s;
+  s.rssKiB = rssKiB();
+  s.fds = countEntries("/proc/self/fd", [](const char*) { return true; }) - 1;  // less opendir's own
+  s.threads = countEntries("/proc/self/task", [](const char*) { return true; });
+  s.shmFiles = ownShmFiles();
+  s.shmMaps = mappedShmSegments();
+  return s;
+}
+
+Verdict judge(const std::vector<Sample>& samples, double warmFraction) {
+  Verdict v;
+  if (samples.size() < 3) {
+    v.flat = false;
+    v.text = "only " + std::to_string(samples.size()) + " samples: too few to judge (a longer run, or --check-steps)\n";
+    return v;
+  }
+  size_t warm = std::clamp<size_t>(static_cast<size_t>(warmFraction * static_cast<double>(samples.size())), 1,
+                                   samples.size() - 2);
+  size_t tail = std::max(samples.size() - warm, size_t{3}) / 3;
+  auto maxOf = [&](auto field, size_t from, size_t to) {
+    long m = 0;
+    for (size_t i = from; i < to; ++i) m = std::max(m, static_cast<long>(field(samples[i])));
+    return m;
+  };
+  auto check = [&](const char* name, auto field, long allowance, const char* unit) {
+    long w = maxOf(field, 0, warm), t = maxOf(field, samples.size() - tail, samples.size());
+    bool ok = t <= w + allowance;
+    v.flat = v.flat && ok;
+    char line[200];
+    std::snprintf(line, sizeof(line), "  %-8s warm-up max %8ld%s, last %zu samples max %8ld%s, allowed +%ld: %s\n",
+                  name, w, unit, tail, t, unit, allowance, ok ? "flat" : "GROWING");
+    v.text += line;
+  };
+  long rssWarm = maxOf([](const Sample& s) { return s.rssKiB; }, 0, warm);
+  check(
+      "rss", [](const Sample& s) { return s.rssKiB; }, std::max(8L * 1024, rssWarm / 10), " KiB");
+  check(
+      "fds", [](const Sample& s) { return s.fds; }, 0, "");
+  check(
+      "threads", [](const Sample& s) { return s.threads; }, 0, "");
+  check(
+      "shm", [](const Sample& s) { return s.shmFiles; }, 0, "");
+  check(
+      "shm-maps", [](const Sample& s) { return s.shmMaps; }, 0, "");
+  v.text = "verdict over " + std::to_string(samples.size()) + " samples (warm-up: first " + std::to_string(warm) +
+           "): " + (v.flat ? "flat" : "NOT FLAT") + "\n" + v.text;
+  return v;
+}
+
+void printSamples(const std::vector<Sample>& samples, size_t maxRows) {
+  std::printf("%9s %9s %10s %10s %5s %7s %4s %8s\n", "time_s", "steps", "ops", "rss_KiB", "fds", "threads", "shm",
+              "shm_maps");
+  size_t n = samples.size(), rows = std::min(n, std::max<size_t>(maxRows, 2));
+  size_t last = n;  // the row printed last, so none repeats
+  for (size_t r = 0; r < rows; ++r) {
+    size_t i = rows == 1 ? 0 : r * (n - 1) / (rows - 1);
+    if (i == last) continue;
+    last = i;
+    const Sample& s = samples[i];
+    std::printf("%9.1f %9llu %10llu %10ld %5d %7d %4d %8d\n", s.seconds, static_cast<unsigned long long>(s.steps),
+                static_cast<unsigned long long>(s.ops), s.rssKiB, s.fds, s.threads, s.shmFiles, s.shmMaps);
+  }
+}
+
+}  // namespace soak
