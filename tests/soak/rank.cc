@@ -122,7 +122,7 @@ void Rank::opsStep(Rng& rng, int nops, bool grouped, uint64_t k) {
 }
 
 // Every kind at three sizes on the world, and send/recv to every distance: the
-// connections every later operation may use exist before the first sample.
+// connections and buffers every later operation may use exist before the first sample.
 void Rank::prime(uint64_t k) {
   for (int kind = 0; kind < static_cast<int>(Kind::kCount); ++kind) {
     int shifts = static_cast<Kind>(kind) == Kind::kSendRecv ? std::max(1, nworld_ - 1) : 1;
@@ -141,6 +141,18 @@ void Rank::prime(uint64_t k) {
       }
     }
   }
+  // The communicator keeps the two largest PreMulSum (and in-place alltoall) inputs
+  // for reuse (ScratchPool, comm/comm.h): fill it to that bound now.
+  std::vector<Call> calls;
+  for (size_t j = 0; j < 2; ++j) {
+    OpSpec s;
+    s.type = collUint8;
+    s.op = kPreMulSum;
+    s.count = sh_.opt.maxBytes;
+    s.dataSeed = mix(seed_ ^ j);
+    calls.emplace_back(s, &views_[0], &bufs_[j]);
+  }
+  runCalls(calls, true, k, "prime");
 }
 
 }  // namespace soak

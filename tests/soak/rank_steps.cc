@@ -87,11 +87,11 @@ bool Rank::checkpoint(uint64_t k) {
   bool timeUp = sh_.opt.steps == 0 && elapsed >= sh_.opt.seconds;
   bool stop = controlMax(timeUp || (sh_.opt.steps && k >= sh_.opt.steps), k) != 0;
   if (sh_.opt.threads == 0 || world_ == 0) {
-    Sample s = sampleResources();
+    std::lock_guard<std::mutex> lock(sh_.mu);
+    Sample s = sampleResources(sh_.samples.empty() ? nullptr : &sh_.samples.back());
     s.seconds = elapsed;
     s.steps = k;
     s.ops = sh_.ops.load();
-    std::lock_guard<std::mutex> lock(sh_.mu);
     sh_.samples.push_back(s);
   }
   controlMax(0, k);  // no rank goes on while the sample is taken

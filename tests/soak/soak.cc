@@ -36,12 +36,13 @@ bool report(soak::Shared& sh, int worldRank, uint64_t steps) {
   const soak::Sample& a = s.front();
   const soak::Sample& z = s.back();
   std::printf("SOAK-RESULT rank=%d seconds=%.0f steps=%llu ops=%llu bytes=%llu samples=%zu rss_kib_first=%ld "
-              "rss_kib_last=%ld fds_first=%d fds_last=%d threads_first=%d threads_last=%d shm_first=%d shm_last=%d "
+              "rss_kib_last=%ld heap_kib_first=%ld heap_kib_last=%ld fds_first=%d fds_last=%d threads_first=%d "
+              "threads_last=%d shm_first=%d shm_last=%d "
               "shm_maps_first=%d shm_maps_last=%d flat=%d\n",
               worldRank, seconds, static_cast<unsigned long long>(steps),
               static_cast<unsigned long long>(sh.ops.load()), static_cast<unsigned long long>(sh.bytes.load()),
-              s.size(), a.rssKiB, z.rssKiB, a.fds, z.fds, a.threads, z.threads, a.shmFiles, z.shmFiles, a.shmMaps,
-              z.shmMaps, v.flat ? 1 : 0);
+              s.size(), a.rssKiB, z.rssKiB, a.heapKiB, z.heapKiB, a.fds, z.fds, a.threads, z.threads, a.shmFiles,
+              z.shmFiles, a.shmMaps, z.shmMaps, v.flat ? 1 : 0);
   std::fflush(stdout);
   return v.flat;
 }

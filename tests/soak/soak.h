@@ -112,19 +112,24 @@ std::string elementText(const void* buf, size_t i, collDataType_t t);
 struct Sample {
   double seconds = 0;
   uint64_t steps = 0, ops = 0;
-  long rssKiB = 0;
+  long rssKiB = 0;   // after malloc_trim(): the allocator's free memory goes back first
+  long heapKiB = 0;  // bytes malloc has handed out and not had back (all arenas, mmap'd blocks)
   int fds = 0, threads = 0;
   int shmFiles = 0;  // /dev/shm/coll-* segments this process created and has not unlinked
   int shmMaps = 0;   // distinct /dev/shm/coll-* segments this process maps
 };
-Sample sampleResources();
+// A sample where descriptors and threads have not grown since `previous`, if that happens
+// within a second: teardown that finishes asynchronously (a thread on its way out) is
+// not counted, a leak stays.
+Sample sampleResources(const Sample* previous);
 
 struct Verdict {
   bool flat = true;
   std::string text;  // one line per resource
 };
 // After warm-up (the first warmFraction of the samples, at least one), the last third may
-// not exceed the warm-up maximum: RSS by more than max(8 MiB, 10%), the rest not at all.
+// not exceed the warm-up maximum: RSS and heap by more than max(8 MiB, 10%), the rest not
+// at all.
 Verdict judge(const std::vector<Sample>& samples, double warmFraction);
 // At most maxRows evenly spaced samples, the first and last included.
 void printSamples(const std::vector<Sample>& samples, size_t maxRows);
