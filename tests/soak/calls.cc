@@ -106,6 +106,12 @@ size_t Call::recvOffset(int srcRank) const {
   return off;
 }
 
+bool Call::corrupt() {
+  if (outElems_ == 0 || es_ == 0) return false;
+  out_[outElems_ * es_ / 2] ^= 0x10;
+  return true;
+}
+
 size_t Call::payloadBytes() const {
   size_t c = spec_.count * es_;
   switch (spec_.kind) {

@@ -27,6 +27,8 @@ class Call {
   std::string verify(std::vector<unsigned char>& scratch) const;
   // Frees the PreMulSum op; "" or what failed.
   std::string release();
+  // Flips a bit of this rank's output (the checker's own test); false: there is none.
+  bool corrupt();
   size_t payloadBytes() const;
   const OpSpec& spec() const { return spec_; }
   const View& view() const { return *view_; }

@@ -89,7 +89,7 @@ void Rank::destroy(int slot, bool finalize, uint64_t k) {
 
 void Rank::runCalls(std::vector<Call>& calls, bool grouped, uint64_t k, const char* what) {
   auto where = [&](const Call& c) {
-    return std::string(what) + " on slot comm of " + std::to_string(c.view().size()) + " ranks (rank " +
+    return std::string(what) + " on a communicator of " + std::to_string(c.view().size()) + " ranks (rank " +
            std::to_string(c.view().rank) + "): " + c.spec().describe();
   };
   for (Call& c : calls) {
@@ -100,6 +100,9 @@ void Rank::runCalls(std::vector<Call>& calls, bool grouped, uint64_t k, const ch
   for (Call& c : calls) check(c.issue(), c.view().comm, k, where(c));
   if (grouped)
     check(collGroupEnd(), calls.empty() ? nullptr : calls[0].view().comm, k, std::string(what) + " group end");
+  if (sh_.opt.corruptStep && k >= sh_.opt.corruptStep && world_ == 0 && !corrupted_)
+    for (Call& c : calls)
+      if (!corrupted_) corrupted_ = c.corrupt();
   for (Call& c : calls) {
     std::string bad = c.verify(scratch_);
     if (bad.empty()) bad = c.release();

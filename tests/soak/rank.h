@@ -22,8 +22,9 @@ struct Options {
   int threads = 0;                    // ranks as threads of this process instead of collrun's processes
   double warmFraction = 0.25;
   size_t tableRows = 40;
-  double opTimeout = 300;  // collCommSetTimeout on every communicator: a hang becomes an error
-  std::string command;     // as started, for the line that reproduces a failure
+  double opTimeout = 300;    // collCommSetTimeout on every communicator: a hang becomes an error
+  std::string command;       // as started, for the line that reproduces a failure
+  uint64_t corruptStep = 0;  // >0: world rank 0 flips an output bit from this step on, once
 };
 
 // What the ranks of one process share.
@@ -32,6 +33,7 @@ struct Shared {
   std::chrono::steady_clock::time_point start;
   std::mutex mu;
   std::vector<Sample> samples;
+  double lastProgress = 0;  // when world rank 0 last printed a progress line
   std::atomic<uint64_t> ops{0}, bytes{0};
 };
 
@@ -69,6 +71,7 @@ class Rank {
   std::vector<bool> live_;   // the same on every rank; a live slot may hold no comm here
   std::vector<Buffers> bufs_;
   std::vector<unsigned char> scratch_;
+  bool corrupted_ = false;
 };
 
 }  // namespace soak

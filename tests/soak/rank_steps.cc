@@ -93,6 +93,13 @@ bool Rank::checkpoint(uint64_t k) {
     s.steps = k;
     s.ops = sh_.ops.load();
     sh_.samples.push_back(s);
+    if (world_ == 0 && elapsed >= sh_.lastProgress + 60) {
+      sh_.lastProgress = elapsed;
+      std::printf("soak: %.0f s, step %llu, %llu ops verified here; rss %ld KiB, heap %ld KiB, %d fds, %d threads\n",
+                  elapsed, static_cast<unsigned long long>(k), static_cast<unsigned long long>(s.ops), s.rssKiB,
+                  s.heapKiB, s.fds, s.threads);
+      std::fflush(stdout);
+    }
   }
   controlMax(0, k);  // no rank goes on while the sample is taken
   return stop;

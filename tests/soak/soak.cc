@@ -66,6 +66,8 @@ int parse(int argc, char** argv, soak::Options& o) {
   app.add_option("--table-rows", o.tableRows, "rows of the sample table")->capture_default_str();
   app.add_option("--op-timeout", o.opTimeout, "seconds an operation may take (collCommSetTimeout)")
       ->capture_default_str();
+  app.add_option("--corrupt-step", o.corruptStep,
+                 "test of the checker: from this step on, rank 0 flips a bit of one result (must fail)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

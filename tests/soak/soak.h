@@ -112,7 +112,8 @@ std::string elementText(const void* buf, size_t i, collDataType_t t);
 struct Sample {
   double seconds = 0;
   uint64_t steps = 0, ops = 0;
-  long rssKiB = 0;   // after malloc_trim(): the allocator's free memory goes back first
+  long rssKiB = 0;   // after malloc_trim() (the allocator's free memory goes back first), less
+                     // shared-memory files not the library's (the verbs emulation's fabric)
   long heapKiB = 0;  // bytes malloc has handed out and not had back (all arenas, mmap'd blocks)
   int fds = 0, threads = 0;
   int shmFiles = 0;  // /dev/shm/coll-* segments this process created and has not unlinked
