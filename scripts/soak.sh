@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Soak: random collectives, sizes, types, ops, groups, splits and destroys for MINUTES in
-# all, every result verified on every rank, and each process's RSS, descriptors, threads
-# and shm segments required flat (tests/soak/soak.cc). The time is split evenly over the
-# configurations: 4 processes over shm, 4 over TCP (COLL_SHM_DISABLE=1), 4 as two simulated
-# hosts (collrun --nodes 2: shm inside, TCP between) and 4 threads of one process. Exits 1
-# if any run fails or any resource grows; a failure prints the seed and step to rerun.
+# all, every result verified on every rank, and each process's RSS, heap, descriptors,
+# threads and shm segments required flat (tests/soak/soak.cc). The time is split evenly
+# over the configurations: 4 processes over shm, 4 over TCP (COLL_SHM_DISABLE=1), 4 as two
+# simulated hosts (collrun --nodes 2: shm inside, TCP between), 4 threads of one process;
+# optionally (SOAK_CONFIGS=ib) two simulated hosts joined by the ib backend over the verbs
+# emulation. Exits 1 if any run fails or any resource grows; a failure prints the seed and
+# the step to run again.
 #   scripts/soak.sh MINUTES      env: BUILD_DIR (build), SOAK_CONFIGS ("shm tcp hosts
-#                                threads"), SOAK_SEED (each run draws one), SOAK_WORK (the
-#                                logs; a temporary folder), SOAK_JOBS (build jobs, 2)
+#                                threads"; also ib), SOAK_SEED (each run draws one),
+#                                SOAK_WORK (the logs; a temporary folder), SOAK_JOBS (2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,7 +26,9 @@ if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   bash scripts/deps.sh
   cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
-cmake --build "$BUILD_DIR" -j "${SOAK_JOBS:-2}" --target soak collrun >/dev/null
+targets=(soak collrun)
+if [[ " $CONFIGS " == *" ib "* ]]; then targets+=(coll_verbs_emu); fi
+cmake --build "$BUILD_DIR" -j "${SOAK_JOBS:-2}" --target "${targets[@]}" >/dev/null
 SOAK=$BUILD_DIR/tests/soak/soak
 COLLRUN=$BUILD_DIR/tools/collrun
 
@@ -48,11 +52,16 @@ for c in "${configs[@]}"; do
     tcp) envs=(COLL_SHM_DISABLE=1) ;;
     hosts) launch=("$COLLRUN" -np 4 --nodes 2 --tag-output --timeout $((per + 600)) --) ;;
     threads) launch=(timeout $((per + 600))) extra=(--threads 4) ;;
-    *) echo "soak: unknown configuration $c (shm tcp hosts threads)" >&2; exit 2 ;;
+    ib)
+      envs=(COLL_NET=IB "COLL_IB_VERBS_LIB=$(cd "$BUILD_DIR" && pwd)/tests/libcoll_verbs_emu.so" COLL_VERBS_EMU_FABRIC=/coll_soak_$$)
+      launch=("$COLLRUN" -np 4 --nodes 2 --tag-output --timeout $((per + 600)) --)
+      ;;
+    *) echo "soak: unknown configuration $c (shm tcp hosts threads ib)" >&2; exit 2 ;;
   esac
   echo "soak: $c: ${envs[*]} ${launch[*]} $SOAK ${args[*]} ${extra[*]}"
   rc=0
   env "${envs[@]}" "${launch[@]}" "$SOAK" "${args[@]}" "${extra[@]}" >"$WORK/$c.log" 2>&1 || rc=$?
+  if [ "$c" = ib ]; then rm -f /dev/shm/coll_soak_$$; fi
   results=$(grep -c 'SOAK-RESULT' "$WORK/$c.log" || true)
   if [ "$rc" -ne 0 ] || [ "$results" -eq 0 ] || grep -q 'SOAK-RESULT.*flat=0' "$WORK/$c.log"; then
     failed=1
