@@ -21,12 +21,6 @@ size_t brokenCanary(const unsigned char* p, size_t bytes) {
   return bytes;
 }
 
-// Kinds whose buffers hold one block per rank.
-bool perRankBlocks(Kind k) {
-  return k == Kind::kAllGather || k == Kind::kReduceScatter || k == Kind::kAlltoAll || k == Kind::kGather ||
-         k == Kind::kScatter || k == Kind::kAlltoAllv;
-}
-
 Kind drawKind(Rng& rng) {
   static const int kWeights[] = {20, 10, 10, 10, 10, 8, 5, 5, 12, 10};
   int total = 0;

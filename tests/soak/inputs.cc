@@ -48,6 +48,11 @@ const char* kindName(Kind k) {
 
 bool isReduction(Kind k) { return k == Kind::kAllReduce || k == Kind::kReduce || k == Kind::kReduceScatter; }
 
+bool perRankBlocks(Kind k) {
+  return k == Kind::kAllGather || k == Kind::kReduceScatter || k == Kind::kAlltoAll || k == Kind::kGather ||
+         k == Kind::kScatter || k == Kind::kAlltoAllv;
+}
+
 std::string OpSpec::describe() const {
   char buf[256];
   const char* opName = op == kPreMulSum ? (scalarImmediate ? "premulsum(immediate)" : "premulsum(host)")

@@ -124,12 +124,14 @@ void Rank::opsStep(Rng& rng, int nops, bool grouped, uint64_t k) {
   runCalls(calls, grouped, k, grouped ? "group" : "op");
 }
 
-// Every kind at three sizes on the world, and send/recv to every distance: the
-// connections and buffers every later operation may use exist before the first sample.
+// Every kind at three sizes on the world (the largest fills the buffers), and send/recv to
+// every distance: the connections and buffers every later operation may use exist, and
+// their pages are touched, before the first sample.
 void Rank::prime(uint64_t k) {
   for (int kind = 0; kind < static_cast<int>(Kind::kCount); ++kind) {
     int shifts = static_cast<Kind>(kind) == Kind::kSendRecv ? std::max(1, nworld_ - 1) : 1;
-    for (size_t bytes : {size_t{8}, size_t{40000}, sh_.opt.maxBytes / static_cast<size_t>(nworld_)}) {
+    size_t full = sh_.opt.maxBytes / (perRankBlocks(static_cast<Kind>(kind)) ? static_cast<size_t>(nworld_) : 1);
+    for (size_t bytes : {size_t{8}, size_t{40000}, full}) {
       for (int shift = 1; shift <= shifts; ++shift) {
         OpSpec s;
         s.kind = static_cast<Kind>(kind);

@@ -45,6 +45,7 @@ enum class Kind {
 };
 const char* kindName(Kind k);
 bool isReduction(Kind k);
+bool perRankBlocks(Kind k);  // a buffer of one block per rank on one side at least
 
 // A PreMulSum op made for the one call (OpSpec::op), scalars differing by rank.
 constexpr int kPreMulSum = collNumOps;
