@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -22,9 +23,10 @@ struct Options {
   int threads = 0;                    // ranks as threads of this process instead of collrun's processes
   double warmFraction = 0.25;
   size_t tableRows = 40;
-  double opTimeout = 300;    // collCommSetTimeout on every communicator: a hang becomes an error
-  std::string command;       // as started, for the line that reproduces a failure
-  uint64_t corruptStep = 0;  // >0: world rank 0 flips an output bit from this step on, once
+  double opTimeout = 300;      // collCommSetTimeout on every communicator: a hang becomes an error
+  bool mallocDefault = false;  // keep glibc's sliding mmap threshold (see main())
+  std::string command;         // as started, for the line that reproduces a failure
+  uint64_t corruptStep = 0;    // >0: world rank 0 flips an output bit from this step on, once
 };
 
 // What the ranks of one process share.
@@ -40,9 +42,9 @@ struct Shared {
 class Rank {
  public:
   Rank(Shared& shared, int worldRank, int worldSize);
-  // Runs until the time or step limit; exits the process on a failure. Returns the step
-  // count reached.
-  uint64_t run(const collUniqueId& worldId);
+  // Runs until the time or step limit; exits the process on a failure. At the end the
+  // rank that samples for this process calls report(steps run), whose verdict it returns.
+  bool run(const collUniqueId& worldId, const std::function<bool(uint64_t)>& report);
 
  private:
   static constexpr int kChildren = 3;  // communicator slots after the world's

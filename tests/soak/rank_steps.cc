@@ -105,7 +105,7 @@ bool Rank::checkpoint(uint64_t k) {
   return stop;
 }
 
-uint64_t Rank::run(const collUniqueId& worldId) {
+bool Rank::run(const collUniqueId& worldId, const std::function<bool(uint64_t)>& report) {
   initWorld(worldId);
   agreeSeed();
   prime(0);
@@ -118,8 +118,10 @@ uint64_t Rank::run(const collUniqueId& worldId) {
   }
   for (int s = 1; s <= kChildren; ++s)
     if (live_[static_cast<size_t>(s)]) destroy(s, false, k);
+  bool flat = sh_.opt.threads == 0 || world_ == 0 ? report(k) : true;
+  controlMax(0, k);  // every rank has reported before any exits (collrun stops the rest then)
   destroy(0, false, k);
-  return k;
+  return flat;
 }
 
 }  // namespace soak

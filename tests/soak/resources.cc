@@ -51,6 +51,15 @@ long rssKiB() {
   return total;
 }
 
+long statusKiB(const char* key) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  size_t n = std::strlen(key);
+  while (std::getline(status, line))
+    if (line.compare(0, n, key) == 0 && line.size() > n && line[n] == ':') return std::atol(line.c_str() + n + 1);
+  return -1;
+}
+
 // The library names its segments /coll-<what>-<pid>-<random> (src/transport/shm).
 int ownShmFiles() {
   std::string mine = "-" + std::to_string(getpid()) + "-";
@@ -82,6 +91,7 @@ Sample sampleResources(const Sample* previous) {
   }
   malloc_trim(0);
   s.rssKiB = rssKiB();
+  s.anonKiB = statusKiB("RssAnon");
   struct mallinfo2 m = mallinfo2();
   s.heapKiB = static_cast<long>((m.uordblks + m.hblkhd) / 1024);
   s.shmFiles = ownShmFiles();
@@ -127,8 +137,8 @@ Verdict judge(const std::vector<Sample>& samples, double warmFraction) {
 }
 
 void printSamples(const std::vector<Sample>& samples, size_t maxRows) {
-  std::printf("%9s %9s %10s %10s %10s %5s %7s %4s %8s\n", "time_s", "steps", "ops", "rss_KiB", "heap_KiB", "fds",
-              "threads", "shm", "shm_maps");
+  std::printf("%9s %9s %10s %10s %10s %10s %5s %7s %4s %8s\n", "time_s", "steps", "ops", "rss_KiB", "anon_KiB",
+              "heap_KiB", "fds", "threads", "shm", "shm_maps");
   size_t n = samples.size(), rows = std::min(n, std::max<size_t>(maxRows, 2));
   size_t last = n;  // the row printed last, so none repeats
   for (size_t r = 0; r < rows; ++r) {
@@ -136,8 +146,9 @@ void printSamples(const std::vector<Sample>& samples, size_t maxRows) {
     if (i == last) continue;
     last = i;
     const Sample& s = samples[i];
-    std::printf("%9.1f %9llu %10llu %10ld %10ld %5d %7d %4d %8d\n", s.seconds, static_cast<unsigned long long>(s.steps),
-                static_cast<unsigned long long>(s.ops), s.rssKiB, s.heapKiB, s.fds, s.threads, s.shmFiles, s.shmMaps);
+    std::printf("%9.1f %9llu %10llu %10ld %10ld %10ld %5d %7d %4d %8d\n", s.seconds,
+                static_cast<unsigned long long>(s.steps), static_cast<unsigned long long>(s.ops), s.rssKiB, s.anonKiB,
+                s.heapKiB, s.fds, s.threads, s.shmFiles, s.shmMaps);
   }
 }
 

@@ -115,6 +115,7 @@ struct Sample {
   uint64_t steps = 0, ops = 0;
   long rssKiB = 0;   // after malloc_trim() (the allocator's free memory goes back first), less
                      // shared-memory files not the library's (the verbs emulation's fabric)
+  long anonKiB = 0;  // the anonymous part of rssKiB (heap, mmap'd blocks, stacks): not shm
   long heapKiB = 0;  // bytes malloc has handed out and not had back (all arenas, mmap'd blocks)
   int fds = 0, threads = 0;
   int shmFiles = 0;  // /dev/shm/coll-* segments this process created and has not unlinked
