@@ -254,7 +254,10 @@ void killTest(const char* shmDisable, int victim, int n = 3, const char* emulate
   o.env = {{"TEST_NRANKS", std::to_string(n)},
            {"TEST_VICTIM", std::to_string(victim)},
            {"COLL_SHM_DISABLE", shmDisable},
-           {"COLL_DEVICE_EMULATE", emulate}};
+           {"COLL_DEVICE_EMULATE", emulate},
+           // Should a survivor ever stay stuck, its log says where it waits (and the root's
+           // hang report what every rank was doing).
+           {"COLL_STALL_WARN_S", "3"}};
   o.env.insert(extraEnv.begin(), extraEnv.end());
   std::chrono::steady_clock::time_point killedAt;
   o.parent = [&](const std::vector<pid_t>& pids) {
@@ -628,4 +631,93 @@ TEST_CASE("COLL_COMM_ID without a key: one WARN says connections are unauthentic
       o);
   INFO(describe(res));
   for (auto& r : res) REQUIRE(r.exitCode == 0);
+}
+
+namespace {
+
+std::string fileText(const std::string& path) {
+  std::ifstream f(path);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// What `command` printed on stdout.
+std::string commandOutput(const std::string& command) {
+  std::string out;
+  if (FILE* p = popen(command.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    pclose(p);
+  }
+  return out;
+}
+
+// Two allreduces; rank 1 comes to the second 4 s late.
+int lateRank(int rank, std::string& report) {
+  collComm_t comm = nullptr;
+  collUniqueId id;
+  PCHECK(collGetUniqueId(&id));
+  PCHECK(collCommInitRank(&comm, 3, id, rank));
+  std::vector<float> buf(4096, 1.0f);
+  PCHECK(collAllReduce(buf.data(), buf.data(), buf.size(), collFloat, collSum, comm, nullptr));
+  if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(4000));
+  PCHECK(collAllReduce(buf.data(), buf.data(), buf.size(), collFloat, collSum, comm, nullptr));
+  PCHECK(collCommDestroy(comm));
+  return 0;
+}
+
+}  // namespace
+
+#ifdef COLLSTAT_PATH
+TEST_CASE("hang report over processes: printed once by the root past COLL_STALL_WARN_S, and by collstat on demand",
+          "[multiprocess][report]") {
+  char dir[] = "/tmp/coll_report_XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  const std::string commId = "127.0.0.1:" + std::to_string(testing::freePort());
+  const std::string env = "COLL_COMM_ID=" + commId + " COLL_AUTH_KEY=report-test-key";
+  ProcOptions o;
+  o.timeoutS = 40;
+  o.env = {{"COLL_COMM_ID", commId},
+           {"COLL_AUTH_KEY", "report-test-key"},
+           {"COLL_STALL_WARN_S", "1"},
+           {"COLL_DEBUG_FILE", std::string(dir) + "/log.%p"}};
+  std::string stat, wrongKey;
+  o.parent = [&](const std::vector<pid_t>&) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    stat = commandOutput(env + " " COLLSTAT_PATH " 2>&1");
+    wrongKey = commandOutput("COLL_AUTH_KEY=another " COLLSTAT_PATH " " + commId + " 2>&1; echo exit=$?");
+  };
+  auto res = runProcs(3, lateRank, o);
+  const std::string logs = commandOutput(std::string("cat ") + dir + "/log.* 2>/dev/null");
+  (void)commandOutput(std::string("rm -rf ") + dir);
+  INFO(describe(res) << "collstat:\n" << stat << "\nwith a wrong key:\n" << wrongKey << "\nlogs:\n" << logs);
+  for (auto& r : res) REQUIRE(r.exitCode == 0);
+  const std::string cause = "cause: rank 1 never called collAllReduce #1 (count 4096, float32, sum): it is idle; "
+                            "ranks 0,2 wait in it";
+  CHECK(stat.find("asked by collstat") != std::string::npos);
+  CHECK(stat.find(cause) != std::string::npos);
+  CHECK(wrongKey.find("exit=1") != std::string::npos);
+  // The stalled ranks each ask; the root prints the one finding once.
+  CHECK(logs.find(cause) != std::string::npos);
+  CHECK(logs.find(cause) == logs.rfind(cause));
+  CHECK(logs.find("stalled") != std::string::npos);
+}
+#endif
+
+TEST_CASE("hang report over processes: the survivors of a killed rank name it and where they were",
+          "[multiprocess][report][failure]") {
+  ProcOptions o;
+  o.timeoutS = 40;
+  o.env = {{"TEST_NRANKS", "3"}, {"TEST_VICTIM", "2"}};
+  o.parent = [&](const std::vector<pid_t>& pids) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    kill(pids[2], SIGKILL);
+  };
+  auto res = runProcs(3, loopUntilError, o);
+  INFO(describe(res));
+  for (int r = 0; r < 2; ++r) {
+    CHECK(res[r].exitCode == 0);
+    CHECK(res[r].output.find("job-wide report: rank 2 (pid ") != std::string::npos);
+    CHECK(res[r].output.find(") exited or was killed while rank") != std::string::npos);
+  }
 }

@@ -177,6 +177,9 @@ typedef enum {
  *               one-shot protocol and compression are not used. 0: the tuner's choice.
  *               Overrides COLL_DETERMINISTIC; every rank must pass the same. This
  *               library's field, like compress.
+ *   timeoutMs   milliseconds an operation may run before it fails with collTimeout
+ *               (see collCommSetTimeout, which can change it later); 0: no limit.
+ *               Overrides COLL_TIMEOUT_S. This library's field, like compress.
  *   cgaClusterSize, trafficClass, collnetEnable, CTAPolicy, nvlsCTAs,
  *   nChannelsPerNetPeer, nvlinkCentricSched
  *               accepted and logged once at INFO (subsystem INIT): nothing here has
@@ -210,6 +213,7 @@ typedef struct collConfig_v22800 {
   /* Not in NCCL's ncclConfig_t (whose smaller size leaves it unset): */
   int compress;
   int deterministic;
+  int timeoutMs;
 } collConfig_t;
 
 #define COLL_CONFIG_INITIALIZER                                                                         \
@@ -222,7 +226,7 @@ typedef struct collConfig_v22800 {
         COLL_CONFIG_UNDEF_INT /* CTAPolicy */, COLL_CONFIG_UNDEF_INT /* shrinkShare */,                 \
         COLL_CONFIG_UNDEF_INT /* nvlsCTAs */, COLL_CONFIG_UNDEF_INT /* nChannelsPerNetPeer */,          \
         COLL_CONFIG_UNDEF_INT /* nvlinkCentricSched */, COLL_CONFIG_UNDEF_INT /* compress */,           \
-        COLL_CONFIG_UNDEF_INT /* deterministic */                                                       \
+        COLL_CONFIG_UNDEF_INT /* deterministic */, COLL_CONFIG_UNDEF_INT /* timeoutMs */                \
   }
 
 /* What collGroupSimulateEnd() reports: NCCL's ncclSimInfo_t, same layout. */
@@ -318,7 +322,8 @@ collResult_t collCommRevoke(collComm_t comm, int revokeFlags);
  * it started (for a device buffer: after the proxy took it) fails with collTimeout, its
  * error naming the operation, its sequence number and the rank it waits for, and comm
  * is aborted (later operations fail too; collCommGetAsyncError() says collTimeout), as
- * NCCL's watchdog in PyTorch does. 0 (the default, or COLL_OP_TIMEOUT_S) means no limit.
+ * NCCL's watchdog in PyTorch does. 0 (the default, or config->timeoutMs, or COLL_TIMEOUT_S)
+ * means no limit.
  * Takes effect for operations that start after the call; callable from any thread. A
  * negative or non-finite value is collInvalidArgument. Every rank should set the same. */
 collResult_t collCommSetTimeout(collComm_t comm, double seconds);

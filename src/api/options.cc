@@ -93,6 +93,10 @@ Result<CommOptions> optionsFromConfig(const collConfig_t* c, const CommOptions* 
   if (deterministic != undef && deterministic != 0 && deterministic != 1)
     return invalidArgument("config->deterministic " + std::to_string(deterministic) + " is not 0 or 1");
   if (deterministic != undef) o.deterministic = deterministic;
+  const int timeoutMs = COLL_CFG_INT(timeoutMs);
+  if (timeoutMs != undef && timeoutMs < 0)
+    return invalidArgument("config->timeoutMs " + std::to_string(timeoutMs) + " is negative (0: no limit)");
+  if (timeoutMs != undef) o.timeoutMs = timeoutMs;
   // Children never share a parent's connections here, which NCCL allows for any config.
   const struct {
     const char* name;

@@ -61,6 +61,8 @@ class Waiter {
   void idle(const WaitTarget& target);
   // How long the caller has been idle without interruption.
   double idleSeconds() const;
+  // Idle passes since the last reset (cheap: reads no clock).
+  uint64_t idlePasses() const { return idle_; }
   // The calling thread's current spin budget in nanoseconds (at most the configured spin).
   int64_t spinBudgetNs() const;
 

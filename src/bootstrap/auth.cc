@@ -144,7 +144,7 @@ Status authConnect(Socket& s, const AuthKey& key, AuthPurpose purpose, Deadline 
   COLL_CHECK(s.sendAll(&hello, sizeof(hello), deadline, cancel));
   AuthChallenge ch{};
   Status got = s.recvAll(&ch, sizeof(ch), deadline, cancel);
-  if (!got.ok()) return got.prefix("authenticating with " + s.peer().str() + ": ");
+  if (!got.ok()) return got.prefix("authenticating with " + s.peer().str() + ": " + kAuthNoAnswer + ": ");
   if (ch.magic != kAuthMagic || ch.purpose != purpose)
     return remoteError("authenticating with " + s.peer().str() + ": its answer is not a handshake of ours");
   if (!macEqual(ch.mac, roleMac(key, "acceptor", purpose, hello.nonce, ch.nonce)))
@@ -155,11 +155,12 @@ Status authConnect(Socket& s, const AuthKey& key, AuthPurpose purpose, Deadline 
   return s.sendAll(&proof, sizeof(proof), deadline, cancel);
 }
 
-Status authAccept(Socket& s, const AuthKey& key, AuthPurpose purpose, Deadline deadline) {
+Status authAccept(Socket& s, const AuthKey& key, AuthPurpose purpose, Deadline deadline, AuthPurpose* asked) {
   AuthHello hello{};
   Status got = s.recvAll(&hello, sizeof(hello), deadline);
   if (!got.ok()) return got.prefix("no handshake: ");
   if (hello.magic != kAuthMagic) return remoteError("no handshake (no key presented, or not a peer of ours)");
+  if (asked) *asked = hello.purpose;
   if (hello.purpose != purpose)
     return remoteError("a handshake for another kind of connection (" +
                        std::to_string(static_cast<uint32_t>(hello.purpose)) + ")");

@@ -46,7 +46,8 @@ struct AuthNonce {
 };
 
 // What a connection is for; a MAC made for one purpose is refused for another.
-enum class AuthPurpose : uint32_t { kRoot = 1, kPeer = 2, kSocketNet = 3, kIbNet = 4 };
+// kStat: tools/collstat asking a running root for the hang report (hang_report.h).
+enum class AuthPurpose : uint32_t { kRoot = 1, kPeer = 2, kSocketNet = 3, kIbNet = 4, kStat = 5 };
 
 constexpr uint32_t kAuthMagic = 0xC011A071u;
 struct AuthHello {
@@ -96,6 +97,10 @@ bool macEqual(const Digest& a, const Digest& b);
 // peer's address and why (wrong key, not a handshake, timed out); the caller closes.
 Status authConnect(Socket& s, const AuthKey& key, AuthPurpose purpose, Deadline deadline,
                    const std::atomic<bool>* cancel = nullptr);
-Status authAccept(Socket& s, const AuthKey& key, AuthPurpose purpose, Deadline deadline);
+// `asked`, when given: the purpose the connector's hello named (set once it is read).
+Status authAccept(Socket& s, const AuthKey& key, AuthPurpose purpose, Deadline deadline, AuthPurpose* asked = nullptr);
+// In authConnect's error when the acceptor closed the connection without answering the
+// hello (a root that no longer accepts joins: bootstrap.cc retries).
+constexpr const char* kAuthNoAnswer = "no answer to the handshake";
 
 }  // namespace coll

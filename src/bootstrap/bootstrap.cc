@@ -114,14 +114,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdData& id, int
   }
 
   Deadline deadline = deadlineIn(b->timeoutS_ + 10);
-  auto conn = Socket::connect(id.root, deadlineIn(b->timeoutS_), &b->abort_->flag);
-  if (!conn.ok())
-    return Status(conn.status().code(), "rank " + std::to_string(rank) + ": cannot reach the bootstrap root at " +
-                                            id.root.str() + ": " + conn.status().message());
-  b->root_ = conn.take();
-  Status authed = authConnect(b->root_, id.key, AuthPurpose::kRoot, deadline, &b->abort_->flag);
-  if (!authed.ok())
-    return authed.prefix("rank " + std::to_string(rank) + ": bootstrap root at " + id.root.str() + ": ");
+  COLL_CHECK(b->joinRoot(id, deadline));
   const JoinMsg j = joinMsg(RootMsg::kJoin, rank, nranks, self);
   Status sent = b->root_.sendAll(&j, sizeof(j), deadline, &b->abort_->flag);
   if (!sent.ok()) return sent.prefix("rank " + std::to_string(rank) + ": bootstrap root at " + id.root.str() + ": ");
@@ -133,6 +126,26 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdData& id, int
       b->rootRank_ = r;
   b->service_ = std::thread([p = b.get()] { p->serviceLoop(); });
   return b;
+}
+
+// Connects to the root and proves the key. A root that closes the connection unanswered is
+// the last communicator's at this address (COLL_COMM_ID reused), which stops listening
+// when it sees a join: this one's root comes up behind it, so we try again.
+Status Bootstrap::joinRoot(const UniqueIdData& id, Deadline deadline) {
+  const std::string where = "rank " + std::to_string(rank_) + ": bootstrap root at " + id.root.str() + ": ";
+  for (;;) {
+    auto conn = Socket::connect(id.root, deadlineIn(timeoutS_), &abort_->flag);
+    if (!conn.ok())
+      return Status(conn.status().code(), "rank " + std::to_string(rank_) + ": cannot reach the bootstrap root at " +
+                                              id.root.str() + ": " + conn.status().message());
+    root_ = conn.take();
+    Status authed = authConnect(root_, id.key, AuthPurpose::kRoot, deadline, &abort_->flag);
+    if (authed.ok()) return authed;
+    root_.close();
+    if (authed.message().find(kAuthNoAnswer) == std::string::npos || std::chrono::steady_clock::now() >= deadline)
+      return authed.prefix(where);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 // The root's answer to our join: the table of every rank's PeerInfo, or why not.
@@ -183,6 +196,30 @@ void Bootstrap::tellRoot(RootMsg kind, const std::string& why) {
   std::snprintf(msg.text, sizeof(msg.text), "%s", why.c_str());
   std::lock_guard<std::mutex> lock(rootMu_);
   if (root_.valid() && !left_) (void)root_.sendAll(&msg, sizeof(msg), deadlineIn(2));
+}
+
+bool Bootstrap::reportState(ReportWhy why) {
+  RootReply head{};
+  head.magic = kWireMagic;
+  head.kind = RootMsg::kState;
+  head.rank = rank_;
+  const OpStateMsg state = opState_.snapshot(why);
+  std::lock_guard<std::mutex> lock(rootMu_);
+  if (!root_.valid() || left_) return false;
+  Status st = root_.sendAll(&head, sizeof(head), deadlineIn(2));
+  if (st.ok()) st = root_.sendAll(&state, sizeof(state), deadlineIn(2));
+  return st.ok();
+}
+
+// The root's finding about a stall: the failing operation's error carries it; after a
+// timeout or a failure it is the communicator's error (this rank may be one that never
+// called the operation the others wait in).
+void Bootstrap::takeFinding(const RootReply& msg) {
+  const std::string finding = std::string(kFindingPrefix) + msg.text;
+  opState_.setFinding(finding);
+  const std::string asker = "rank " + std::to_string(msg.rank);
+  if (msg.flags & kReportTimedOut) abort_->set(Code::kTimeout, "timed out on " + asker + "; " + finding);
+  if (msg.flags & kReportFailed) abort_->set(Code::kRemote, "an operation failed on " + asker + "; " + finding);
 }
 
 Status Bootstrap::connectTo(int peer, const std::atomic<bool>* cancel) {
@@ -314,6 +351,14 @@ void Bootstrap::readRoot() {
       abort_->set(st.code(), st.message());
     }
   }
+  if (st.ok() && msg.kind == RootMsg::kStateQuery) {
+    (void)reportState(ReportWhy::kAnswer);
+    return;
+  }
+  if (st.ok() && msg.kind == RootMsg::kReport) {
+    takeFinding(msg);
+    return;
+  }
   if (st.ok() && msg.kind == RootMsg::kRankFailed) {
     abort_->set(Code::kRemote, msg.text);
   } else if (st.ok() && msg.kind == RootMsg::kRankLeft) {
@@ -339,6 +384,7 @@ void Bootstrap::serviceLoop() {
     fds.push_back({root_.fd(), POLLIN, 0});  // -1 once closed: poll skips it
     for (auto& c : in_) fds.push_back({c.sock.fd(), POLLIN, 0});
     int rc = ::poll(fds.data(), fds.size(), 100);
+    opState_.tick();  // dates the state's changes for the hang report, to this poll's 100 ms
     if (rc <= 0) continue;
     if (fds[0].revents) acceptPeer();
     if (root_.valid() && fds[1].revents) readRoot();

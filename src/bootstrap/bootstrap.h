@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "bootstrap/hang_report.h"
 #include "bootstrap/wire.h"
 #include "base/status.h"
 
@@ -104,6 +105,12 @@ class Bootstrap {
   // Tells every other rank (through the root) that this rank is leaving by an abort:
   // fatal to them only if they then stay stuck (AbortState::peerGone).
   void announceLeaving(const std::string& why);
+  // Where this rank stands in its operations, for the job-wide hang report.
+  OpStateBox& opState() { return opState_; }
+  // Sends this rank's state to the root: an answer to its query, or (any other `why`) a
+  // request for a job-wide report, whose finding arrives in opState(). False when the
+  // root is gone.
+  bool reportState(ReportWhy why);
   // The communicator's abort flag, for waits outside the bootstrap (a net connect).
   const std::atomic<bool>* abortFlag() const { return &abort_->flag; }
   // The communicator's key: its net connections prove it too (auth.h).
@@ -118,7 +125,9 @@ class Bootstrap {
   void acceptPeer();
   void readRoot();
   void tellRoot(RootMsg kind, const std::string& why);
+  void takeFinding(const RootReply& msg);
   Status readFrame(int connIdx);
+  Status joinRoot(const UniqueIdData& id, Deadline deadline);
   Status readTable(const UniqueIdData& id, RootReply* reply, Deadline deadline);
   Status connectTo(int peer, const std::atomic<bool>* cancel);
 
@@ -131,6 +140,7 @@ class Bootstrap {
   int rootRank_ = -1;  // the rank whose process hosts the root, if any
   std::shared_ptr<AbortState> abort_;
   double timeoutS_ = 60;
+  OpStateBox opState_;
 
   std::mutex sendMu_;
   std::map<int, Socket> out_;

@@ -25,7 +25,7 @@ Status opTimedOut(double ran, double limit) {
   char text[160];
   std::snprintf(text, sizeof text,
                 "timed out: not complete %.1f s after it started (timeout %g s: collCommSetTimeout or "
-                "COLL_OP_TIMEOUT_S)",
+                "COLL_TIMEOUT_S)",
                 ran, limit);
   return Status(Code::kTimeout, text);
 }

@@ -36,7 +36,7 @@ Status checkRank(int32_t rank, int nranks, const char* what) {
   return remoteError(std::string(what) + " " + std::to_string(rank) + " is not in 0.." + std::to_string(nranks - 1));
 }
 
-bool validKind(RootMsg k) { return static_cast<uint32_t>(k) >= 1 && static_cast<uint32_t>(k) <= 6; }
+bool validKind(RootMsg k) { return static_cast<uint32_t>(k) >= 1 && static_cast<uint32_t>(k) <= 9; }
 
 Status checkPeerInfo(const PeerInfo& p) {
   COLL_CHECK(checkSockAddr(p.bootAddr, "peer info: bootstrap address"));
@@ -104,10 +104,13 @@ Status parseRootReply(const void* bytes, size_t n, int nranks, RootReply* out) {
   COLL_RETURN_IF_FAILED(copyExact(bytes, n, &r, "root message"));
   COLL_RETURN_IF_FAILED(checkMagic(r.magic, kWireMagic, "root message"));
   if (!validKind(r.kind)) return remoteError("root message of kind " + std::to_string(static_cast<uint32_t>(r.kind)));
-  if (r.kind == RootMsg::kRankFailed || r.kind == RootMsg::kRankLeft || r.kind == RootMsg::kTable)
+  if (r.kind == RootMsg::kRankFailed || r.kind == RootMsg::kRankLeft || r.kind == RootMsg::kTable ||
+      (r.kind == RootMsg::kReport && r.flags != 0))
     COLL_RETURN_IF_FAILED(checkRank(r.rank, nranks, "root message: rank"));
   COLL_RETURN_IF_FAILED(checkText(r.rootHostId, "root message: host id"));
   COLL_RETURN_IF_FAILED(checkText(r.text, "root message: text"));
+  if (r.flags & ~(kReportTimedOut | kReportFailed))
+    return remoteError("root message with unknown flags " + std::to_string(r.flags));
   *out = r;
   return okStatus();
 }
@@ -141,6 +144,33 @@ Status parseFrameHeader(const void* bytes, size_t n, FrameHeader* out) {
   if (h.len > kMaxFrameBytes)
     return remoteError("frame of " + std::to_string(h.len) + " bytes (tag " + std::to_string(h.tag) +
                        ") exceeds the limit of " + std::to_string(kMaxFrameBytes));
+  *out = h;
+  return okStatus();
+}
+
+Status parseOpState(const void* bytes, size_t n, int nranks, OpStateMsg* out) {
+  OpStateMsg m;
+  COLL_RETURN_IF_FAILED(copyExact(bytes, n, &m, "operation state"));
+  if (static_cast<uint32_t>(m.phase) > static_cast<uint32_t>(OpPhase::kTimedOut))
+    return remoteError("operation state: phase " + std::to_string(static_cast<uint32_t>(m.phase)));
+  if (static_cast<uint32_t>(m.why) > static_cast<uint32_t>(ReportWhy::kFailed))
+    return remoteError("operation state: reason " + std::to_string(static_cast<uint32_t>(m.why)));
+  if (m.nOps > kMaxReportOps) return remoteError("operation state: " + std::to_string(m.nOps) + " operations");
+  if (m.waitPeer != -1) COLL_RETURN_IF_FAILED(checkRank(m.waitPeer, nranks, "operation state: waits for rank"));
+  if (!(m.seconds >= 0 && m.seconds < 1e9)) return remoteError("operation state: " + std::to_string(m.seconds) + " s");
+  COLL_RETURN_IF_FAILED(checkText(m.what, "operation state: operation"));
+  COLL_RETURN_IF_FAILED(checkText(m.where, "operation state: where"));
+  *out = m;
+  return okStatus();
+}
+
+Status parseStatReplyHeader(const void* bytes, size_t n, StatReplyHeader* out) {
+  StatReplyHeader h;
+  COLL_RETURN_IF_FAILED(copyExact(bytes, n, &h, "report header"));
+  COLL_RETURN_IF_FAILED(checkMagic(h.magic, kWireMagic, "report header"));
+  if (h.len > kMaxReportBytes)
+    return remoteError("report of " + std::to_string(h.len) + " bytes (at most " + std::to_string(kMaxReportBytes) +
+                       ")");
   *out = h;
   return okStatus();
 }

@@ -41,7 +41,21 @@ struct PeerInfo {
   int32_t ringPos = -1;  // that GPU's place in its host's best GPU ring (-1: unknown, host ranks)
 };
 
-enum class RootMsg : uint32_t { kJoin = 1, kTable = 2, kError = 3, kRankFailed = 4, kBye = 5, kRankLeft = 6 };
+enum class RootMsg : uint32_t {
+  kJoin = 1,
+  kTable = 2,
+  kError = 3,
+  kRankFailed = 4,
+  kBye = 5,
+  kRankLeft = 6,
+  kState = 7,       // rank -> root: this rank's OpStateMsg follows (the hang report)
+  kStateQuery = 8,  // root -> rank: send your kState
+  kReport = 9,      // root -> rank: the hang report's finding in text; flags kReportFatal
+};
+// kReport flags: the report was asked by a rank whose operation timed out (every rank's
+// communicator fails with collTimeout) or failed (with collRemoteError).
+constexpr uint32_t kReportTimedOut = 1;
+constexpr uint32_t kReportFailed = 2;
 
 // Rank -> root, first on its connection after the handshake (auth.h): kJoin, or kRankFailed from a rank that failed
 // before it could join (text says why), so the root fails the others' init at once.
@@ -58,11 +72,39 @@ struct JoinMsg {
 struct RootReply {
   uint32_t magic;
   RootMsg kind;
-  int32_t rank;     // kRankFailed: who
+  int32_t rank;     // kRankFailed, kRankLeft: who; kReport: the rank that asked for it
   int32_t rootPid;  // the process hosting the root
   char rootHostId[96];
-  char text[256];  // kError / kRankFailed: explanation
+  uint32_t flags;  // kReport: kReportTimedOut, kReportFailed
+  char text[512];  // kError / kRankFailed / kRankLeft: explanation; kReport: the finding
 };
+
+// Where a rank stands in its operations, for the job-wide hang report (hang_report.h).
+enum class OpPhase : uint32_t { kIdle = 0, kRunning = 1, kFailed = 2, kTimedOut = 3 };
+// Why a rank sends its state: asked by the root, or asking for a report itself.
+enum class ReportWhy : uint32_t { kAnswer = 0, kStalled = 1, kTimedOut = 2, kFailed = 3 };
+struct OpStateMsg {
+  uint64_t seq;   // running or failed: the launch's first operation; idle: the next one it will call
+  uint32_t nOps;  // operations in that launch (a group's)
+  OpPhase phase;
+  ReportWhy why;
+  int32_t waitPeer;  // the rank a stalled lane waits for, or -1
+  // The signature of operation `seq` (idle: of the last one completed; kind -1: none yet),
+  // which every rank must call alike.
+  int32_t kind, dtype, op, root;
+  uint64_t count;
+  double seconds;   // time in this phase
+  char what[160];   // that operation as the user called it ("collAllReduce #3 (count ...)")
+  char where[512];  // running: where its lanes wait; failed: the error
+};
+constexpr uint32_t kMaxReportOps = 1u << 20;  // operations of one launch the wire may claim
+
+// Root -> collstat: the report's length, then its text.
+struct StatReplyHeader {
+  uint32_t magic;
+  uint32_t len;
+};
+constexpr uint32_t kMaxReportBytes = 1u << 20;
 
 // First bytes on a rank-to-rank bootstrap connection after the handshake (auth.h).
 struct HelloMsg {
@@ -92,5 +134,8 @@ Status parseRootReply(const void* bytes, size_t n, int nranks, RootReply* out);
 Status parsePeerTable(const void* bytes, size_t n, int nranks, std::vector<PeerInfo>* out);
 Status parseHello(const void* bytes, size_t n, int nranks, HelloMsg* out);
 Status parseFrameHeader(const void* bytes, size_t n, FrameHeader* out);
+// nranks: the communicator's, to check the rank it waits for.
+Status parseOpState(const void* bytes, size_t n, int nranks, OpStateMsg* out);
+Status parseStatReplyHeader(const void* bytes, size_t n, StatReplyHeader* out);
 
 }  // namespace coll

@@ -1,4 +1,5 @@
 #include "comm/comm.h"
+#include "comm/watch.h"
 
 #include <strings.h>
 #include <unistd.h>
@@ -341,7 +342,8 @@ static Status applyConfig(collComm* c, const std::vector<SharedConfig>& all, boo
   c->chunkMinBytes = std::max<int64_t>(1, param(IntParam::CHUNK_MIN_BYTES));
   c->deviceChunkMinBytes = std::max<int64_t>(1, param(IntParam::DEVICE_CHUNK_MIN_BYTES));
   c->stallWarnS = static_cast<double>(std::max<int64_t>(0, param(IntParam::STALL_WARN_S)));
-  c->opTimeoutS = static_cast<double>(std::max<int64_t>(0, param(IntParam::OP_TIMEOUT_S)));
+  c->opTimeoutS = c->options.timeoutMs >= 0 ? c->options.timeoutMs / 1000.0
+                                            : static_cast<double>(std::max<int64_t>(0, param(IntParam::TIMEOUT_S)));
   c->spinNs = std::max<int64_t>(0, param(IntParam::SPIN_US)) * 1000;
   c->streamMinBytes = static_cast<size_t>(std::max<int64_t>(0, param(IntParam::STREAM_MIN_BYTES)));
   c->netOneShotBytes = static_cast<size_t>(agreed.netOneShotBytes);
@@ -529,6 +531,7 @@ Status commJoin(collComm* comm, const UniqueIdData& id) {
   }
 #endif
   COLL_ASSIGN(comm->bootstrap, Bootstrap::create(id, comm->rank, comm->nranks, self, comm->abort));
+  watchInit(comm);
   Status st = initConnections(comm);
   if (st.ok()) {
     bindDevice(comm);

@@ -35,6 +35,7 @@ struct CommOptions {
   std::string name;        // commName: printed in the communicator's log lines
   int compress = -1;       // collCompress_t; -1: COLL_COMPRESS
   int deterministic = -1;  // 0 or 1; -1: COLL_DETERMINISTIC
+  int timeoutMs = -1;      // operation timeout, 0: none; -1: COLL_TIMEOUT_S
 };
 
 // An op made by collRedOpCreatePreMulSum: inputs times the scalar, then summed.
@@ -86,7 +87,7 @@ struct collComm {
   int64_t deviceChunkMinBytes = 0;  // COLL_DEVICE_CHUNK_MIN_BYTES: the same for device operations
   int minChannels = 1;
   double stallWarnS = 0;  // 0: no stall reports
-  // collCommSetTimeout / COLL_OP_TIMEOUT_S: an operation still running this long after it
+  // collCommSetTimeout / config->timeoutMs / COLL_TIMEOUT_S: an operation still running this long after it
   // started fails with kTimeout and aborts the communicator. 0: no limit. Read by the
   // thread running the operation, written by any.
   std::atomic<double> opTimeoutS{0};

@@ -1,11 +1,13 @@
 #include "comm/executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <span>
 
 #include "algorithms/oneshot.h"
 #include "comm/comm.h"
 #include "comm/lane.h"
+#include "comm/watch.h"
 #include "bootstrap/failure.h"
 #include "base/log.h"
 #include "base/wait.h"
@@ -267,6 +269,7 @@ class ProgramLane : public Lane {
     return llIntrusionInLane(p_, waiter);
   }
   std::string describe() const override { return laneState(p_); }
+  int blockedPeer() const override { return p_.blockedPeer; }
   Status fail(Status st, bool stalled) const override {
     if (!stalled) return laneError(p_, recordFailure(*p_.comm->abort, std::move(st)));
     if (!p_.comm->abort->raised()) p_.comm->abort->set(st.code(), st.message());
@@ -305,6 +308,7 @@ class OneShotLane : public Lane {
     if (os_->blockedPeer() >= 0) s += ", waiting for data from rank " + std::to_string(os_->blockedPeer());
     return s;
   }
+  int blockedPeer() const override { return os_->blockedPeer(); }
   Status fail(Status st, bool) const override {
     return failLane(c_, "one-shot", os_->op(), os_->blockedPeer(), std::move(st));
   }
@@ -337,6 +341,7 @@ class SequenceLane : public Lane {
   WaitTarget waitTarget() const override { return current().waitTarget(); }
   Status diagnose(const Waiter& waiter, bool failed) const override { return current().diagnose(waiter, failed); }
   std::string describe() const override { return current().describe(); }
+  int blockedPeer() const override { return current().blockedPeer(); }
   Status fail(Status st, bool stalled) const override { return current().fail(std::move(st), stalled); }
 
  private:
@@ -345,9 +350,29 @@ class SequenceLane : public Lane {
   size_t cur_ = 0;
 };
 
-// COLL_STALL_WARN_S: where every lane stands, once per stall.
+// How long lanes stay stalled before their communicators' hang-report state says where
+// they wait (comm/watch.h): once per stall, so a short wait costs nothing.
+constexpr double kStallNoteS = 0.5;
+
+// Each communicator's first stalled lane, for the hang report.
+void noteStall(std::span<Lane* const> live) {
+  std::vector<collComm*> seen;
+  for (Lane* l : live) {
+    if (std::find(seen.begin(), seen.end(), l->comm()) != seen.end()) continue;
+    seen.push_back(l->comm());
+    watchStalled(l->comm(), l->blockedPeer(), l->describe());
+  }
+}
+
+// COLL_STALL_WARN_S: where every lane stands, once per stall, and a job-wide report
+// asked of each communicator's root.
 void reportStall(std::span<Lane* const> live, const Waiter& waiter) {
-  for (Lane* l : live) COLL_WARN(COLL, "stalled for %.0f s: %s", waiter.idleSeconds(), l->describe().c_str());
+  std::vector<collComm*> seen;
+  for (Lane* l : live) {
+    COLL_WARN(COLL, "stalled for %.0f s: %s", waiter.idleSeconds(), l->describe().c_str());
+    if (std::find(seen.begin(), seen.end(), l->comm()) == seen.end()) seen.push_back(l->comm());
+  }
+  for (collComm* c : seen) watchAskReport(c);
 }
 
 // Nothing could move: the first lane whose stall is an error, failed; ok when none is.
@@ -371,7 +396,7 @@ Status runLanes(std::span<Lane*> lanes, collComm** failedComm) {
   Waiter waiter(lanes.front()->comm()->spinNs);
   const auto started = std::chrono::steady_clock::now();
   const double stallWarnS = lanes.front()->comm()->stallWarnS;
-  bool stallReported = false;
+  bool stallReported = false, stallNoted = false;
   size_t n = lanes.size();  // lanes[0, n) are live; finished ones are swapped past n
   while (n > 0) {
     const std::span<Lane*> live = lanes.first(n);
@@ -393,8 +418,12 @@ Status runLanes(std::span<Lane*> lanes, collComm** failedComm) {
     }
     if (moved) {
       waiter.reset();
-      stallReported = false;
+      stallReported = stallNoted = false;
       continue;
+    }
+    if (!stallNoted && (waiter.idlePasses() & 63) == 63 && waiter.idleSeconds() > kStallNoteS) {
+      stallNoted = true;
+      noteStall(lanes.first(n));
     }
     if (stallWarnS > 0 && !stallReported && waiter.idleSeconds() > stallWarnS) {
       stallReported = true;

@@ -11,6 +11,7 @@
 #include "base/datatype.h"
 #include "kernels/compress.h"
 #include "comm/executor.h"
+#include "comm/watch.h"
 #include "base/log.h"
 #include "device/device_exec.h"
 #include "transport/transport.h"
@@ -505,9 +506,14 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
   Launches launches;
   COLL_RETURN_IF_FAILED(collect(queue, launches, failedComm));
   COLL_RETURN_IF_FAILED(admit(launches, guard, failedComm));
-  COLL_RETURN_IF_FAILED(route(launches, failedComm));
-  COLL_RETURN_IF_FAILED(wire(launches, failedComm));
-  return buildAndRun(launches, failedComm);
+  for (auto& l : launches) watchStarted(l->comm, l->ops.front(), l->ops.size());
+  Status st = route(launches, failedComm);
+  if (st.ok()) st = wire(launches, failedComm);
+  if (st.ok()) st = buildAndRun(launches, failedComm);
+  for (auto& l : launches)
+    if (st.ok() || l->comm != *failedComm) watchFinished(l->comm);
+  if (!st.ok() && *failedComm) st = watchFailed(*failedComm, std::move(st));
+  return st;
 }
 
 }  // namespace
@@ -615,7 +621,10 @@ Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {
       *failedComm = comm;
       return st;
     }
-    return runOneShot(comm, ctx, op, failedComm);
+    watchStarted(comm, op, 1);
+    st = runOneShot(comm, ctx, op, failedComm);
+    if (st.ok()) watchFinished(comm);
+    return st.ok() ? st : watchFailed(comm, std::move(st));
   }
   std::vector<Queued> one{{comm, op}};
   return launch(one, failedComm);

@@ -32,6 +32,8 @@ class Lane {
   // Where the lane stands ("rank 0 channel 1, collAllReduce #3 ... step 2/6 at byte 0,
   // waiting for data from rank 1"): for stall reports.
   virtual std::string describe() const = 0;
+  // The rank the lane waits for while stalled, or -1.
+  virtual int blockedPeer() const = 0;
   // The lane's error as the caller sees it, made the communicator's fatal error.
   // `stalled`: found while nothing moved (diagnose, abort, timeout), not by poll.
   virtual Status fail(Status st, bool stalled) const = 0;

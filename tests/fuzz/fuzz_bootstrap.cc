@@ -1,5 +1,6 @@
 // libFuzzer target: the bootstrap's wire messages (bootstrap/wire.h) as the root and the
-// ranks receive them: a join, a root reply, the peer table, a hello, a frame header. The
+// ranks receive them: a join, a root reply, the peer table, a hello, a frame header, a
+// rank's operation state and collstat's report header (the hang report). The
 // first byte picks the message; the rest is its bytes (zero-padded to its size, or as they
 // are when bit 7 is set, to reach the size checks).
 #include <cstdint>
@@ -39,7 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool raw = data[0] & 0x80;
   ++data;
   --size;
-  switch (pick % 6) {
+  switch (pick % 8) {
     case 0: {
       JoinMsg j;
       auto b = bytesFor<JoinMsg>(data, size, raw);
@@ -81,6 +82,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (parseFrameHeader(b.data(), b.size(), &f).ok()) {
         require(f.len <= kMaxFrameBytes, "frame length");
         std::vector<char> body(f.len);  // what readFrame allocates next
+      }
+      break;
+    }
+    case 5: {
+      OpStateMsg m;
+      auto b = bytesFor<OpStateMsg>(data, size, raw);
+      if (parseOpState(b.data(), b.size(), nranks, &m).ok()) {
+        useText(m.what, sizeof(m.what));
+        useText(m.where, sizeof(m.where));
+        require(m.waitPeer >= -1 && m.waitPeer < nranks && m.nOps <= kMaxReportOps, "operation state");
+      }
+      break;
+    }
+    case 6: {
+      StatReplyHeader h;
+      auto b = bytesFor<StatReplyHeader>(data, size, raw);
+      if (parseStatReplyHeader(b.data(), b.size(), &h).ok()) {
+        require(h.len <= kMaxReportBytes, "report length");
+        std::string text(h.len, '\0');  // what queryHangReport allocates next
       }
       break;
     }
