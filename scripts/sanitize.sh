@@ -22,6 +22,8 @@
 #    interpreter, where it then reports on Python and libtorch themselves. The backend is
 #    a thin layer over the C API, which the C and C++ tests run here.
 #  - nothing else: [gpu] tests and gpu_launch_* skip without a GPU, as in the normal suite.
+# Under tsan, scripts/tsan_suppressions.txt says why each race it hides is not one in the
+# library.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind=${1:-}
