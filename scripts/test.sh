@@ -17,7 +17,7 @@ bash scripts/fuzz.sh "${FUZZ_SECONDS:-10}"
 # "Sanitizers") every Catch2 case (unit, threads-as-ranks, multi-process, net plugins,
 # verbs and ib on the emulation) and the launcher's failure tests. Measured on this 2-core
 # machine with other builds beside it: the build 30 CPU-minutes (about 15 min on 2 free
-# cores), the cases below 6 to 8 min; with the normal part's 17.5 min, CI takes 39 to 41
+# cores), these cases 6 to 8 min; with the normal part's 17.5 min, CI takes 39 to 41
 # min. Left out, to keep it there (the whole set runs with `bash scripts/sanitize.sh asan`):
 #  - the perf-program sweeps (ib_hosts, netns_*, launch_* that sweep sizes, perf_*), whose
 #    library paths the Catch2 cases above take with fewer bytes;
