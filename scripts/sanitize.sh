@@ -22,6 +22,8 @@
 #    interpreter, where it then reports on Python and libtorch themselves. The backend is
 #    a thin layer over the C API, which the C and C++ tests run here.
 #  - nothing else: [gpu] tests and gpu_launch_* skip without a GPU, as in the normal suite.
+# Under tsan, scripts/tsan_suppressions.txt says why each race it hides is not one in the
+# library.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind=${1:-}
@@ -59,8 +61,9 @@ export UBSAN_OPTIONS="$common:halt_on_error=1"
 # the memory is seen as reachable. (An LSan suppression cannot name an unloaded module.)
 pciaccess=$(ldconfig -p | awk '/libpciaccess\.so\.0 / && !f {print $NF; f = 1}')
 if [ "$kind" = asan ] && [ -n "$pciaccess" ]; then export LD_PRELOAD="$pciaccess${LD_PRELOAD:+:$LD_PRELOAD}"; fi
-# The suppressions file says why each entry is not a race in the library.
-export TSAN_OPTIONS="$common:second_deadlock_stack=1:suppressions=$src/scripts/tsan_suppressions.txt"
+# The suppressions file says why each entry is not a race in the library. history_size=4
+# (512K accesses a thread) keeps the earlier access's stack, which a suppression must see.
+export TSAN_OPTIONS="$common:second_deadlock_stack=1:history_size=4:suppressions=$src/scripts/tsan_suppressions.txt"
 
 # The net plugin tests dlopen plugins by bare name, found through the test program's
 # RUNPATH; the sanitizers intercept dlopen, so glibc sees their runtime as the caller and
