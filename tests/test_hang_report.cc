@@ -88,6 +88,15 @@ TEST_CASE("hang report: the cause names what went wrong, most telling first", "[
           std::string("rank 2 called collReduce #4 (count 1024, float32, sum, root 1) where ranks 0,1 called ") + ar +
               ": the ranks called different operations or counts");
   }
+  SECTION("sends and receives to different peers are no mismatch") {
+    auto v = named({answered(4, OpPhase::kRunning, "collSend #4 (count 1, int32, peer 1)", 5),
+                    answered(4, OpPhase::kRunning, "collSend #4 (count 8, int32, peer 2)", 5),
+                    answered(4, OpPhase::kRunning, "collRecv #4 (count 1, int32, peer 1)", 6)});
+    for (auto& r : v) r.state.p2p = 1;
+    CHECK(contains(analyzeHang(v, "h").cause, "every rank that answered is in"));
+    v[2].state.p2p = 0;  // an allreduce where the others send
+    CHECK(contains(analyzeHang(v, "h").cause, "rank 2 called"));
+  }
   SECTION("ranks that do not answer, and ranks all waiting") {
     auto v = named({answered(4, OpPhase::kRunning, ar), answered(4, OpPhase::kRunning, ar), RankView{}});
     CHECK(analyzeHang(v, "h").cause == "rank 2 did not answer the root (stopped, frozen or not progressing)");

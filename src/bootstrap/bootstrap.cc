@@ -219,7 +219,6 @@ void Bootstrap::takeFinding(const RootReply& msg) {
   opState_.setFinding(finding);
   const std::string asker = "rank " + std::to_string(msg.rank);
   if (msg.flags & kReportTimedOut) abort_->set(Code::kTimeout, "timed out on " + asker + "; " + finding);
-  if (msg.flags & kReportFailed) abort_->set(Code::kRemote, "an operation failed on " + asker + "; " + finding);
 }
 
 Status Bootstrap::connectTo(int peer, const std::atomic<bool>* cancel) {

@@ -56,7 +56,10 @@ std::string rankLine(const RankView& v) {
 }
 
 using Sig = std::tuple<int32_t, int32_t, int32_t, int32_t, uint64_t>;
-Sig sigOf(const OpStateMsg& s) { return {s.kind, s.dtype, s.op, s.root, s.count}; }
+Sig sigOf(const OpStateMsg& s) {
+  if (s.p2p) return {-2, 0, 0, 0, 0};  // sends and receives: peers and counts differ by design
+  return {s.kind, s.dtype, s.op, s.root, s.count};
+}
 
 // The lowest operation any rank that answered is in, or will call next.
 uint64_t frontier(const std::vector<RankView>& ranks) {

@@ -37,6 +37,7 @@ void OpStateBox::store(const Fields& f) {
   op_.store(f.call.op, kRelaxed);
   root_.store(f.call.root, kRelaxed);
   count_.store(f.call.count, kRelaxed);
+  p2p_.store(f.call.p2p, kRelaxed);
   at_.store(f.at, kRelaxed);
   nOps_.store(f.nOps, kRelaxed);
   phase_.store(static_cast<uint32_t>(f.phase), kRelaxed);
@@ -48,7 +49,7 @@ OpStateBox::Fields OpStateBox::load() const {
   for (;;) {
     const uint64_t v = version_.load(std::memory_order_acquire);
     Fields f{{seq_.load(kRelaxed), kind_.load(kRelaxed), dtype_.load(kRelaxed), op_.load(kRelaxed),
-              root_.load(kRelaxed), count_.load(kRelaxed)},
+              root_.load(kRelaxed), count_.load(kRelaxed), p2p_.load(kRelaxed)},
              at_.load(kRelaxed),
              nOps_.load(kRelaxed),
              static_cast<OpPhase>(phase_.load(kRelaxed)),
@@ -117,6 +118,7 @@ OpStateMsg OpStateBox::snapshot(ReportWhy why) const {
   m.op = f.call.op;
   m.root = f.call.root;
   m.count = f.call.count;
+  m.p2p = f.call.p2p;
   std::lock_guard<std::mutex> lock(mu_);
   stampLocked();
   const bool detail = f.launches == detailLaunch_ && f.phase != OpPhase::kIdle;

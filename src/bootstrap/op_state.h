@@ -28,6 +28,9 @@ struct OpSignature {
   uint64_t seq = 0;
   int32_t kind = -1, dtype = 0, op = 0, root = 0;
   uint64_t count = 0;
+  // 1: a send/receive launch, whose peers and counts differ between ranks by design (a
+  // report compares only that it is one).
+  int32_t p2p = 0;
 };
 
 class OpStateBox {
@@ -72,7 +75,7 @@ class OpStateBox {
   // Seqlocked (odd while the writer is inside).
   std::atomic<uint64_t> version_{0};
   std::atomic<uint64_t> seq_{0}, at_{0}, count_{0}, launches_{0};
-  std::atomic<int32_t> kind_{-1}, dtype_{0}, op_{0}, root_{0};
+  std::atomic<int32_t> kind_{-1}, dtype_{0}, op_{0}, root_{0}, p2p_{0};
   std::atomic<uint32_t> nOps_{0}, phase_{0};
 
   mutable std::mutex mu_;

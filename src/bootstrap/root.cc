@@ -76,7 +76,7 @@ class Root : public std::enable_shared_from_this<Root> {
   struct Round {  // a hang report being gathered
     bool on = false;
     bool forRanks = false;  // asked by a rank: printed, and its finding sent to every rank
-    uint32_t flags = 0;     // kReportTimedOut / kReportFailed: the finding fails every rank
+    uint32_t flags = 0;     // kReportTimedOut: the finding fails every rank
     std::string askedBy;
     int asker = -1;  // the first rank that asked
     std::vector<bool> answered;
@@ -293,9 +293,7 @@ Status Root::readState(int r) {
   views_[r].known = true;
   if (m.why != ReportWhy::kAnswer) {
     static const char* const kWhy[] = {"", "stalled", "timed out", "failed"};
-    const uint32_t flags = m.why == ReportWhy::kTimedOut ? kReportTimedOut
-                           : m.why == ReportWhy::kFailed ? kReportFailed
-                                                         : 0;
+    const uint32_t flags = m.why == ReportWhy::kTimedOut ? kReportTimedOut : 0;
     if (!round_.on || round_.asker < 0) round_.asker = r;
     startRound(views_[r].who + ", " + kWhy[static_cast<int>(m.why)], true, flags);
   }

@@ -109,8 +109,7 @@ Status parseRootReply(const void* bytes, size_t n, int nranks, RootReply* out) {
     COLL_RETURN_IF_FAILED(checkRank(r.rank, nranks, "root message: rank"));
   COLL_RETURN_IF_FAILED(checkText(r.rootHostId, "root message: host id"));
   COLL_RETURN_IF_FAILED(checkText(r.text, "root message: text"));
-  if (r.flags & ~(kReportTimedOut | kReportFailed))
-    return remoteError("root message with unknown flags " + std::to_string(r.flags));
+  if (r.flags & ~kReportTimedOut) return remoteError("root message with unknown flags " + std::to_string(r.flags));
   *out = r;
   return okStatus();
 }
@@ -155,6 +154,7 @@ Status parseOpState(const void* bytes, size_t n, int nranks, OpStateMsg* out) {
     return remoteError("operation state: phase " + std::to_string(static_cast<uint32_t>(m.phase)));
   if (static_cast<uint32_t>(m.why) > static_cast<uint32_t>(ReportWhy::kFailed))
     return remoteError("operation state: reason " + std::to_string(static_cast<uint32_t>(m.why)));
+  if (m.p2p != 0 && m.p2p != 1) return remoteError("operation state: p2p " + std::to_string(m.p2p));
   if (m.nOps > kMaxReportOps) return remoteError("operation state: " + std::to_string(m.nOps) + " operations");
   if (m.waitPeer != -1) COLL_RETURN_IF_FAILED(checkRank(m.waitPeer, nranks, "operation state: waits for rank"));
   if (!(m.seconds >= 0 && m.seconds < 1e9)) return remoteError("operation state: " + std::to_string(m.seconds) + " s");

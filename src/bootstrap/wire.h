@@ -50,12 +50,12 @@ enum class RootMsg : uint32_t {
   kRankLeft = 6,
   kState = 7,       // rank -> root: this rank's OpStateMsg follows (the hang report)
   kStateQuery = 8,  // root -> rank: send your kState
-  kReport = 9,      // root -> rank: the hang report's finding in text; flags kReportFatal
+  kReport = 9,      // root -> rank: the hang report's finding in text; flags kReportTimedOut
 };
 // kReport flags: the report was asked by a rank whose operation timed out (every rank's
-// communicator fails with collTimeout) or failed (with collRemoteError).
+// communicator fails with collTimeout). A failure's finding fails nobody: a rank's own
+// refusal (a group that does not fit its GPU) must not turn the others' into an echo.
 constexpr uint32_t kReportTimedOut = 1;
-constexpr uint32_t kReportFailed = 2;
 
 // Rank -> root, first on its connection after the handshake (auth.h): kJoin, or kRankFailed from a rank that failed
 // before it could join (text says why), so the root fails the others' init at once.
@@ -75,7 +75,7 @@ struct RootReply {
   int32_t rank;     // kRankFailed, kRankLeft: who; kReport: the rank that asked for it
   int32_t rootPid;  // the process hosting the root
   char rootHostId[96];
-  uint32_t flags;  // kReport: kReportTimedOut, kReportFailed
+  uint32_t flags;  // kReport: kReportTimedOut
   char text[512];  // kError / kRankFailed / kRankLeft: explanation; kReport: the finding
 };
 
@@ -93,6 +93,8 @@ struct OpStateMsg {
   // which every rank must call alike.
   int32_t kind, dtype, op, root;
   uint64_t count;
+  int32_t p2p;  // 1: a send/receive launch (peers and counts differ by design)
+  int32_t pad;
   double seconds;   // time in this phase
   char what[160];   // that operation as the user called it ("collAllReduce #3 (count ...)")
   char where[512];  // running: where its lanes wait; failed: the error
