@@ -93,4 +93,4 @@ done
 return $failed
 }
 
-main "$@"
+main "$@"; exit $?  # exit at once: bash would otherwise read on in a file edited meanwhile
