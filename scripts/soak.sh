@@ -72,8 +72,8 @@ done
 
 echo
 echo "soak: summary (ops and bytes summed over ranks; resources: the largest first -> last sample over ranks)"
-printf '%-8s %6s %5s %8s %10s %9s %18s %10s %10s %9s %6s %s\n' config seconds procs steps ops GiB rss_MiB fds threads \
-  shm_maps result seed
+printf '%-8s %6s %5s %8s %10s %7s %16s %16s %8s %8s %8s %6s %s\n' config seconds procs steps ops GiB rss_MiB heap_MiB \
+  fds threads shm_maps result seed
 for c in "${configs[@]}"; do
   seed=$(sed -n 's/.*soak: seed \([0-9]*\).*/\1/p' "$WORK/$c.log" | head -1)
   grep -h 'SOAK-RESULT' "$WORK/$c.log" | sed 's/^\[[0-9]*\] //' | awk -v c="$c" -v seed="${seed:-?}" '
@@ -81,15 +81,16 @@ for c in "${configs[@]}"; do
     function up(a, k) { return v(k) + 0 > a + 0 ? v(k) + 0 : a + 0 }
     { n++; ops += v("ops"); bytes += v("bytes"); secs = up(secs, "seconds"); steps = up(steps, "steps")
       rf = up(rf, "rss_kib_first"); rl = up(rl, "rss_kib_last"); ff = up(ff, "fds_first"); fl = up(fl, "fds_last")
+      hf = up(hf, "heap_kib_first"); hl = up(hl, "heap_kib_last")
       tf = up(tf, "threads_first"); tl = up(tl, "threads_last"); sf = up(sf, "shm_maps_first"); sl = up(sl, "shm_maps_last")
       if (v("flat") != 1) bad = 1 }
     END { if (!n) { printf "%-8s no results\n", c; exit }
-      printf "%-8s %6d %5d %8d %10d %9.1f %18s %10s %10s %9s %6s %s\n", c, secs, n, steps, ops, bytes / 2^30,
-        sprintf("%.1f -> %.1f", rf / 1024, rl / 1024), ff " -> " fl, tf " -> " tl, sf " -> " sl, bad ? "GROWS" : "flat",
-        seed }'
+      printf "%-8s %6d %5d %8d %10d %7.1f %16s %16s %8s %8s %8s %6s %s\n", c, secs, n, steps, ops, bytes / 2^30,
+        sprintf("%.1f -> %.1f", rf / 1024, rl / 1024), sprintf("%.1f -> %.1f", hf / 1024, hl / 1024), ff " -> " fl,
+        tf " -> " tl, sf " -> " sl, bad ? "GROWS" : "flat", seed }'
 done
 [ "$failed" -eq 0 ] && echo "soak: PASSED" || echo "soak: FAILED"
 return $failed
 }
 
-main "$@"
+main "$@"; exit $?  # exit at once: bash would otherwise read on in a file edited meanwhile
