@@ -212,8 +212,8 @@ bool Bootstrap::reportState(ReportWhy why) {
 }
 
 // The root's finding about a stall: the failing operation's error carries it; after a
-// timeout or a failure it is the communicator's error (this rank may be one that never
-// called the operation the others wait in).
+// timeout it is the communicator's error (this rank may be one that never called the
+// operation the others wait in).
 void Bootstrap::takeFinding(const RootReply& msg) {
   const std::string finding = std::string(kFindingPrefix) + msg.text;
   opState_.setFinding(finding);

@@ -60,14 +60,11 @@ Status watchFailed(collComm* c, Status st) {
   const bool stall = st.code() == Code::kTimeout || st.code() == Code::kRemote || st.code() == Code::kSystem ||
                      st.code() == Code::kInvalidUsage || st.code() == Code::kInternal;
   if (!box || !stall || c->revoked.load() || c->abort->closing.load()) return st;
-  // A failure that is the report's finding (it failed this communicator) asks no more.
-  if (st.message().find(kFindingPrefix) != std::string::npos) {
-    box->failed(st.code() == Code::kTimeout, st.message().substr(0, st.message().find('\n')));
-    return st;
-  }
   const bool timedOut = st.code() == Code::kTimeout;
   const std::string message = st.message();
   if (!box->failed(timedOut, message.substr(0, message.find('\n')))) return st;
+  // A failure that is the report's finding (it failed this communicator) asks no more.
+  if (message.find(kFindingPrefix) != std::string::npos) return st;
   const uint64_t seen = box->findings();
   if (!c->bootstrap->reportState(timedOut ? ReportWhy::kTimedOut : ReportWhy::kFailed)) return st;
   const std::string finding = box->awaitFinding(seen, kFindingWaitS);
