@@ -141,7 +141,8 @@ Status authConnect(Socket& s, const AuthKey& key, AuthPurpose purpose, Deadline 
                    const std::atomic<bool>* cancel) {
   AuthHello hello{kAuthMagic, purpose, {}};
   COLL_ASSIGN(hello.nonce, randomNonce());
-  COLL_CHECK(s.sendAll(&hello, sizeof(hello), deadline, cancel));
+  Status sent = s.sendAll(&hello, sizeof(hello), deadline, cancel);
+  if (!sent.ok()) return sent.prefix("authenticating with " + s.peer().str() + ": " + kAuthNoAnswer + ": ");
   AuthChallenge ch{};
   Status got = s.recvAll(&ch, sizeof(ch), deadline, cancel);
   if (!got.ok()) return got.prefix("authenticating with " + s.peer().str() + ": " + kAuthNoAnswer + ": ");
