@@ -127,6 +127,27 @@ TEST_CASE("hang report: a rank's state is checked before use", "[unit][report]")
   CHECK(!parseOpState(&bad, sizeof(bad), 4, &out).ok());
 }
 
+TEST_CASE("hang report: a finding that came during the failing launch is kept for its error", "[unit][report]") {
+  // The root may be gone when a rank fails (it lived in a rank that failed first and
+  // exited); the report it sent while this launch ran still explains the failure.
+  OpStateBox box;
+  OpSignature call;
+  call.seq = 7;
+  box.setFinding("job-wide report: before any launch");
+  CHECK(box.findingOfLaunch().empty());
+  box.started(call, 1);
+  CHECK(box.findingOfLaunch().empty());
+  box.setFinding("job-wide report: rank 2 exited");
+  REQUIRE(box.failed(false, "waiting for room at rank 2"));
+  CHECK(box.findingOfLaunch() == "job-wide report: rank 2 exited");
+  CHECK(box.awaitFinding(box.findings(), 0.01).empty());
+  box.finished(8);
+  CHECK(box.findingOfLaunch().empty());
+  call.seq = 8;
+  box.started(call, 1);
+  CHECK(box.findingOfLaunch().empty());  // the next launch starts without one
+}
+
 namespace {
 
 struct Outcome {

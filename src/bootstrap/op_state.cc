@@ -130,10 +130,12 @@ OpStateMsg OpStateBox::snapshot(ReportWhy why) const {
 }
 
 void OpStateBox::setFinding(const std::string& text) {
+  const Fields f = load();
   {
     std::lock_guard<std::mutex> lock(mu_);
     finding_ = text;
     ++findings_;
+    findingLaunch_ = f.phase == OpPhase::kIdle ? 0 : f.launches;
   }
   cv_.notify_all();
 }
@@ -147,6 +149,13 @@ std::string OpStateBox::awaitFinding(uint64_t after, double seconds) const {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return findings_ > after; });
   return findings_ > after ? finding_ : std::string();
+}
+
+std::string OpStateBox::findingOfLaunch() const {
+  const Fields f = load();
+  if (f.phase == OpPhase::kIdle) return {};
+  std::lock_guard<std::mutex> lock(mu_);
+  return findingLaunch_ != 0 && findingLaunch_ == f.launches ? finding_ : std::string();
 }
 
 }  // namespace coll

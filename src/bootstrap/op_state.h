@@ -59,6 +59,9 @@ class OpStateBox {
   uint64_t findings() const;
   // Waits up to `seconds` for a finding after the first `after` ones; empty if none came.
   std::string awaitFinding(uint64_t after, double seconds) const;
+  // The last finding if it came while the current launch ran (a report another rank asked
+  // for), else empty: what a rank failing after the root has gone can still say.
+  std::string findingOfLaunch() const;
 
  private:
   struct Fields {
@@ -88,6 +91,7 @@ class OpStateBox {
   std::string where_;
   uint64_t findings_ = 0;
   std::string finding_;
+  uint64_t findingLaunch_ = 0;  // the launch running when finding_ came; 0: none was
 };
 
 }  // namespace coll

@@ -66,8 +66,12 @@ Status watchFailed(collComm* c, Status st) {
   // A failure that is the report's finding (it failed this communicator) asks no more.
   if (message.find(kFindingPrefix) != std::string::npos) return st;
   const uint64_t seen = box->findings();
-  if (!c->bootstrap->reportState(timedOut ? ReportWhy::kTimedOut : ReportWhy::kFailed)) return st;
-  const std::string finding = box->awaitFinding(seen, kFindingWaitS);
+  std::string finding;
+  if (c->bootstrap->reportState(timedOut ? ReportWhy::kTimedOut : ReportWhy::kFailed))
+    finding = box->awaitFinding(seen, kFindingWaitS);
+  // No fresh finding: the root may be gone (its process was a rank that failed first and
+  // exited), but a report it sent while this launch ran still says why.
+  if (finding.empty()) finding = box->findingOfLaunch();
   if (finding.empty()) return st;
   return Status(st.code(), message + "; " + finding);
 }
