@@ -286,3 +286,49 @@ TEST_CASE("hang report: asked on demand (collstat) while a rank is late, without
   INFO(refused);
   CHECK(!contains(refused, "answered"));
 }
+
+TEST_CASE("hang report: a rank that times out while its peers read its buffers directly lets them finish first",
+          "[threads][report][failure]") {
+  // Large operations between threads of one process read the peers' buffers in place
+  // (algorithms/oneshot.h, "direct"). Rank 0 arrives last and times out as soon as it
+  // waits for the others, who may still read its input: its call must not return (and
+  // its caller free that input) while they do. Before the fix, a peer read freed memory.
+  constexpr int kRanks = 3;
+  constexpr size_t kCount = size_t{24} << 20;  // 96 MiB of floats: unmapped when freed
+  int timedOut = 0;
+  for (int attempt = 0; attempt < 8 && timedOut < 2; ++attempt) {
+    collUniqueId id;
+    REQUIRE(collGetUniqueId(&id) == collSuccess);
+    std::vector<Outcome> out(kRanks);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < kRanks; ++r)
+      threads.emplace_back([&, r] {
+        collComm_t comm = nullptr;
+        out[r].result = collCommInitRank(&comm, kRanks, id, r);
+        if (out[r].result != collSuccess) return;
+        float warm = 1.0f;
+        out[r].result = collAllReduce(&warm, &warm, 1, collFloat, collSum, comm, nullptr);
+        auto buf = std::make_unique<std::vector<float>>(kCount, 1.0f);
+        if (out[r].result == collSuccess && r == 0) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          out[r].result = collCommSetTimeout(comm, 0.001);
+        }
+        if (out[r].result == collSuccess)
+          out[r].result = collAllReduce(buf->data(), buf->data(), kCount, collFloat, collSum, comm, nullptr);
+        if (out[r].result != collSuccess) out[r].error = collGetLastError(comm);
+        // A rank may complete: rank 0 may give up once its result was whole, or not stall.
+        if (out[r].result == collSuccess)
+          for (size_t i = 0; i < kCount; i += 4093)
+            if ((*buf)[i] != 3.0f) out[r].error = "element " + std::to_string(i) + " is " + std::to_string((*buf)[i]);
+        buf.reset();  // what a caller may do once the call returned
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        collCommAbort(comm);
+      });
+    for (auto& t : threads) t.join();
+    INFO("attempt " << attempt << "\n" << describeAll(out));
+    timedOut += out[0].result == collTimeout;
+    for (int r = 0; r < kRanks; ++r)
+      if (out[r].result == collSuccess) CHECK(out[r].error.empty());
+  }
+  CHECK(timedOut >= 1);
+}

@@ -1,12 +1,17 @@
 #include "algorithms/oneshot.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "algorithms/algorithms.h"
 #include "base/datatype.h"
+#include "base/log.h"
 #include "base/wait.h"
 #include "kernels/host_copy.h"
 #include "transport/shm/mailbox.h"
@@ -139,6 +144,7 @@ Status OneShot::start() {
     Ptrs mine{reinterpret_cast<uintptr_t>(od_.sendbuff), reinterpret_cast<uintptr_t>(od_.recvbuff)};
     std::memcpy(ctx_.mailboxes->mine(seqs_[0]), &mine, sizeof(mine));
     ctx_.mailboxes->publish(seqs_[0], signatureOf(od_));
+    published_ = true;
     return okStatus();
   }
   // Ring: stage our own input (in-place callers overwrite it while reducing).
@@ -160,6 +166,7 @@ Status OneShot::pollRounds(bool* done, WaitTarget* wait) {
     while (arrived_ < n - 1) {
       int peer = arrived_ < ctx_.rank ? arrived_ : arrived_ + 1;
       if (!mb.arrived(peer, s)) {
+        if (mode_ == Mode::kDirect && mb.withdrew(peer, seqs_[0])) return withdrawnError(peer);
         blockedPeer_ = peer;
         *wait = mb.waitTarget(peer, s);
         if (wait->seen == s) continue;  // arrived just now
@@ -184,12 +191,12 @@ Status OneShot::pollRounds(bool* done, WaitTarget* wait) {
     blockedPeer_ = -1;
     if (mode_ == Mode::kMailbox) {
       finishMailbox();
-      *done = true;
+      *done = complete_ = true;
       return okStatus();
     }
-    COLL_CHECK(directPhase(round_));
+    COLL_CHECK(readPhase(round_));
     if (++round_ == rounds_) {
-      *done = true;
+      *done = complete_ = true;
       return okStatus();
     }
     mb.publish(seqs_[round_], signatureOf(od_));
@@ -248,6 +255,43 @@ Status OneShot::reduceDirect(char* dst, Base base, size_t cnt, int last) {
   return okStatus();
 }
 
+// A direct round that reads the peers' buffers, announced to them (mailbox.h): a peer
+// that gave up meanwhile has handed its buffers back.
+Status OneShot::readPhase(int round) {
+  if (round == rounds_ - 1) return okStatus();  // "done reading": nothing left to do
+  Mailboxes& mb = *ctx_.mailboxes;
+  const int gone = mb.beginReading(seqs_[round]);
+  if (gone >= 0) return withdrawnError(gone);
+  Status st = directPhase(round);
+  mb.endReading();
+  return st;
+}
+
+Status OneShot::withdrawnError(int peer) const {
+  return remoteError("rank " + std::to_string(peer) + " gave up " + od_.describe() +
+                     " (its call failed) while this rank ran it");
+}
+
+void OneShot::abandon() {
+  if (mode_ != Mode::kDirect || !published_ || complete_) return;
+  Mailboxes& mb = *ctx_.mailboxes;
+  const std::span<const uint32_t> rounds(seqs_, static_cast<size_t>(rounds_));
+  // Once our "done reading" flag is out, peers may still need it to finish.
+  mb.withdraw(rounds, round_ == rounds_ - 1 ? seqs_[round_] : 0);
+  const std::span<const uint32_t> reads = rounds.first(static_cast<size_t>(rounds_ - 1));
+  // Readers finish a bounded copy; a peer process that died while reading is not waited for.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (int r; (r = mb.peerReading(reads)) >= 0;) {
+    if (mb.pid(r) != getpid() && ::kill(mb.pid(r), 0) != 0 && errno == ESRCH) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      COLL_WARN(COLL, "rank %d: rank %d still reads this rank's buffers 30 s after %s was given up", ctx_.rank, r,
+                od_.describe().c_str());
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
 Status OneShot::directPhase(int round) {
   const Mailboxes& mb = *ctx_.mailboxes;
   const int n = ctx_.nranks, me = ctx_.rank;
@@ -262,7 +306,6 @@ Status OneShot::directPhase(int round) {
     }
     return mb.readPeer(r, dst, remote, len);
   };
-  if (round == rounds_ - 1) return okStatus();  // "done reading": nothing left to do
   switch (od_.kind) {
     case CollKind::kAllGather:
       for (int j = 0; j < n; ++j) {

@@ -15,7 +15,8 @@
 //     copy per byte instead of the FIFOs' two. Allreduce: each rank reduces its block
 //     from every rank's input, then reads the other finished blocks; rounds of mailbox
 //     flags separate the phases, and a last round keeps every buffer alive until nobody
-//     reads it any more.
+//     reads it any more. A rank whose call fails midway withdraws its flags and returns
+//     only once no peer reads its buffers (abandon(); mailbox.h has the handshake).
 // Results are bit-identical to the ring algorithms: block k of an allreduce (and the
 // reduce-scatter block of rank k, and a reduce to root k) is combined in the same chain
 // order k+1, k+2, ..., k, so the choice of algorithm never changes a result.
@@ -69,6 +70,10 @@ class OneShot {
   const OpDesc& op() const { return od_; }
   int blockedPeer() const { return blockedPeer_; }
   bool ringMode() const { return mode_ == Mode::kRing; }
+  // The operation is given up before it completed (its call fails): a direct one
+  // withdraws and returns once no peer reads this rank's buffers any more, so the caller
+  // may free them.
+  void abandon();
 
  private:
   enum class Mode { kMailbox, kDirect, kRing };
@@ -79,6 +84,8 @@ class OneShot {
   bool allArrivedNow() const;
   void finishMailbox();
   Status directPhase(int round);
+  Status readPhase(int round);
+  Status withdrawnError(int peer) const;
   template <typename Base>
   Status reduceDirect(char* dst, Base base, size_t cnt, int last);
   Status pollRing(bool* done, WaitTarget* wait);
@@ -96,6 +103,8 @@ class OneShot {
   int sent_ = 0;            // ring: blocks sent (own + forwarded)
   int received_ = 0;        // ring: blocks received
   int blockedPeer_ = -1;
+  bool published_ = false;  // direct: our buffers' addresses are out
+  bool complete_ = false;
 };
 
 }  // namespace coll

@@ -286,6 +286,10 @@ class OneShotLane : public Lane {
   // Runs *os, which outlives the lane; `keep` may own it.
   OneShotLane(collComm* c, OneShot* os, std::shared_ptr<OneShot> keep = nullptr)
       : c_(c), os_(os), keep_(std::move(keep)) {}
+  // A lane dropped before its operation completed: the call fails and returns.
+  ~OneShotLane() override {
+    if (started_) os_->abandon();
+  }
   collComm* comm() const override { return c_; }
   Status poll(bool* moved, bool* done) override {
     if (!started_) {

@@ -4,6 +4,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -33,7 +34,7 @@ Result<std::unique_ptr<Mailboxes>> Mailboxes::create(Bootstrap* bs, size_t capac
   mb->rank_ = me;
   mb->capacity_ = roundUp(capacity, 64);
   mb->stride_ = roundUp(kDataOffset + mb->capacity_, 64);
-  mb->segBytes_ = 2 * mb->stride_;
+  mb->segBytes_ = 2 * mb->stride_ + 64;  // the slots, then MailControl
   mb->bases_.assign(n, nullptr);
 
   std::vector<SetupEntry> all(n);
@@ -153,6 +154,34 @@ void Mailboxes::publish(uint32_t s, const MailSignature& sig) {
   // (waitTarget's maxSleepUs).
   h->flag.store(s, std::memory_order_release);
   if (h->waiters.load(std::memory_order_relaxed) != 0) futexWake(&h->flag, true);
+}
+
+int Mailboxes::beginReading(uint32_t s) {
+  control(rank_)->reading.store(s, std::memory_order_seq_cst);
+  for (int r = 0; r < static_cast<int>(bases_.size()); ++r) {
+    if (r == rank_ || header(r, s)->flag.load(std::memory_order_seq_cst) == s) continue;
+    endReading();
+    return r;
+  }
+  return -1;
+}
+
+void Mailboxes::withdraw(std::span<const uint32_t> rounds, uint32_t keep) {
+  control(rank_)->withdrawn.store(rounds.front(), std::memory_order_release);
+  for (uint32_t s : rounds) {
+    MailSlotHeader* h = header(rank_, s);
+    if (s != keep && h->flag.load(std::memory_order_relaxed) == s) h->flag.store(0, std::memory_order_seq_cst);
+    if (h->waiters.load(std::memory_order_relaxed) != 0) futexWake(&h->flag, true);
+  }
+}
+
+int Mailboxes::peerReading(std::span<const uint32_t> rounds) const {
+  for (int r = 0; r < static_cast<int>(bases_.size()); ++r) {
+    if (r == rank_) continue;
+    const uint32_t s = control(r)->reading.load(std::memory_order_seq_cst);
+    if (s != 0 && std::find(rounds.begin(), rounds.end(), s) != rounds.end()) return r;
+  }
+  return -1;
 }
 
 WaitTarget Mailboxes::waitTarget(int rank, uint32_t s) const {

@@ -16,11 +16,20 @@
 // A rank overwrites slot s % 2 at operation s + 2 only after it has seen every peer's
 // flag of operation s + 1, which each peer published after it finished operation s: so
 // nobody is still reading. No acknowledgements are needed.
+//
+// Direct reads (algorithms/oneshot.h) read the peers' own buffers, which a rank whose
+// call fails may hand back to its caller. A reader announces the round it reads in
+// (beginReading) and then checks that every peer still shows that round's flag; a rank
+// that gives up withdraws its flags and then waits until no peer announces a round of
+// its operation (withdraw, peerReading). Sequentially consistent stores and loads on both
+// sides: either the reader sees the withdrawal and reads nothing, or the withdrawing rank
+// sees the reader and waits for it.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
@@ -42,6 +51,12 @@ struct MailSlotHeader {
   MailSignature sig;
 };
 static_assert(sizeof(MailSlotHeader) <= 32, "the header must leave half its cache line to data");
+
+// A rank's direct-read state, after its two slots.
+struct MailControl {
+  std::atomic<uint32_t> reading;    // the round whose peers' buffers it reads now; 0: none
+  std::atomic<uint32_t> withdrawn;  // the first round of the operation it gave up last
+};
 
 // The round number after `cur`. 0 means "never published" and is skipped by jumping to
 // 2, so consecutive numbers still alternate between the two slots.
@@ -72,12 +87,27 @@ class Mailboxes {
   // Copies bytes at `remote` in rank's address space to dst.
   Status readPeer(int rank, void* dst, const void* remote, size_t bytes) const;
 
+  // Direct reads of round s: announces them, then checks that every peer still shows
+  // s; when one withdrew, announces nothing and returns that peer, else -1.
+  int beginReading(uint32_t s);
+  void endReading() { control(rank_)->reading.store(0, std::memory_order_release); }
+  // Gives up the operation whose rounds are `rounds` (the first one names it): the flags
+  // of those rounds that are still ours become 0, except `keep`'s.
+  void withdraw(std::span<const uint32_t> rounds, uint32_t keep);
+  // Whether rank gave up the operation whose first round is `first`.
+  bool withdrew(int rank, uint32_t first) const {
+    return control(rank)->withdrawn.load(std::memory_order_acquire) == first;
+  }
+  // A peer that announced reading in one of `rounds`, or -1.
+  int peerReading(std::span<const uint32_t> rounds) const;
+
  private:
   static constexpr size_t kDataOffset = 32;
   Mailboxes() = default;
   MailSlotHeader* header(int rank, uint32_t s) const {
     return reinterpret_cast<MailSlotHeader*>(bases_[rank] + (s & 1) * stride_);
   }
+  MailControl* control(int rank) const { return reinterpret_cast<MailControl*>(bases_[rank] + 2 * stride_); }
 
   int rank_ = 0;
   size_t capacity_ = 0;
