@@ -38,8 +38,9 @@ struct NetProperties {
   std::string name;  // device name (interface)
   int speedMbps = 0;
   int maxComms = 0;
-  bool hostMemOnly = true;
-  std::string pciPath;  // the device's PCI function in sysfs ("" when not one): which GPUs it is near
+  bool hostMemOnly = true;  // false: GPU memory registers (regMrGpu; GPUDirect RDMA)
+  bool dmaBuf = false;      // GPU memory registers through its dma-buf (else as a CUDA pointer)
+  std::string pciPath;      // the device's PCI function in sysfs ("" when not one): which GPUs it is near
 };
 
 // The objects a backend hands out, each its own type (a backend derives its own from them).
@@ -77,6 +78,21 @@ class NetBackend {
   // (which deregisters it). A no-op for sockets; plugins need a handle per comm.
   virtual Status regMr(NetSendComm*, void* /*data*/, size_t /*size*/) { return okStatus(); }
   virtual Status regMr(NetRecvComm*, void* /*data*/, size_t /*size*/) { return okStatus(); }
+  // GPU memory, for GPUDirect RDMA (only where properties() cleared hostMemOnly): the
+  // NIC then reads and writes it directly. `dmaBufFd` >= 0: the range's dma-buf
+  // (cuda/gpu.h dmaBufOf), `offset` where `data` starts in it; -1: a CUDA pointer (the
+  // peer-memory path, nvidia-peermem). The caller keeps the fd open until the comm is
+  // destroyed.
+  struct GpuRange {
+    int dmaBufFd = -1;
+    uint64_t offset = 0;
+  };
+  virtual Status regMrGpu(NetSendComm*, void*, size_t, const GpuRange&) { return noGpuMemory(); }
+  virtual Status regMrGpu(NetRecvComm*, void*, size_t, const GpuRange&) { return noGpuMemory(); }
+  // After a receive into GPU memory completed: orders the NIC's writes of it before a
+  // kernel reads them (PCIe lets them be overtaken). Completed through test(); a null
+  // request: nothing to do.
+  virtual Result<NetRequest*> iflush(NetRecvComm*, void* /*data*/, size_t /*size*/) { return nullptr; }
   // A null request: not posted (see connect), post it again later.
   virtual Result<NetRequest*> isend(NetSendComm* comm, const void* data, size_t size) = 0;
   virtual Result<NetRequest*> irecv(NetRecvComm* comm, void* data, size_t maxSize) = 0;
@@ -99,6 +115,11 @@ class NetBackend {
   }
   virtual Result<std::unique_ptr<NetSendComm>> reverse(NetRecvComm*) {
     return internalError(std::string("net backend ") + name() + " has no duplex connections");
+  }
+
+ private:
+  Status noGpuMemory() const {
+    return invalidUsage(std::string("net backend ") + name() + " registers host memory only");
   }
 };
 
