@@ -39,4 +39,17 @@ for algo in allreduce:ring allreduce:tree; do
     $P/all_reduce_perf -b 1K -e 1M -f 32 -n 2 -w 1 -d int32 -c 1 > $log 2>&1 || { cat $log; echo "$algo over the v8 plugin failed"; exit 1; }
   check 8 testsock8 || { cat $log; exit 1; }
 done
+# GPUDirect RDMA on the device emulation (host threads stand in for kernels, a memfd for
+# GPU memory and its dma-buf): the plugin takes GPU memory (TESTSOCK_GPU=1), the level
+# allows any path, so device connectors put their slots there, register them through
+# regMrDmaBuf and flush every receive before a kernel may read it.
+TESTSOCK_GPU=1 COLL_NET_GDR_LEVEL=SYS COLL_DEVICE_EMULATE=1 COLL_NET=TestSock NCCL_NET_PLUGIN=testsock \
+  $R -np 4 --nodes 2 --timeout 240 -- $P/all_reduce_perf -b 8 -e 4M -f 8 -n 2 -w 1 -d float -c 1 > $log 2>&1 ||
+  { cat $log; echo "allreduce with GPUDirect RDMA over the plugin failed"; exit 1; }
+check 11 testsock || { cat $log; exit 1; }
+grep -q "GPUDirect RDMA on: PCI path SYS .*registered as dma-buf" $log || { cat $log; echo "no connection used GPUDirect RDMA"; exit 1; }
+if grep -q "GPUDirect RDMA off" $log; then cat $log; echo "a device connection staged"; exit 1; fi
+flushes=$(grep -o "receive connection closed after .* [0-9]* flushes" $log | awk '{s += $(NF-1)} END {print s + 0}')
+[ "$flushes" -gt 0 ] || { cat $log; echo "no receive into GPU memory was flushed"; exit 1; }
+echo "GPUDirect RDMA over the plugin: $flushes flushes"
 echo "ok"

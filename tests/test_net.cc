@@ -18,6 +18,7 @@
 #include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
 #include "harness.h"
+#include "transport/net/gdr.h"
 #include "transport/net/net_device.h"
 #include "transport/net/socket/socket_net.h"
 #include "transport/net/socket/socket_wire.h"
@@ -215,6 +216,58 @@ std::string dgxPath(int socket, int sw, const char* fn) {
 }
 
 }  // namespace
+
+TEST_CASE("GPUDirect RDMA: the PCI path between GPU and NIC against NCCL_NET_GDR_LEVEL decides", "[net]") {
+  const std::string gpu0 = dgxPath(0, 0, "0000:3b:00.0");
+  const std::string nearNic = dgxPath(0, 0, "0000:3c:00.0"), otherSwitch = dgxPath(0, 1, "0000:5c:00.0");
+  const std::string otherSocket = dgxPath(1, 0, "0000:bc:00.0");
+  // A NIC behind a second switch below the GPU's switch: two switches, not the CPU.
+  const std::string nested = dgxPath(0, 0, "0000:30:00.0/0000:31:04.0/0000:4c:00.0");
+  CHECK(pciPathBetween(gpu0, gpu0) == PciPath::kLoc);
+  CHECK(pciPathBetween(gpu0, nearNic) == PciPath::kPix);
+  CHECK(pciPathBetween(gpu0, nested) == PciPath::kPxb);
+  CHECK(pciPathBetween(gpu0, otherSwitch) == PciPath::kPhb);
+  CHECK(pciPathBetween(gpu0, otherSocket) == PciPath::kSys);  // no numa_node to read: SYS
+  CHECK(pciPathBetween("", nearNic) == PciPath::kSys);
+  CHECK(pciPathBetween(gpu0, "") == PciPath::kSys);  // a virtual interface
+
+  NetProperties nic;
+  nic.name = "mlx5_0";
+  nic.pciPath = nearNic;
+  nic.hostMemOnly = false;
+  nic.dmaBuf = true;
+  GdrChoice c = chooseGdr(nic, gpu0, true, PciPath::kPxb);
+  CHECK(c.on);
+  CHECK(c.dmaBuf);
+  CHECK(c.why == "PCI path PIX between the GPU and mlx5_0, GPU memory registered as dma-buf");
+  c = chooseGdr(nic, gpu0, false, PciPath::kPxb);  // the GPU exports no dma-buf, no peermem
+  CHECK(!c.on);
+  CHECK(c.why == "the GPU exports no dma-buf and mlx5_0 takes no CUDA pointers (nvidia-peermem is not loaded)");
+  nic.cudaPtr = true;
+  c = chooseGdr(nic, gpu0, false, PciPath::kPxb);
+  CHECK((c.on && !c.dmaBuf));
+  nic.pciPath = otherSwitch;
+  c = chooseGdr(nic, gpu0, true, PciPath::kPxb);
+  CHECK(!c.on);
+  CHECK(c.why == "PCI path PHB between the GPU and mlx5_0 is farther than NCCL_NET_GDR_LEVEL PXB");
+  CHECK(chooseGdr(nic, gpu0, true, PciPath::kPhb).on);
+  nic.hostMemOnly = true;
+  CHECK(chooseGdr(nic, gpu0, true, PciPath::kSys).why == "net device mlx5_0 registers host memory only");
+
+  CHECK(gdrLevel().value() == PciPath::kPxb);  // NCCL's default
+  {
+    testing::ScopedEnv env("NCCL_NET_GDR_LEVEL", "PHB");
+    CHECK(gdrLevel().value() == PciPath::kPhb);
+  }
+  {
+    testing::ScopedEnv env("COLL_NET_GDR_LEVEL", "4");
+    CHECK(gdrLevel().value() == PciPath::kSys);
+  }
+  testing::ScopedEnv env("COLL_NET_GDR_LEVEL", "NEAR");
+  Result<PciPath> bad = gdrLevel();
+  REQUIRE(!bad.ok());
+  CHECK(bad.status().message().find("\"NEAR\" is not one of LOC, PIX, PXB, PHB, SYS") != std::string::npos);
+}
 
 TEST_CASE("net devices: channels use the NICs nearest the rank's GPU on the PCI tree", "[net]") {
   const std::string gpu0 = dgxPath(0, 0, "0000:3b:00.0"), gpu1 = dgxPath(0, 1, "0000:5b:00.0");

@@ -116,6 +116,29 @@ class IpcMapping {
   std::shared_ptr<void> p_;
 };
 
+// ---- GPU memory a NIC reaches (GPUDirect RDMA) ------------------------------------------------
+
+// Whether device dev exports its memory as dma-bufs (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED
+// and the driver entry point present).
+bool dmaBufSupported(int dev);
+
+// Zeroed device memory on dev that a NIC reads and writes (net connectors' slots): the
+// range starts and ends on host pages, and with wantDmaBuf it comes with its dma-buf
+// (cuMemGetHandleForAddressRange), which registers it with an RDMA device. Freed, and the
+// fd closed, with the last copy.
+class NicBuffer {
+ public:
+  static Result<NicBuffer> allocate(int dev, size_t bytes, bool wantDmaBuf);
+  NicBuffer() = default;
+  char* get() const { return data_; }
+  int dmaBufFd() const { return fd_ ? *fd_ : -1; }
+
+ private:
+  DeviceBuffer mem_;
+  char* data_ = nullptr;
+  std::shared_ptr<int> fd_;
+};
+
 // ---- Streams and events ---------------------------------------------------------------------
 
 // One non-blocking stream per device for the library's own copies and fills. Plain

@@ -1,6 +1,7 @@
 // Host registration, mapped host memory, device buffers and IPC, side streams, events
 // (src/cuda/gpu.h).
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <map>
@@ -104,6 +105,59 @@ Result<IpcMapping> IpcMapping::open(const IpcHandle& handle, int selfDev) {
     });
     return m;
   });
+}
+
+namespace {
+
+// cuMemGetHandleForAddressRange(void* handle, CUdeviceptr, size_t, CUmemRangeHandleType,
+// unsigned long long flags), through the runtime's entry points (libcuda is the driver's).
+using GetRangeHandle = int (*)(void*, unsigned long long, size_t, int, unsigned long long);
+constexpr int kDmaBufFdHandle = 1;     // CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD
+constexpr int kDmaBufSupported = 124;  // CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED
+
+GetRangeHandle rangeHandleFn() {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  if (cudaGetDriverEntryPointByVersion("cuMemGetHandleForAddressRange", &fn, 11070, cudaEnableDefault, &q) !=
+          cudaSuccess ||
+      q != cudaDriverEntryPointSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return reinterpret_cast<GetRangeHandle>(fn);
+}
+
+}  // namespace
+
+bool dmaBufSupported(int dev) {
+  int v = 0;
+  if (cudaDeviceGetAttribute(&v, static_cast<cudaDeviceAttr>(kDmaBufSupported), dev) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return v != 0 && rangeHandleFn() != nullptr;
+}
+
+Result<NicBuffer> NicBuffer::allocate(int dev, size_t bytes, bool wantDmaBuf) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const size_t whole = (bytes + page - 1) / page * page;
+  NicBuffer b;
+  COLL_ASSIGN(b.mem_, DeviceBuffer::allocateZeroed(dev, whole + page));
+  const uintptr_t at = reinterpret_cast<uintptr_t>(b.mem_.get());
+  b.data_ = reinterpret_cast<char*>((at + page - 1) / page * page);
+  if (!wantDmaBuf) return b;
+  GetRangeHandle get = rangeHandleFn();
+  if (!get) return Status(Code::kCuda, "the CUDA driver has no cuMemGetHandleForAddressRange");
+  int fd = -1;
+  const int rc = get(&fd, reinterpret_cast<uintptr_t>(b.data_), whole, kDmaBufFdHandle, 0);
+  if (rc != 0 || fd < 0)
+    return Status(Code::kCuda, "cuMemGetHandleForAddressRange (dma-buf of " + std::to_string(whole) +
+                                   " bytes of GPU memory) failed with CUresult " + std::to_string(rc));
+  b.fd_ = std::shared_ptr<int>(new int(fd), [](int* f) {
+    ::close(*f);
+    delete f;
+  });
+  return b;
 }
 
 Result<void*> sideStream(int dev) {

@@ -130,8 +130,10 @@ struct LoweredPart {
 // The address as it is: emulation, and FIFOs already in device memory (p2p).
 Result<char*> identityMap(void*, size_t, const void* p) { return const_cast<char*>(static_cast<const char*>(p)); }
 
-Result<DevConn> lowerConn(const FifoView& f, bool isSend, int peer, bool onDevice, const MapFn& map) {
-  // p2p FIFOs are device memory already; host-memory ones are mapped for the executor.
+Result<DevConn> lowerConn(const FifoView& f, bool isSend, int peer, bool onDevice, bool slotsOnDevice,
+                          const MapFn& map) {
+  // p2p FIFOs are device memory already; host-memory ones are mapped for the executor,
+  // except net slots in GPU memory (GPUDirect RDMA), which it uses as they are.
   static const MapFn identity(identityMap);
   const MapFn& m = onDevice ? identity : map;
   void* base = f.ctrl;
@@ -140,7 +142,7 @@ Result<DevConn> lowerConn(const FifoView& f, bool isSend, int peer, bool onDevic
   COLL_ASSIGN(char* tail, m(base, bytes, &f.ctrl->tail));
   COLL_ASSIGN(char* head, m(base, bytes, &f.ctrl->head));
   COLL_ASSIGN(char* sizes, m(base, bytes, f.ctrl->sizes));
-  COLL_ASSIGN(char* data, m(base, bytes, f.data));
+  COLL_ASSIGN(char* data, slotsOnDevice ? identity(base, bytes, f.data) : m(base, bytes, f.data));
   d.tail = reinterpret_cast<uint32_t*>(tail);
   d.head = reinterpret_cast<uint32_t*>(head);
   d.sizes = reinterpret_cast<uint32_t*>(sizes);
@@ -161,7 +163,8 @@ Result<int8_t> connIndex(DevLane& lane, std::vector<const void*>& keys, Conn* co
     return internalError("rank " + std::to_string(p.rank) + " " + p.lane + " uses more than " +
                          std::to_string(kDevMaxConns) + " connectors, the device executor's limit");
   const FifoView* f = conn->fifo();
-  COLL_ASSIGN(lane.conns[keys.size()], lowerConn(*f, isSend, conn->peer(), conn->fifoInDeviceMemory(), map));
+  COLL_ASSIGN(lane.conns[keys.size()],
+              lowerConn(*f, isSend, conn->peer(), conn->fifoInDeviceMemory(), conn->slotsInDeviceMemory(), map));
   if (conn->needsProgress()) {
     if constexpr (std::is_same_v<Conn, SendConnector>) pending.sends.push_back(conn);
     else pending.recvs.push_back(conn);

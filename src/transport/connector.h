@@ -59,6 +59,9 @@ class Connector {
   virtual bool needsProgress() const { return false; }
   // The FIFO is device memory (p2p): only device executors can use this connector.
   virtual bool fifoInDeviceMemory() const { return false; }
+  // The slots are memory a device executor uses as it is (GPU memory a NIC reaches:
+  // transport/net/gdr.h), the counters host memory it maps; device executors only.
+  virtual bool slotsInDeviceMemory() const { return fifoInDeviceMemory(); }
   size_t slotBytes() const { return slotBytes_; }
   int peer() const { return peer_; }
   const char* kind() const { return kind_; }

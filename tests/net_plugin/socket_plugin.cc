@@ -12,6 +12,12 @@
 // through the logger it was given, how many messages and bytes it carried (the
 // end-to-end test reads that line to know the plugin carried the traffic).
 //
+// With TESTSOCK_GPU=1 it also takes "GPU memory" (the library's device emulation hands
+// it host memory, with a memfd standing in for the dma-buf): regMr of kPtrCuda and
+// regMrDmaBuf (the fd must be open and cover offset + size), and iflush of a receive into
+// such memory gives a request that completes at its first test; closing a receive comm
+// logs how many flushes it ran.
+//
 // Built in several variants (tests/CMakeLists.txt) by defining which tables it exports:
 // TESTSOCK_V11, TESTSOCK_V10, TESTSOCK_V9, TESTSOCK_V8, TESTSOCK_V6 (an old-version
 // symbol only), or none at all.
@@ -19,11 +25,13 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <set>
@@ -66,7 +74,13 @@ struct Region {
   Comm* comm;
   char* base;
   size_t size;
+  bool gpu = false;
 };
+
+bool gpuOn() {
+  const char* v = std::getenv("TESTSOCK_GPU");
+  return v && std::strcmp(v, "1") == 0;
+}
 
 struct Request {
   Comm* comm;
@@ -83,7 +97,7 @@ struct Comm {
   std::deque<Request*> queue;  // unfinished, in posting order
   std::set<Request*> live;     // every request not yet freed by test()
   std::vector<Region*> regions;
-  unsigned long long messages = 0, bytes = 0;
+  unsigned long long messages = 0, bytes = 0, flushes = 0;
   PluginResult failed = kPluginSuccess;
 };
 
@@ -153,7 +167,7 @@ void fillCommon(P* p) {
   p->name = gDevName;
   p->pciPath = nullptr;
   p->guid = 0x7e57;
-  p->ptrSupport = kPtrHost;
+  p->ptrSupport = gpuOn() ? kPtrHost | kPtrCuda | kPtrDmaBuf : kPtrHost;
   p->regIsGlobal = 0;
   p->speedMbps = 10000;
   p->port = 0;
@@ -277,18 +291,27 @@ PluginResult tsAccept(void* listenComm, void** recvComm, PluginDeviceHandle** /*
 }
 
 PluginResult tsRegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
-  if (type != kPtrHost) {
+  if (type != kPtrHost && !(type == kPtrCuda && gpuOn())) {
     TS_LOG(kPluginLogWarn, "TestSock: regMr of memory type %d (host only)", type);
     return kPluginInvalidArgument;
   }
   auto* c = static_cast<Comm*>(comm);
-  auto* r = new Region{c, static_cast<char*>(data), size};
+  auto* r = new Region{c, static_cast<char*>(data), size, type == kPtrCuda};
   c->regions.push_back(r);
   *mhandle = r;
   return kPluginSuccess;
 }
 
-PluginResult tsRegMrDmaBuf(void*, void*, size_t, int, uint64_t, int, void**) { return kPluginInvalidUsage; }
+PluginResult tsRegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle) {
+  struct stat st {};
+  if (!gpuOn() || type != kPtrCuda) return kPluginInvalidUsage;
+  if (fstat(fd, &st) != 0 || offset + size > static_cast<uint64_t>(st.st_size)) {
+    TS_LOG(kPluginLogWarn, "TestSock: regMrDmaBuf: fd %d does not cover %zu bytes at offset %llu", fd, size,
+           static_cast<unsigned long long>(offset));
+    return kPluginInvalidArgument;
+  }
+  return tsRegMr(comm, data, size, kPtrCuda, mhandle);
+}
 
 PluginResult tsDeregMr(void* comm, void* mhandle) {
   auto* c = static_cast<Comm*>(comm);
@@ -347,8 +370,17 @@ PluginResult tsIrecvV10(void* c, int n, void** data, size_t* sizes, int*, void**
   return tsIrecvCore(c, n, data, sizes[0], mhs, req);
 }
 
-PluginResult tsIflush(void*, int, void**, int*, void**, void** request) {
+// A receive into GPU memory gets a flush request, done at its first test (a real plugin
+// reads a byte back over a loopback QP); host memory needs none.
+PluginResult tsIflush(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request) {
   *request = nullptr;
+  auto* c = static_cast<Comm*>(recvComm);
+  if (n != 1 || !covers(c, mhandles[0], data[0], static_cast<size_t>(sizes[0]))) return kPluginInvalidArgument;
+  if (!static_cast<Region*>(mhandles[0])->gpu) return kPluginSuccess;
+  auto* r = new Request{c, static_cast<char*>(data[0]), 0, 0, 0, true};
+  c->live.insert(r);
+  ++c->flushes;
+  *request = r;
   return kPluginSuccess;
 }
 
@@ -370,8 +402,8 @@ PluginResult tsTest(void* request, int* done, int* size) {
 
 PluginResult closeComm(void* comm) {
   auto* c = static_cast<Comm*>(comm);
-  TS_LOG(kPluginLogInfo, "TestSock: %s connection closed after %llu messages, %llu bytes", c->send ? "send" : "receive",
-         c->messages, c->bytes);
+  TS_LOG(kPluginLogInfo, "TestSock: %s connection closed after %llu messages, %llu bytes, %llu flushes",
+         c->send ? "send" : "receive", c->messages, c->bytes, c->flushes);
   for (Request* r : c->live) delete r;
   for (Region* r : c->regions) delete r;
   ::close(c->fd);

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "cuda/gpu.h"
+#include "transport/net/gdr.h"
 #include "transport/net/ib/ib_net.h"
 #include "transport/net/net_device.h"
 #include "transport/net/plugin/plugin.h"
@@ -126,10 +127,22 @@ Status completeInOrder(NetBackend* b, NetRequest* const* reqs, uint32_t* next, u
 }
 
 // Registers one side's slots with the backend: RDMA backends pin and register them and
-// can fail (locked-memory limit, no device), so connectors are made by factories.
+// can fail (locked-memory limit, no device), so connectors are made by factories. GPU
+// slots (gdr.h) the backend refuses give way to the host FIFO's, saying why at INFO.
 template <typename Comm>
-Status registerSlots(NetBackend* b, Comm* comm, const FifoView& f, int peer) {
-  Status st = b->regMr(comm, f.data, kSteps * f.slotBytes);
+Status registerSlots(NetBackend* b, Comm* comm, LocalFifo& fifo, GpuSlots& gpu, int peer) {
+  const size_t bytes = kSteps * fifo.view.slotBytes;
+  if (gpu.data) {
+    Status st = b->regMrGpu(comm, gpu.data, bytes, gpu.range);
+    if (st.ok()) {
+      fifo.view.data = gpu.data;
+      return st;
+    }
+    COLL_INFO(NET, "connection with rank %d: GPUDirect RDMA off (staging through pinned host memory): %s", peer,
+              st.message().c_str());
+    gpu = GpuSlots{};
+  }
+  Status st = b->regMr(comm, fifo.view.data, bytes);
   if (!st.ok())
     st.prefix("registering the FIFO of a connection with rank " + std::to_string(peer) + " with net backend " +
               b->name() + ": ");
@@ -142,9 +155,9 @@ Status registerSlots(NetBackend* b, Comm* comm, const FifoView& f, int peer) {
 class NetSend : public SendConnector {
  public:
   static Result<std::unique_ptr<SendConnector>> create(int peer, NetBackend* b, std::unique_ptr<NetSendComm> comm,
-                                                       size_t slotBytes) {
-    std::unique_ptr<NetSend> c(new NetSend(peer, b, std::move(comm), slotBytes));
-    COLL_CHECK(registerSlots(b, c->comm_.get(), c->fifo_.view, peer));
+                                                       size_t slotBytes, GpuSlots gpu = {}) {
+    std::unique_ptr<NetSend> c(new NetSend(peer, b, std::move(comm), slotBytes, std::move(gpu)));
+    COLL_CHECK(registerSlots(b, c->comm_.get(), c->fifo_, c->gpu_, peer));
     return std::unique_ptr<SendConnector>(std::move(c));
   }
   bool ready() override { return filled() - done() < static_cast<uint32_t>(kSteps); }
@@ -172,10 +185,11 @@ class NetSend : public SendConnector {
   WaitTarget waitTarget() override { return backend_->waitTarget(comm_.get()); }
   const FifoView* fifo() const override { return &fifo_.view; }
   bool needsProgress() const override { return true; }
+  bool slotsInDeviceMemory() const override { return gpu_.data != nullptr; }
 
  private:
-  NetSend(int peer, NetBackend* b, std::unique_ptr<NetSendComm> comm, size_t slotBytes)
-      : backend_(b), fifo_(slotBytes), comm_(std::move(comm)) {
+  NetSend(int peer, NetBackend* b, std::unique_ptr<NetSendComm> comm, size_t slotBytes, GpuSlots gpu)
+      : backend_(b), fifo_(slotBytes), gpu_(std::move(gpu)), comm_(std::move(comm)) {
     slotBytes_ = slotBytes;
     peer_ = peer;
     kind_ = "net";
@@ -193,6 +207,7 @@ class NetSend : public SendConnector {
   }
   NetBackend* backend_;
   LocalFifo fifo_;  // before comm_: registered on it, so it outlives it
+  GpuSlots gpu_;    // likewise: the slots in GPU memory, when GPUDirect RDMA serves them
   std::unique_ptr<NetSendComm> comm_;
   NetRequest* reqs_[kSteps] = {};
   const char* from_[kSteps] = {};  // per slot: the caller's memory to send instead (postDirect)
@@ -205,9 +220,9 @@ class NetSend : public SendConnector {
 class NetRecv : public RecvConnector {
  public:
   static Result<std::unique_ptr<RecvConnector>> create(int peer, NetBackend* b, std::unique_ptr<NetRecvComm> comm,
-                                                       size_t slotBytes) {
-    std::unique_ptr<NetRecv> c(new NetRecv(peer, b, std::move(comm), slotBytes));
-    COLL_CHECK(registerSlots(b, c->comm_.get(), c->fifo_.view, peer));
+                                                       size_t slotBytes, GpuSlots gpu = {}) {
+    std::unique_ptr<NetRecv> c(new NetRecv(peer, b, std::move(comm), slotBytes, std::move(gpu)));
+    COLL_CHECK(registerSlots(b, c->comm_.get(), c->fifo_, c->gpu_, peer));
     return std::unique_ptr<RecvConnector>(std::move(c));
   }
   bool ready() override { return arrived() != consumed(); }
@@ -226,10 +241,11 @@ class NetRecv : public RecvConnector {
   WaitTarget waitTarget() override { return backend_->waitTarget(comm_.get()); }
   const FifoView* fifo() const override { return &fifo_.view; }
   bool needsProgress() const override { return true; }
+  bool slotsInDeviceMemory() const override { return gpu_.data != nullptr; }
 
  private:
-  NetRecv(int peer, NetBackend* b, std::unique_ptr<NetRecvComm> comm, size_t slotBytes)
-      : backend_(b), fifo_(slotBytes), comm_(std::move(comm)) {
+  NetRecv(int peer, NetBackend* b, std::unique_ptr<NetRecvComm> comm, size_t slotBytes, GpuSlots gpu)
+      : backend_(b), fifo_(slotBytes), gpu_(std::move(gpu)), comm_(std::move(comm)) {
     slotBytes_ = slotBytes;
     peer_ = peer;
     kind_ = "net";
@@ -254,20 +270,53 @@ class NetRecv : public RecvConnector {
     // One arrival per call: testing the next request right away would cost a syscall
     // between the consumer learning of this message and acting on it. Once the
     // connection failed there is no next call (progress() latches the error): all of them.
-    Status st = completeInOrder(backend_, reqs_, &a, posted_, posting.ok() ? 1 : kSteps, "receive from", peer_,
-                                [this](uint32_t i, size_t size) {
+    const uint32_t most = posting.ok() ? 1 : kSteps;
+    Status st = gpu_.data ? completeFlushed(&a, most)
+                          : completeInOrder(backend_, reqs_, &a, posted_, most, "receive from", peer_,
+                                            [this](uint32_t i, size_t size) {
       fifo_.view.ctrl->sizes[i % kSteps] = static_cast<uint32_t>(size);
-    });
+                            });
     fifo_.view.ctrl->tail.store(a, std::memory_order_release);
     return st.ok() ? posting : st;
+  }
+
+  // GPU slots: a receive is published only once its flush (NetBackend::iflush)
+  // completed, so a kernel never reads a slot the NIC's writes have not all reached.
+  Status completeFlushed(uint32_t* a, uint32_t most) {
+    const std::string from = "rank " + std::to_string(peer_) + ": ";
+    for (uint32_t n = 0; n < most && *a != posted_; ++n) {
+      bool done = false;
+      size_t size = 0;
+      if (!flushing_) {
+        COLL_CHECK(backend_->test(reqs_[*a % kSteps], &done, &size).prefix("receive from " + from));
+        if (!done) break;
+        fifo_.view.ctrl->sizes[*a % kSteps] = static_cast<uint32_t>(size);
+        Result<NetRequest*> f = backend_->iflush(comm_.get(), fifo_.view.slotAt(*a), size);
+        if (!f.ok()) return f.takeStatus().prefix("flushing a receive from " + from);
+        flush_ = f.value();
+        if (!flush_) {
+          ++*a;
+          continue;
+        }
+        flushing_ = true;
+      }
+      COLL_CHECK(backend_->test(flush_, &done, &size).prefix("flushing a receive from " + from));
+      if (!done) break;
+      flushing_ = false;
+      ++*a;
+    }
+    return okStatus();
   }
 
   Status error_;
   NetBackend* backend_;
   LocalFifo fifo_;  // before comm_: registered on it, so it outlives it
+  GpuSlots gpu_;    // likewise: the slots in GPU memory, when GPUDirect RDMA serves them
   std::unique_ptr<NetRecvComm> comm_;
   NetRequest* reqs_[kSteps] = {};
   uint32_t posted_ = 0;
+  NetRequest* flush_ = nullptr;  // GPU slots: the flush of receive `arrived()`, while flushing_
+  bool flushing_ = false;
 };
 
 // Both directions of one established connection: `send` and `recv` are its two comms.
@@ -281,14 +330,14 @@ Result<DuplexConnectors> makeDuplex(int peer, NetBackend* b, std::unique_ptr<Net
 
 class NetPendingRecv : public PendingRecv {
  public:
-  NetPendingRecv(int peer, NetBackend* b, std::unique_ptr<NetListenComm> l, NetConnectInfo info)
-      : peer_(peer), backend_(b), listen_(std::move(l)), info_(info) {}
+  NetPendingRecv(int peer, NetBackend* b, std::unique_ptr<NetListenComm> l, NetConnectInfo info, GpuSlots gpu)
+      : peer_(peer), backend_(b), listen_(std::move(l)), info_(info), gpu_(std::move(gpu)) {}
   std::span<const std::byte> handle() const override { return handleBytes(info_); }
   // Accepts the sender's connection (it connected after receiving handle()).
   Result<std::unique_ptr<RecvConnector>> finish() override {
     COLL_ASSIGN(auto comm, backend_->accept(listen_.get()));
     listen_.reset();
-    return NetRecv::create(peer_, backend_, std::move(comm), info_.slotBytes);
+    return NetRecv::create(peer_, backend_, std::move(comm), info_.slotBytes, std::move(gpu_));
   }
   // Accepts the peer's connectDuplex() and sends back over the same connection.
   Result<DuplexConnectors> finishDuplex() override {
@@ -303,6 +352,7 @@ class NetPendingRecv : public PendingRecv {
   NetBackend* backend_;
   std::unique_ptr<NetListenComm> listen_;
   NetConnectInfo info_;
+  GpuSlots gpu_;  // finish() only: duplex connections stage
 };
 
 }  // namespace
@@ -314,7 +364,7 @@ Result<NetBackend*> backendOr(NetBackend* given) {
 }
 
 Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes, const AuthKey& key, int channel,
-                                                  const std::string& gpuBusId, NetBackend* backend) {
+                                                  const std::string& gpuBusId, NetBackend* backend, NetUser user) {
   COLL_ASSIGN(NetBackend * b, backendOr(backend));
   NetConnectInfo info{};
   info.slotBytes = slotBytes;
@@ -329,35 +379,32 @@ Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes, co
                 props.name.c_str(), gpuBusId.empty() ? "" : ", near GPU ", gpuBusId.c_str());
   }
   COLL_ASSIGN(auto listen, b->listen(dev, key, &info.handle));
-  return std::unique_ptr<PendingRecv>(new NetPendingRecv(peer, b, std::move(listen), info));
+  GpuSlots gpu = gpuSlotsFor(b, dev, user, gpuBusId, kSteps * slotBytes,
+                             "channel " + std::to_string(channel) + " receives from rank " + std::to_string(peer));
+  return std::unique_ptr<PendingRecv>(new NetPendingRecv(peer, b, std::move(listen), info, std::move(gpu)));
 }
 
 Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, std::span<const std::byte> handle, const AuthKey& key,
                                                       int channel, const std::string& gpuBusId,
-                                                      const std::atomic<bool>* cancel, NetBackend* backend) {
+                                                      const std::atomic<bool>* cancel, NetBackend* backend,
+                                                      NetUser user) {
   COLL_ASSIGN(const NetConnectInfo info, handleAs<NetConnectInfo>(handle, "net"));
   COLL_ASSIGN(NetBackend * b, backendOr(backend));
-  COLL_ASSIGN(auto comm, b->connect(localDevice(b, gpuBusId, channel), info.handle, key, cancel));
-  return NetSend::create(peer, b, std::move(comm), info.slotBytes);
+  const int dev = localDevice(b, gpuBusId, channel);
+  COLL_ASSIGN(auto comm, b->connect(dev, info.handle, key, cancel));
+  GpuSlots gpu = gpuSlotsFor(b, dev, user, gpuBusId, kSteps * info.slotBytes,
+                             "channel " + std::to_string(channel) + " sends to rank " + std::to_string(peer));
+  return NetSend::create(peer, b, std::move(comm), info.slotBytes, std::move(gpu));
 }
 
 namespace {
 
 bool canConnect(const PeerInfo&, const PeerInfo&, const TransportOptions&) { return true; }
 
-// Device connectors over the network stage through pinned host memory (the kernel fills
-// and drains a host FIFO the proxy moves): GPUDirect RDMA (the NIC reading GPU memory) is
-// not implemented. Said once per process, at INFO, where a user would look for it.
-void noteStaging(const Link& l) {
-  static std::once_flag once;
-  if (!l.options.device || l.options.emulated) return;
-  std::call_once(once, [&l] {
-    Result<NetBackend*> b = backendOr(l.options.net);
-    COLL_INFO(NET,
-              "GPUDirect RDMA off for net backend %s: device buffers cross the network through pinned host "
-              "memory (not implemented: dma-buf registration of GPU memory)",
-              b.ok() ? b.value()->name() : "?");
-  });
+// Who uses a link's connectors (gdr.h: device ones may get GPU memory slots).
+NetUser userOf(const Link& l) {
+  if (!l.options.device) return NetUser::kHost;
+  return l.options.emulated ? NetUser::kEmulatedDevice : NetUser::kDevice;
 }
 
 // Every net connection proves the communicator's key, which the bootstrap holds.
@@ -369,14 +416,13 @@ Result<const AuthKey*> keyOf(const Link& l) {
 }
 
 Result<std::unique_ptr<PendingRecv>> setupRecv(const Link& l, size_t slotBytes) {
-  noteStaging(l);
   COLL_ASSIGN(const AuthKey* key, keyOf(l));
-  return netSetupRecv(l.peerRank, slotBytes, *key, l.channel, l.self.busId, l.options.net);
+  return netSetupRecv(l.peerRank, slotBytes, *key, l.channel, l.self.busId, l.options.net, userOf(l));
 }
 
 Result<std::unique_ptr<SendConnector>> connectSend(const Link& l, std::span<const std::byte> handle) {
   COLL_ASSIGN(const AuthKey* key, keyOf(l));
-  return netConnectSend(l.peerRank, handle, *key, l.channel, l.self.busId, l.options.cancel, l.options.net);
+  return netConnectSend(l.peerRank, handle, *key, l.channel, l.self.busId, l.options.cancel, l.options.net, userOf(l));
 }
 
 // COLL_NET_DUPLEX=1 and a backend that can (every rank agrees on both: checked at init).

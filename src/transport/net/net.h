@@ -38,8 +38,9 @@ struct NetProperties {
   std::string name;  // device name (interface)
   int speedMbps = 0;
   int maxComms = 0;
-  bool hostMemOnly = true;  // false: GPU memory registers (regMrGpu; GPUDirect RDMA)
-  bool dmaBuf = false;      // GPU memory registers through its dma-buf (else as a CUDA pointer)
+  bool hostMemOnly = true;  // false: GPU memory registers (regMrGpu; GPUDirect RDMA), as
+  bool dmaBuf = false;      // a dma-buf
+  bool cudaPtr = false;     // or a CUDA pointer (nvidia-peermem)
   std::string pciPath;      // the device's PCI function in sysfs ("" when not one): which GPUs it is near
 };
 
@@ -141,6 +142,11 @@ struct NetConnectInfo {
 
 extern const Transport kNetTransport;
 
+// What a net connection side serves: host executors, device kernels (their slots may be
+// GPU memory: gdr.h), or the device emulation (COLL_DEVICE_EMULATE: host threads stand
+// in for kernels and a memfd, as its dma-buf, for GPU memory).
+enum class NetUser { kHost, kDevice, kEmulatedDevice };
+
 // The row's halves, for callers that know they want net (tests). The handle is a
 // NetConnectInfo; finish() accepts the sender's connection.
 // `channel` and the rank's GPU (its PCI bus id, "" for host ranks) choose the net device
@@ -148,10 +154,11 @@ extern const Transport kNetTransport;
 // `key`: the communicator's key, which the connection proves (NetBackend::listen);
 // `backend` null: the default.
 Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes, const AuthKey& key, int channel = 0,
-                                                  const std::string& gpuBusId = "", NetBackend* backend = nullptr);
+                                                  const std::string& gpuBusId = "", NetBackend* backend = nullptr,
+                                                  NetUser user = NetUser::kHost);
 Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, std::span<const std::byte> handle, const AuthKey& key,
                                                       int channel = 0, const std::string& gpuBusId = "",
                                                       const std::atomic<bool>* cancel = nullptr,
-                                                      NetBackend* backend = nullptr);
+                                                      NetBackend* backend = nullptr, NetUser user = NetUser::kHost);
 
 }  // namespace coll

@@ -96,7 +96,9 @@ void copyProperties(const P& p, NetProperties* out) {
   out->name = p.name ? p.name : "";
   out->speedMbps = p.speedMbps;
   out->maxComms = p.maxComms;
-  out->hostMemOnly = (p.ptrSupport & kPtrCuda) == 0;
+  out->cudaPtr = (p.ptrSupport & kPtrCuda) != 0;
+  out->dmaBuf = (p.ptrSupport & kPtrDmaBuf) != 0;
+  out->hostMemOnly = !out->cudaPtr && !out->dmaBuf;
   out->pciPath = p.pciPath ? p.pciPath : "";
 }
 
@@ -188,8 +190,26 @@ class PluginLib {
       return n.accept(listenComm, comm, &offload);
     });
   }
-  int regMr(void* comm, void* data, size_t size, void** mhandle) const {
-    return visit([&](const auto& n) -> int { return n.regMr(comm, data, size, kPtrHost, mhandle); });
+  // GPU memory (range: NetBackend::GpuRange) as a dma-buf where one is given, else as a
+  // CUDA pointer; host memory with range null.
+  int regMr(void* comm, void* data, size_t size, const NetBackend::GpuRange* range, void** mhandle) const {
+    return visit([&](const auto& n) -> int {
+      if (!range) return n.regMr(comm, data, size, kPtrHost, mhandle);
+      if (range->dmaBufFd < 0) return n.regMr(comm, data, size, kPtrCuda, mhandle);
+      if (!n.regMrDmaBuf) return kPluginInternalError;
+      return n.regMrDmaBuf(comm, data, size, kPtrCuda, range->offset, range->dmaBufFd, mhandle);
+    });
+  }
+  // Null *req: nothing to flush (also where the plugin has no iflush).
+  int iflush(void* comm, void* data, size_t size, void* mhandle, void** req) const {
+    return visit([&](const auto& n) -> int {
+      *req = nullptr;
+      if (!n.iflush) return kPluginSuccess;
+      void* buffers[1] = {data};
+      int sizes[1] = {static_cast<int>(size)};
+      void* mhandles[1] = {mhandle};
+      return n.iflush(comm, 1, buffers, sizes, mhandles, req);
+    });
   }
   int deregMr(void* comm, void* mhandle) const {
     return visit([&](const auto& n) -> int { return n.deregMr(comm, mhandle); });
@@ -302,8 +322,9 @@ class PluginConn {
   bool established() const { return comm_ != nullptr; }
   void* comm() const { return comm_; }
   Status establish();
-  Status regMr(void* data, size_t size);
-  Result<void*> mhandleFor(const void* data, size_t size) const;
+  // range: GPU memory (NetBackend::regMrGpu); null: host memory.
+  Status regMr(void* data, size_t size, const NetBackend::GpuRange* range = nullptr);
+  Result<void*> mhandleFor(const void* data, size_t size, bool* gpu = nullptr) const;
   NetRequest* track(void* req) {
     auto* r = new PluginRequest();
     r->conn = this;
@@ -321,8 +342,15 @@ class PluginConn {
     char* base;
     size_t size;
     void* mhandle;
+    bool gpu;
   };
-  Status registerNow(void* data, size_t size);
+  struct Wanted {
+    void* data;
+    size_t size;
+    bool gpu;
+    NetBackend::GpuRange range;
+  };
+  Status registerNow(const Wanted& w);
 
   PluginLib* lib_;
   bool send_;
@@ -330,7 +358,7 @@ class PluginConn {
   char handle_[kPluginHandleBytes] = {};
   std::shared_ptr<ListenState> listen_;
   void* comm_ = nullptr;
-  std::vector<std::pair<void*, size_t>> wanted_;  // regMr before the comm existed
+  std::vector<Wanted> wanted_;  // regMr before the comm existed
   std::vector<Registration> regs_;
   std::vector<PluginRequest*> live_;
 };
@@ -356,30 +384,35 @@ Status PluginConn::establish() {
   if (!c) return okStatus();
   comm_ = c;
   listen_.reset();  // the listener served its one connection (NCCL closes it here too)
-  for (auto [data, size] : wanted_) COLL_CHECK(registerNow(data, size));
+  for (const Wanted& w : wanted_) COLL_CHECK(registerNow(w));
   wanted_.clear();
   return okStatus();
 }
 
-Status PluginConn::regMr(void* data, size_t size) {
+Status PluginConn::regMr(void* data, size_t size, const NetBackend::GpuRange* range) {
+  const Wanted w{data, size, range != nullptr, range ? *range : NetBackend::GpuRange{}};
   if (!comm_) {
-    wanted_.emplace_back(data, size);
+    wanted_.push_back(w);
     return okStatus();
   }
-  return registerNow(data, size);
+  return registerNow(w);
 }
 
-Status PluginConn::registerNow(void* data, size_t size) {
+Status PluginConn::registerNow(const Wanted& w) {
   void* mh = nullptr;
-  COLL_CHECK(lib_->check(lib_->regMr(comm_, data, size, &mh), "regMr"));
-  regs_.push_back({static_cast<char*>(data), size, mh});
+  const char* call = !w.gpu ? "regMr" : w.range.dmaBufFd >= 0 ? "regMrDmaBuf" : "regMr (a CUDA pointer)";
+  COLL_CHECK(lib_->check(lib_->regMr(comm_, w.data, w.size, w.gpu ? &w.range : nullptr, &mh), call));
+  regs_.push_back({static_cast<char*>(w.data), w.size, mh, w.gpu});
   return okStatus();
 }
 
-Result<void*> PluginConn::mhandleFor(const void* data, size_t size) const {
+Result<void*> PluginConn::mhandleFor(const void* data, size_t size, bool* gpu) const {
   const char* p = static_cast<const char*>(data);
   for (const Registration& g : regs_)
-    if (p >= g.base && p + size <= g.base + g.size) return g.mhandle;
+    if (p >= g.base && p + size <= g.base + g.size) {
+      if (gpu) *gpu = g.gpu;
+      return g.mhandle;
+    }
   return invalidUsage("net plugin " + lib_->name() + ": a buffer of " + std::to_string(size) +
                       " bytes was not registered on its connection (regMr)");
 }
@@ -444,6 +477,23 @@ class PluginBackend : public NetBackend {
   }
   Status regMr(NetRecvComm* c, void* data, size_t size) override {
     return static_cast<PluginRecv*>(c)->conn.regMr(data, size);
+  }
+  Status regMrGpu(NetSendComm* c, void* data, size_t size, const GpuRange& range) override {
+    return static_cast<PluginSend*>(c)->conn.regMr(data, size, &range);
+  }
+  Status regMrGpu(NetRecvComm* c, void* data, size_t size, const GpuRange& range) override {
+    return static_cast<PluginRecv*>(c)->conn.regMr(data, size, &range);
+  }
+  // The plugin's iflush for receives into GPU memory (null request: none needed).
+  Result<NetRequest*> iflush(NetRecvComm* rc, void* data, size_t size) override {
+    PluginConn& c = static_cast<PluginRecv*>(rc)->conn;
+    bool gpu = false;
+    COLL_ASSIGN(void* mh, c.mhandleFor(data, size, &gpu));
+    if (!gpu || size == 0) return static_cast<NetRequest*>(nullptr);
+    void* req = nullptr;
+    COLL_CHECK(lib_->check(lib_->iflush(c.comm(), data, size, mh, &req), "iflush"));
+    if (!req) return static_cast<NetRequest*>(nullptr);
+    return c.track(req);
   }
   Result<NetRequest*> isend(NetSendComm* sc, const void* data, size_t size) override {
     return post(static_cast<PluginSend*>(sc)->conn, const_cast<void*>(data), size, true);
