@@ -22,6 +22,7 @@
 #include "base/param.h"
 #include "topology/probe.h"
 #include "topology/topo.h"
+#include "transport/net/gdr.h"
 
 using namespace coll;
 
@@ -110,6 +111,34 @@ void printPaths(const Topology& t) {
   }
 }
 
+// The node of the GPU with device index `dev`, or -1.
+int gpuNodeOf(const Topology& t, int dev) {
+  for (int g : t.gpus())
+    if (t.node(g).index == dev) return g;
+  return -1;
+}
+
+// Whether a channel's NIC and GPU would use GPUDirect RDMA (transport/net/gdr.h): both
+// support it (the topology's gdr attributes) and the path is within NCCL_NET_GDR_LEVEL.
+std::string gdrNote(const Topology& t, int gpu, int net) {
+  if (gpu < 0 || net < 0) return "";
+  const PathType type = t.path(gpu, net).type;
+  Result<PciPath> level = gdrLevel();
+  const int path = type == PathType::kLoc   ? 0
+                   : type == PathType::kPix ? 1
+                   : type == PathType::kPxb ? 2
+                   : type == PathType::kPhb ? 3
+                                            : 4;
+  std::string why;
+  if (!t.node(net).gdr) why = "the NIC takes host memory only";
+  else if (!t.node(gpu).gdr) why = "the GPU has no GPUDirect RDMA";
+  else if (!level.ok()) why = level.status().message();
+  else if (path > static_cast<int>(level.value()))
+    why = std::string(pathTypeName(type)) + " beyond NCCL_NET_GDR_LEVEL " + pciPathName(level.value());
+  return std::string(t.node(net).name) + ": " +
+         (why.empty() ? std::string("GDR ") + pathTypeName(type) : "staged, " + why);
+}
+
 void printGraphs(const Topology& t, const Graphs& g, int hostRanks) {
   if (g.gpusPerNode == 0) {
     std::printf("\nNo GPUs: host ranks, %d per node (--ranks-per-node), rings in rank order.\n", hostRanks);
@@ -125,6 +154,10 @@ void printGraphs(const Topology& t, const Graphs& g, int hostRanks) {
       std::printf("  channel %zu: %s ->%s -> %s   slowest hop %s GB/s (%s)\n", c,
                   r.netIn >= 0 ? t.node(r.netIn).name.c_str() : "-", s.c_str(),
                   r.netOut >= 0 ? t.node(r.netOut).name.c_str() : "-", fmtBw(r.bw).c_str(), pathTypeName(r.worst));
+      if (r.gpus.empty() || (r.netIn < 0 && r.netOut < 0)) continue;
+      const std::string in = gdrNote(t, gpuNodeOf(t, r.gpus.front()), r.netIn);
+      const std::string out = gdrNote(t, gpuNodeOf(t, r.gpus.back()), r.netOut);
+      std::printf("             in %s; out %s\n", in.empty() ? "-" : in.c_str(), out.empty() ? "-" : out.c_str());
     }
     std::printf("\nRing of rings over %d node(s) (ranks = node x %d + GPU position):\n", g.nodes, g.gpusPerNode);
     for (size_t c = 0; c < g.globalRings.size(); ++c) {
