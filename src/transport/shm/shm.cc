@@ -1,12 +1,16 @@
 #include "transport/shm/shm.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <mutex>
 #include <new>
@@ -147,7 +151,32 @@ uint64_t shmRandomId() {
   return rng();
 }
 
+int shmSweepDeadCreators(int64_t olderThanS) {
+  DIR* dir = opendir("/dev/shm");
+  if (!dir) return 0;
+  int removed = 0;
+  while (dirent* e = readdir(dir)) {
+    int pid = 0;
+    char kind[8] = {};
+    if (std::sscanf(e->d_name, "coll-%7[a-z]-%d-", kind, &pid) != 2 || pid <= 0) continue;
+    if (std::strcmp(kind, "fifo") != 0 && std::strcmp(kind, "mbox") != 0) continue;
+    struct stat st {};
+    const std::string path = std::string("/dev/shm/") + e->d_name;
+    // Only old ones: a creator in another pid namespace sharing this /dev/shm (containers
+    // with the host's IPC) looks gone from here, but connects within seconds.
+    if (stat(path.c_str(), &st) != 0 || st.st_uid != geteuid() || time(nullptr) - st.st_mtime < olderThanS) continue;
+    if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
+    if (shm_unlink((std::string("/") + e->d_name).c_str()) == 0) ++removed;
+  }
+  closedir(dir);
+  if (removed)
+    COLL_INFO(SHM, "removed %d shared-memory segment(s) left by processes that died while connecting", removed);
+  return removed;
+}
+
 Result<void*> shmCreateSegment(char* name, size_t nameLen, const char* what, size_t bytes) {
+  static std::once_flag swept;
+  std::call_once(swept, [] { (void)shmSweepDeadCreators(); });
   std::snprintf(name, nameLen, "/coll-%s-%d-%016llx", what, getpid(), static_cast<unsigned long long>(shmRandomId()));
   int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0) return systemError(std::string("shm_open(") + name + ")", errno);

@@ -2,7 +2,9 @@
 //
 // The receiver owns the FIFO. Between processes it lives in a POSIX shm segment with an
 // unguessable name and mode 0600, which the receiver unlinks as soon as the sender has
-// mapped it, so a crash leaves nothing in /dev/shm. Between threads of one process it is
+// mapped it, so a crash leaves nothing in /dev/shm once connections are made; a segment
+// whose creator died while connecting is removed by the next process of the same user
+// that creates one (shmCreateSegment). Between threads of one process it is
 // plain memory, handed over through an in-process registry.
 //
 // Setup (the kShmTransport row of the transport table, driven by transport.cc): the
@@ -35,6 +37,11 @@ extern const Transport kShmTransport;
 // the caller unlinks it once every peer has mapped it.
 uint64_t shmRandomId();
 Result<void*> shmCreateSegment(char* name, size_t nameLen, const char* what, size_t bytes);
+// Removes this user's fifo and mailbox segments older than `olderThanS` whose creator
+// (the pid in the name) is gone: left by a process killed between creating one and its
+// peer mapping it. The first shmCreateSegment of a process runs it. Returns how many it
+// removed.
+int shmSweepDeadCreators(int64_t olderThanS = 600);
 // Maps a peer's segment; fails (instead of a SIGBUS later) when it is shorter than bytes.
 Result<void*> shmMapSegment(const char* name, size_t bytes, const std::string& what);
 // A segment name from a peer: NUL-terminated within cap, "/coll-..." with no other '/'.
