@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "base/log.h"
@@ -17,14 +16,6 @@
 namespace coll {
 
 namespace {
-
-std::vector<std::string> components(const std::string& path) {
-  std::vector<std::string> parts;
-  std::stringstream in(path);
-  for (std::string p; std::getline(in, p, '/');)
-    if (!p.empty()) parts.push_back(p);
-  return parts;
-}
 
 // The NUMA node sysfs gives a PCI function (-1 unknown).
 int numaNode(const std::string& path) {
@@ -50,7 +41,7 @@ const char* pciPathName(PciPath p) {
 PciPath pciPathBetween(const std::string& a, const std::string& b) {
   if (a.empty() || b.empty()) return PciPath::kSys;
   if (a == b) return PciPath::kLoc;
-  const std::vector<std::string> pa = components(a), pb = components(b);
+  const std::vector<std::string> pa = pathComponents(a), pb = pathComponents(b);
   const int ra = rootIndex(pa), rb = rootIndex(pb);
   if (ra < 0 || rb < 0) return PciPath::kSys;
   size_t common = 0;

@@ -6,9 +6,7 @@
 
 namespace coll {
 
-namespace {
-
-std::vector<std::string> components(const std::string& path) {
+std::vector<std::string> pathComponents(const std::string& path) {
   std::vector<std::string> parts;
   std::stringstream in(path);
   for (std::string p; std::getline(in, p, '/');)
@@ -16,11 +14,9 @@ std::vector<std::string> components(const std::string& path) {
   return parts;
 }
 
-}  // namespace
-
 int pciDistance(const std::string& a, const std::string& b) {
   if (a.empty() || b.empty()) return -1;
-  const std::vector<std::string> pa = components(a), pb = components(b);
+  const std::vector<std::string> pa = pathComponents(a), pb = pathComponents(b);
   size_t common = 0;
   while (common < pa.size() && common < pb.size() && pa[common] == pb[common]) ++common;
   return static_cast<int>(pa.size() - common + pb.size() - common);

@@ -17,6 +17,9 @@
 
 namespace coll {
 
+// The non-empty components of a path ("/sys/devices/pci0000:00" -> sys, devices, pci0000:00).
+std::vector<std::string> pathComponents(const std::string& path);
+
 // Hops between two sysfs PCI paths through their deepest shared bridge; -1 when either is
 // unknown (""). Functions under different root complexes share only /sys/devices.
 int pciDistance(const std::string& a, const std::string& b);
