@@ -146,7 +146,9 @@ void printGraphs(const Topology& t, const Graphs& g, int hostRanks) {
     for (int r : g.globalRings[0]) std::printf(" %d", r);
     std::printf("\n");
   } else {
-    std::printf("\nRings inside a node (GPU devs, entry first):\n");
+    std::printf("\nRings inside a node (GPU devs, entry first; ib connections with %lld QP(s) each, "
+                "NCCL_IB_QPS_PER_CONNECTION):\n",
+                static_cast<long long>(param(IntParam::IB_QPS_PER_CONNECTION)));
     for (size_t c = 0; c < g.rings.size(); ++c) {
       const NodeRing& r = g.rings[c];
       std::string s;
