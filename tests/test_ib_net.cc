@@ -396,7 +396,9 @@ bool peerMemLoaded() {
 }  // namespace
 
 TEST_CASE("GPUDirect RDMA: receives into a dma-buf range arrive and are flushed", "[ib]") {
-  EmuEnv env;
+  const char* link = GENERATE("ib", "eth");  // the flush QP addresses its own LID, or its GID
+  CAPTURE(link);
+  EmuEnv env(link);
   setenv("COLL_IB_QPS_PER_CONNECTION", "2", 1);
   auto b = must(makeIbBackend());
   NetProperties props;
