@@ -2,13 +2,15 @@
 // (tests/verbs_emu/), driven directly through NetBackend in one process: connect before
 // accept on one thread, messages 0 B-4 MiB both ways with their bytes checked, several QPs
 // per connection, RoCE addressing, the errors a forced QP error and a vanished peer give,
-// the backend choice (COLL_NET=IB, COLL_IB_DISABLE, a missing verbs library), and
-// NCCL_IB_HCA parsing with its warnings. Every wait has a deadline; each case uses a fabric
+// the backend choice (COLL_NET=IB, COLL_IB_DISABLE, a missing verbs library),
+// NCCL_IB_HCA parsing with its warnings, and GPUDirect RDMA with a memfd standing for a
+// GPU buffer's dma-buf (regMrGpu, iflush).  Every wait has a deadline; each case uses a fabric
 // of its own that it unlinks.
 #include <dlfcn.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -380,4 +382,123 @@ TEST_CASE("out-of-range knobs warn naming the variable and use the default", "[i
   REQUIRE(log.find("NCCL_IB_QPS_PER_CONNECTION=99 is out of range 1..16") != std::string::npos);
   REQUIRE(ibCommQp(p->send.get(), 0) != nullptr);
   REQUIRE(ibCommQp(p->send.get(), 1) == nullptr);
+}
+
+namespace {
+
+// Whether this machine has the peer-memory module loaded (then a CUDA pointer registers,
+// and a backend without dma-buf still takes GPU memory).
+bool peerMemLoaded() {
+  return access("/sys/kernel/mm/memory_peers/nv_mem/version", F_OK) == 0 ||
+         access("/sys/module/nvidia_peermem", F_OK) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("GPUDirect RDMA: receives into a dma-buf range arrive and are flushed", "[ib]") {
+  const char* link = GENERATE("ib", "eth");  // the flush QP addresses its own LID, or its GID
+  CAPTURE(link);
+  EmuEnv env(link);
+  setenv("COLL_IB_QPS_PER_CONNECTION", "2", 1);
+  auto b = must(makeIbBackend());
+  NetProperties props;
+  must(b->properties(0, &props));
+  REQUIRE(props.dmaBuf);
+  REQUIRE_FALSE(props.hostMemOnly);
+  Pair p(b.get(), 1 << 16);
+  // The receiver's slots and the sender's source in "GPU memory": a memfd each, the slots
+  // at offset 4096 of theirs, registered through their dma-bufs.
+  constexpr size_t kSlots = 1 << 18;
+  test::MemFd rgpu(kSlots + 4096, 4096, kSlots), sgpu(kSlots, 0, kSlots);
+  must(b->regMrGpu(p.recv.get(), rgpu.p(), kSlots, {rgpu.fd(), 4096}));
+  must(b->regMrGpu(p.send.get(), sgpu.p(), kSlots, {sgpu.fd(), 0}));
+  for (size_t i = 0; i < kSlots; ++i) sgpu.p()[i] = static_cast<char>(i * 13 + 1);
+  const std::vector<size_t> sizes = {1, 4096, 65537, 100000};
+  size_t off = 0;
+  for (size_t n : sizes) {
+    NetRequest* r = post([&] { return b->irecv(p.recv.get(), rgpu.p() + off, kSlots - off); });
+    NetRequest* s = post([&] { return b->isend(p.send.get(), sgpu.p() + off, n); });
+    std::vector<size_t> got;
+    must(waitAll(b.get(), {s, r}, &got));
+    REQUIRE(got[1] == n);
+    NetRequest* f = must(b->iflush(p.recv.get(), rgpu.p() + off, n));
+    REQUIRE(f != nullptr);
+    must(waitAll(b.get(), {f}, &got));
+    CHECK(got[0] == 0);
+    std::vector<char> back(n);
+    REQUIRE(pread(rgpu.fd(), back.data(), n, static_cast<off_t>(4096 + off)) == static_cast<ssize_t>(n));
+    REQUIRE(std::memcmp(back.data(), sgpu.p() + off, n) == 0);  // in the "dma-buf" itself
+    off += n;
+  }
+  // Several flushes in flight, completed in any test order.
+  std::vector<NetRequest*> flushes;
+  for (int i = 0; i < 5; ++i) flushes.push_back(must(b->iflush(p.recv.get(), rgpu.p() + i, 1)));
+  std::vector<size_t> ignored;
+  std::reverse(flushes.begin(), flushes.end());
+  must(waitAll(b.get(), flushes, &ignored));
+  // Nothing to flush: host memory, and zero bytes.
+  CHECK(must(b->iflush(p.recv.get(), p.rbuf.data(), 100)) == nullptr);
+  CHECK(must(b->iflush(p.recv.get(), rgpu.p(), 0)) == nullptr);
+  Result<NetRequest*> outside = b->iflush(p.recv.get(), rgpu.p() + kSlots, 10);
+  REQUIRE_FALSE(outside.ok());
+  CHECK(outside.status().message().find("no regMr/regMrGpu covers") != std::string::npos);
+  exchange(p, {10, 20000});  // host buffers still work beside GPU ones
+
+  // A READ that fails (the range unmapped: the emulation cannot read it; a NIC's fault
+  // would look the same) is the comm's error, naming the flush.
+  rgpu.unmap();
+  NetRequest* f = must(b->iflush(p.recv.get(), rgpu.p(), 8));
+  REQUIRE(f != nullptr);
+  std::vector<size_t> got;
+  Status st = waitAll(b.get(), {f}, &got);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.message().find("flush (iflush) RDMA READ") != std::string::npos);
+  CHECK(st.message().find("remote access error") != std::string::npos);
+  CHECK(st.message().find("ib receive from 127.0.0.1:") != std::string::npos);
+  REQUIRE_FALSE(b->irecv(p.recv.get(), p.rbuf.data(), 1).ok());  // it sticks
+}
+
+TEST_CASE("regMrGpu where GPU memory cannot register is refused by name", "[ib]") {
+  EmuEnv env;
+  test::MemFd gpu(1 << 16, 0, 1 << 16);
+  SECTION("a dma-buf registration the verbs call refuses names the call") {
+    auto b = must(makeIbBackend());
+    Pair p(b.get(), 1 << 12);
+    Status st = b->regMrGpu(p.recv.get(), gpu.p(), 1 << 16, {gpu.fd(), 4096});  // beyond the file
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.message().find("GPU memory on emu0:1") != std::string::npos);
+    CHECK(st.message().find("ibv_reg_dmabuf_mr of 65536 bytes at offset 4096") != std::string::npos);
+    CHECK(st.message().find("Invalid argument") != std::string::npos);
+    if (!peerMemLoaded()) {
+      Status ptr = b->regMrGpu(p.recv.get(), gpu.p(), 1 << 16, {-1, 0});
+      REQUIRE_FALSE(ptr.ok());
+      CHECK(ptr.message().find("peer-memory module") != std::string::npos);
+      CHECK(ptr.message().find("register it through its dma-buf") != std::string::npos);
+    }
+  }
+  SECTION("no dma-buf support in the provider or kernel") {
+    setenv("COLL_VERBS_EMU_DMABUF", "0", 1);
+    auto b = must(makeIbBackend());
+    NetProperties props;
+    must(b->properties(0, &props));
+    CHECK_FALSE(props.dmaBuf);
+    Pair p(b.get(), 1 << 12);
+    Status st = b->regMrGpu(p.send.get(), gpu.p(), 1 << 16, {gpu.fd(), 0});
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.message().find("GPU memory on emu0:1: no dma-buf registration") != std::string::npos);
+    if (peerMemLoaded()) {
+      WARN("the peer-memory module is loaded here: the backend takes CUDA pointers");
+      CHECK_FALSE(props.hostMemOnly);
+    } else {
+      CHECK(props.hostMemOnly);
+    }
+  }
+  SECTION("a backend that registers host memory only (socket)") {
+    Result<NetBackend*> sock = netBackendNamed("Socket");
+    REQUIRE(sock.ok());
+    // The default refuses before it looks at the comm.
+    Status st = sock.value()->regMrGpu(static_cast<NetSendComm*>(nullptr), gpu.p(), 1 << 16, {gpu.fd(), 0});
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.message().find("net backend Socket registers host memory only") != std::string::npos);
+  }
 }

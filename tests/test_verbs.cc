@@ -1,6 +1,7 @@
 // The ib backend's verbs table (src/transport/net/ib/verbs.h) against the verbs emulation
 // (tests/verbs_emu/): loading, the RC state machine, RDMA WRITE with immediate and
-// SEND/RECV between forked processes, and each error real verbs report. Every wait has a
+// SEND/RECV between forked processes, RDMA READ (loopback too), dma-buf MRs over a memfd,
+// and each error real verbs report. Every wait has a
 // deadline; each case uses a private fabric (EmuEnv) that it unlinks.
 #include <arpa/inet.h>
 #include <poll.h>
@@ -201,6 +202,28 @@ bool filled(const char* p, size_t n, int seed) {
 
 std::string status(const Side& s, const ibv_wc& wc) { return s.v->wcStatusStr(wc.status); }
 
+// An RDMA READ of [raddr, raddr + len) into [off, off + len) of the side's buffer.
+int postRead(Side& s, uint64_t wrId, size_t off, size_t len, uint64_t raddr, uint32_t rkey, int flags = 0) {
+  ibv_sge sge{reinterpret_cast<uint64_t>(s.buf.data() + off), static_cast<uint32_t>(len), s.mr->lkey};
+  ibv_send_wr wr{};
+  ibv_send_wr* bad = nullptr;
+  wr.wr_id = wrId;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.send_flags = IBV_SEND_SIGNALED | flags;
+  wr.wr.rdma.remote_addr = raddr;
+  wr.wr.rdma.rkey = rkey;
+  return s.v->postSend(s.qp.get(), &wr, &bad);
+}
+
+// The QP's access flags (RTS -> RTS may change them): what the peer may do through it.
+void setQpAccess(Side& s, int access) {
+  ibv_qp_attr a{};
+  a.qp_access_flags = static_cast<unsigned>(access);
+  expect(s.v->modifyQp(s.qp.get(), &a, IBV_QP_ACCESS_FLAGS) == 0, "ibv_modify_qp of the access flags");
+}
+
 }  // namespace
 
 namespace {
@@ -325,7 +348,12 @@ TEST_CASE("the verbs table loads from the emulation", "[verbs]") {
   EmuEnv env;
   auto v = loadEmu();
   CHECK(v->path() == COLL_VERBS_EMU_PATH);
-  CHECK(v->regDmabufMr == nullptr);  // optional, and the emulation has no dma-buf
+  CHECK(v->regDmabufMr != nullptr);  // optional in the table; the emulation has it
+  void* lib = dlopen(COLL_VERBS_EMU_PATH, RTLD_NOW | RTLD_NOLOAD);
+  REQUIRE(lib);
+  CHECK(dlvsym(lib, "ibv_reg_dmabuf_mr", "IBVERBS_1.12") != nullptr);  // where rdma-core has it
+  CHECK(dlvsym(lib, "ibv_reg_mr", "IBVERBS_1.1") != nullptr);
+  dlclose(lib);
   DeviceList list = must(DeviceList::get(*v));
   REQUIRE(list.size() == 2);
   CHECK(std::string(v->getDeviceName(list[0])) == "emu0");
@@ -705,4 +733,125 @@ TEST_CASE("a killed peer process gives retry exceeded within seconds", "[verbs]"
   CHECK(wc.status == IBV_WC_RETRY_EXC_ERR);
   CHECK(Clock::now() - start < std::chrono::seconds(5));
   CHECK(qpState(s) == IBV_QPS_ERR);
+}
+
+constexpr int kReadable = kRemote | IBV_ACCESS_REMOTE_READ;
+
+TEST_CASE("RDMA READ: allowed with REMOTE_READ, refused without, and on a QP connected to itself", "[verbs]") {
+  EmuEnv env;
+  auto v = loadEmu();
+  SECTION("from a peer's MR granting REMOTE_READ") {
+    Pair p = makePair(*v, kBytes, kReadable);
+    setQpAccess(p.b, kReadable);
+    fill(p.b.buf.data() + 100, 3000, 9);
+    REQUIRE(postRead(p.a, 1, 0, 3000, reinterpret_cast<uint64_t>(p.b.buf.data()) + 100, p.b.mr->rkey) == 0);
+    ibv_wc wc = nextWc(p.a);
+    INFO(status(p.a, wc));
+    CHECK(wc.status == IBV_WC_SUCCESS);
+    CHECK(wc.opcode == IBV_WC_RDMA_READ);
+    CHECK(wc.byte_len == 3000);
+    CHECK(filled(p.a.buf.data(), 3000, 9));
+  }
+  SECTION("an MR without REMOTE_READ") {
+    Pair p = makePair(*v, kBytes, kRemote);
+    setQpAccess(p.b, kReadable);
+    REQUIRE(postRead(p.a, 1, 0, 8, reinterpret_cast<uint64_t>(p.b.buf.data()), p.b.mr->rkey) == 0);
+    CHECK(status(p.a, nextWc(p.a)) == "remote access error");
+    CHECK(qpState(p.a) == IBV_QPS_ERR);
+  }
+  SECTION("a responder QP that does not allow remote reads") {
+    Pair p = makePair(*v, kBytes, kReadable);  // the QP keeps LOCAL_WRITE | REMOTE_WRITE
+    REQUIRE(postRead(p.a, 1, 0, 8, reinterpret_cast<uint64_t>(p.b.buf.data()), p.b.mr->rkey) == 0);
+    CHECK(nextWc(p.a).status == IBV_WC_REM_ACCESS_ERR);
+  }
+  SECTION("beyond the end of the MR") {
+    Pair p = makePair(*v, kBytes, kReadable);
+    setQpAccess(p.b, kReadable);
+    REQUIRE(postRead(p.a, 1, 0, 100, reinterpret_cast<uint64_t>(p.b.buf.data()) + kBytes - 50, p.b.mr->rkey) == 0);
+    CHECK(nextWc(p.a).status == IBV_WC_REM_ACCESS_ERR);
+  }
+  SECTION("into a local MR without LOCAL_WRITE") {
+    Pair p{makeSide(*v, 0, kBytes, 0), makeSide(*v, 1, kBytes, kReadable)};
+    Wire wa = wireOf(p.a), wb = wireOf(p.b);
+    connect(p.a, wb);
+    connect(p.b, wa);
+    setQpAccess(p.b, kReadable);
+    REQUIRE(postRead(p.a, 1, 0, 8, wb.addr, wb.rkey) == 0);
+    CHECK(status(p.a, nextWc(p.a)) == "local protection error");
+  }
+  SECTION("inline is refused at post time") {
+    Pair p = makePair(*v, kBytes, kReadable);
+    CHECK(postRead(p.a, 1, 0, 8, reinterpret_cast<uint64_t>(p.b.buf.data()), p.b.mr->rkey, IBV_SEND_INLINE) == EINVAL);
+  }
+  SECTION("a QP connected to itself reads its own MR (loopback)") {
+    Side s = makeSide(*v, 0, kBytes, kReadable);
+    Wire self = wireOf(s);
+    connect(s, self);
+    fill(s.buf.data() + 4096, 1, 4);
+    REQUIRE(postRead(s, 7, 0, 1, self.addr + 4096, self.rkey) == 0);
+    CHECK(nextWc(s).status == IBV_WC_REM_ACCESS_ERR);  // its QP does not allow remote reads yet
+    CHECK(qpState(s) == IBV_QPS_ERR);
+    Side t = makeSide(*v, 0, kBytes, kReadable);
+    Wire tw = wireOf(t);
+    connect(t, tw);
+    setQpAccess(t, kReadable);
+    fill(t.buf.data() + 4096, 100, 4);
+    REQUIRE(postRead(t, 8, 0, 100, tw.addr + 4096, tw.rkey) == 0);
+    ibv_wc wc = nextWc(t);
+    INFO(status(t, wc));
+    CHECK(wc.status == IBV_WC_SUCCESS);
+    CHECK(wc.wr_id == 8);
+    CHECK(wc.byte_len == 100);
+    CHECK(filled(t.buf.data(), 100, 4));
+  }
+}
+
+TEST_CASE("ibv_reg_dmabuf_mr: a memfd mapped at the iova, checked like ibv_reg_mr", "[verbs]") {
+  EmuEnv env;
+  auto v = loadEmu();
+  Pair p = makePair(*v, kBytes);
+  constexpr size_t kPage = 4096;
+  test::MemFd buf(3 * kPage, kPage, 2 * kPage);  // pages 1 and 2 of the file mapped
+  const auto iova = reinterpret_cast<uint64_t>(buf.p());
+  REQUIRE(dmaBufSupported(*v, p.b.pd.get()));
+  Mr mr = must(regDmabufMr(*v, p.b.pd.get(), kPage, 2 * kPage, iova, buf.fd(), kRemote));
+  CHECK(reinterpret_cast<uint64_t>(mr->addr) == iova);
+  CHECK(mr->length == 2 * kPage);
+  CHECK(mr->lkey != mr->rkey);
+
+  fill(p.a.buf.data(), 1000, 6);
+  REQUIRE(postWrite(p.a, 1, 0, 1000, iova + 100, mr->rkey) == 0);
+  CHECK(nextWc(p.a).status == IBV_WC_SUCCESS);
+  std::vector<char> back(1000);
+  REQUIRE(pread(buf.fd(), back.data(), back.size(), static_cast<off_t>(kPage + 100)) == 1000);
+  CHECK(filled(back.data(), back.size(), 6));  // in the file's pages: the "dma-buf"
+
+  SECTION("a write outside the registration is refused") {
+    REQUIRE(postWrite(p.a, 2, 0, 100, iova + 2 * kPage - 50, mr->rkey) == 0);
+    CHECK(status(p.a, nextWc(p.a)) == "remote access error");
+  }
+  SECTION("a bad fd, a range beyond the file, bad access: refused naming the call") {
+    Result<Mr> bad = regDmabufMr(*v, p.b.pd.get(), 0, kPage, iova, -1, kRemote);
+    REQUIRE_FALSE(bad.ok());
+    CHECK_THAT(bad.status().message(),
+               Catch::Contains("ibv_reg_dmabuf_mr of 4096 bytes at offset 0 of dma-buf fd -1") &&
+                   Catch::Contains("emu1") && Catch::Contains("Bad file descriptor"));
+    int closed = dup(buf.fd());
+    close(closed);
+    CHECK_FALSE(regDmabufMr(*v, p.b.pd.get(), 0, kPage, iova, closed, kRemote).ok());
+    Result<Mr> beyond = regDmabufMr(*v, p.b.pd.get(), 2 * kPage, 2 * kPage, iova, buf.fd(), kRemote);
+    REQUIRE_FALSE(beyond.ok());
+    CHECK_THAT(beyond.status().message(), Catch::Contains("Invalid argument"));
+    CHECK_FALSE(regDmabufMr(*v, p.b.pd.get(), UINT64_MAX - 10, kPage, iova, buf.fd(), kRemote).ok());  // wraps
+    CHECK_FALSE(regDmabufMr(*v, p.b.pd.get(), kPage, kPage, iova, buf.fd(), IBV_ACCESS_REMOTE_WRITE).ok());
+  }
+  SECTION("a provider or kernel without dma-buf support: EOPNOTSUPP, and the probe says no") {
+    setenv("COLL_VERBS_EMU_DMABUF", "0", 1);
+    Result<Mr> none = regDmabufMr(*v, p.b.pd.get(), kPage, kPage, iova, buf.fd(), kRemote);
+    bool supported = dmaBufSupported(*v, p.b.pd.get());
+    unsetenv("COLL_VERBS_EMU_DMABUF");
+    REQUIRE_FALSE(none.ok());
+    CHECK_THAT(none.status().message(), Catch::Contains("Operation not supported"));
+    CHECK_FALSE(supported);
+  }
 }

@@ -31,7 +31,8 @@ class EmuEnv {
   ~EmuEnv() {
     shm_unlink(name_.c_str());
     for (const char* v : {"COLL_VERBS_EMU_FABRIC", "COLL_VERBS_EMU_DEVICES", "COLL_VERBS_EMU_LINK", "COLL_IB_VERBS_LIB",
-                          "COLL_SOCKET_IFNAME", "COLL_IB_QPS_PER_CONNECTION", "COLL_IB_HCA", "COLL_IB_TIMEOUT"})
+                          "COLL_SOCKET_IFNAME", "COLL_IB_QPS_PER_CONNECTION", "COLL_IB_HCA", "COLL_IB_TIMEOUT",
+                          "COLL_VERBS_EMU_DMABUF"})
       unsetenv(v);
   }
   EmuEnv(const EmuEnv&) = delete;
@@ -39,6 +40,38 @@ class EmuEnv {
 
  private:
   std::string name_;
+};
+
+// A memfd standing for a GPU buffer's dma-buf (the emulation takes any file for one):
+// `bytes` long, with [offset, offset + mapped) mapped at `p`, the iova it registers at.
+class MemFd {
+ public:
+  MemFd(size_t bytes, size_t offset, size_t mapped) : mapped_(mapped) {
+    fd_ = memfd_create("coll-test-dmabuf", MFD_CLOEXEC);
+    if (fd_ < 0 || ftruncate(fd_, static_cast<off_t>(bytes)) != 0) throw std::runtime_error("memfd_create/ftruncate");
+    void* m = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, static_cast<off_t>(offset));
+    if (m == MAP_FAILED) throw std::runtime_error("mmap of the memfd");
+    p_ = static_cast<char*>(m);
+  }
+  ~MemFd() {
+    unmap();
+    close(fd_);
+  }
+  MemFd(const MemFd&) = delete;
+  MemFd& operator=(const MemFd&) = delete;
+  int fd() const { return fd_; }
+  char* p() const { return p_; }
+  // Unmaps the range now (p() keeps its address, a registration of it stays): memory a
+  // NIC could still reach through the pinned pages and the emulation cannot.
+  void unmap() {
+    if (mapped_) munmap(p_, mapped_);
+    mapped_ = 0;
+  }
+
+ private:
+  int fd_ = -1;
+  char* p_ = nullptr;
+  size_t mapped_;
 };
 
 template <typename T>

@@ -9,7 +9,10 @@
 // connection, rkey, range and access) and writes the bytes straight into the responder
 // process's memory with process_vm_writev, so an RDMA WRITE lands without the target
 // process doing anything, as on hardware (between processes of one user; the library's
-// constructor lets Yama's ptrace_scope=1 allow it, verbs_emu.cc). What a test may not assume: the moment.
+// constructor lets Yama's ptrace_scope=1 allow it, verbs_emu.cc). An RDMA READ is the mirror
+// image: process_vm_readv from the responder, then into the requester's own SGEs; a QP
+// connected to itself (loopback, as NCCL's flush uses) is its own responder.
+// What a test may not assume: the moment.
 // Hardware writes in the background; here the bytes land during one of the requester's
 // verbs calls (post_send or poll_cq), never between them. A backend that waits for a
 // remote write without polling its own CQ works on hardware and hangs here only if it
@@ -80,6 +83,28 @@ int writeTo(int pid, uint64_t addr, const char* src, size_t len) {
     len -= static_cast<size_t>(n);
   }
   return 0;
+}
+
+// Reads from process `pid` (ours included); 0 or the errno.
+int readFrom(int pid, uint64_t addr, char* dst, size_t len) {
+  while (len > 0) {
+    iovec l{dst, len};
+    iovec r{reinterpret_cast<void*>(addr), len};
+    ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    if (n == 0) return EFAULT;
+    dst += n;
+    addr += static_cast<uint64_t>(n);
+    len -= static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+size_t sgeBytes(const PendingSend& w) {
+  size_t n = 0;
+  for (const ShmSge& s : w.sge) n += s.length;
+  return n;
 }
 
 std::vector<char> gather(const PendingSend& w) {
@@ -209,12 +234,40 @@ Exec deliverWrite(Fabric* f, const QpSlot& q, QpSlot* t, PendingSend& w, const s
   return {Outcome::kDone};
 }
 
+// RDMA READ: the rkey must name an MR of the responder's process and PD granting
+// REMOTE_READ over the whole range, the responder QP must allow remote reads, and it must
+// have taken read resources (max_dest_rd_atomic > 0) or it NAKs the request as invalid.
+// The bytes land in the requester's SGEs (checked for LOCAL_WRITE by execute()).
+Exec deliverRead(Fabric* f, const QpSlot& q, const QpSlot* t, PendingSend& w) {
+  const size_t len = sgeBytes(w);
+  if (t->maxDestRdAtomic == 0) return failed(IBV_WC_REM_INV_REQ_ERR);
+  MrSlot* m = findMrByRkey(f, w.rkey);
+  bool ok = m && sameProc(m->owner, t->owner) && m->pd == t->pd && (m->access & IBV_ACCESS_REMOTE_READ) &&
+            (t->access & IBV_ACCESS_REMOTE_READ) && w.remoteAddr >= m->addr &&
+            w.remoteAddr + len <= m->addr + m->length;
+  if (!ok) return failed(IBV_WC_REM_ACCESS_ERR);
+  std::vector<char> data(len);
+  int err = readFrom(t->owner.pid, w.remoteAddr, data.data(), len);
+  if (err == ESRCH) return unreachable(q, w);
+  // EFAULT: the MR's memory was unmapped; hardware would read the pinned pages anyway.
+  if (err != 0) return failed(IBV_WC_REM_ACCESS_ERR);
+  size_t off = 0;
+  for (const ShmSge& s : w.sge) {
+    if (writeTo(q.owner.pid, s.addr, data.data() + off, s.length) != 0) return failed(IBV_WC_LOC_PROT_ERR);
+    off += s.length;
+  }
+  return {Outcome::kDone};
+}
+
 Exec execute(Fabric* f, const QpSlot& q, PendingSend& w) {
+  // A READ writes into the local SGEs, so they need LOCAL_WRITE; the others only read them.
+  const bool read = w.opcode == IBV_WR_RDMA_READ;
   if (!w.isInline)
     for (const ShmSge& s : w.sge)
-      if (!sgeOk(f, q, s, 0)) return failed(IBV_WC_LOC_PROT_ERR);
+      if (!sgeOk(f, q, s, read ? IBV_ACCESS_LOCAL_WRITE : 0)) return failed(IBV_WC_LOC_PROT_ERR);
   QpSlot* t = responder(f, q);
   if (!t) return unreachable(q, w);
+  if (read) return deliverRead(f, q, t, w);
   std::vector<char> data = gather(w);
   if (w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) return deliverWrite(f, q, t, w, data);
   if (t->rqHead == t->rqTail) return receiverNotReady(q, *t, w);
@@ -228,6 +281,10 @@ bool completeSend(Fabric* f, const QpSlot& q, const PendingSend& w, ibv_wc_statu
   wc.status = status;
   bool write = w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
   wc.opcode = write ? IBV_WC_RDMA_WRITE : IBV_WC_SEND;
+  if (w.opcode == IBV_WR_RDMA_READ) {  // byte_len is valid for READ completions only
+    wc.opcode = IBV_WC_RDMA_READ;
+    wc.byte_len = static_cast<uint32_t>(sgeBytes(w));
+  }
   wc.qp_num = q.qpn;
   return pushCompletion(f, q.sendCq, wc);
 }
@@ -266,7 +323,10 @@ int checkSendWr(const EmuQp* qp, const ibv_send_wr* wr) {
     case IBV_WR_RDMA_WRITE_WITH_IMM:
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM: break;
-    default: return EINVAL;  // reads and atomics are not emulated
+    case IBV_WR_RDMA_READ:
+      if (wr->send_flags & IBV_SEND_INLINE) return EINVAL;  // inline data is for what the requester sends
+      break;
+    default: return EINVAL;  // atomics are not emulated
   }
   if (wr->num_sge < 0 || wr->num_sge > static_cast<int>(qp->maxSendSge)) return EINVAL;
   if (qp->sq.size() + qp->unsignaledHeld >= qp->maxSend) return ENOMEM;

@@ -11,7 +11,8 @@
 //   - QP slots: state, the connection's attributes (for the checks a responder makes) and
 //     the receive queue, because a remote sender consumes posted receives.
 //   - CQ slots: the completion ring, because a remote sender completes our receives.
-//   - MR slots: keys, range, access and owner, because a remote sender checks our rkeys.
+//   - MR slots: keys, range, access and owner, because a remote sender (or reader) checks
+//     our rkeys.
 // A QP's send queue is process-local (emu.h): only its owner executes it.
 //
 // Concurrency: one robust, process-shared mutex (Fabric::lock) guards every slot; a
@@ -69,6 +70,7 @@ struct QpSlot {
   int32_t sendCq, recvCq;  // CQ slot indices
   int32_t access;          // qp_access_flags
   uint8_t port, timeout, retryCnt, rnrRetry, minRnrTimer, mtu;
+  uint8_t maxDestRdAtomic;  // RDMA READs this responder serves at once (0: refuses them)
   // The connection (RTR): the peer this QP accepts packets from and sends to.
   uint32_t destQpn, rqPsn, sqPsn;
   uint16_t dlid;

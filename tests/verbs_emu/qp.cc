@@ -71,6 +71,7 @@ void applyAttrs(QpSlot& s, const ibv_qp_attr* a, int mask) {
   if (mask & IBV_QP_RQ_PSN) s.rqPsn = a->rq_psn & 0xffffff;
   if (mask & IBV_QP_SQ_PSN) s.sqPsn = a->sq_psn & 0xffffff;
   if (mask & IBV_QP_MIN_RNR_TIMER) s.minRnrTimer = a->min_rnr_timer;
+  if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) s.maxDestRdAtomic = a->max_dest_rd_atomic;
   if (mask & IBV_QP_TIMEOUT) s.timeout = a->timeout;
   if (mask & IBV_QP_RETRY_CNT) s.retryCnt = a->retry_cnt;
   if (mask & IBV_QP_RNR_RETRY) s.rnrRetry = a->rnr_retry;

@@ -7,14 +7,20 @@
 //   COLL_VERBS_EMU_DEVICES  device names, comma list of at most 2 (default "emu0")
 //   COLL_VERBS_EMU_LINK     "ib" (default: LIDs) or "eth" (RoCE: GIDs, GRH required)
 //   COLL_VERBS_EMU_FABRIC   shm name of the fabric (default "/coll_verbs_emu_<uid>")
+//   COLL_VERBS_EMU_DMABUF   "0": ibv_reg_dmabuf_mr fails with EOPNOTSUPP, as rdma-core's
+//                           does where the provider or kernel has no dma-buf support
 // Test hooks: collVerbsEmuForceError(qp) moves a QP to ERR as a fatal error would;
 // collVerbsEmuDropWrites(qp, n) makes the QP's next n plain RDMA WRITEs complete
 // successfully without placing their data (a lost message no RC hardware would report).
 //
-// Not modelled: completion channels and asynchronous events, SRQs, UD/UC QPs, RDMA READ and
-// atomics, memory windows, dma-buf MRs (ibv_reg_dmabuf_mr is absent, as in old libraries),
-// multiple ports, P_Keys beyond index 0, alternate paths, SQD.
+// dma-buf MRs (ibv_reg_dmabuf_mr): any file stands for the dma-buf (tests use a memfd),
+// and its pages must be mapped in the process at `iova`, because the emulation moves bytes
+// through process memory; a NIC would reach the dma-buf's pages whatever `iova` maps to.
+//
+// Not modelled: completion channels and asynchronous events, SRQs, UD/UC QPs, atomics,
+// memory windows, multiple ports, P_Keys beyond index 0, alternate paths, SQD.
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -75,6 +81,38 @@ bool mapped(void* addr, size_t len) {
   iovec local[2] = {{&a, 1}, {&b, 1}};
   iovec remote[2] = {{addr, 1}, {static_cast<char*>(addr) + len - 1, 1}};
   return process_vm_readv(getpid(), local, 2, remote, 2, 0) == 2;
+}
+
+bool accessOk(size_t len, int access) {
+  constexpr int kKnown = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                         IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_OPTIONAL_RANGE;
+  if (len == 0 || (access & ~kKnown)) return false;
+  // IBTA: remote write or atomic access requires local write.
+  return !((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE));
+}
+
+// An MR slot for [addr, addr + len) of this process, once the caller checked the range.
+ibv_mr* registerMr(ibv_pd* ibpd, void* addr, size_t len, int access) {
+  auto* pd = reinterpret_cast<EmuPd*>(ibpd);
+  Fabric* f = emuCtx(ibpd->context)->fabric;
+  FabricLock lock(f);
+  int i = freeSlot(f->mrs);
+  if (i < 0) return nullWith<ibv_mr>(ENOMEM);
+  auto* mr = new (std::nothrow) EmuMr{};
+  if (!mr) return nullWith<ibv_mr>(ENOMEM);
+  MrSlot& s = f->mrs[i];
+  s.inUse = 1;
+  s.owner = selfProc();
+  s.pd = pd->id;
+  s.lkey = (static_cast<uint32_t>(i) << 8) | (f->keyVariant++ & 0xff);
+  s.rkey = s.lkey | kRkeyBit;
+  s.addr = reinterpret_cast<uint64_t>(addr);
+  s.length = len;
+  s.access = access;
+  mr->slot = i;
+  mr->mr = {ibpd->context, ibpd, addr, len, static_cast<uint32_t>(i), s.lkey, s.rkey};
+  pd->users++;
+  return &mr->mr;
 }
 
 }  // namespace
@@ -217,33 +255,25 @@ int ibv_dealloc_pd(ibv_pd* ibpd) {
 }
 
 ibv_mr* ibv_reg_mr(ibv_pd* ibpd, void* addr, size_t len, int access) {
-  constexpr int kKnown = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                         IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_OPTIONAL_RANGE;
-  if (len == 0 || (access & ~kKnown)) return nullWith<ibv_mr>(EINVAL);
-  // IBTA: remote write or atomic access requires local write.
-  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
-    return nullWith<ibv_mr>(EINVAL);
+  if (!accessOk(len, access)) return nullWith<ibv_mr>(EINVAL);
   if (!mapped(addr, len)) return nullWith<ibv_mr>(EFAULT);
-  auto* pd = reinterpret_cast<EmuPd*>(ibpd);
-  Fabric* f = emuCtx(ibpd->context)->fabric;
-  FabricLock lock(f);
-  int i = freeSlot(f->mrs);
-  if (i < 0) return nullWith<ibv_mr>(ENOMEM);
-  auto* mr = new (std::nothrow) EmuMr{};
-  if (!mr) return nullWith<ibv_mr>(ENOMEM);
-  MrSlot& s = f->mrs[i];
-  s.inUse = 1;
-  s.owner = selfProc();
-  s.pd = pd->id;
-  s.lkey = (static_cast<uint32_t>(i) << 8) | (f->keyVariant++ & 0xff);
-  s.rkey = s.lkey | kRkeyBit;
-  s.addr = reinterpret_cast<uint64_t>(addr);
-  s.length = len;
-  s.access = access;
-  mr->slot = i;
-  mr->mr = {ibpd->context, ibpd, addr, len, static_cast<uint32_t>(i), s.lkey, s.rkey};
-  pd->users++;
-  return &mr->mr;
+  return registerMr(ibpd, addr, len, access);
+}
+
+// What the kernel checks of a dma-buf registration (ib_umem_dmabuf_get): the fd must be
+// open (EBADF) and [offset, offset + len) inside the buffer (EINVAL); then it is an MR
+// like any other, addressed by `iova` in work requests and rkeys.
+ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* ibpd, uint64_t offset, size_t len, uint64_t iova, int fd, int access) {
+  const char* dmabuf = getenv("COLL_VERBS_EMU_DMABUF");
+  if (dmabuf && strcmp(dmabuf, "0") == 0) return nullWith<ibv_mr>(EOPNOTSUPP);
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0) return nullWith<ibv_mr>(EBADF);
+  const auto fileSize = static_cast<uint64_t>(st.st_size);
+  if (offset > fileSize || len > fileSize - offset) return nullWith<ibv_mr>(EINVAL);
+  if (!accessOk(len, access)) return nullWith<ibv_mr>(EINVAL);
+  void* addr = reinterpret_cast<void*>(static_cast<uintptr_t>(iova));
+  if (!mapped(addr, len)) return nullWith<ibv_mr>(EFAULT);  // the emulation's limit (top of the file)
+  return registerMr(ibpd, addr, len, access);
 }
 
 int ibv_dereg_mr(ibv_mr* ibmr) {

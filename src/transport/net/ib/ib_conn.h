@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@ constexpr uint32_t kDepth = 32;  // requests in flight per comm; CTS FIFO entrie
 // sender's wr_id is seq << 8 | QP.
 constexpr uint64_t kRecvTag = 1ull << 63;
 constexpr uint64_t kCtsTag = 1ull << 62;
+constexpr uint64_t kFlushTag = 1ull << 61;  // receiver: a flush's READ (low bits: its request)
 
 // One usable port of a device.
 struct IbDevice {
@@ -37,6 +39,7 @@ struct IbDevice {
   uint8_t gidIndex = 0;
   ibv_gid gid{};
   int speedMbps = 0;
+  bool dmaBuf = false;  // ibv_reg_dmabuf_mr works here (dmaBufSupported)
 };
 
 // The knobs, read (and range-checked, with a WARN naming the variable) per connection.
@@ -78,6 +81,7 @@ struct IbRequest : NetRequest {
   bool inUse = false;
   bool done = false;
   bool written = false;  // sender: its writes are posted
+  bool flush = false;    // receiver: an iflush (size 0 when done), not a message
   uint64_t seq = 0;
   int pending = 0;  // completions still to come
   const char* data = nullptr;
@@ -91,6 +95,9 @@ struct IbShared {
   std::vector<std::unique_ptr<IbDevice>> devices;
   int relaxedOrdering = 2;  // COLL_IB_PCI_RELAXED_ORDERING
   std::atomic<bool> roRefused{false};
+  // The peer-memory module (nvidia-peermem, or MOFED's nv_peer_mem) is loaded: ibv_reg_mr
+  // accepts CUDA pointers. The path that showed it, for errors and INFO ("" if none).
+  std::string peerMem;
 };
 
 // One side of a connection. The sender and receiver comms own one each.
@@ -117,6 +124,13 @@ class IbConn {
   // Advances set-up without waiting; true once established.
   Result<bool> progressSetup();
   Status regMr(void* data, size_t size);
+  // GPU memory (GPUDirect RDMA): through its dma-buf, or as a CUDA pointer with the
+  // peer-memory module; refused, naming why, where this device can do neither.
+  Status regMrGpu(void* data, size_t size, const NetBackend::GpuRange& range);
+  // Receiver: a 1-byte RDMA READ of `data` over a QP connected to itself, whose completion
+  // means the NIC's earlier writes there are visible to the GPU (a READ cannot pass them
+  // on PCIe). nullptr where nothing is to flush (host memory, size 0).
+  Result<NetRequest*> iflush(void* data, size_t size);
   Result<NetRequest*> isend(const void* data, size_t size);
   Result<NetRequest*> irecv(void* data, size_t maxSize);
   Status test(IbRequest* r, bool* done, size_t* size);
@@ -127,7 +141,10 @@ class IbConn {
     char* base;
     size_t size;
     Mr mr;
+    bool gpu;  // GPU memory: what the NIC wrote there needs a flush before a kernel reads it
   };
+  Result<Mr> regRelaxed(int access, const std::function<Result<Mr>(int)>& reg);
+  Status setupFlush();
   Status fail(Status st);
   Status acceptSocket(bool* got);
   Status readSetup(bool* got);
@@ -184,6 +201,12 @@ class IbConn {
   Mr ctsMr_;
   std::vector<Reg> regs_;
   std::vector<Qp> qps_;
+  // Receiver: the flush's loopback QP (on cq_) and the host scratch its READs land in,
+  // made by the first iflush.
+  std::unique_ptr<char[]> flushBuf_;
+  Mr flushMr_;
+  Qp flushQp_;
+  IbRequest flushReqs_[kDepth];
   IbRequest reqs_[kDepth];
   uint64_t nextSeq_ = 0;                  // requests handed out
   uint64_t writeSeq_ = 0;                 // sender: requests whose writes are posted

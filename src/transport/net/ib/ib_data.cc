@@ -28,21 +28,55 @@ int64_t monoNs() {
 
 }  // namespace
 
-Status IbConn::regMr(void* data, size_t size) {
-  if (size == 0 || findReg(data, size)) return okStatus();
-  int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+// Registers with `reg(access)`, adding relaxed ordering where COLL_IB_PCI_RELAXED_ORDERING
+// asks for it: it lets the NIC's PCIe writes pass each other, which matters most for GPU
+// memory behind a PCIe switch.
+Result<Mr> IbConn::regRelaxed(int access, const std::function<Result<Mr>(int)>& reg) {
   const bool tryRo = s_->relaxedOrdering == 1 || (s_->relaxedOrdering == 2 && !s_->roRefused.load());
-  Result<Mr> mr = ib::regMr(v_, dev_->pd.get(), data, size, access | (tryRo ? IBV_ACCESS_RELAXED_ORDERING : 0));
+  Result<Mr> mr = reg(access | (tryRo ? IBV_ACCESS_RELAXED_ORDERING : 0));
   if (!mr.ok() && tryRo && s_->relaxedOrdering == 2) {
-    // The library or device refused relaxed ordering: go without it from now on.
-    s_->roRefused.store(true);
-    COLL_INFO(NET, "ib: %s refused relaxed-ordering registrations; registering without", s_->verbs->path().c_str());
-    mr = ib::regMr(v_, dev_->pd.get(), data, size, access);
+    // Where it registers without, the library or device refused relaxed ordering: go
+    // without it from now on. A range refused either way leaves the choice as it was.
+    mr = reg(access);
+    if (mr.ok() && !s_->roRefused.exchange(true))
+      COLL_INFO(NET, "ib: %s refused relaxed-ordering registrations; registering without", s_->verbs->path().c_str());
   }
   if (!mr.ok())
     return mr.takeStatus().prefix(std::string("COLL_IB_PCI_RELAXED_ORDERING=") + std::to_string(s_->relaxedOrdering) +
                                   ": ");
-  regs_.push_back(Reg{static_cast<char*>(data), size, mr.take()});
+  return mr;
+}
+
+Status IbConn::regMr(void* data, size_t size) {
+  if (size == 0 || findReg(data, size)) return okStatus();
+  COLL_ASSIGN(Mr mr, regRelaxed(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+                                [&](int access) { return ib::regMr(v_, dev_->pd.get(), data, size, access); }));
+  regs_.push_back(Reg{static_cast<char*>(data), size, std::move(mr), false});
+  return okStatus();
+}
+
+Status IbConn::regMrGpu(void* data, size_t size, const NetBackend::GpuRange& range) {
+  if (size == 0 || findReg(data, size)) return okStatus();
+  const std::string where = "GPU memory on " + dev_->name + ":" + std::to_string(dev_->port) + ": ";
+  const bool dmaBuf = range.dmaBufFd >= 0;
+  if (dmaBuf && !dev_->dmaBuf)
+    return invalidUsage(where + "no dma-buf registration here (" + s_->verbs->path() +
+                        " lacks ibv_reg_dmabuf_mr, or the provider or kernel refuses it)" +
+                        (s_->peerMem.empty() ? "" : "; register it as a CUDA pointer (dma-buf fd -1)"));
+  if (!dmaBuf && s_->peerMem.empty())
+    return invalidUsage(where + "a CUDA pointer registers only with the peer-memory module (nvidia-peermem) " +
+                        "loaded, and it is not" + (dev_->dmaBuf ? "; register it through its dma-buf" : ""));
+  // A receive's range is also read: by the flush's RDMA READ (iflush).
+  int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | (sender_ ? 0 : IBV_ACCESS_REMOTE_READ);
+  Result<Mr> mr = regRelaxed(access, [&](int a) {
+    if (dmaBuf)
+      return ib::regDmabufMr(v_, dev_->pd.get(), range.offset, size, reinterpret_cast<uintptr_t>(data), range.dmaBufFd,
+                             a);
+    return ib::regMr(v_, dev_->pd.get(), data, size, a);
+  });
+  if (!mr.ok())
+    return mr.takeStatus().prefix(where + (dmaBuf ? "" : "(as a CUDA pointer, peer memory: " + s_->peerMem + ") "));
+  regs_.push_back(Reg{static_cast<char*>(data), size, mr.take(), true});
   return okStatus();
 }
 
@@ -143,17 +177,94 @@ Status IbConn::postWrites(IbRequest* r, const CtsEntry& cts) {
   return okStatus();
 }
 
+// Receiver: the flush's QP, connected to itself on this comm's port (as the peer is never
+// involved, nothing crosses the wire: the READ turns around in the NIC), reading into a
+// small registered host scratch buffer. Its completions come on the comm's CQ, whose
+// spare room (createQps) holds kDepth of them.
+Status IbConn::setupFlush() {
+  constexpr size_t kScratch = 64;
+  flushBuf_.reset(new char[kScratch]());
+  COLL_ASSIGN(flushMr_, ib::regMr(v_, dev_->pd.get(), flushBuf_.get(), kScratch, IBV_ACCESS_LOCAL_WRITE));
+  QpCaps caps;
+  caps.maxSendWr = kDepth;
+  caps.maxRecvWr = 1;
+  caps.signalAll = true;
+  COLL_ASSIGN(flushQp_, createRcQp(v_, dev_->pd.get(), cq_.get(), cq_.get(), caps));
+  RcConnectParams p;
+  p.port = dev_->port;
+  p.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;  // it serves its own READs
+  p.remoteQpn = flushQp_->qp_num;
+  p.remotePsn = p.localPsn = psn_[0];  // one QP: what it sends is what it expects
+  p.remoteLid = dev_->lid;
+  p.useGid = dev_->eth;
+  p.remoteGid = dev_->gid;
+  p.gidIndex = dev_->gidIndex;
+  p.mtu = dev_->mtu;
+  p.timeout = opt_.timeout;
+  p.retryCount = opt_.retryCnt;
+  p.trafficClass = opt_.tc;
+  p.serviceLevel = opt_.sl;
+  return connectRcQp(v_, flushQp_.get(), p);
+}
+
+Result<NetRequest*> IbConn::iflush(void* data, size_t size) {
+  if (!error_.ok()) return error_;
+  if (sender_) return invalidUsage(who() + ": iflush on a sending comm");
+  // Nothing can have arrived before the connection is established, nor in 0 bytes.
+  if (size == 0 || stage_ != Stage::kReady) return static_cast<NetRequest*>(nullptr);
+  const Reg* reg = findReg(data, size);
+  if (!reg) return invalidArgument(who() + ": iflush of a buffer no regMr/regMrGpu covers");
+  if (!reg->gpu) return static_cast<NetRequest*>(nullptr);  // host memory: the CPU sees the writes in order
+  if (!flushQp_) {
+    Status st = setupFlush();
+    if (!st.ok()) return fail(st.prefix("setting up the flush QP: "));
+  }
+  IbRequest* r = nullptr;
+  for (uint32_t i = 0; i < kDepth && !r; ++i)
+    if (!flushReqs_[i].inUse) r = &flushReqs_[i];
+  if (!r)
+    return invalidUsage(who() + ": more than " + std::to_string(kDepth) + " flushes in flight (test() frees them)");
+  *r = IbRequest{};
+  r->conn = this;
+  r->inUse = true;
+  r->flush = true;
+  // One byte is enough: the READ completes only after the writes before it are visible.
+  ibv_sge sge{reinterpret_cast<uint64_t>(flushBuf_.get()), 1, flushMr_->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = kFlushTag | static_cast<uint64_t>(r - flushReqs_);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(data);
+  wr.wr.rdma.rkey = reg->mr->rkey;
+  ibv_send_wr* bad = nullptr;
+  int rc = v_.postSend(flushQp_.get(), &wr, &bad);
+  if (rc != 0) {
+    r->inUse = false;
+    return fail(systemError("ibv_post_send (flush RDMA READ) on QP " + std::to_string(flushQp_->qp_num), rc));
+  }
+  return static_cast<NetRequest*>(r);
+}
+
 Status IbConn::onCompletion(const ibv_wc& wc) {
   if (wc.status != IBV_WC_SUCCESS) {
-    const char* op = (wc.wr_id & kRecvTag)  ? "RDMA WRITE WITH_IMM receive"
-                     : (wc.wr_id & kCtsTag) ? "credit (CTS) RDMA WRITE"
-                                            : "RDMA WRITE";
+    const char* op = (wc.wr_id & kRecvTag)    ? "RDMA WRITE WITH_IMM receive"
+                     : (wc.wr_id & kCtsTag)   ? "credit (CTS) RDMA WRITE"
+                     : (wc.wr_id & kFlushTag) ? "flush (iflush) RDMA READ"
+                                              : "RDMA WRITE";
     return remoteError(std::string(op) + " on QP " + std::to_string(wc.qp_num) + " completed with \"" +
                        v_.wcStatusStr(wc.status) + "\" (status " + std::to_string(wc.status) + ", vendor error " +
                        std::to_string(wc.vendor_err) + ")");
   }
   if (wc.wr_id & kCtsTag) {  // the credit landed (one QP: in order)
     ++ctsLanded_;
+    return okStatus();
+  }
+  if (wc.wr_id & kFlushTag) {
+    IbRequest* r = &flushReqs_[(wc.wr_id & ~kFlushTag) % kDepth];
+    if (!r->inUse || !r->flush || r->done) return internalError("a stray flush completion");
+    r->done = true;
     return okStatus();
   }
   if (wc.wr_id & kRecvTag) {
@@ -280,8 +391,9 @@ Status IbConn::test(IbRequest* r, bool* done, size_t* size) {
   if (!r->done) COLL_CHECK(progress());
   if (!r->done) return okStatus();
   *done = true;
-  *size = r->size;
+  *size = r->flush ? 0 : r->size;
   r->inUse = false;
+  if (r->flush) return okStatus();
   ++messages_;
   bytes_ += r->size;
   if (bytes_ == r->size && r->size > 0)  // the first bytes it carried (the log says ib moved data)

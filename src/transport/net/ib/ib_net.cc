@@ -2,6 +2,8 @@
 // NetBackend calls over IbConn (ib_conn.h). ib_net.h describes the protocol.
 #include "transport/net/ib/ib_net.h"
 
+#include <unistd.h>
+
 #include <cstring>
 
 #include "base/log.h"
@@ -103,12 +105,21 @@ Status openPorts(const Verbs& v, ibv_device* dev, const IbHcaSpec& spec, std::ve
     d->eth = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
     d->mtu = pa.active_mtu;
     d->speedMbps = portSpeedMbps(pa);
+    d->dmaBuf = dmaBufSupported(v, d->pd.get());
     COLL_CHECK(pickGid(v, d.get(), pa.gid_tbl_len));
-    COLL_INFO(NET, "ib: using %s (%s, LID %u, GID index %d, %d Mb/s)", id.c_str(), d->eth ? "RoCE" : "InfiniBand",
-              d->lid, d->gidIndex, d->speedMbps);
+    COLL_INFO(NET, "ib: using %s (%s, LID %u, GID index %d, %d Mb/s, dma-buf %s)", id.c_str(),
+              d->eth ? "RoCE" : "InfiniBand", d->lid, d->gidIndex, d->speedMbps, d->dmaBuf ? "yes" : "no");
     out->push_back(std::move(d));
   }
   return okStatus();
+}
+
+// The peer-memory module's sysfs trace: nvidia-peermem (CUDA >= 11.4's driver), or
+// MOFED's nv_peer_mem; "" when neither is loaded.
+std::string peerMemModule() {
+  for (const char* path : {"/sys/kernel/mm/memory_peers/nv_mem/version", "/sys/module/nvidia_peermem"})
+    if (::access(path, F_OK) == 0) return path;
+  return "";
 }
 
 class IbBackend : public NetBackend {
@@ -122,7 +133,10 @@ class IbBackend : public NetBackend {
     p->name = d.name + ":" + std::to_string(d.port);
     p->speedMbps = d.speedMbps;
     p->maxComms = 65536;
-    p->hostMemOnly = true;
+    // GPUDirect RDMA: dma-buf where the library, provider and kernel take it (rdma-core
+    // >= 34, Linux >= 5.12), else CUDA pointers where the peer-memory module is loaded.
+    p->dmaBuf = d.dmaBuf;
+    p->hostMemOnly = !d.dmaBuf && s_->peerMem.empty();
     return okStatus();
   }
   Result<std::unique_ptr<NetListenComm>> listen(int dev, const AuthKey& key, NetHandle* handle) override;
@@ -134,6 +148,15 @@ class IbBackend : public NetBackend {
   }
   Status regMr(NetRecvComm* c, void* data, size_t size) override {
     return static_cast<IbRecv*>(c)->conn->regMr(data, size);
+  }
+  Status regMrGpu(NetSendComm* c, void* data, size_t size, const GpuRange& range) override {
+    return static_cast<IbSend*>(c)->conn->regMrGpu(data, size, range);
+  }
+  Status regMrGpu(NetRecvComm* c, void* data, size_t size, const GpuRange& range) override {
+    return static_cast<IbRecv*>(c)->conn->regMrGpu(data, size, range);
+  }
+  Result<NetRequest*> iflush(NetRecvComm* c, void* data, size_t size) override {
+    return static_cast<IbRecv*>(c)->conn->iflush(data, size);
   }
   Result<NetRequest*> isend(NetSendComm* c, const void* data, size_t size) override {
     return static_cast<IbSend*>(c)->conn->isend(data, size);
@@ -218,6 +241,8 @@ Result<std::unique_ptr<NetBackend>> makeIbBackend() {
               s->relaxedOrdering);
     s->relaxedOrdering = 2;
   }
+  s->peerMem = ib::peerMemModule();
+  if (!s->peerMem.empty()) COLL_INFO(NET, "ib: peer memory (%s): CUDA pointers register", s->peerMem.c_str());
   return std::unique_ptr<NetBackend>(new ib::IbBackend(std::move(s)));
 }
 

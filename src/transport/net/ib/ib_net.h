@@ -20,6 +20,15 @@
 // immediate. Requests complete in posting order. Buffers must lie in ranges given to
 // regMr(comm, ...) (one MR per range; registering a range again is free).
 //
+// GPU memory (GPUDirect RDMA, where properties() clear hostMemOnly): regMrGpu registers a
+// CUDA range through its dma-buf (ibv_reg_dmabuf_mr, where the library, provider and kernel
+// take it) or, with the peer-memory module loaded, as a CUDA pointer; it then works in
+// isend/irecv as host memory does. After a receive into it, iflush posts a 1-byte RDMA
+// READ of it over a QP the receiver connects to itself (made by the first iflush): the
+// NIC's writes into GPU memory may still be on their way when their completion arrives,
+// and a READ from the NIC over the same PCIe path cannot pass them, so its completion
+// means the data is there for a kernel.
+//
 // Errors: an error completion, a QP in ERR, a closed side channel (the peer died) or a
 // message larger than the receiver's buffer become the comm's error, naming the peer's
 // address, the call and the verbs status text; NetSend/NetRecv add the peer rank.

@@ -141,6 +141,30 @@ Result<Mr> regMr(const Verbs& v, ibv_pd* pd, void* addr, size_t length, int acce
   return Mr(&v, mr);
 }
 
+Result<Mr> regDmabufMr(const Verbs& v, ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access) {
+  const std::string what = "ibv_reg_dmabuf_mr of " + std::to_string(length) + " bytes at offset " +
+                           std::to_string(offset) + " of dma-buf fd " + std::to_string(fd) + " (iova " + hex(iova) +
+                           ", access " + hex(static_cast<unsigned>(access)) + ") on " +
+                           v.getDeviceName(pd->context->device);
+  if (!v.regDmabufMr)
+    return Status(Code::kSystem,
+                  what + ": the verbs library " + v.path() + " has no ibv_reg_dmabuf_mr (rdma-core < 34)");
+  ibv_mr* mr = v.regDmabufMr(pd, offset, length, iova, fd, access);
+  if (!mr) return systemError(what, errno);
+  return Mr(&v, mr);
+}
+
+bool dmaBufSupported(const Verbs& v, ibv_pd* pd) {
+  if (!v.regDmabufMr) return false;
+  errno = 0;
+  ibv_mr* mr = v.regDmabufMr(pd, 0, 0, 0, -1, 0);
+  if (mr) {  // no provider accepts this; if one did, it supports the call
+    v.deregMr(mr);
+    return true;
+  }
+  return errno != EOPNOTSUPP && errno != EPROTONOSUPPORT;
+}
+
 Result<Cq> createCq(const Verbs& v, ibv_context* ctx, int cqe) {
   ibv_cq* cq = v.createCq(ctx, cqe, nullptr, nullptr, 0);
   if (!cq)

@@ -148,6 +148,15 @@ class DeviceList {
 Result<Context> openDevice(const Verbs& v, ibv_device* dev);
 Result<Pd> allocPd(const Verbs& v, ibv_context* ctx);
 Result<Mr> regMr(const Verbs& v, ibv_pd* pd, void* addr, size_t length, int access);
+// A dma-buf registration (GPU memory exported by its driver): [offset, offset + length)
+// of the buffer behind `fd`, addressed as [iova, iova + length) by work requests. The
+// error names the call, the range, the fd, the device and errno's text; where the library
+// predates the call, the library.
+Result<Mr> regDmabufMr(const Verbs& v, ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access);
+// Whether dma-buf registrations can work on pd's device: the library has the call, and a
+// registration of nothing (fd -1) fails for its arguments (EBADF, EINVAL) rather than with
+// EOPNOTSUPP or EPROTONOSUPPORT, which a provider or kernel without support gives.
+bool dmaBufSupported(const Verbs& v, ibv_pd* pd);
 Result<Cq> createCq(const Verbs& v, ibv_context* ctx, int cqe);
 struct QpCaps {
   uint32_t maxSendWr = 64, maxRecvWr = 64, maxSendSge = 1, maxRecvSge = 1, maxInline = 0;
