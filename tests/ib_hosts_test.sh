@@ -54,4 +54,11 @@ grep -q "RoCE" $log || { echo "the RoCE link was not seen as RoCE"; exit 1; }
 COLL_DEVICE_EMULATE=1 run 4 2 all_reduce -b 8 -e 4M -f 8 -n 2 -w 1 -d float
 COLL_DEVICE_EMULATE=1 run 5 3 all_gather $small -d int32
 COLL_DEVICE_EMULATE=1 run 8 2 alltoall $small -d float
+# GPUDirect RDMA on the emulation (a memfd stands in for GPU memory and its dma-buf): every
+# device connection registers its slots through ibv_reg_dmabuf_mr, and every receive is
+# flushed by an RDMA READ over the receiver's loopback QP before the proxy publishes it.
+COLL_NET_GDR_LEVEL=SYS COLL_DEVICE_EMULATE=1 run 4 2 all_reduce -b 8 -e 4M -f 8 -n 2 -w 1 -d float
+grep -q "GPUDirect RDMA on: .*registered as dma-buf" $log || { echo "no connection used GPUDirect RDMA"; exit 1; }
+if grep -q "GPUDirect RDMA off" $log; then echo "a device connection staged"; exit 1; fi
+COLL_NET_GDR_LEVEL=SYS COLL_DEVICE_EMULATE=1 COLL_VERBS_EMU_LINK=eth run 5 3 reduce_scatter $small -d float
 echo "ok"

@@ -136,7 +136,8 @@ class IbBackend : public NetBackend {
     // GPUDirect RDMA: dma-buf where the library, provider and kernel take it (rdma-core
     // >= 34, Linux >= 5.12), else CUDA pointers where the peer-memory module is loaded.
     p->dmaBuf = d.dmaBuf;
-    p->hostMemOnly = !d.dmaBuf && s_->peerMem.empty();
+    p->cudaPtr = !s_->peerMem.empty();
+    p->hostMemOnly = !p->dmaBuf && !p->cudaPtr;
     return okStatus();
   }
   Result<std::unique_ptr<NetListenComm>> listen(int dev, const AuthKey& key, NetHandle* handle) override;
