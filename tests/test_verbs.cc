@@ -125,36 +125,33 @@ Pair makePair(const Verbs& v, size_t bytes, int accessB = kRemote, int cqeA = 25
   return p;
 }
 
-// One signaled work request over [off, off + len) of the side's buffer; `op` sets what
-// differs between operations (opcode, immediate, remote address).
-template <typename Op>
-int postOne(Side& s, uint64_t wrId, size_t off, size_t len, uint32_t lkey, Op op) {
+int postWrite(Side& s, uint64_t wrId, size_t off, size_t len, uint64_t raddr, uint32_t rkey, bool imm = false,
+              uint32_t immValue = 0, uint32_t lkey = 0) {
   ibv_sge sge{reinterpret_cast<uint64_t>(s.buf.data() + off), static_cast<uint32_t>(len), lkey ? lkey : s.mr->lkey};
   ibv_send_wr wr{};
   ibv_send_wr* bad = nullptr;
   wr.wr_id = wrId;
   wr.sg_list = &sge;
   wr.num_sge = 1;
+  wr.opcode = imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
   wr.send_flags = IBV_SEND_SIGNALED;
-  op(wr);
+  wr.imm_data = htonl(immValue);
+  wr.wr.rdma.remote_addr = raddr;
+  wr.wr.rdma.rkey = rkey;
   return s.v->postSend(s.qp.get(), &wr, &bad);
 }
 
-int postWrite(Side& s, uint64_t wrId, size_t off, size_t len, uint64_t raddr, uint32_t rkey, bool imm = false,
-              uint32_t immValue = 0, uint32_t lkey = 0) {
-  return postOne(s, wrId, off, len, lkey, [&](ibv_send_wr& wr) {
-    wr.opcode = imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
-    wr.imm_data = htonl(immValue);
-    wr.wr.rdma.remote_addr = raddr;
-    wr.wr.rdma.rkey = rkey;
-  });
-}
-
 int postSendMsg(Side& s, uint64_t wrId, size_t off, size_t len, bool imm = false, uint32_t immValue = 0) {
-  return postOne(s, wrId, off, len, 0, [&](ibv_send_wr& wr) {
-    wr.opcode = imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
-    wr.imm_data = htonl(immValue);
-  });
+  ibv_sge sge{reinterpret_cast<uint64_t>(s.buf.data() + off), static_cast<uint32_t>(len), s.mr->lkey};
+  ibv_send_wr wr{};
+  ibv_send_wr* bad = nullptr;
+  wr.wr_id = wrId;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.imm_data = htonl(immValue);
+  return s.v->postSend(s.qp.get(), &wr, &bad);
 }
 
 // A receive into [off, off+len) of the buffer as `parts` SGEs (0: no SGE, for WRITE_WITH_IMM).
@@ -207,12 +204,17 @@ std::string status(const Side& s, const ibv_wc& wc) { return s.v->wcStatusStr(wc
 
 // An RDMA READ of [raddr, raddr + len) into [off, off + len) of the side's buffer.
 int postRead(Side& s, uint64_t wrId, size_t off, size_t len, uint64_t raddr, uint32_t rkey, int flags = 0) {
-  return postOne(s, wrId, off, len, 0, [&](ibv_send_wr& wr) {
-    wr.opcode = IBV_WR_RDMA_READ;
-    wr.send_flags |= flags;
-    wr.wr.rdma.remote_addr = raddr;
-    wr.wr.rdma.rkey = rkey;
-  });
+  ibv_sge sge{reinterpret_cast<uint64_t>(s.buf.data() + off), static_cast<uint32_t>(len), s.mr->lkey};
+  ibv_send_wr wr{};
+  ibv_send_wr* bad = nullptr;
+  wr.wr_id = wrId;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.send_flags = IBV_SEND_SIGNALED | flags;
+  wr.wr.rdma.remote_addr = raddr;
+  wr.wr.rdma.rkey = rkey;
+  return s.v->postSend(s.qp.get(), &wr, &bad);
 }
 
 // The QP's access flags (RTS -> RTS may change them): what the peer may do through it.
