@@ -5,8 +5,9 @@
 #                                      the no-hang shapes; then each target and whether it
 #                                      holds (scripts/gpu_targets.py)
 #   bash scripts/gpu_check.sh more     the probe, the gpu_launch tests, the channel sweep
-# Logs under $OUT; a summary last. Every step has its own time limit; each form fits one
-# 10-minute call (590 s).
+# Logs in $OUT/logs.tar.gz (the device tool brings back at most 8 files), the summary and
+# the targets beside it; a summary last. Every step has its own time limit; each form fits
+# one 10-minute call (590 s).
 set -uo pipefail
 # scripts/gpu_bundle.sh packs the binaries into one archive (the carry limit is 64 MiB).
 if [ -f .gpu/bundle.tar.xz ] && [ ! -d .gpu/build ]; then
@@ -19,9 +20,13 @@ export COLL_STALL_WARN_S="${COLL_STALL_WARN_S:-10}"
 export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 B=.gpu/build
 CS="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
-OUT="${OUT:-/tmp/gpu-out}"
-mkdir -p "$OUT"
+RESULTS="${OUT:-/tmp/gpu-out}"
+OUT="$(mktemp -d /tmp/gpu-logs.XXXX)"
+mkdir -p "$RESULTS"
 S="$OUT/summary.txt"
+# Every log, packed into one archive, whatever way the script ends.
+pack() { tar czf "$RESULTS/logs.tar.gz" -C "$OUT" . && cp "$S" "$RESULTS/" && { [ ! -f "$OUT/targets.txt" ] || cp "$OUT/targets.txt" "$RESULTS/"; }; }
+trap pack EXIT
 : > "$S"
 step() {  # step NAME SECONDS command...
   local name="$1" secs="$2"
@@ -66,6 +71,10 @@ else
 fi
 step ours_1rank 40 "$P/all_reduce_perf" -t 1 --mem device -b 8 -e 1G -f 4 -c 0 -n 20 -w 5
 step allreduce_t2 45 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 256M -f 4 -c 1
+# The per-block rate: one channel, then a few, at 256 MiB (2 ranks as threads).
+for ch in 1 8 32; do
+  step "allreduce_256M_ch$ch" 20 env COLL_DEVICE_NCHANNELS=$ch "$P/all_reduce_perf" -t 2 --mem device -b 256M -e 256M -n 5 -w 1 -c 0
+done
 step allreduce_t8 25 "$P/all_reduce_perf" -t 8 --mem device -b 256M -e 256M -n 10 -w 2 -c 0
 step procs2 45 "$B/tools/collrun" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128M -f 16777216 -n 10 -w 2 -c 0
 # No hang in the default environment: every collective, 16 ranks as threads and 4
@@ -73,6 +82,9 @@ step procs2 45 "$B/tools/collrun" -np 2 -- "$P/all_reduce_perf" --mem device -b 
 for c in all_reduce all_gather reduce_scatter alltoall; do
   step "hang_t16_$c" 12 "$P/${c}_perf" -t 16 --mem device -b 8 -e 64K -f 64 -n 2 -w 1 -c 1
   step "hang_np4_$c" 12 "$B/tools/collrun" -np 4 -- "$P/${c}_perf" --mem device -b 8 -e 64K -f 64 -n 2 -w 1 -c 1
+done
+for f in allreduce_256M_ch1 allreduce_256M_ch8 allreduce_256M_ch32; do
+  echo "== $f: $(grep -E "^ +[0-9]+ " "$OUT/$f.log" | tail -1)" >> "$S"
 done
 grep -h -E "FAILED|ERROR SUMMARY|RACECHECK SUMMARY" "$OUT"/gpu_tests.log "$OUT"/memcheck.log "$OUT"/racecheck.log 2>/dev/null | head -20 >> "$S"
 cat "$S"
