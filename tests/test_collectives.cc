@@ -438,6 +438,38 @@ TEST_CASE("device lanes of all ranks on a GPU fit its resident blocks (emulated 
   REQUIRE(errors.empty());
 }
 
+// The device set's FIFOs have their own size (4 MiB on a GPU by default, for 512 KiB
+// slices; the host set keeps its 1 MiB): COLL_DEVICE_BUFFSIZE sets it, every device
+// program slices by it, and under emulation it defaults to the host set's.
+TEST_CASE("the device set's FIFOs take COLL_DEVICE_BUFFSIZE, apart from the host set's", "[collectives][device]") {
+  ScopedEnv emulate("COLL_DEVICE_EMULATE", "1");
+  ScopedEnv oneShot("COLL_ONESHOT_BYTES", "0");
+  const char* device = GENERATE("2048", "");
+  std::unique_ptr<ScopedEnv> buff;
+  if (*device) buff = std::make_unique<ScopedEnv>("COLL_DEVICE_BUFFSIZE", device);
+  INFO("COLL_DEVICE_BUFFSIZE=" << device);
+  const int n = 3;
+  const size_t cnt = 5000;  // 20 KiB of int32: 78 slices of 256 bytes per rank
+  auto errors = testing::runRanks(n, [&](int rank, collComm_t comm) -> std::string {
+    const size_t want = *device ? 256 : comm->slotBytes;
+    if (comm->deviceSlotBytes != want || comm->dev.slotBytes != want || comm->slotBytes != (size_t{1} << 20) / 8)
+      return "slots: device " + std::to_string(comm->deviceSlotBytes) + ", host " + std::to_string(comm->slotBytes);
+    std::vector<int32_t> in(cnt), sum(cnt, -1), all(cnt * n, -1);
+    for (size_t i = 0; i < cnt; ++i) in[i] = static_cast<int32_t>(rank * 7 + i);
+    if (collAllReduce(in.data(), sum.data(), cnt, collInt32, collSum, comm, nullptr) != collSuccess ||
+        collAllGather(in.data(), all.data(), cnt, collInt32, comm, nullptr) != collSuccess)
+      return collGetLastError(comm);
+    for (size_t i = 0; i < cnt; ++i) {
+      if (sum[i] != static_cast<int32_t>(n * i + 7 * n * (n - 1) / 2)) return "allreduce element " + std::to_string(i);
+      for (int r = 0; r < n; ++r)
+        if (all[r * cnt + i] != static_cast<int32_t>(r * 7 + i)) return "allgather element " + std::to_string(i);
+    }
+    return "";
+  });
+  for (auto& e : errors) FAIL_CHECK(e);
+  REQUIRE(errors.empty());
+}
+
 // With fewer resident blocks than a group needs, the group is refused by name, not hung:
 // 8 ranks on 8 emulated blocks have one lane each, a send/recv group needs two.
 TEST_CASE("a device group needing more lanes than fit on the GPU is refused", "[collectives][device]") {

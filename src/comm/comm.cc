@@ -41,6 +41,7 @@ constexpr uint64_t kTagWindow = 9ull << 56;
 // Settings every rank must agree on, checked at init.
 struct SharedConfig {
   int64_t buffSize;
+  int64_t deviceBuffSize;
   int64_t oneShotBytes;
   int64_t netOneShotBytes;
   int32_t nChannels;
@@ -175,14 +176,9 @@ static Status initTopology(collComm* c) {
   return okStatus();
 }
 
-// COLL_BUFFSIZE, or for rings that cross the network COLL_NET_BUFFSIZE unless
-// COLL_BUFFSIZE is set: over TCP 256 KiB slices beat 128 KiB ones by 5-26 % from 256 KiB
-// up, while over shared memory 128 KiB is 7-12 % faster (docs/PERFORMANCE.md). Every rank
-// sees the same hosts, so they agree (and the shared config checks it).
-static int64_t configuredFifoBytes(bool overNet) {
+// A FIFO size parameter's value, brought into 1 KiB..1 GiB with a warning.
+static int64_t fifoBytesOf(IntParam which) {
   const int64_t minBuff = 1024;
-  const IntParam which = overNet && paramRaw(IntParam::BUFFSIZE) == nullptr ? IntParam::NET_BUFFSIZE
-                                                                            : IntParam::BUFFSIZE;
   const int64_t maxBuff = int64_t{1} << 30;  // a FIFO slot's bytes travel as 32 bits (FifoCtrl::sizes)
   int64_t buff = param(which);
   if (buff < minBuff || buff > maxBuff) {
@@ -193,6 +189,23 @@ static int64_t configuredFifoBytes(bool overNet) {
     buff = use;
   }
   return buff;
+}
+
+// COLL_BUFFSIZE, or for rings that cross the network COLL_NET_BUFFSIZE unless
+// COLL_BUFFSIZE is set: over TCP 256 KiB slices beat 128 KiB ones by 5-26 % from 256 KiB
+// up, while over shared memory 128 KiB is 7-12 % faster (docs/PERFORMANCE.md). Every rank
+// sees the same hosts, so they agree (and the shared config checks it).
+static int64_t configuredFifoBytes(bool overNet) {
+  return fifoBytesOf(overNet && paramRaw(IntParam::BUFFSIZE) == nullptr ? IntParam::NET_BUFFSIZE : IntParam::BUFFSIZE);
+}
+
+// COLL_DEVICE_BUFFSIZE, else 4 MiB on GPUs of one host (NCCL's default FIFO; the H100 run:
+// 512 KiB slots moved 1.3x the busbw of 128 KiB ones at 256 MiB, 2 ranks, 32 channels),
+// else the host FIFOs' size (across hosts, and under emulation, where no GPU memory holds
+// them).
+static int64_t deviceFifoBytes(bool overNet, bool emulate, int64_t hostBytes) {
+  if (param(IntParam::DEVICE_BUFFSIZE) != 0) return fifoBytesOf(IntParam::DEVICE_BUFFSIZE);
+  return overNet || emulate ? hostBytes : int64_t{4} << 20;
 }
 
 static_assert(int{collCompressFloat16} == int{kWireFp16} && int{collCompressBfloat16} == int{kWireBf16} &&
@@ -215,13 +228,14 @@ static Result<SharedConfig> localConfig(collComm* c, bool shmDisable, bool overN
   const int64_t maxCh = std::clamp<int64_t>(o.maxChannels > 0 ? o.maxChannels : param(IntParam::MAX_NCHANNELS), 1, 32);
   SharedConfig mine{};
   mine.buffSize = configuredFifoBytes(overNet);
+  mine.deviceEmulate = param(IntParam::DEVICE_EMULATE) != 0 ? 1 : 0;
+  mine.deviceBuffSize = deviceFifoBytes(overNet, mine.deviceEmulate != 0, mine.buffSize);
   mine.oneShotBytes = std::clamp<int64_t>(param(IntParam::ONESHOT_BYTES), 0, 64 << 20);
   mine.netOneShotBytes = std::max<int64_t>(0, param(IntParam::NET_ONESHOT_BYTES));
   mine.nChannels = static_cast<int32_t>(std::max(minCh, maxCh));
   mine.shmDisable = shmDisable ? 1 : 0;
   mine.direct = static_cast<int32_t>(std::clamp<int64_t>(param(IntParam::DIRECT), 0, 2));
   mine.netDuplex = param(IntParam::NET_DUPLEX) != 0 ? 1 : 0;
-  mine.deviceEmulate = param(IntParam::DEVICE_EMULATE) != 0 ? 1 : 0;
   mine.deviceChannels = static_cast<int32_t>(std::clamp<int64_t>(param(IntParam::DEVICE_NCHANNELS), 0, 32));
   mine.deviceLaneBudget = deviceLaneBudget(c->bootstrap->peers(), c->rank, c->dev.cudaDev, mine.deviceEmulate != 0);
   COLL_ASSIGN(mine.compress, compressSetting(o));
@@ -251,7 +265,8 @@ static std::string describeShared(const SharedConfig& s) {
     std::snprintf(text, sizeof(text), "%s%.17g", consts.empty() ? "" : "/", v);
     consts += text;
   }
-  return "FIFO bytes (COLL_BUFFSIZE or COLL_NET_BUFFSIZE) " + std::to_string(s.buffSize) + ", " +
+  return "FIFO bytes (COLL_BUFFSIZE or COLL_NET_BUFFSIZE) " + std::to_string(s.buffSize) +
+         ", device FIFO bytes (COLL_DEVICE_BUFFSIZE) " + std::to_string(s.deviceBuffSize) + ", " +
          std::to_string(s.nChannels) + " channels, COLL_ONESHOT_BYTES=" + std::to_string(s.oneShotBytes) +
          ", COLL_NET_ONESHOT_BYTES=" + std::to_string(s.netOneShotBytes) +
          ", COLL_SHM_DISABLE=" + std::to_string(s.shmDisable) + ", COLL_DIRECT=" + std::to_string(s.direct) +
@@ -335,6 +350,7 @@ static Status applyConfig(collComm* c, const std::vector<SharedConfig>& all, boo
   // Slots are 64-byte multiples so every element type divides them.
   c->slotBytes = (static_cast<size_t>(agreed.buffSize) / kSteps) & ~size_t{63};
   c->sliceBytes = c->slotBytes;
+  c->deviceSlotBytes = (static_cast<size_t>(agreed.deviceBuffSize) / kSteps) & ~size_t{63};
   // Ring loops of 2 slices per block across the network, of kSteps/2 within a host: over
   // TCP 2 beat 4 by 3-16 % at 1-32 MiB, over shared memory 4 beat 2 by 8-26 % at 256 KiB-4
   // MiB (docs/PERFORMANCE.md). Every rank sees the same hosts, so they agree.
@@ -413,8 +429,9 @@ static void bindDevice(collComm* c) {
   d.abort = c->abort;
   d.opTimeoutS = &c->opTimeoutS;
   d.stallWarnS = c->stallWarnS;
+  d.timing = param(IntParam::DEVICE_TIMING) != 0;
   d.spinNs = c->spinNs;
-  d.slotBytes = c->slotBytes;
+  d.slotBytes = c->deviceSlotBytes;
   d.ringPrev = c->ringPrev;
   d.ringNext = c->ringNext;
 }

@@ -158,9 +158,10 @@ BuildInput buildInput(const collComm* c, const ConnectorSet& conns) {
   in.ringPos = c->ringPos;
   in.ring = c->ring;
   in.ringPosOf = c->ringPosOf;
-  in.sliceBytes = c->sliceBytes;
+  const bool host = &conns == &c->hostConns;
+  in.sliceBytes = host ? c->sliceBytes : c->deviceSlotBytes;
   in.loopSlices = c->loopSlices;
-  in.chunkMinBytes = &conns == &c->hostConns ? c->chunkMinBytes : c->deviceChunkMinBytes;
+  in.chunkMinBytes = host ? c->chunkMinBytes : c->deviceChunkMinBytes;
   in.minChannels = c->minChannels;
   in.twoTrees = c->twoTrees;
   in.conns = &conns;
@@ -171,7 +172,7 @@ void initProgram(Program& p, CommLaunch& l, std::string lane) {
   p.lane = std::move(lane);
   p.ops = &l.ops;
   p.comm = l.comm;
-  p.sliceBytes = l.comm->sliceBytes;
+  p.sliceBytes = l.device ? l.comm->deviceSlotBytes : l.comm->sliceBytes;
   p.streamMinBytes = l.comm->streamMinBytes;
   p.nranks = l.comm->nranks;
   p.rank = l.comm->rank;
@@ -410,7 +411,8 @@ Status route(Launches& launches, collComm** failedComm) {
 // The connection job of one launch: its missing tree edges and send/recv peers.
 std::unique_ptr<ConnectJob> wiringJob(CommLaunch& l) {
   collComm* c = l.comm;
-  auto job = std::make_unique<ConnectJob>(c->bootstrap.get(), c->slotBytes, l.device, c->dev.emulate, c->net);
+  auto job = std::make_unique<ConnectJob>(c->bootstrap.get(), l.device ? c->deviceSlotBytes : c->slotBytes, l.device,
+                                          c->dev.emulate, c->net);
   if (l.wiresTrees) wireTrees(job.get(), c, l.device);
   ConnectorSet& conns = c->conns(l.device);
   std::set<int> wantSend, wantRecv;

@@ -101,7 +101,9 @@ Status LaunchBlock::warmPool() {
   // Blocks for a queue of launches of every rank on the device (a benchmark enqueues
   // many before it waits), so that a stream's first launches rarely find none free
   // while other ranks' kernels run (take: later ones wait for their own stream).
-  constexpr int kWarmPerRank = 4;
+  // 16: the H100 run queued 20 launches per rank; a block comes back only when the proxy
+  // has seen its launch end, hundreds of microseconds later.
+  constexpr int kWarmPerRank = 16;
   int device = -1;
   COLL_CHECK(check(cudaGetDevice(&device), "cudaGetDevice"));
   COLL_ASSIGN(void* side, sideStream(device));  // made now, used on first-use wiring

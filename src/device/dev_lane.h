@@ -69,6 +69,8 @@ struct DevLaneResult {
   uint64_t want;
   int32_t peer;  // the connector's peer it was waiting on or that disagreed
   uint32_t pad;
+  uint64_t startNs;  // the backend's clock (B::now) when the lane started and ended, for
+  uint64_t endNs;    // COLL_DEVICE_TIMING's log (device/proxy.cc)
 };
 
 struct DevLane {
@@ -95,18 +97,29 @@ struct DevSliceCtl {
 // Runs lane L to its end with backend b, which provides:
 //   bool leader();  void sync();  DevSliceCtl& ctl();
 //   uint32_t load(const uint32_t*) (acquire);  void store(uint32_t*, uint32_t) (release)
+//   void note(uint32_t*, uint32_t) (relaxed: progress only the stall report reads)
 //   void fence() (makes this group's data writes visible before a release store)
 //   void pause() (while waiting)
+//   uint64_t now() (nanoseconds: the GPU's global timer, or the host's clock)
 //   void slice(const DevStep&, const char* in, const char* src, char* dst, char* out,
 //              uint64_t len, int nranks)
+// One turn of a leader's wait: a pause, and every 16th turn a look at the abort word
+// (host memory: each read crosses PCIe, slower than the FIFO counter polled beside it).
+template <class B>
+COLL_HD inline void devWait(const DevLane& L, B& b, uint32_t spins, uint32_t& code) {
+  if ((spins & 15) == 0 && b.load(L.abortWord) != 0) code = kDevAborted;
+  else b.pause();
+}
+
 template <class B>
 COLL_HD inline void devRunLane(const DevLane& L, B& b) {
   uint32_t pos[kDevMaxConns];  // per connector: this side's counter (leader only)
+  if (b.leader()) L.result->startNs = b.now();
   if (b.leader())
     for (uint32_t i = 0; i < L.nconns; ++i) pos[i] = b.load(L.conns[i].isSend ? L.conns[i].tail : L.conns[i].head);
   for (uint32_t si = 0; si < L.nsteps; ++si) {
-    const DevStep s = L.steps[si];                 // one read of the step (it may live in host memory)
-    if (b.leader()) b.store(&L.result->step, si);  // live progress, for stall reports
+    const DevStep s = L.steps[si];                // one read of the step (it may live in host memory)
+    if (b.leader()) b.note(&L.result->step, si);  // live progress, for stall reports
     // A token (kToken, plan.h) is one zero-length slice.
     const bool token = s.flags & kDevToken;
     // A compressed step moves more of the caller's bytes per slot (compress.h).
@@ -125,10 +138,8 @@ COLL_HD inline void devRunLane(const DevLane& L, B& b) {
         if (s.recv >= 0) {
           const DevConn& r = L.conns[s.recv];
           waitPeer = r.peer;
-          while (b.load(r.tail) == pos[s.recv] && c.code == kDevRunning) {
-            if (b.load(L.abortWord) != 0) c.code = kDevAborted;
-            else b.pause();
-          }
+          for (uint32_t spins = 0; b.load(r.tail) == pos[s.recv] && c.code == kDevRunning;)
+            devWait(L, b, ++spins, c.code);
           if (c.code == kDevRunning) {
             const uint32_t got = b.load(&r.sizes[pos[s.recv] % kDevSteps]);
             if (got != wireLen) {
@@ -142,10 +153,9 @@ COLL_HD inline void devRunLane(const DevLane& L, B& b) {
         if (s.send >= 0 && c.code == kDevRunning) {
           const DevConn& w = L.conns[s.send];
           waitPeer = w.peer;
-          while (pos[s.send] - b.load(w.head) >= static_cast<uint32_t>(kDevSteps) && c.code == kDevRunning) {
-            if (b.load(L.abortWord) != 0) c.code = kDevAborted;
-            else b.pause();
-          }
+          for (uint32_t spins = 0;
+               pos[s.send] - b.load(w.head) >= static_cast<uint32_t>(kDevSteps) && c.code == kDevRunning;)
+            devWait(L, b, ++spins, c.code);
           c.out = w.data + (pos[s.send] % kDevSteps) * w.slotBytes;
         }
         if (c.code != kDevRunning) {  // step and code by atomic stores: the stall report reads them
@@ -171,6 +181,7 @@ COLL_HD inline void devRunLane(const DevLane& L, B& b) {
     }
   }
   if (b.leader()) {
+    L.result->endNs = b.now();
     b.store(&L.result->step, L.nsteps);
     b.store(&L.result->code, kDevDone);
   }

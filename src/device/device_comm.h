@@ -27,6 +27,7 @@ struct DeviceComm {
   std::shared_ptr<AbortState> abort;
   const std::atomic<double>* opTimeoutS = nullptr;  // collCommSetTimeout; 0: none
   double stallWarnS = 0;                            // COLL_STALL_WARN_S; 0: no reports
+  bool timing = false;                              // COLL_DEVICE_TIMING
   int64_t spinNs = 0;                               // COLL_SPIN_US, for waiters
   size_t slotBytes = 0;
   int ringPrev = 0, ringNext = 0;

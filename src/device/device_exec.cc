@@ -45,7 +45,9 @@ class HostLaneBackend {
     return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(std::memory_order_acquire);
   }
   void store(uint32_t* p, uint32_t v) const { std::atomic_ref<uint32_t>(*p).store(v, std::memory_order_release); }
+  void note(uint32_t* p, uint32_t v) const { std::atomic_ref<uint32_t>(*p).store(v, std::memory_order_relaxed); }
   void fence() const { std::atomic_thread_fence(std::memory_order_release); }
+  uint64_t now() const { return wallNs(); }
   // Spin, then yield, then sleep briefly: lanes poll (kernels wake nobody), and the
   // emulation may run many lanes on few cores.
   void pause() {
@@ -244,6 +246,7 @@ struct Assembly {
   std::vector<DevLane> lanes;
   std::vector<DevStep> steps;
   std::vector<void*> streams;  // distinct streams of the parts, in order
+  uint64_t assembledNs = 0;    // when assemble() ended (COLL_DEVICE_TIMING)
 };
 
 Status assemble(std::vector<DevicePart>& parts, Assembly& a, const MapFn& map, struct ::collComm** failedComm) {
@@ -268,15 +271,20 @@ Status assemble(std::vector<DevicePart>& parts, Assembly& a, const MapFn& map, s
     for (void* s : part.streams)
       if (std::find(a.streams.begin(), a.streams.end(), s) == a.streams.end()) a.streams.push_back(s);
   }
+  a.assembledNs = wallNs();
   return okStatus();
 }
 
 // Hands every part's launch to its proxy: `results` holds one result per lane of the
 // assembly, owned by `owner`.
 void submitParts(std::vector<DevicePart>& parts, Assembly& a, const std::shared_ptr<Completion>& completion,
-                 const DevLaneResult* results, const std::shared_ptr<void>& owner) {
+                 const DevLaneResult* results, const std::shared_ptr<void>& owner, uint64_t calledNs) {
+  const uint64_t now = wallNs();
   for (size_t k = 0; k < a.parts.size(); ++k) {
     PendingLaunch& p = *a.lowered[k].pending;
+    p.calledNs = calledNs;
+    p.assembledNs = a.assembledNs;
+    p.submittedNs = now;
     p.completion = completion;
     p.results = results + a.firstLane[k];
     p.resultsOwner = owner;
@@ -287,6 +295,7 @@ void submitParts(std::vector<DevicePart>& parts, Assembly& a, const std::shared_
 // ---- Emulation: lanes on host threads ------------------------------------------------
 
 Status runEmulated(std::vector<DevicePart>& parts, struct ::collComm** failedComm) {
+  const uint64_t called = wallNs();
   Assembly a;
   for (size_t i = 0; i < parts.size(); ++i) a.parts.push_back(i);
   COLL_CHECK(assemble(parts, a, identityMap, failedComm));
@@ -315,7 +324,7 @@ Status runEmulated(std::vector<DevicePart>& parts, struct ::collComm** failedCom
       EmulatedBlocks::instance().release();
       completion->left.fetch_sub(1, std::memory_order_acq_rel);
     });
-  submitParts(parts, a, completion, mem->results.data(), mem);
+  submitParts(parts, a, completion, mem->results.data(), mem, called);
   Status first;
   for (size_t k = 0; k < a.parts.size(); ++k) {
     Status st = parts[a.parts[k]].dev->proxy->wait(a.lowered[k].pending);
@@ -348,6 +357,7 @@ Status checkLegacyStream(const DevicePart& part, int partsOnDevice) {
 }
 
 Status runOnDevices(std::vector<DevicePart>& parts, struct ::collComm** failedComm) {
+  const uint64_t called = wallNs();
   const MapFn mapHost = [](void* base, size_t bytes, const void* p) { return gpu::mapHost(base, bytes, p); };
   // Every part's rank is bound to a device: launch() refuses device buffers on ranks
   // without a device set, which only device-bound (or emulated) ranks have.
@@ -383,7 +393,7 @@ Status runOnDevices(std::vector<DevicePart>& parts, struct ::collComm** failedCo
     }
     DevLaunch& launch = h.value();
     submitParts(parts, a, std::make_shared<CudaCompletion>(launch.done), launch.results,
-                std::make_shared<gpu::LaunchBlock>(launch.memory));
+                std::make_shared<gpu::LaunchBlock>(launch.memory), called);
   }
   if (before >= 0) (void)gpu::setDevice(before);
   return result;

@@ -43,8 +43,16 @@ class BlockBackend {
   __device__ void store(uint32_t* p, uint32_t v) const {
     asm volatile("st.release.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
   }
+  __device__ void note(uint32_t* p, uint32_t v) const {
+    asm volatile("st.relaxed.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+  }
   __device__ void fence() const { __threadfence_system(); }
   __device__ void pause() const { __nanosleep(100); }
+  __device__ uint64_t now() const {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+  }
   // Out of line: inlined, the 12 x 5 slice variants made ptxas outline devRunLane instead,
   // with spills in its waiting loop.
   __device__ __noinline__ void slice(const DevStep& s, const char* in, const char* src, char* dst, char* out,

@@ -105,7 +105,26 @@ void DeviceProxy::quiesce(bool abort) {
   --waiters_;
 }
 
+void DeviceProxy::logTiming(const PendingLaunch& p) const {
+  if (p.lanes.empty()) return;
+  uint64_t start = ~uint64_t{0}, end = 0;
+  for (size_t i = 0; i < p.lanes.size(); ++i) {
+    start = std::min(start, p.results[i].startNs);
+    end = std::max(end, p.results[i].endNs);
+  }
+  const uint64_t seen = wallNs();
+  auto us = [](uint64_t from, uint64_t to) { return (static_cast<double>(to) - static_cast<double>(from)) / 1e3; };
+  // The GPU's timer follows the host's clock only roughly: the middle figures may be off
+  // by microseconds.
+  COLL_INFO(COLL,
+            "device timing: rank %d, %zu lane(s): call to assembled %.1f us, to queued %.1f us; queued to first "
+            "lane start %.1f us, lanes ran %.1f us, last lane end to proxy %.1f us",
+            c_->rank, p.lanes.size(), us(p.calledNs, p.assembledNs), us(p.assembledNs, p.submittedNs),
+            us(p.submittedNs, start), us(start, end), us(end, seen));
+}
+
 void DeviceProxy::finish(PendingLaunch& p, Status st) {
+  if (c_->timing && st.ok()) logTiming(p);
   if (!st.ok() && !c_->abort->raised()) {
     // Found here (a size mismatch, a device fault): the peers may wait for this rank's
     // data forever, so they are told.

@@ -33,6 +33,14 @@ namespace coll {
 
 struct DeviceComm;
 
+// Nanoseconds of the host's real-time clock: the clock a GPU's global timer follows, so
+// COLL_DEVICE_TIMING can set a kernel's start beside the call that launched it.
+inline uint64_t wallNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now()
+                                                                                        .time_since_epoch())
+                                   .count());
+}
+
 // When a launch's lanes are done (a CUDA event, or the emulation's lane threads).
 class Completion {
  public:
@@ -65,6 +73,9 @@ struct PendingLaunch {
   // "receiving from rank 1, sending to rank 2" for that step.
   std::string stepPeers(const Lane& l, uint32_t step) const;
   std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
+  uint64_t calledNs = 0;     // COLL_DEVICE_TIMING: when the launching call began (wallNs)
+  uint64_t assembledNs = 0;  // its lanes lowered and assembled
+  uint64_t submittedNs = 0;  // and the kernel queued
   bool stallReported = false;
   // Set by the proxy when the launch is over; status its first error.
   bool finished = false;
@@ -94,6 +105,8 @@ class DeviceProxy {
   bool pass(std::vector<std::shared_ptr<PendingLaunch>>& live);
   // COLL_STALL_WARN_S: where each lane of a launch pending that long stands.
   void reportStall(PendingLaunch& p, double seconds);
+  // COLL_DEVICE_TIMING: where a finished launch's time went.
+  void logTiming(const PendingLaunch& p) const;
   void finish(PendingLaunch& p, Status st);
 
   DeviceComm* c_;
