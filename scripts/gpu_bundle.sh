@@ -10,7 +10,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 B=build-gpu
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCOLL_ENABLE_CUDA=ON >/dev/null
-TARGETS=(gpu_tests reduce_kernel_perf collrun colltopo all_reduce_perf all_gather_perf broadcast_perf reduce_perf
+TARGETS=(gpu_tests reduce_kernel_perf handshake_perf collrun colltopo all_reduce_perf all_gather_perf broadcast_perf reduce_perf
          reduce_scatter_perf sendrecv_perf alltoall_perf gather_perf scatter_perf)
 cmake --build "$B" -j"$(nproc)" --target "${TARGETS[@]}"
 # NCCL's own benchmark, the peer scripts/gpu_check.sh times beside ours (../shared/peers:

@@ -1,0 +1,162 @@
+// What one step of the device executor costs on the GPU, without the library: the
+// leader's fence and release store after a slice, and a round trip between two kernels on
+// two streams of one GPU (two ranks as threads) through flags in device memory or in
+// mapped host memory, at system or GPU scope. The H100 run of issue 23 found ~4-8 us per
+// step of a lane even where nothing waited (docs/PERFORMANCE.md); this says which part.
+//
+//   handshake_perf [-n rounds]      exits 2 without a usable GPU
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+constexpr int kThreads = 512;
+
+template <bool kSys>
+__device__ void fence() {
+  if (kSys) __threadfence_system();
+  else __threadfence();
+}
+template <bool kSys>
+__device__ void release(uint32_t* p, uint32_t v) {
+  if (kSys) asm volatile("st.release.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+  else asm volatile("st.release.gpu.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+template <bool kSys>
+__device__ uint32_t acquire(const uint32_t* p) {
+  uint32_t v;
+  if (kSys) asm volatile("ld.acquire.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  else asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// A step that waits for nothing: the block's barrier, the leader's fence and release
+// store, the barrier again (dev_lane.h's order).
+template <bool kSys>
+__global__ void steps(uint32_t* word, int n) {
+  for (int i = 1; i <= n; ++i) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      fence<kSys>();
+      release<kSys>(word, static_cast<uint32_t>(i));
+    }
+    __syncthreads();
+  }
+}
+
+// One side of a ping-pong: side 0 posts round i on mine, waits for it on theirs; side 1
+// waits first. The leader polls (optionally sleeping 100 ns a turn, as the executor).
+template <bool kSys, bool kSleep>
+__global__ void pingPong(uint32_t* mine, const uint32_t* theirs, int n, int side) {
+  __shared__ int go;
+  for (int i = 1; i <= n; ++i) {
+    if (threadIdx.x == 0) {
+      if (side == 0) {
+        fence<kSys>();
+        release<kSys>(mine, static_cast<uint32_t>(i));
+      }
+      while (acquire<kSys>(theirs) < static_cast<uint32_t>(i))
+        if (kSleep) __nanosleep(100);
+      if (side == 1) {
+        fence<kSys>();
+        release<kSys>(mine, static_cast<uint32_t>(i));
+      }
+      go = i;
+    }
+    __syncthreads();
+    (void)go;
+    __syncthreads();
+  }
+}
+
+bool ok(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return true;
+  std::fprintf(stderr, "handshake_perf: %s: %s\n", what, cudaGetErrorString(e));
+  return false;
+}
+
+// Microseconds per step (or round trip) of one variant, timed with events on s0.
+template <typename Launch>
+double timed(cudaStream_t s0, cudaStream_t s1, int n, Launch launch) {
+  cudaEvent_t a, b, c;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  cudaEventCreate(&c);
+  cudaEventRecord(a, s0);
+  cudaStreamWaitEvent(s1, a, 0);
+  launch(s0, s1);
+  cudaEventRecord(c, s1);
+  cudaStreamWaitEvent(s0, c, 0);
+  cudaEventRecord(b, s0);
+  float ms = -1;
+  if (ok(cudaEventSynchronize(b), "run") && ok(cudaGetLastError(), "launch")) cudaEventElapsedTime(&ms, a, b);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaEventDestroy(c);
+  return ms < 0 ? -1 : ms * 1000.0 / n;
+}
+
+// Flags: 2 words (one per side), zeroed, in device or mapped host memory.
+uint32_t* flags(bool host) {
+  void* p = nullptr;
+  if (host) {
+    if (!ok(cudaHostAlloc(&p, 256, cudaHostAllocMapped), "cudaHostAlloc")) return nullptr;
+    std::memset(p, 0, 256);
+    void* d = nullptr;
+    if (!ok(cudaHostGetDevicePointer(&d, p, 0), "cudaHostGetDevicePointer")) return nullptr;
+    return static_cast<uint32_t*>(d);
+  }
+  if (!ok(cudaMalloc(&p, 256), "cudaMalloc") || !ok(cudaMemset(p, 0, 256), "cudaMemset")) return nullptr;
+  return static_cast<uint32_t*>(p);
+}
+
+template <bool kSys, bool kSleep>
+double roundTrip(bool host, cudaStream_t s0, cudaStream_t s1, int n) {
+  uint32_t* f = flags(host);
+  if (!f) return -1;
+  return timed(s0, s1, n, [&](cudaStream_t a, cudaStream_t b) {
+    pingPong<kSys, kSleep><<<1, kThreads, 0, a>>>(f, f + 32, n, 0);
+    pingPong<kSys, kSleep><<<1, kThreads, 0, b>>>(f + 32, f, n, 1);
+  });
+}
+
+template <bool kSys>
+double stepCost(bool host, cudaStream_t s0, cudaStream_t s1, int n) {
+  uint32_t* f = flags(host);
+  if (!f) return -1;
+  return timed(s0, s1, n, [&](cudaStream_t a, cudaStream_t) { steps<kSys><<<1, kThreads, 0, a>>>(f, n); });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int n = 20000;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "-n") == 0) n = std::atoi(argv[i + 1]);
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::fprintf(stderr, "handshake_perf: no usable CUDA device\n");
+    return 2;
+  }
+  cudaStream_t s0, s1;
+  cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking);
+  (void)roundTrip<true, true>(false, s0, s1, 100);  // warm-up: module load
+  std::printf("# %d rounds each; us per step (one block, nothing awaited) or per round trip (two kernels)\n", n);
+  std::printf("%-44s %10s\n", "variant", "us");
+  auto row = [](const char* what, double us) { std::printf("%-44s %10.3f\n", what, us); };
+  row("step, device word, sys fence + release", stepCost<true>(false, s0, s1, n));
+  row("step, device word, gpu fence + release", stepCost<false>(false, s0, s1, n));
+  row("step, host word, sys fence + release", stepCost<true>(true, s0, s1, n));
+  row("round trip, device flags, sys, nanosleep", roundTrip<true, true>(false, s0, s1, n));
+  row("round trip, device flags, sys, spin", roundTrip<true, false>(false, s0, s1, n));
+  row("round trip, device flags, gpu, nanosleep", roundTrip<false, true>(false, s0, s1, n));
+  row("round trip, device flags, gpu, spin", roundTrip<false, false>(false, s0, s1, n));
+  row("round trip, host flags, sys, nanosleep", roundTrip<true, true>(true, s0, s1, n));
+  return 0;
+}
