@@ -16,6 +16,7 @@ namespace coll::gpu {
 struct LaunchBlock::Block {
   void* host = nullptr;
   void* dev = nullptr;
+  void* mapped = nullptr;  // host as kernels address it (asked once, when made)
   size_t bytes = 0;
   int device = -1;
   void* stream = nullptr;  // of the launch holding it
@@ -50,7 +51,9 @@ Result<Block> newBlock(int device, size_t bytes) {
   COLL_CHECK(check(cudaHostAlloc(&b.host, b.bytes, cudaHostAllocMapped | cudaHostAllocPortable),
                    "cudaHostAlloc(" + std::to_string(b.bytes) + " bytes) for a device launch"));
   Status st = check(cudaMalloc(&b.dev, b.bytes), "cudaMalloc(" + std::to_string(b.bytes) + ") for a device launch");
+  if (st.ok()) st = check(cudaHostGetDevicePointer(&b.mapped, b.host, 0), "cudaHostGetDevicePointer of a launch block");
   if (!st.ok()) {
+    if (b.dev) cudaFree(b.dev);
     cudaFreeHost(b.host);
     return st;
   }
@@ -127,10 +130,6 @@ Status LaunchBlock::warmPool() {
 char* LaunchBlock::host() const { return static_cast<char*>(block_->host); }
 char* LaunchBlock::device() const { return static_cast<char*>(block_->dev); }
 
-Result<char*> LaunchBlock::hostMappedOnDevice() const {
-  void* d = nullptr;
-  COLL_CHECK(check(cudaHostGetDevicePointer(&d, block_->host, 0), "cudaHostGetDevicePointer of a launch block"));
-  return static_cast<char*>(d);
-}
+Result<char*> LaunchBlock::hostMappedOnDevice() const { return static_cast<char*>(block_->mapped); }
 
 }  // namespace coll::gpu
