@@ -94,6 +94,14 @@ struct DevSliceCtl {
   uint32_t code;
 };
 
+// One turn of a leader's wait: a pause, and every 16th turn a look at the abort word
+// (host memory: each read crosses PCIe, slower than the FIFO counter polled beside it).
+template <class B>
+COLL_HD inline void devWait(const DevLane& L, B& b, uint32_t spins, uint32_t& code) {
+  if ((spins & 15) == 0 && b.load(L.abortWord) != 0) code = kDevAborted;
+  else b.pause();
+}
+
 // Runs lane L to its end with backend b, which provides:
 //   bool leader();  void sync();  DevSliceCtl& ctl();
 //   uint32_t load(const uint32_t*) (acquire);  void store(uint32_t*, uint32_t) (release)
@@ -103,14 +111,6 @@ struct DevSliceCtl {
 //   uint64_t now() (nanoseconds: the GPU's global timer, or the host's clock)
 //   void slice(const DevStep&, const char* in, const char* src, char* dst, char* out,
 //              uint64_t len, int nranks)
-// One turn of a leader's wait: a pause, and every 16th turn a look at the abort word
-// (host memory: each read crosses PCIe, slower than the FIFO counter polled beside it).
-template <class B>
-COLL_HD inline void devWait(const DevLane& L, B& b, uint32_t spins, uint32_t& code) {
-  if ((spins & 15) == 0 && b.load(L.abortWord) != 0) code = kDevAborted;
-  else b.pause();
-}
-
 template <class B>
 COLL_HD inline void devRunLane(const DevLane& L, B& b) {
   uint32_t pos[kDevMaxConns];  // per connector: this side's counter (leader only)
