@@ -44,11 +44,20 @@ if [ "${1:-targets}" = more ]; then
   # channel sweep, alltoall with 8 ranks.
   step colltopo 10 "$B/tools/colltopo" --xml
   for c in threads procs hosts; do step "launch_$c" 55 bash tests/gpu_launch_test.sh "$B" "$c"; done
+  # The issue's hang shapes: any channel count 4..16 over the sizes, all_reduce with 6 and
+  # 8 ranks, alltoall with 8 (each checked, default environment).
   for ch in 4 8 16 32; do
-    step "allreduce_256M_ch$ch" 20 env COLL_DEVICE_NCHANNELS=$ch "$P/all_reduce_perf" -t 2 --mem device -b 256M -e 256M -n 20 -c 0
+    step "allreduce_256M_ch$ch" 30 env COLL_DEVICE_NCHANNELS=$ch "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 256M -f 16 -n 5 -c 1
   done
+  step allreduce_t6 40 "$P/all_reduce_perf" -t 6 --mem device -b 8 -e 128M -f 16 -n 5 -c 1
+  step allreduce_t8sweep 40 "$P/all_reduce_perf" -t 8 --mem device -b 8 -e 128M -f 16 -n 5 -c 1
   step alltoall_t8 30 "$P/alltoall_perf" -t 8 --mem device -b 8 -e 8M -f 8 -c 1
-  for f in alltoall_t8 allreduce_256M_ch4 allreduce_256M_ch8 allreduce_256M_ch16 allreduce_256M_ch32; do
+  # 2 processes without MPS at other yield times (COLL_DEVICE_YIELD_US; the default is in
+  # the targets' run).
+  for y in 5 100 1000; do
+    step "procs2_y$y" 45 env COLL_DEVICE_YIELD_US=$y "$B/tools/collrun" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128M -f 16777216 -n 10 -w 2 -c 1
+  done
+  for f in procs2_y5 procs2_y100 procs2_y1000 allreduce_t6 allreduce_t8sweep alltoall_t8 allreduce_256M_ch4 allreduce_256M_ch8 allreduce_256M_ch16 allreduce_256M_ch32; do
     echo "== $f" >> "$S"
     grep -E "^ +[0-9]+ |Out of bounds" "$OUT/$f.log" | tail -12 >> "$S"
   done
@@ -78,6 +87,8 @@ for ch in 0 1 8; do
 done
 step allreduce_t8 25 "$P/all_reduce_perf" -t 8 --mem device -b 256M -e 256M -n 10 -w 2 -c 0
 step procs2 45 "$B/tools/collrun" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128M -f 16777216 -n 10 -w 2 -c 0
+# The same with lanes that never yield (the path before COLL_DEVICE_YIELD_US), beside it.
+step procs2_y0 45 env COLL_DEVICE_YIELD_US=0 "$B/tools/collrun" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128M -f 16777216 -n 10 -w 2 -c 0
 # No hang in the default environment: every collective, 16 ranks as threads and 4
 # processes on the one GPU, small sizes (a hang is the step's time limit: exit 124).
 for c in all_reduce all_gather reduce_scatter alltoall; do
@@ -86,6 +97,10 @@ for c in all_reduce all_gather reduce_scatter alltoall; do
 done
 for f in allreduce_256M_ch0 allreduce_256M_ch1 allreduce_256M_ch8; do
   echo "== $f: $(grep -E "^ +[0-9]+ " "$OUT/$f.log" | tail -1)" >> "$S"
+done
+for f in procs2 procs2_y0; do
+  echo "== $f" >> "$S"
+  grep -E "^ +[0-9]+ " "$OUT/$f.log" | tail -3 >> "$S"
 done
 grep -h -E "FAILED|ERROR SUMMARY|RACECHECK SUMMARY" "$OUT"/gpu_tests.log "$OUT"/memcheck.log "$OUT"/racecheck.log 2>/dev/null | head -20 >> "$S"
 cat "$S"

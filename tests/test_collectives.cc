@@ -438,6 +438,74 @@ TEST_CASE("device lanes of all ranks on a GPU fit its resident blocks (emulated 
   REQUIRE(errors.empty());
 }
 
+// Ranks of processes time-sliced on one GPU (no MPS) never run their kernels at once, so
+// a lane that waits for such a peer gives its block up (kDevYielded) and the launch runs
+// again from where each lane stopped, until all are done. With COLL_DEVICE_YIELD_US=1
+// the emulated lanes yield at nearly every wait: the sweep's results stay right over shm,
+// net and the tree; and a group of collectives and sends with 256-byte slots (many
+// slices per step, so lanes stop in the middle of steps) counts the runs it took.
+TEST_CASE("device lanes that yield resume where they stopped: the sweep (COLL_DEVICE_YIELD_US, emulated)",
+          "[collectives][device]") {
+  ScopedEnv emulate("COLL_DEVICE_EMULATE", "1");
+  ScopedEnv channels("COLL_DEVICE_NCHANNELS", "3");
+  ScopedEnv yield("COLL_DEVICE_YIELD_US", "1");
+  SECTION("shm, nranks 3") { sweep(3, false); }
+  SECTION("net, nranks 2") { sweep(2, true); }
+  SECTION("tree, nranks 4") { sweep(4, false, true); }
+}
+
+TEST_CASE("device lanes that yield resume where they stopped: a group, counted (COLL_DEVICE_YIELD_US, emulated)",
+          "[collectives][device]") {
+  ScopedEnv emulate("COLL_DEVICE_EMULATE", "1");
+  ScopedEnv channels("COLL_DEVICE_NCHANNELS", "3");
+  const char* yieldUs = GENERATE("1", "0");
+  ScopedEnv yield("COLL_DEVICE_YIELD_US", yieldUs);
+  ScopedEnv buff("COLL_DEVICE_BUFFSIZE", "2048");
+  ScopedEnv oneShot("COLL_ONESHOT_BYTES", "0");
+  INFO("COLL_DEVICE_YIELD_US=" << yieldUs);
+  const int n = 3;
+  const size_t cnt = 4000;  // int32: 63 slices of 256 bytes
+  std::atomic<uint64_t> reruns{0};
+  auto errors = testing::runRanks(n, [&](int rank, collComm_t comm) -> std::string {
+    std::vector<int32_t> in(cnt), sum(cnt, -1), all(cnt * n, -1), got(cnt, -1);
+    for (size_t i = 0; i < cnt; ++i) in[i] = static_cast<int32_t>(rank * 11 + i);
+    collResult_t r = collGroupStart();
+    if (r == collSuccess) r = collAllReduce(in.data(), sum.data(), cnt, collInt32, collSum, comm, nullptr);
+    if (r == collSuccess) r = collAllGather(in.data(), all.data(), cnt, collInt32, comm, nullptr);
+    if (r == collSuccess) r = collSend(in.data(), cnt, collInt32, (rank + 1) % n, comm, nullptr);
+    if (r == collSuccess) r = collRecv(got.data(), cnt, collInt32, (rank + n - 1) % n, comm, nullptr);
+    const collResult_t e = collGroupEnd();
+    if (r != collSuccess || e != collSuccess) return collGetLastError(comm);
+    for (size_t i = 0; i < cnt; ++i) {
+      if (sum[i] != static_cast<int32_t>(n * i + 11 * n * (n - 1) / 2)) return "allreduce element " + std::to_string(i);
+      for (int q = 0; q < n; ++q)
+        if (all[q * cnt + i] != static_cast<int32_t>(q * 11 + i)) return "allgather element " + std::to_string(i);
+      if (got[i] != static_cast<int32_t>((rank + n - 1) % n * 11 + i)) return "received element " + std::to_string(i);
+    }
+    if (comm->dev.yieldNs != (*yieldUs == '1' ? 1000u : 0u)) return "yieldNs " + std::to_string(comm->dev.yieldNs);
+    reruns += comm->dev.reruns.load();
+    return "";
+  });
+  for (auto& e : errors) FAIL_CHECK(e);
+  REQUIRE(errors.empty());
+  if (*yieldUs == '1') CHECK(reruns.load() > 0);
+  else CHECK(reruns.load() == 0);
+}
+
+// Yielding is for ranks of other processes sharing the GPU without MPS (their contexts
+// are time-sliced), unless COLL_DEVICE_YIELD_US says otherwise.
+TEST_CASE("device lanes yield by default only where other processes share the GPU without MPS",
+          "[collectives][device]") {
+  CHECK(coll::deviceYieldNs(-1, 2, 1, false) == coll::kAutoYieldUs * 1000u);  // another process, no MPS
+  CHECK(coll::deviceYieldNs(-1, 4, 2, false) == coll::kAutoYieldUs * 1000u);
+  CHECK(coll::deviceYieldNs(-1, 2, 1, true) == 0);   // MPS: kernels of both run at once
+  CHECK(coll::deviceYieldNs(-1, 4, 4, false) == 0);  // threads of one process: one context
+  CHECK(coll::deviceYieldNs(-1, 0, 0, false) == 0);  // no GPU (emulation)
+  CHECK(coll::deviceYieldNs(0, 2, 1, false) == 0);   // asked: never
+  CHECK(coll::deviceYieldNs(5, 1, 1, true) == 5000u);
+  CHECK(coll::deviceYieldNs(1 << 30, 2, 1, false) == 4'000'000'000u);  // at most 4 s
+}
+
 // The device set's FIFOs have their own size (4 MiB on a GPU by default, for 512 KiB
 // slices; the host set keeps its 1 MiB): COLL_DEVICE_BUFFSIZE sets it, every device
 // program slices by it, and under emulation it defaults to the host set's.

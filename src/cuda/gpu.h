@@ -41,6 +41,11 @@ bool canAccessPeer(int from, int to);
 Status enablePeerAccess(int from, int to);
 // Multiprocessors of a device (0 when unknown).
 int multiprocessors(int dev);
+// Whether contexts on the device are shared through MPS (kernels of different processes
+// run at once); false when unknown.
+bool mpsEnabled(int dev);
+// Whether work queued on `stream` now is captured into a CUDA graph rather than run.
+bool isCapturing(void* stream);
 // Kernels of different streams run together only over the device's hardware queues:
 // CUDA_DEVICE_MAX_CONNECTIONS, read when the process creates its CUDA context (8 unless
 // set, 32 at most). Loading this library asks for 32 where the variable is unset

@@ -144,6 +144,24 @@ int multiprocessors(int dev) {
   return sms;
 }
 
+bool mpsEnabled(int dev) {
+  int on = 0;
+  if (cudaDeviceGetAttribute(&on, cudaDevAttrMpsEnabled, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return on != 0;
+}
+
+bool isCapturing(void* stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
 Result<void*> allocate(size_t bytes) {
   void* p = nullptr;
   COLL_CHECK(check(cudaMalloc(&p, bytes), "cudaMalloc(" + std::to_string(bytes) + ")"));

@@ -59,6 +59,8 @@ enum DevCode : uint32_t {
   kDevDone = 1,
   kDevAborted = 2,       // the abort word was raised while the lane waited
   kDevSizeMismatch = 3,  // a slot's size differs from the slice expected: ranks disagree
+  kDevYielded = 4,       // waited longer than the lane's yieldNs and gave its block up; a
+                         // relaunch of the same lanes resumes it at (step, slice)
 };
 
 // What a lane reports when it ends (written by its leader).
@@ -67,8 +69,8 @@ struct DevLaneResult {
   uint32_t step;  // the step it is in (updated as it runs) or ended in
   uint64_t got;   // kDevSizeMismatch: the size found, and the size expected
   uint64_t want;
-  int32_t peer;  // the connector's peer it was waiting on or that disagreed
-  uint32_t pad;
+  int32_t peer;      // the connector's peer it was waiting on or that disagreed
+  uint32_t slice;    // kDevYielded: the slice of `step` it waited to move
   uint64_t startNs;  // the backend's clock (B::now) when the lane started and ended, for
   uint64_t endNs;    // COLL_DEVICE_TIMING's log (device/proxy.cc)
 };
@@ -79,7 +81,10 @@ struct DevLane {
   uint32_t nconns;
   uint64_t sliceBytes;
   int32_t nranks;
-  int32_t pad;
+  // Nonzero: a leader that has waited this long for a peer ends the lane with kDevYielded
+  // instead (ranks of processes time-sliced on one GPU: the peer's kernel runs only once
+  // this one ends; device_exec.h deviceYieldNs).
+  uint32_t yieldNs;
   const uint32_t* abortWord;  // nonzero: give up waiting
   DevLaneResult* result;
   DevConn conns[kDevMaxConns];
@@ -92,17 +97,63 @@ struct DevSliceCtl {
   const char* in;
   char* out;
   uint32_t code;
+  uint32_t step;  // at the lane's start: where it resumes (a relaunch after kDevYielded)
+  uint64_t slice;
 };
 
-// One turn of a leader's wait: a pause, and every 16th turn a look at the abort word
-// (host memory: each read crosses PCIe, slower than the FIFO counter polled beside it).
-template <class B>
-COLL_HD inline void devWait(const DevLane& L, B& b, uint32_t spins, uint32_t& code) {
-  if ((spins & 15) == 0 && b.load(L.abortWord) != 0) code = kDevAborted;
-  else b.pause();
+// Whether a launch whose kernel has ended must run again: a lane yielded and none failed.
+inline bool devResumes(const DevLaneResult* results, uint64_t nlanes) {
+  bool yielded = false;
+  for (uint64_t i = 0; i < nlanes; ++i) {
+    const uint32_t code = __atomic_load_n(&results[i].code, __ATOMIC_ACQUIRE);
+    if (code != kDevDone && code != kDevYielded) return false;
+    yielded |= code == kDevYielded;
+  }
+  return yielded;
 }
 
-// Runs lane L to its end with backend b, which provides:
+// One turn of a leader's wait: a pause, and every 16th turn a look at the abort word
+// (host memory: each read crosses PCIe, slower than the FIFO counter polled beside it)
+// and, for a lane that yields, at the clock (`since`: the 16th turn's time).
+template <class B>
+COLL_HD inline void devWait(const DevLane& L, B& b, uint32_t spins, uint64_t& since, uint32_t& code) {
+  if ((spins & 15) == 0) {
+    if (b.load(L.abortWord) != 0) {
+      code = kDevAborted;
+      return;
+    }
+    if (L.yieldNs != 0) {
+      const uint64_t t = b.now();
+      if (spins == 16) since = t;
+      else if (t - since > L.yieldNs) {
+        code = kDevYielded;
+        return;
+      }
+    }
+  }
+  b.pause();
+}
+
+// The leader's start: the lane's own FIFO counters, and where it resumes (a relaunch
+// after kDevYielded; a lane done in an earlier run of its launch returns at once).
+template <class B>
+COLL_HD inline void devStart(const DevLane& L, B& b, uint32_t* pos) {
+  DevSliceCtl& c = b.ctl();
+  c.code = b.load(&L.result->code);
+  c.step = 0;
+  c.slice = 0;
+  if (c.code == kDevRunning) L.result->startNs = b.now();
+  if (c.code == kDevYielded) {
+    c.step = L.result->step;
+    c.slice = L.result->slice;
+    c.code = kDevRunning;
+    b.store(&L.result->code, kDevRunning);
+  }
+  for (uint32_t i = 0; i < L.nconns; ++i) pos[i] = b.load(L.conns[i].isSend ? L.conns[i].tail : L.conns[i].head);
+}
+
+// Runs lane L to its end, or until it yields (kDevYielded; run again, it resumes there),
+// with backend b, which provides:
 //   bool leader();  void sync();  DevSliceCtl& ctl();
 //   uint32_t load(const uint32_t*) (acquire);  void store(uint32_t*, uint32_t) (release)
 //   void note(uint32_t*, uint32_t) (relaxed: progress only the stall report reads)
@@ -114,10 +165,12 @@ COLL_HD inline void devWait(const DevLane& L, B& b, uint32_t spins, uint32_t& co
 template <class B>
 COLL_HD inline void devRunLane(const DevLane& L, B& b) {
   uint32_t pos[kDevMaxConns];  // per connector: this side's counter (leader only)
-  if (b.leader()) L.result->startNs = b.now();
-  if (b.leader())
-    for (uint32_t i = 0; i < L.nconns; ++i) pos[i] = b.load(L.conns[i].isSend ? L.conns[i].tail : L.conns[i].head);
-  for (uint32_t si = 0; si < L.nsteps; ++si) {
+  if (b.leader()) devStart(L, b, pos);
+  b.sync();
+  const DevSliceCtl start = b.ctl();
+  b.sync();  // every thread has read it before the leader moves on
+  if (start.code != kDevRunning) return;
+  for (uint32_t si = start.step; si < L.nsteps; ++si) {
     const DevStep s = L.steps[si];                // one read of the step (it may live in host memory)
     if (b.leader()) b.note(&L.result->step, si);  // live progress, for stall reports
     // A token (kToken, plan.h) is one zero-length slice.
@@ -125,7 +178,7 @@ COLL_HD inline void devRunLane(const DevLane& L, B& b) {
     // A compressed step moves more of the caller's bytes per slot (compress.h).
     const uint64_t sliceBytes = wireSliceBytes(s.wire, L.sliceBytes);
     const uint64_t nslices = token ? 1 : (s.bytes + sliceBytes - 1) / sliceBytes;
-    for (uint64_t k = 0; k < nslices; ++k) {
+    for (uint64_t k = si == start.step ? start.slice : 0; k < nslices; ++k) {
       const uint64_t off = k * sliceBytes;
       const uint64_t len = token ? 0 : s.bytes - off < sliceBytes ? s.bytes - off : sliceBytes;
       const uint64_t wireLen = s.wire != kWireNone ? wireBytes(s.wire, len / 4) : len;
@@ -135,11 +188,12 @@ COLL_HD inline void devRunLane(const DevLane& L, B& b) {
         c.in = nullptr;
         c.out = nullptr;
         int32_t waitPeer = -1;
+        uint64_t since = 0;
         if (s.recv >= 0) {
           const DevConn& r = L.conns[s.recv];
           waitPeer = r.peer;
           for (uint32_t spins = 0; b.load(r.tail) == pos[s.recv] && c.code == kDevRunning;)
-            devWait(L, b, ++spins, c.code);
+            devWait(L, b, ++spins, since, c.code);
           if (c.code == kDevRunning) {
             const uint32_t got = b.load(&r.sizes[pos[s.recv] % kDevSteps]);
             if (got != wireLen) {
@@ -155,11 +209,12 @@ COLL_HD inline void devRunLane(const DevLane& L, B& b) {
           waitPeer = w.peer;
           for (uint32_t spins = 0;
                pos[s.send] - b.load(w.head) >= static_cast<uint32_t>(kDevSteps) && c.code == kDevRunning;)
-            devWait(L, b, ++spins, c.code);
+            devWait(L, b, ++spins, since, c.code);
           c.out = w.data + (pos[s.send] % kDevSteps) * w.slotBytes;
         }
         if (c.code != kDevRunning) {  // step and code by atomic stores: the stall report reads them
           L.result->peer = waitPeer;
+          b.note(&L.result->slice, static_cast<uint32_t>(k));
           b.store(&L.result->step, si);
           b.store(&L.result->code, c.code);
         }

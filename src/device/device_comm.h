@@ -31,9 +31,11 @@ struct DeviceComm {
   int64_t spinNs = 0;                               // COLL_SPIN_US, for waiters
   size_t slotBytes = 0;
   int ringPrev = 0, ringNext = 0;
-  int channels = 1;    // the device set's ring channels (COLL_DEVICE_NCHANNELS, shaped)
-  int p2pLanes = 1;    // lanes per direction for device send/recv (device_exec.h)
-  int laneBudget = 1;  // the most lanes one device launch may hold
+  int channels = 1;                 // the device set's ring channels (COLL_DEVICE_NCHANNELS, shaped)
+  int p2pLanes = 1;                 // lanes per direction for device send/recv (device_exec.h)
+  int laneBudget = 1;               // the most lanes one device launch may hold
+  uint32_t yieldNs = 0;             // lanes give their block up after waiting this long (deviceYieldNs)
+  std::atomic<uint64_t> reruns{0};  // launches of this rank run again after lanes yielded
   // The device set (devicePrepare; null for host-memory ranks), and the proxy, made by
   // the first device launch. Declared in this order so the proxy, which follows
   // launches over the set's connectors, goes first.

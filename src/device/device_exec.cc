@@ -98,22 +98,36 @@ class EmulatedBlocks {
 
 class EmulatedCompletion : public Completion {
  public:
-  ~EmulatedCompletion() override {
-    for (auto& t : threads) t.join();
-  }
-  bool done(Status*) override { return left.load(std::memory_order_acquire) == 0; }
-  std::atomic<size_t> left{0};
-  std::vector<std::thread> threads;
+  bool done(Status*) override { return finished.load(std::memory_order_acquire); }
+  std::atomic<bool> finished{false};
 };
 
 #if COLL_HAVE_CUDA
+// A launch's kernel, run again while its lanes yield (dev_lane.h kDevYielded): the proxy
+// asks done() and relaunches on the launch's stream, which holds nothing after it (a
+// launch whose lanes yield returns only when done). One completion may serve the parts
+// of several communicators, each with its proxy: one of them relaunches.
 class CudaCompletion : public Completion {
  public:
-  explicit CudaCompletion(gpu::Event ev) : ev_(std::move(ev)) {}
-  bool done(Status* err) override { return ev_.done(err, "device executor kernel"); }
+  CudaCompletion(DevLaunch launch, int device, std::vector<DeviceComm*> comms)
+      : launch_(std::move(launch)), device_(device), comms_(std::move(comms)) {}
+  bool done(Status* err) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!launch_.done.done(err, "device executor kernel")) return false;
+    if (!err->ok() || !devResumes(launch_.results, launch_.nlanes)) return true;
+    Status st = gpu::setDevice(device_);
+    if (st.ok()) st = relaunchLanes(launch_);
+    for (DeviceComm* c : comms_) c->reruns.fetch_add(1, std::memory_order_relaxed);
+    if (st.ok()) return false;
+    *err = st;
+    return true;
+  }
 
  private:
-  gpu::Event ev_;
+  std::mutex mu_;
+  DevLaunch launch_;
+  int device_;
+  std::vector<DeviceComm*> comms_;  // of the parts, whose reruns it counts
 };
 #endif
 
@@ -265,6 +279,7 @@ Status assemble(std::vector<DevicePart>& parts, Assembly& a, const MapFn& map, s
     for (DevLane lane : l.lanes) {
       lane.steps = reinterpret_cast<const DevStep*>(reinterpret_cast<uintptr_t>(lane.steps) + stepBase);
       lane.abortWord = proxy.value()->abortWordDevice();
+      lane.yieldNs = part.dev->yieldNs;
       a.lanes.push_back(lane);
     }
     a.steps.insert(a.steps.end(), l.steps.begin(), l.steps.end());
@@ -273,6 +288,25 @@ Status assemble(std::vector<DevicePart>& parts, Assembly& a, const MapFn& map, s
   }
   a.assembledNs = wallNs();
   return okStatus();
+}
+
+// Counts a launch run again (its lanes yielded) on each of its parts' communicators.
+bool countRerun(std::vector<DevicePart>& parts, const Assembly& a) {
+  for (size_t k : a.parts) parts[k].dev->reruns.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+// Waits until the proxies have seen every part's launch end; the first error.
+Status waitAssembly(std::vector<DevicePart>& parts, const Assembly& a, struct ::collComm** failedComm) {
+  Status first;
+  for (size_t k = 0; k < a.parts.size(); ++k) {
+    Status st = parts[a.parts[k]].dev->proxy->wait(a.lowered[k].pending);
+    if (!st.ok() && first.ok()) {
+      first = st;
+      *failedComm = parts[a.parts[k]].dev->owner;
+    }
+  }
+  return first;
 }
 
 // Hands every part's launch to its proxy: `results` holds one result per lane of the
@@ -314,26 +348,23 @@ Status runEmulated(std::vector<DevicePart>& parts, struct ::collComm** failedCom
     mem->lanes[i].result = &mem->results[i];
   }
   auto completion = std::make_shared<EmulatedCompletion>();
-  completion->left = mem->lanes.size();
-  const int64_t blocks = param(IntParam::DEVICE_EMULATE_BLOCKS);
-  for (const DevLane& lane : mem->lanes)
-    completion->threads.emplace_back([&lane, blocks, completion = completion.get()] {
-      HostLaneBackend b;
-      EmulatedBlocks::instance().acquire(blocks);
-      devRunLane(lane, b);
-      EmulatedBlocks::instance().release();
-      completion->left.fetch_sub(1, std::memory_order_acq_rel);
-    });
   submitParts(parts, a, completion, mem->results.data(), mem, called);
-  Status first;
-  for (size_t k = 0; k < a.parts.size(); ++k) {
-    Status st = parts[a.parts[k]].dev->proxy->wait(a.lowered[k].pending);
-    if (!st.ok() && first.ok()) {
-      first = st;
-      *failedComm = parts[a.parts[k]].dev->owner;
-    }
-  }
-  return first;
+  // As a kernel's blocks: a lane per thread, and while lanes yield (COLL_DEVICE_YIELD_US)
+  // the launch runs again once all have ended, as the proxy relaunches a kernel.
+  const int64_t blocks = param(IntParam::DEVICE_EMULATE_BLOCKS);
+  do {
+    std::vector<std::thread> threads;
+    for (const DevLane& lane : mem->lanes)
+      threads.emplace_back([&lane, blocks] {
+        HostLaneBackend b;
+        EmulatedBlocks::instance().acquire(blocks);
+        devRunLane(lane, b);
+        EmulatedBlocks::instance().release();
+      });
+    for (std::thread& t : threads) t.join();
+  } while (devResumes(mem->results.data(), mem->results.size()) && countRerun(parts, a));
+  completion->finished.store(true, std::memory_order_release);
+  return waitAssembly(parts, a, failedComm);
 }
 
 // ---- CUDA: one kernel per device -----------------------------------------------------
@@ -342,8 +373,16 @@ Status runEmulated(std::vector<DevicePart>& parts, struct ::collComm** failedCom
 // The legacy default stream (0) serialises every blocking stream of the device: a rank's
 // kernel there would wait forever for a rank of the same process and device whose kernel
 // is queued behind it. Allowed when the launch holds all of them (a group driven by one
-// thread: one kernel), as with one rank per device.
-Status checkLegacyStream(const DevicePart& part, int partsOnDevice) {
+// thread: one kernel), as with one rank per device. And a launch whose lanes yield is run
+// again by the proxy until done: a CUDA graph would hold only its first run.
+Status checkStreams(const DevicePart& part, int partsOnDevice) {
+  if (part.dev->yieldNs != 0)
+    for (void* s : part.streams)
+      if (gpu::isCapturing(s))
+        return invalidUsage("rank " + std::to_string(part.dev->rank) +
+                            ": a device collective cannot be captured into a CUDA graph while its lanes yield "
+                            "(ranks of other processes share this GPU without MPS, or COLL_DEVICE_YIELD_US is set); "
+                            "start the MPS daemon, or set COLL_DEVICE_YIELD_US=0");
   const int sharing = ranksOnGpu(part.dev->bootstrap->peers(), part.dev->rank, true);
   if (sharing <= partsOnDevice) return okStatus();
   for (void* s : part.streams)
@@ -365,7 +404,7 @@ Status runOnDevices(std::vector<DevicePart>& parts, struct ::collComm** failedCo
   for (size_t i = 0; i < parts.size(); ++i) byDevice[parts[i].dev->cudaDev].push_back(i);
   for (auto& [dev, idx] : byDevice)
     for (size_t i : idx) {
-      Status st = checkLegacyStream(parts[i], static_cast<int>(idx.size()));
+      Status st = checkStreams(parts[i], static_cast<int>(idx.size()));
       if (!st.ok()) {
         *failedComm = parts[i].dev->owner;
         return st;
@@ -373,6 +412,7 @@ Status runOnDevices(std::vector<DevicePart>& parts, struct ::collComm** failedCo
     }
   const int before = gpu::currentDevice();
   Status result;
+  std::vector<Assembly> launched;
   for (auto& [dev, idx] : byDevice) {
     Assembly a;
     a.parts = idx;
@@ -392,10 +432,18 @@ Status runOnDevices(std::vector<DevicePart>& parts, struct ::collComm** failedCo
       break;
     }
     DevLaunch& launch = h.value();
-    submitParts(parts, a, std::make_shared<CudaCompletion>(launch.done), launch.results,
+    std::vector<DeviceComm*> comms;
+    for (size_t i : idx) comms.push_back(parts[i].dev);
+    submitParts(parts, a, std::make_shared<CudaCompletion>(launch, dev, std::move(comms)), launch.results,
                 std::make_shared<gpu::LaunchBlock>(launch.memory), called);
+    launched.push_back(std::move(a));
   }
   if (before >= 0) (void)gpu::setDevice(before);
+  // Lanes that yield are relaunched by the proxy on the launch's stream: nothing of the
+  // caller's may be queued behind them before they are done.
+  const bool yields = std::any_of(parts.begin(), parts.end(), [](const DevicePart& p) { return p.dev->yieldNs != 0; });
+  for (const Assembly& a : launched)
+    if (result.ok() && yields) result = waitAssembly(parts, a, failedComm);
   return result;
 }
 #endif
@@ -439,6 +487,11 @@ int deviceLaneBudget(const std::vector<PeerInfo>& peers, int rank, int cudaDev, 
   (void)cudaDev;
 #endif
   return kUnlimitedLanes;
+}
+
+uint32_t deviceYieldNs(int64_t requestedUs, int onGpu, int inProcess, bool mps) {
+  if (requestedUs < 0) requestedUs = onGpu > inProcess && !mps ? kAutoYieldUs : 0;
+  return static_cast<uint32_t>(std::min<int64_t>(requestedUs, 4'000'000) * 1000);
 }
 
 DeviceShape deviceShape(int nranks, int budget, int requested) {
@@ -505,12 +558,35 @@ Status deviceRun(std::vector<DevicePart>& parts, struct ::collComm** failedComm)
 #endif
 }
 
+// deviceYieldNs for d, logged when its lanes yield.
+static uint32_t yieldFor(const DeviceComm& d, bool bound) {
+  int onGpu = 0, inProcess = 0;
+  bool mps = false;
+#if COLL_HAVE_CUDA
+  if (bound) {
+    onGpu = ranksOnGpu(d.bootstrap->peers(), d.rank, false);
+    inProcess = ranksOnGpu(d.bootstrap->peers(), d.rank, true);
+    mps = gpu::mpsEnabled(d.cudaDev);
+  }
+#else
+  (void)bound;
+#endif
+  const uint32_t ns = deviceYieldNs(param(IntParam::DEVICE_YIELD_US), onGpu, inProcess, mps);
+  if (ns != 0)
+    COLL_INFO(INIT,
+              "rank %d: device lanes give their block up after %u us of waiting (%d of the %d ranks on its GPU "
+              "in other processes, MPS %s); each launch returns when done",
+              d.rank, ns / 1000, onGpu - inProcess, onGpu, mps ? "on" : "off");
+  return ns;
+}
+
 Status devicePrepare(DeviceComm& d) {
   bool bound = false;
 #if COLL_HAVE_CUDA
   bound = d.cudaDev >= 0 && !d.emulate;
 #endif
   if (!bound && !d.emulate) return okStatus();
+  d.yieldNs = yieldFor(d, bound);
   // The device set's ring channels (p2p where possible), wired like the host ones.
   d.conns = std::make_unique<ConnectorSet>();
   auto& channels = d.conns->channels;

@@ -50,6 +50,17 @@ std::string hardwareQueueWarning(int sharing, int queues);
 constexpr int kUnlimitedLanes = 1 << 20;
 int deviceLaneBudget(const std::vector<PeerInfo>& peers, int rank, int cudaDev, bool emulate);
 
+// How long a lane waits for a peer before it gives its kernel block up (dev_lane.h
+// kDevYielded; the proxy then runs the launch again), in nanoseconds; 0: never.
+// `requestedUs` is COLL_DEVICE_YIELD_US: >= 0 as given; -1: kAutoYieldUs where the GPU's
+// ranks (`onGpu`) include ranks of other processes (more than `inProcess`) and contexts
+// are not shared through MPS: the GPU then time-slices the processes' contexts, so a
+// kernel waiting for another process's kernel waits for its time slice to end (2.4 ms
+// per round trip on an H100). A rank that yields returns from each launch when it is
+// done (the proxy relaunches on its stream).
+constexpr int kAutoYieldUs = 20;
+uint32_t deviceYieldNs(int64_t requestedUs, int onGpu, int inProcess, bool mps);
+
 // The device set's shape for a lane budget agreed by all ranks: ring channels (at most
 // `requested`, leaving room for one send and one receive lane set), and the lanes per
 // direction that send/recv operations are spread over (by distance between the ranks,

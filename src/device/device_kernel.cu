@@ -114,11 +114,19 @@ Result<DevLaunch> launchLanes(std::vector<DevLane> lanes, const std::vector<DevS
   auto s = static_cast<cudaStream_t>(stream);
   COLL_CHECK(gpu::check(cudaMemcpyAsync(dev, host, laneBytes + stepBytes, cudaMemcpyHostToDevice, s),
                         "cudaMemcpyAsync of a device launch's plan"));
-  devExecKernel<<<static_cast<unsigned>(lanes.size()), kThreads, 0, s>>>(reinterpret_cast<const DevLane*>(dev));
-  COLL_CHECK(gpu::check(cudaGetLastError(), "device executor kernel launch"));
-  COLL_ASSIGN(h.done, gpu::Event::record(stream));
+  h.lanes = reinterpret_cast<const DevLane*>(dev);
+  h.nlanes = static_cast<unsigned>(lanes.size());
+  h.stream = stream;
+  COLL_CHECK(relaunchLanes(h));
   for (void* other : join) COLL_CHECK(h.done.waitOn(other));
   return h;
+}
+
+Status relaunchLanes(DevLaunch& h) {
+  devExecKernel<<<h.nlanes, kThreads, 0, static_cast<cudaStream_t>(h.stream)>>>(h.lanes);
+  COLL_CHECK(gpu::check(cudaGetLastError(), "device executor kernel launch"));
+  COLL_ASSIGN(h.done, gpu::Event::record(h.stream));
+  return okStatus();
 }
 
 int residentLanes(int dev) {

@@ -16,6 +16,9 @@ struct DevLaunch {
   gpu::Event done;
   gpu::LaunchBlock memory;
   DevLaneResult* results = nullptr;  // one per lane, in the order given
+  const DevLane* lanes = nullptr;    // in the device block
+  unsigned nlanes = 0;
+  void* stream = nullptr;
 };
 
 // Places the lanes and their steps (host arrays; each lane's `steps` holds the index of
@@ -29,5 +32,10 @@ Result<DevLaunch> launchLanes(std::vector<DevLane> lanes, const std::vector<DevS
 // Lanes (blocks of the executor kernel) a device keeps resident at once: its
 // multiprocessors times the kernel's occupancy (0 when unknown).
 int residentLanes(int dev);
+
+// Runs a launch's lanes again on its stream, from where they yielded (kDevYielded; lanes
+// done already end at once), and records h.done after it. The caller's device must be
+// the stream's.
+Status relaunchLanes(DevLaunch& h);
 
 }  // namespace coll
