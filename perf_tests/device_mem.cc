@@ -50,12 +50,22 @@ std::string DeviceBuffers::resize(size_t sendBytes, size_t recvBytes) {
   return e.empty() ? grow(&recv_, &recvCap_, recvBytes) : e;
 }
 
+// On the rank's stream, waited for: a plain cudaMemcpy runs on the legacy default stream,
+// which a non-blocking stream does not wait for, and from pageable memory it may return
+// before its DMA has landed (a collective that copies its input at once, as a staged one
+// does, then read the old contents).
 std::string DeviceBuffers::toDevice(char* dst, const void* src, size_t bytes) {
-  return err(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
+  const std::string e = err(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                                            static_cast<cudaStream_t>(stream_)),
+                            "cudaMemcpyAsync to device");
+  return e.empty() ? sync() : e;
 }
 
 std::string DeviceBuffers::toHost(void* dst, const char* src, size_t bytes) {
-  return err(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+  const std::string e = err(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
+                                            static_cast<cudaStream_t>(stream_)),
+                            "cudaMemcpyAsync to host");
+  return e.empty() ? sync() : e;
 }
 
 std::string DeviceBuffers::sync() {

@@ -5,6 +5,7 @@
 #                                      the no-hang shapes; then each target and whether it
 #                                      holds (scripts/gpu_targets.py)
 #   bash scripts/gpu_check.sh more     the probe, the gpu_launch tests, the channel sweep
+#   bash scripts/gpu_check.sh yield    small operations of 2 processes without MPS, timed
 # Logs in $OUT/logs.tar.gz (the device tool brings back at most 8 files), the summary and
 # the targets beside it; a summary last. Every step has its own time limit; each form fits
 # one 10-minute call (590 s).
@@ -61,6 +62,32 @@ if [ "${1:-targets}" = more ]; then
     echo "== $f" >> "$S"
     grep -E "^ +[0-9]+ |Out of bounds" "$OUT/$f.log" | tail -12 >> "$S"
   done
+  cat "$S"
+  exit 0
+fi
+if [ "${1:-targets}" = yield ]; then
+  # 2 and 4 processes without MPS (lanes that yield; small collectives staged through host
+  # memory, comm/stage.h): staged up to the default limit, everything staged, nothing
+  # staged; every collective checked; where a yielding launch's time goes.
+  R="$B/tools/collrun"
+  step procs2_stage 40 "$R" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128M -f 4 -n 10 -w 2 -c 1
+  step procs2_stage_all 40 env COLL_DEVICE_STAGE_BYTES=1073741824 "$R" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128M -f 4 -n 10 -w 2 -c 1
+  step procs2_stage_none 40 env COLL_DEVICE_STAGE_BYTES=0 "$R" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128M -f 4 -n 10 -w 2 -c 1
+  step procs4_stage 40 "$R" -np 4 -- "$P/all_reduce_perf" --mem device -b 8 -e 64M -f 8 -n 10 -w 2 -c 1
+  for c in all_gather reduce_scatter broadcast reduce alltoall sendrecv; do
+    step "procs2_$c" 30 "$R" -np 2 -- "$P/${c}_perf" --mem device -b 8 -e 4M -f 16 -n 5 -w 1 -c 1
+  done
+  step procs2_host 30 "$R" -np 2 -- "$P/all_reduce_perf" -b 8 -e 128K -f 4 -n 20 -w 2 -c 1
+  for b in 8 32K; do
+    step "procs2_staged_timing_$b" 30 env COLL_DEVICE_TIMING=1 COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=COLL "$R" -np 2 -- "$P/all_reduce_perf" --mem device -b $b -e $b -n 20 -w 2 -c 0
+  done
+  step procs2_timing 30 env COLL_DEVICE_STAGE_BYTES=0 COLL_DEVICE_TIMING=1 COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=COLL,INIT "$R" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 8 -n 20 -w 2 -c 0
+  for f in procs2_host procs2_stage procs2_stage_all procs2_stage_none procs4_stage procs2_all_gather procs2_reduce_scatter procs2_broadcast procs2_reduce procs2_alltoall procs2_sendrecv; do
+    echo "== $f" >> "$S"
+    grep -E "^ +[0-9]+ |Out of bounds" "$OUT/$f.log" | tail -16 >> "$S"
+  done
+  grep "device timing" "$OUT/procs2_timing.log" | tail -4 >> "$S"
+  for b in 8 32K; do grep "staged timing" "$OUT/procs2_staged_timing_$b.log" | tail -4 >> "$S"; done
   cat "$S"
   exit 0
 fi

@@ -449,6 +449,7 @@ TEST_CASE("device lanes that yield resume where they stopped: the sweep (COLL_DE
   ScopedEnv emulate("COLL_DEVICE_EMULATE", "1");
   ScopedEnv channels("COLL_DEVICE_NCHANNELS", "3");
   ScopedEnv yield("COLL_DEVICE_YIELD_US", "1");
+  ScopedEnv stage("COLL_DEVICE_STAGE_BYTES", "0");  // the lanes, not the host path
   SECTION("shm, nranks 3") { sweep(3, false); }
   SECTION("net, nranks 2") { sweep(2, true); }
   SECTION("tree, nranks 4") { sweep(4, false, true); }
@@ -462,6 +463,7 @@ TEST_CASE("device lanes that yield resume where they stopped: a group, counted (
   ScopedEnv yield("COLL_DEVICE_YIELD_US", yieldUs);
   ScopedEnv buff("COLL_DEVICE_BUFFSIZE", "2048");
   ScopedEnv oneShot("COLL_ONESHOT_BYTES", "0");
+  ScopedEnv stage("COLL_DEVICE_STAGE_BYTES", "0");
   INFO("COLL_DEVICE_YIELD_US=" << yieldUs);
   const int n = 3;
   const size_t cnt = 4000;  // int32: 63 slices of 256 bytes
@@ -490,6 +492,64 @@ TEST_CASE("device lanes that yield resume where they stopped: a group, counted (
   REQUIRE(errors.empty());
   if (*yieldUs == '1') CHECK(reruns.load() > 0);
   else CHECK(reruns.load() == 0);
+}
+
+// Where lanes yield, small collectives go through host memory instead (comm/stage.h):
+// inputs copied out, the host path, outputs copied back. In place and out of place, roots
+// whose output or input is unused, a group of them; a collective above
+// COLL_DEVICE_STAGE_BYTES in its own launch takes the lanes (and yields); every rank
+// decides alike. The sweep (one-shot, ring, chain sizes) runs staged too.
+TEST_CASE("small device collectives run from host memory where lanes yield (emulated)", "[collectives][device]") {
+  ScopedEnv emulate("COLL_DEVICE_EMULATE", "1");
+  ScopedEnv yield("COLL_DEVICE_YIELD_US", "1");
+  SECTION("sweep, nranks 3") {
+    ScopedEnv stage("COLL_DEVICE_STAGE_BYTES", "1048576");
+    sweep(3, false);
+  }
+  SECTION("in place, roots, a group, and one above the limit") {
+    ScopedEnv stage("COLL_DEVICE_STAGE_BYTES", "4096");
+    const int n = 3;
+    const size_t cnt = 100, big = 5000;  // int32: 400 bytes each (a group of 5: 2.8 KiB); 20 KB
+    auto errors = testing::runRanks(n, [&](int rank, collComm_t comm) -> std::string {
+      std::vector<int32_t> ar(cnt), ag(cnt * n, -1), rs(cnt * n), bc(cnt, -1), rd(cnt), out(cnt, -7), large(big);
+      for (size_t i = 0; i < cnt; ++i) {
+        ar[i] = static_cast<int32_t>(rank + i);
+        ag[rank * cnt + i] = static_cast<int32_t>(rank * 3 + i);
+        for (int q = 0; q < n; ++q) rs[q * cnt + i] = static_cast<int32_t>(q * 1000 + rank + i);
+        if (rank == 1) bc[i] = static_cast<int32_t>(7 * i);
+        rd[i] = static_cast<int32_t>(rank * 5 + i);
+      }
+      for (size_t i = 0; i < big; ++i) large[i] = static_cast<int32_t>(rank + i);
+      collResult_t r = collGroupStart();
+      if (r == collSuccess) r = collAllReduce(ar.data(), ar.data(), cnt, collInt32, collSum, comm, nullptr);
+      if (r == collSuccess) r = collAllGather(ag.data() + rank * cnt, ag.data(), cnt, collInt32, comm, nullptr);
+      if (r == collSuccess)
+        r = collReduceScatter(rs.data(), rs.data() + rank * cnt, cnt, collInt32, collSum, comm, nullptr);
+      if (r == collSuccess) r = collBroadcast(bc.data(), bc.data(), cnt, collInt32, 1, comm, nullptr);
+      if (r == collSuccess)
+        r = collReduce(rd.data(), rank == 2 ? out.data() : nullptr, cnt, collInt32, collSum, 2, comm, nullptr);
+      const collResult_t e = collGroupEnd();
+      if (r != collSuccess || e != collSuccess) return collGetLastError(comm);
+      if (collAllReduce(large.data(), large.data(), big, collInt32, collSum, comm, nullptr) != collSuccess)
+        return collGetLastError(comm);
+      for (size_t i = 0; i < cnt; ++i) {
+        const auto I = static_cast<int32_t>(i);
+        if (ar[i] != n * I + n * (n - 1) / 2) return "allreduce element " + std::to_string(i);
+        for (int q = 0; q < n; ++q)
+          if (ag[q * cnt + i] != q * 3 + I) return "allgather element " + std::to_string(i);
+        if (rs[rank * cnt + i] != n * (rank * 1000 + I) + n * (n - 1) / 2) return "reduce-scatter " + std::to_string(i);
+        if (bc[i] != 7 * I) return "broadcast element " + std::to_string(i);
+        if (rank == 2 && out[i] != n * I + 5 * n * (n - 1) / 2) return "reduce element " + std::to_string(i);
+      }
+      for (size_t i = 0; i < big; ++i)
+        if (large[i] != n * static_cast<int32_t>(i) + n * (n - 1) / 2) return "large element " + std::to_string(i);
+      if (comm->deviceStageBytes != 4096 || comm->stageMemoryBytes == 0) return "the group was not staged";
+      if (comm->dev.reruns.load() == 0) return "the large allreduce did not run on yielding lanes";
+      return "";
+    });
+    for (auto& e : errors) FAIL_CHECK(e);
+    REQUIRE(errors.empty());
+  }
 }
 
 // Yielding is for ranks of other processes sharing the GPU without MPS (their contexts

@@ -188,6 +188,21 @@ TEST_CASE("round-robin placement over hosts: the ring visits each host once", "[
   for (auto& r : res) REQUIRE(r.exitCode == 0);
 }
 
+// Processes whose device lanes yield (as on a GPU time-sliced between them, no MPS):
+// collectives up to COLL_DEVICE_STAGE_BYTES run from host memory, larger ones on lanes
+// that give their block up and are run again (emulated: host threads for kernels).
+TEST_CASE("processes whose device lanes yield: small collectives staged, large ones rerun (emulated)",
+          "[multiprocess][device]") {
+  ProcOptions o;
+  o.env = {{"TEST_NRANKS", "3"},
+           {"COLL_DEVICE_EMULATE", "1"},
+           {"COLL_DEVICE_YIELD_US", "1"},
+           {"COLL_DEVICE_STAGE_BYTES", "8192"}};
+  auto res = runProcs(3, basicOps, o);
+  INFO(describe(res));
+  for (auto& r : res) REQUIRE(r.exitCode == 0);
+}
+
 TEST_CASE("tree allreduce across simulated hosts", "[multiprocess][tree]") {
   // Uneven hosts (2, 1 and 2 ranks): chains inside hosts, both double binary trees
   // across them, over shm + TCP and over TCP only; the tuner's own choice as well.

@@ -51,9 +51,11 @@ struct SharedConfig {
   int32_t deviceEmulate;
   int32_t deviceChannels;
   int32_t deviceLaneBudget;  // not compared: the smallest over all ranks applies
-  int32_t compress;          // collCompress_t
-  int32_t deterministic;     // config->deterministic, else COLL_DETERMINISTIC
-  uint64_t algos;            // COLL_ALGO / COLL_PROTO filters (tuner.h)
+  int32_t deviceYields;      // not compared: staging is on when any rank's lanes yield
+  int64_t deviceStageBytes;
+  int32_t compress;       // collCompress_t
+  int32_t deterministic;  // config->deterministic, else COLL_DETERMINISTIC
+  uint64_t algos;         // COLL_ALGO / COLL_PROTO filters (tuner.h)
   uint64_t protos;
   double tunerConsts[5];
   char netName[32];   // the net backend this rank would use ("": no network); compared apart
@@ -238,6 +240,9 @@ static Result<SharedConfig> localConfig(collComm* c, bool shmDisable, bool overN
   mine.netDuplex = param(IntParam::NET_DUPLEX) != 0 ? 1 : 0;
   mine.deviceChannels = static_cast<int32_t>(std::clamp<int64_t>(param(IntParam::DEVICE_NCHANNELS), 0, 32));
   mine.deviceLaneBudget = deviceLaneBudget(c->bootstrap->peers(), c->rank, c->dev.cudaDev, mine.deviceEmulate != 0);
+  c->dev.yieldNs = deviceYieldFor(c->bootstrap->peers(), c->rank, c->dev.cudaDev, mine.deviceEmulate != 0);
+  mine.deviceYields = c->dev.yieldNs != 0 ? 1 : 0;
+  mine.deviceStageBytes = std::clamp<int64_t>(param(IntParam::DEVICE_STAGE_BYTES), 0, int64_t{1} << 30);
   COLL_ASSIGN(mine.compress, compressSetting(o));
   mine.deterministic = o.deterministic >= 0 ? o.deterministic : param(IntParam::DETERMINISTIC) != 0 ? 1 : 0;
   COLL_CHECK(tunerInputFromParams(&c->tuner));
@@ -272,7 +277,8 @@ static std::string describeShared(const SharedConfig& s) {
          ", COLL_SHM_DISABLE=" + std::to_string(s.shmDisable) + ", COLL_DIRECT=" + std::to_string(s.direct) +
          ", COLL_NET_DUPLEX=" + std::to_string(s.netDuplex) +
          ", COLL_DEVICE_EMULATE=" + std::to_string(s.deviceEmulate) +
-         ", COLL_DEVICE_NCHANNELS=" + std::to_string(s.deviceChannels) + ", COLL_COMPRESS (or config->compress) " +
+         ", COLL_DEVICE_NCHANNELS=" + std::to_string(s.deviceChannels) +
+         ", COLL_DEVICE_STAGE_BYTES=" + std::to_string(s.deviceStageBytes) + ", COLL_COMPRESS (or config->compress) " +
          std::to_string(s.compress) + ", COLL_DETERMINISTIC (or config->deterministic) " +
          std::to_string(s.deterministic) + ", COLL_ALGO/COLL_PROTO filters " + std::to_string(s.algos) + "/" +
          std::to_string(s.protos) + ", COLL_TUNER_* " + consts;
@@ -376,6 +382,9 @@ static Status applyConfig(collComm* c, const std::vector<SharedConfig>& all, boo
   int32_t budget = kUnlimitedLanes;
   for (const SharedConfig& o : all) budget = std::min(budget, o.deviceLaneBudget);
   c->dev.laneBudget = budget;
+  bool yields = false;
+  for (const SharedConfig& o : all) yields |= o.deviceYields != 0;
+  c->deviceStageBytes = yields ? static_cast<size_t>(agreed.deviceStageBytes) : 0;
   const DeviceShape shape = deviceShape(c->nranks, budget, agreed.deviceChannels);
   c->dev.channels = shape.channels;
   c->dev.p2pLanes = shape.p2pLanes;

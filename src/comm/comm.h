@@ -134,6 +134,11 @@ struct collComm {
   // (dev.cudaDev, -1 for a host-memory rank), emulation, the device connector set
   // (conns(true)), the proxy.
   coll::DeviceComm dev;
+  // Launches on device buffers of at most this many bytes go through host memory
+  // (comm/stage.h) where any rank's lanes yield; 0: never.
+  size_t deviceStageBytes = 0;
+  std::shared_ptr<void> stageMemory;  // pinned host memory of staged launches, kept for the next
+  size_t stageMemoryBytes = 0;
 
   coll::CommOptions options;
   // collInProgress while a non-blocking init runs on initThread, then its result.

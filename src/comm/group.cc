@@ -13,6 +13,7 @@
 #include "comm/executor.h"
 #include "comm/watch.h"
 #include "base/log.h"
+#include "comm/stage.h"
 #include "device/device_exec.h"
 #include "transport/transport.h"
 
@@ -148,7 +149,8 @@ struct CommLaunch {
   std::vector<Segment> channel0Before;
   // Host: one program per peer. Device: per lane, peers spread by distance (p2pLane).
   std::map<int, Program> sends, recvs;
-  Program self;  // send/recv to oneself
+  Program self;                      // send/recv to oneself
+  std::unique_ptr<Staging> staging;  // a device launch run from host memory (comm/stage.h)
 };
 
 // What the algorithm builders read of c, over the connector set `conns`.
@@ -396,6 +398,25 @@ Status admit(Launches& launches, LaunchGuard& guard, collComm** failedComm) {
   return okStatus();
 }
 
+// Stage: small device launches of a time-sliced GPU run from host memory (comm/stage.h),
+// as host launches from here on.
+Status stage(Launches& launches, collComm** failedComm) {
+  for (auto& l : launches)
+    if (l->device && staged(l->comm, l->ops)) {
+      l->staging = std::make_unique<Staging>();
+      COLL_RETURN_IF_FAILED(failOn(l->comm, stageIn(l->comm, l->ops, l->staging.get()), failedComm));
+      l->device = false;
+    }
+  return okStatus();
+}
+
+// Their outputs back to the caller's device buffers.
+Status unstage(Launches& launches, collComm** failedComm) {
+  for (auto& l : launches)
+    if (l->staging) COLL_RETURN_IF_FAILED(failOn(l->comm, stageOut(l->comm, *l->staging), failedComm));
+  return okStatus();
+}
+
 // Route: every operation's algorithm (the same on every rank).
 Status route(Launches& launches, collComm** failedComm) {
   for (auto& l : launches)
@@ -508,12 +529,14 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
   Launches launches;
   COLL_RETURN_IF_FAILED(collect(queue, launches, failedComm));
   COLL_RETURN_IF_FAILED(admit(launches, guard, failedComm));
+  COLL_RETURN_IF_FAILED(stage(launches, failedComm));
   // A launch the tuner cannot route fails on its own settings: not a matter for the
   // other ranks, so it is watched (comm/watch.h) from the wiring on.
   COLL_RETURN_IF_FAILED(route(launches, failedComm));
   for (auto& l : launches) watchStarted(l->comm, l->ops.front(), l->ops.size());
   Status st = wire(launches, failedComm);
   if (st.ok()) st = buildAndRun(launches, failedComm);
+  if (st.ok()) st = unstage(launches, failedComm);
   for (auto& l : launches)
     if (st.ok() || l->comm != *failedComm) watchFinished(l->comm);
   if (!st.ok() && *failedComm) st = watchFailed(*failedComm, std::move(st));

@@ -63,6 +63,10 @@ Result<void*> allocateOnStream(size_t bytes, void* stream);
 void releaseOnStream(void* p, void* stream);
 // Copies bytes from device (or any) memory to host memory, synchronously.
 Status copyToHost(void* dst, const void* src, size_t bytes);
+// Copies bytes between any memories in stream order (cudaMemcpyAsync, cudaMemcpyDefault),
+// and waits for everything queued on a stream.
+Status copyOnStream(void* dst, const void* src, size_t bytes, void* stream);
+Status syncStream(void* stream);
 
 // ---- Host memory the device reaches ----------------------------------------------------------
 

@@ -180,6 +180,15 @@ void releaseOnStream(void* p, void* stream) {
   if (cudaFreeAsync(p, static_cast<cudaStream_t>(stream)) != cudaSuccess) cudaGetLastError();
 }
 
+Status copyOnStream(void* dst, const void* src, size_t bytes, void* stream) {
+  return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)),
+               "cudaMemcpyAsync (" + std::to_string(bytes) + " bytes)");
+}
+
+Status syncStream(void* stream) {
+  return check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
+}
+
 Status copyToHost(void* dst, const void* src, size_t bytes) {
   return check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy (to host)");
 }

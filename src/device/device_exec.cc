@@ -117,6 +117,7 @@ class CudaCompletion : public Completion {
     if (!err->ok() || !devResumes(launch_.results, launch_.nlanes)) return true;
     Status st = gpu::setDevice(device_);
     if (st.ok()) st = relaunchLanes(launch_);
+    runs.fetch_add(1, std::memory_order_relaxed);
     for (DeviceComm* c : comms_) c->reruns.fetch_add(1, std::memory_order_relaxed);
     if (st.ok()) return false;
     *err = st;
@@ -291,7 +292,8 @@ Status assemble(std::vector<DevicePart>& parts, Assembly& a, const MapFn& map, s
 }
 
 // Counts a launch run again (its lanes yielded) on each of its parts' communicators.
-bool countRerun(std::vector<DevicePart>& parts, const Assembly& a) {
+bool countRerun(std::vector<DevicePart>& parts, const Assembly& a, Completion& c) {
+  c.runs.fetch_add(1, std::memory_order_relaxed);
   for (size_t k : a.parts) parts[k].dev->reruns.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -362,7 +364,7 @@ Status runEmulated(std::vector<DevicePart>& parts, struct ::collComm** failedCom
         EmulatedBlocks::instance().release();
       });
     for (std::thread& t : threads) t.join();
-  } while (devResumes(mem->results.data(), mem->results.size()) && countRerun(parts, a));
+  } while (devResumes(mem->results.data(), mem->results.size()) && countRerun(parts, a, *completion));
   completion->finished.store(true, std::memory_order_release);
   return waitAssembly(parts, a, failedComm);
 }
@@ -558,25 +560,25 @@ Status deviceRun(std::vector<DevicePart>& parts, struct ::collComm** failedComm)
 #endif
 }
 
-// deviceYieldNs for d, logged when its lanes yield.
-static uint32_t yieldFor(const DeviceComm& d, bool bound) {
+uint32_t deviceYieldFor(const std::vector<PeerInfo>& peers, int rank, int cudaDev, bool emulate) {
   int onGpu = 0, inProcess = 0;
   bool mps = false;
 #if COLL_HAVE_CUDA
-  if (bound) {
-    onGpu = ranksOnGpu(d.bootstrap->peers(), d.rank, false);
-    inProcess = ranksOnGpu(d.bootstrap->peers(), d.rank, true);
-    mps = gpu::mpsEnabled(d.cudaDev);
+  if (cudaDev >= 0 && !emulate) {
+    onGpu = ranksOnGpu(peers, rank, false);
+    inProcess = ranksOnGpu(peers, rank, true);
+    mps = gpu::mpsEnabled(cudaDev);
   }
 #else
-  (void)bound;
+  (void)cudaDev;
+  (void)emulate;
 #endif
   const uint32_t ns = deviceYieldNs(param(IntParam::DEVICE_YIELD_US), onGpu, inProcess, mps);
   if (ns != 0)
     COLL_INFO(INIT,
               "rank %d: device lanes give their block up after %u us of waiting (%d of the %d ranks on its GPU "
               "in other processes, MPS %s); each launch returns when done",
-              d.rank, ns / 1000, onGpu - inProcess, onGpu, mps ? "on" : "off");
+              rank, ns / 1000, onGpu - inProcess, onGpu, mps ? "on" : "off");
   return ns;
 }
 
@@ -586,7 +588,6 @@ Status devicePrepare(DeviceComm& d) {
   bound = d.cudaDev >= 0 && !d.emulate;
 #endif
   if (!bound && !d.emulate) return okStatus();
-  d.yieldNs = yieldFor(d, bound);
   // The device set's ring channels (p2p where possible), wired like the host ones.
   d.conns = std::make_unique<ConnectorSet>();
   auto& channels = d.conns->channels;

@@ -60,6 +60,9 @@ int deviceLaneBudget(const std::vector<PeerInfo>& peers, int rank, int cudaDev, 
 // done (the proxy relaunches on its stream).
 constexpr int kAutoYieldUs = 20;
 uint32_t deviceYieldNs(int64_t requestedUs, int onGpu, int inProcess, bool mps);
+// That for rank `rank` of `peers` (COLL_DEVICE_YIELD_US, its GPU's ranks, MPS), logged
+// when its lanes yield.
+uint32_t deviceYieldFor(const std::vector<PeerInfo>& peers, int rank, int cudaDev, bool emulate);
 
 // The device set's shape for a lane budget agreed by all ranks: ring channels (at most
 // `requested`, leaving room for one send and one receive lane set), and the lanes per

@@ -119,9 +119,9 @@ void DeviceProxy::logTiming(const PendingLaunch& p) const {
   // figures are one clock's.
   COLL_INFO(COLL,
             "device timing: rank %d, %zu lane(s): call to assembled %.1f us, to queued %.1f us; queued to first "
-            "lane start %.1f us, lanes ran %.1f us, last lane end to proxy %.1f us",
+            "lane start %.1f us, lanes ran %.1f us in %u run(s), last lane end to proxy %.1f us",
             c_->rank, p.lanes.size(), us(p.calledNs, p.assembledNs), us(p.assembledNs, p.submittedNs),
-            us(p.submittedNs, start), us(start, end), us(end, seen));
+            us(p.submittedNs, start), us(start, end), p.completion->runs.load(), us(end, seen));
 }
 
 void DeviceProxy::finish(PendingLaunch& p, Status st) {

@@ -47,6 +47,7 @@ class Completion {
   virtual ~Completion() = default;
   // Whether the lanes finished; a device fault ends them too, returned in *err.
   virtual bool done(Status* err) = 0;
+  std::atomic<uint32_t> runs{1};  // times the lanes were started (more when they yield)
 };
 
 // One communicator's share of a launch, as the proxy follows it.

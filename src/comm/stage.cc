@@ -1,0 +1,198 @@
+#include "comm/stage.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/config.h"
+#include "base/datatype.h"
+#include "base/log.h"
+#include "comm/comm.h"
+#include "device/proxy.h"  // wallNs
+#if COLL_HAVE_CUDA
+#include "cuda/gpu.h"
+#endif
+
+namespace coll {
+
+namespace {
+
+constexpr size_t kAlign = 64;
+
+size_t aligned(size_t x) { return (x + kAlign - 1) & ~(kAlign - 1); }
+
+// The same on every rank: its count scaled by what gathers and scatters span.
+size_t launchBytes(const OpDesc& od, int nranks) {
+  const size_t bytes = od.count * dataTypeSize(od.dtype);
+  const bool spansRanks = od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter;
+  return spansRanks ? bytes * static_cast<size_t>(nranks) : bytes;
+}
+
+// One operation's staged ranges: its input and output, or where they overlap (in place)
+// the one range holding both, copied in whole.
+struct OpLayout {
+  const char* in;  // caller's
+  char* out;
+  size_t inBytes, outBytes;
+  bool joined;     // in and out overlap: one range from lo
+  const char* lo;  // joined: the range's start and size
+  size_t joinedBytes;
+  size_t inOff, outOff;  // where in and out sit in the staged memory
+};
+
+OpLayout layOut(const OpDesc& od, int rank, int nranks, size_t& used) {
+  OpLayout l{};
+  l.in = static_cast<const char*>(od.sendbuff);
+  l.out = static_cast<char*>(od.recvbuff);
+  l.inBytes = opInputBytes(od, rank, nranks);
+  l.outBytes = opOutputBytes(od, rank, nranks);
+  l.joined = l.inBytes && l.outBytes && l.in < l.out + l.outBytes && l.out < l.in + l.inBytes;
+  if (l.joined) {
+    l.lo = std::min<const char*>(l.in, l.out);
+    l.joinedBytes = static_cast<size_t>(std::max<const char*>(l.in + l.inBytes, l.out + l.outBytes) - l.lo);
+    l.inOff = used + static_cast<size_t>(l.in - l.lo);
+    l.outOff = used + static_cast<size_t>(l.out - l.lo);
+    used += aligned(l.joinedBytes);
+    return l;
+  }
+  l.inOff = used;
+  used += aligned(l.inBytes);
+  l.outOff = used;
+  used += aligned(l.outBytes);
+  if (!l.inBytes) l.inOff = l.outOff;  // unused input (a broadcast's non-root): as in place
+  if (!l.outBytes) l.outOff = l.inOff;
+  return l;
+}
+
+// Host memory for a staged launch: pinned (copies from it run asynchronously and at full
+// speed), kept by the communicator for the next one; plain memory under emulation.
+Result<char*> stageMemory(collComm* c, size_t bytes, Staging* s) {
+  if (c->stageMemoryBytes < bytes) {
+    const size_t want = std::max<size_t>(bytes, 64 << 10);
+    c->stageMemory.reset();
+    if (c->dev.emulate) {
+      c->stageMemory = std::shared_ptr<void>(new char[want], [](void* p) { delete[] static_cast<char*>(p); });
+    } else {
+#if COLL_HAVE_CUDA
+      COLL_ASSIGN(gpu::MappedHostBuffer b, gpu::MappedHostBuffer::allocate(want));
+      c->stageMemory = std::shared_ptr<void>(b.host(), [b](void*) {});
+#else
+      return invalidUsage("device buffers need a build with CUDA support");
+#endif
+    }
+    c->stageMemoryBytes = want;
+  }
+  s->memory = c->stageMemory;
+  return static_cast<char*>(c->stageMemory.get());
+}
+
+// dst <- src, bytes, in the order of `stream` (memcpy under emulation).
+Status copy(void* dst, const void* src, size_t bytes, void* stream, bool emulated) {
+  if (bytes == 0) return okStatus();
+  if (emulated) {
+    std::memcpy(dst, src, bytes);
+    return okStatus();
+  }
+#if COLL_HAVE_CUDA
+  return gpu::copyOnStream(dst, src, bytes, stream);
+#else
+  (void)stream;
+  return invalidUsage("device buffers need a build with CUDA support");
+#endif
+}
+
+// Waits for everything queued on the operations' streams (nothing under emulation).
+Status syncStreams(const std::vector<void*>& streams, bool emulated) {
+#if COLL_HAVE_CUDA
+  if (!emulated)
+    for (void* s : streams) COLL_CHECK(gpu::syncStream(s));
+#else
+  (void)streams;
+  (void)emulated;
+#endif
+  return okStatus();
+}
+
+}  // namespace
+
+size_t opInputBytes(const OpDesc& od, int rank, int nranks) {
+  const size_t bytes = od.count * dataTypeSize(od.dtype);
+  switch (od.kind) {
+    case CollKind::kBroadcast: return rank == od.root ? bytes : 0;
+    case CollKind::kReduceScatter: return bytes * static_cast<size_t>(nranks);
+    case CollKind::kRecv: return 0;
+    default:  // allreduce, reduce, allgather, send
+      return bytes;
+  }
+}
+
+size_t opOutputBytes(const OpDesc& od, int rank, int nranks) {
+  const size_t bytes = od.count * dataTypeSize(od.dtype);
+  switch (od.kind) {
+    case CollKind::kReduce: return rank == od.root ? bytes : 0;
+    case CollKind::kAllGather: return bytes * static_cast<size_t>(nranks);
+    case CollKind::kSend: return 0;
+    default:  // allreduce, broadcast, reduce-scatter, recv
+      return bytes;
+  }
+}
+
+bool staged(const collComm* c, const std::vector<OpDesc>& ops) {
+  if (c->deviceStageBytes == 0) return false;
+  // Only collectives: every rank's launch holds the same ones, so every rank decides
+  // alike. A rank's sends and receives are its own (one rank's launch may hold a send
+  // its peer's launch holds beside other operations).
+  size_t total = 0;
+  for (const OpDesc& od : ops) {
+    if (od.kind == CollKind::kSend || od.kind == CollKind::kRecv) return false;
+    total += launchBytes(od, c->nranks);
+  }
+  return total <= c->deviceStageBytes;
+}
+
+Status stageIn(collComm* c, std::vector<OpDesc>& ops, Staging* s) {
+  s->startNs = wallNs();
+  s->emulated = c->dev.emulate;
+  std::vector<void*> streams;
+  for (const OpDesc& od : ops)
+    if (std::find(streams.begin(), streams.end(), od.stream) == streams.end()) streams.push_back(od.stream);
+  // Inputs may be written by work queued before this call.
+  COLL_CHECK(syncStreams(streams, s->emulated));
+  std::vector<OpLayout> layouts;
+  size_t used = 0;
+  for (const OpDesc& od : ops) layouts.push_back(layOut(od, c->rank, c->nranks, used));
+  COLL_ASSIGN(char* host, stageMemory(c, used, s));
+  for (size_t i = 0; i < ops.size(); ++i) {
+    OpDesc& od = ops[i];
+    const OpLayout& l = layouts[i];
+    if (l.joined)
+      COLL_CHECK(copy(host + l.inOff - static_cast<size_t>(l.in - l.lo), l.lo, l.joinedBytes, od.stream, s->emulated));
+    else COLL_CHECK(copy(host + l.inOff, l.in, l.inBytes, od.stream, s->emulated));
+    if (l.outBytes) s->outs.push_back({l.out, host + l.outOff, l.outBytes, od.stream});
+    od.sendbuff = host + l.inOff;
+    od.recvbuff = host + l.outOff;
+    od.device = false;
+    od.registered = false;
+  }
+  COLL_CHECK(syncStreams(streams, s->emulated));
+  s->stagedNs = wallNs();
+  return okStatus();
+}
+
+Status stageOut(const collComm* c, const Staging& s) {
+  const uint64_t ranNs = wallNs();
+  std::vector<void*> streams;
+  for (const Staging::Out& o : s.outs) {
+    COLL_CHECK(copy(o.device, o.host, o.bytes, o.stream, s.emulated));
+    if (std::find(streams.begin(), streams.end(), o.stream) == streams.end()) streams.push_back(o.stream);
+  }
+  // The staged memory is the next launch's: the copies must have read it.
+  COLL_CHECK(syncStreams(streams, s.emulated));
+  if (c->dev.timing) {
+    auto us = [](uint64_t from, uint64_t to) { return (static_cast<double>(to) - static_cast<double>(from)) / 1e3; };
+    COLL_INFO(COLL, "staged timing: rank %d: inputs to host %.1f us, host run %.1f us, outputs back %.1f us", c->rank,
+              us(s.startNs, s.stagedNs), us(s.stagedNs, ranNs), us(ranNs, wallNs()));
+  }
+  return okStatus();
+}
+
+}  // namespace coll

@@ -1,0 +1,58 @@
+// Small operations on device buffers of ranks whose GPU is time-sliced between processes
+// (no MPS), staged through host memory.
+//
+// On such a GPU only one process's kernels run at a time, so the device executor's lanes
+// yield and are run again (device_exec.h deviceYieldNs): each turn costs a kernel end, an
+// event, a relaunch and a switch of contexts (an 8-byte allreduce of 2 processes on an
+// H100: 695-740 us over 2 runs). A small operation is better moved by copies: its inputs
+// are copied to pinned host memory on the caller's stream, the host path runs it
+// (one-shot, ring, ... over the host set), and its outputs are copied back, the call
+// returning once they have landed (the same H100: 155-200 us at 8 B, 36-67 us at 32-128
+// KiB, 503 us at 2 MiB against 730 on the lanes; 8 MiB is faster on the lanes). Every rank of the communicator stages the same operations: staging is
+// on when any rank's lanes yield (agreed at init) for launches of at most
+// COLL_DEVICE_STAGE_BYTES.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "algorithms/plan.h"
+#include "base/status.h"
+
+struct collComm;
+
+namespace coll {
+
+// What a staged launch copies back when its host run is done.
+struct Staging {
+  struct Out {
+    void* device;      // the caller's output buffer
+    const void* host;  // its staged copy
+    size_t bytes;
+    void* stream;
+  };
+  std::vector<Out> outs;
+  std::shared_ptr<void> memory;        // the staged buffers
+  bool emulated = false;               // COLL_DEVICE_EMULATE: "device" buffers are host memory
+  uint64_t startNs = 0, stagedNs = 0;  // stageIn's start and end (COLL_DEVICE_TIMING)
+};
+
+// Bytes of the caller's buffers an operation reads and writes on this rank.
+size_t opInputBytes(const OpDesc& od, int rank, int nranks);
+size_t opOutputBytes(const OpDesc& od, int rank, int nranks);
+
+// Whether c stages `ops` (a launch on device buffers).
+bool staged(const collComm* c, const std::vector<OpDesc>& ops);
+
+// Waits for the work queued on the operations' streams, copies their inputs to host
+// memory and points `ops` at the staged buffers (no longer device operations); where an
+// operation's input and output overlap (in place), they are staged as one range.
+Status stageIn(collComm* c, std::vector<OpDesc>& ops, Staging* s);
+
+// Copies the outputs back to the caller's buffers, on each operation's stream, and waits
+// for them; with COLL_DEVICE_TIMING logs where c's staged launch spent its time.
+Status stageOut(const collComm* c, const Staging& s);
+
+}  // namespace coll
