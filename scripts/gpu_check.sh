@@ -53,12 +53,7 @@ if [ "${1:-targets}" = more ]; then
   step allreduce_t6 40 "$P/all_reduce_perf" -t 6 --mem device -b 8 -e 128M -f 16 -n 5 -c 1
   step allreduce_t8sweep 40 "$P/all_reduce_perf" -t 8 --mem device -b 8 -e 128M -f 16 -n 5 -c 1
   step alltoall_t8 30 "$P/alltoall_perf" -t 8 --mem device -b 8 -e 8M -f 8 -c 1
-  # 2 processes without MPS at other yield times (COLL_DEVICE_YIELD_US; the default is in
-  # the targets' run).
-  for y in 5 100 1000; do
-    step "procs2_y$y" 45 env COLL_DEVICE_YIELD_US=$y "$B/tools/collrun" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128M -f 16777216 -n 10 -w 2 -c 1
-  done
-  for f in procs2_y5 procs2_y100 procs2_y1000 allreduce_t6 allreduce_t8sweep alltoall_t8 allreduce_256M_ch4 allreduce_256M_ch8 allreduce_256M_ch16 allreduce_256M_ch32; do
+  for f in allreduce_t6 allreduce_t8sweep alltoall_t8 allreduce_256M_ch4 allreduce_256M_ch8 allreduce_256M_ch16 allreduce_256M_ch32; do
     echo "== $f" >> "$S"
     grep -E "^ +[0-9]+ |Out of bounds" "$OUT/$f.log" | tail -12 >> "$S"
   done
@@ -77,7 +72,7 @@ if [ "${1:-targets}" = yield ]; then
   for c in all_gather reduce_scatter broadcast reduce alltoall sendrecv; do
     step "procs2_$c" 30 "$R" -np 2 -- "$P/${c}_perf" --mem device -b 8 -e 4M -f 16 -n 5 -w 1 -c 1
   done
-  step procs2_host 30 "$R" -np 2 -- "$P/all_reduce_perf" -b 8 -e 128K -f 4 -n 20 -w 2 -c 1
+  step procs2_host 30 "$R" -np 2 -- "$P/all_reduce_perf" --mem host -b 8 -e 128K -f 4 -n 20 -w 2 -c 1
   for b in 8 32K; do
     step "procs2_staged_timing_$b" 30 env COLL_DEVICE_TIMING=1 COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=COLL "$R" -np 2 -- "$P/all_reduce_perf" --mem device -b $b -e $b -n 20 -w 2 -c 0
   done
