@@ -550,6 +550,45 @@ TEST_CASE("small device collectives run from host memory where lanes yield (emul
     for (auto& e : errors) FAIL_CHECK(e);
     REQUIRE(errors.empty());
   }
+  // Staging is decided per operation, alike on every rank: a group where only ranks 0 and
+  // 1 also exchange a small and a large message (each end of a pair decides alike; the
+  // large one stays on the lanes, split from the staged ones), rank 2 calls the
+  // allreduce alone. Deciding per launch had rank 2 stage the allreduce and ranks 0 and
+  // 1 not: a hang.
+  SECTION("a group where only some ranks add sends and receives") {
+    ScopedEnv stage("COLL_DEVICE_STAGE_BYTES", "4096");
+    ScopedEnv buff("COLL_DEVICE_BUFFSIZE", "2048");  // 256-byte slots: the large message waits often
+    const int n = 3;
+    const size_t cnt = 100, big = 5000;
+    auto errors = testing::runRanks(n, [&](int rank, collComm_t comm) -> std::string {
+      std::vector<int32_t> ar(cnt), small(cnt), gotSmall(cnt, -1), large(big), gotLarge(big, -1);
+      for (size_t i = 0; i < cnt; ++i) ar[i] = small[i] = static_cast<int32_t>(rank * 13 + i);
+      for (size_t i = 0; i < big; ++i) large[i] = static_cast<int32_t>(rank * 17 + i);
+      const int peer = 1 - rank;
+      collResult_t r = collGroupStart();
+      if (r == collSuccess) r = collAllReduce(ar.data(), ar.data(), cnt, collInt32, collSum, comm, nullptr);
+      for (auto [buf, got, count] :
+           {std::tuple{small.data(), gotSmall.data(), cnt}, {large.data(), gotLarge.data(), big}})
+        if (rank < 2 && r == collSuccess) {
+          r = collSend(buf, count, collInt32, peer, comm, nullptr);
+          if (r == collSuccess) r = collRecv(got, count, collInt32, peer, comm, nullptr);
+        }
+      const collResult_t e = collGroupEnd();
+      if (r != collSuccess || e != collSuccess) return collGetLastError(comm);
+      for (size_t i = 0; i < cnt; ++i) {
+        if (ar[i] != n * static_cast<int32_t>(i) + 13 * n * (n - 1) / 2)
+          return "allreduce element " + std::to_string(i);
+        if (rank < 2 && gotSmall[i] != static_cast<int32_t>(peer * 13 + i)) return "small message " + std::to_string(i);
+      }
+      for (size_t i = 0; rank < 2 && i < big; ++i)
+        if (gotLarge[i] != static_cast<int32_t>(peer * 17 + i)) return "large message " + std::to_string(i);
+      if (comm->stageMemoryBytes == 0) return "nothing was staged";
+      if (rank < 2 && comm->dev.reruns.load() == 0) return "the large message did not take yielding lanes";
+      return "";
+    });
+    for (auto& e : errors) FAIL_CHECK(e);
+    REQUIRE(errors.empty());
+  }
 }
 
 // Yielding is for ranks of other processes sharing the GPU without MPS (their contexts

@@ -201,6 +201,38 @@ TEST_CASE("processes whose device lanes yield: small collectives staged, large o
   auto res = runProcs(3, basicOps, o);
   INFO(describe(res));
   for (auto& r : res) REQUIRE(r.exitCode == 0);
+  // And that both paths were taken, as the timing log (COLL_DEVICE_TIMING) tells: a staged
+  // allreduce, and one on lanes that yielded and ran again (256-byte slots: many waits).
+  o.env["COLL_DEVICE_TIMING"] = "1";
+  o.env["COLL_DEVICE_BUFFSIZE"] = "2048";
+  o.env["COLL_DEBUG"] = "INFO";
+  o.env["COLL_DEBUG_SUBSYS"] = "COLL";
+  o.env["COLL_DEBUG_FILE"] = "/tmp/coll-yield-test-%p.log";
+  res = runProcs(
+      3,
+      [](int rank, std::string& report) {
+    collComm_t comm = nullptr;
+    collUniqueId id;
+    PCHECK(collGetUniqueId(&id));
+    PCHECK(collCommInitRank(&comm, 3, id, rank));
+    for (size_t count : {size_t{100}, size_t{20000}}) {
+      std::vector<int32_t> buf(count, rank + 1);
+      PCHECK(collAllReduce(buf.data(), buf.data(), count, collInt32, collSum, comm, nullptr));
+      if (buf[0] != 6 || buf[count - 1] != 6) report += "allreduce of " + std::to_string(count) + " wrong; ";
+    }
+    PCHECK(collCommDestroy(comm));
+    const std::string path = "/tmp/coll-yield-test-" + std::to_string(getpid()) + ".log";
+    std::ifstream f(path);
+    const std::string log((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::remove(path.c_str());
+    if (log.find("staged timing") == std::string::npos) report += "nothing staged; ";
+    if (log.find(" run(s)") == std::string::npos || log.find(" in 1 run(s)") != std::string::npos)
+      report += "the large allreduce did not run again; ";
+    return report.empty() ? 0 : 1;
+      },
+      o);
+  INFO(describe(res));
+  for (auto& r : res) REQUIRE(r.exitCode == 0);
 }
 
 TEST_CASE("tree allreduce across simulated hosts", "[multiprocess][tree]") {

@@ -151,6 +151,7 @@ struct CommLaunch {
   std::map<int, Program> sends, recvs;
   Program self;                      // send/recv to oneself
   std::unique_ptr<Staging> staging;  // a device launch run from host memory (comm/stage.h)
+  bool splitOff = false;             // its staged operations, split from the comm's device launch
 };
 
 // What the algorithm builders read of c, over the connector set `conns`.
@@ -401,12 +402,26 @@ Status admit(Launches& launches, LaunchGuard& guard, collComm** failedComm) {
 // Stage: small device launches of a time-sliced GPU run from host memory (comm/stage.h),
 // as host launches from here on.
 Status stage(Launches& launches, collComm** failedComm) {
-  for (auto& l : launches)
-    if (l->device && staged(l->comm, l->ops)) {
-      l->staging = std::make_unique<Staging>();
-      COLL_RETURN_IF_FAILED(failOn(l->comm, stageIn(l->comm, l->ops, l->staging.get()), failedComm));
-      l->device = false;
+  Launches split;
+  for (auto& l : launches) {
+    if (!l->device || l->comm->deviceStageBytes == 0) continue;
+    std::vector<OpDesc> host, device;
+    for (OpDesc& od : l->ops) (stagedOp(l->comm, od) ? host : device).push_back(std::move(od));
+    l->ops = std::move(device);
+    if (host.empty()) continue;
+    CommLaunch* h = l.get();
+    if (!l->ops.empty()) {  // the staged operations become a launch of their own
+      split.push_back(std::make_unique<CommLaunch>());
+      h = split.back().get();
+      h->comm = l->comm;
+      h->splitOff = true;
     }
+    h->ops = std::move(host);
+    h->staging = std::make_unique<Staging>();
+    COLL_RETURN_IF_FAILED(failOn(l->comm, stageIn(l->comm, h->ops, h->staging.get()), failedComm));
+    h->device = false;
+  }
+  for (auto& s : split) launches.push_back(std::move(s));
   return okStatus();
 }
 
@@ -517,10 +532,17 @@ Status buildAndRun(Launches& launches, collComm** failedComm) {
       hostLanes(*l, mine, &hosts);
     }
   }
-  COLL_CHECK(deviceRun(deviceParts, failedComm));
+  // Device launches whose lanes yield are waited for after the host lanes: a peer's
+  // yielding lanes may need what this rank's host lanes move first.
+  DeviceWaits waits;
+  Status st = deviceRun(deviceParts, failedComm, &waits);
   std::vector<Lane*> lanes;
   for (auto& h : hosts) lanes.push_back(h.get());
-  return runLanes(lanes, failedComm);
+  if (st.ok()) st = runLanes(lanes, failedComm);
+  collComm* waitFailed = nullptr;
+  Status w = deviceWait(waits, &waitFailed);
+  if (st.ok() && !w.ok()) *failedComm = waitFailed;
+  return st.ok() ? w : st;
 }
 
 // A group's (or one call's) operations: collect, admit, route, wire, build and run.
@@ -533,12 +555,13 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
   // A launch the tuner cannot route fails on its own settings: not a matter for the
   // other ranks, so it is watched (comm/watch.h) from the wiring on.
   COLL_RETURN_IF_FAILED(route(launches, failedComm));
-  for (auto& l : launches) watchStarted(l->comm, l->ops.front(), l->ops.size());
+  for (auto& l : launches)
+    if (!l->splitOff) watchStarted(l->comm, l->ops.front(), l->ops.size());
   Status st = wire(launches, failedComm);
   if (st.ok()) st = buildAndRun(launches, failedComm);
   if (st.ok()) st = unstage(launches, failedComm);
   for (auto& l : launches)
-    if (st.ok() || l->comm != *failedComm) watchFinished(l->comm);
+    if (!l->splitOff && (st.ok() || l->comm != *failedComm)) watchFinished(l->comm);
   if (!st.ok() && *failedComm) st = watchFailed(*failedComm, std::move(st));
   return st;
 }

@@ -20,7 +20,8 @@ constexpr size_t kAlign = 64;
 
 size_t aligned(size_t x) { return (x + kAlign - 1) & ~(kAlign - 1); }
 
-// The same on every rank: its count scaled by what gathers and scatters span.
+// The same on every rank (and for a send and its receive): its count scaled by what
+// gathers and scatters span.
 size_t launchBytes(const OpDesc& od, int nranks) {
   const size_t bytes = od.count * dataTypeSize(od.dtype);
   const bool spansRanks = od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter;
@@ -69,6 +70,7 @@ Result<char*> stageMemory(collComm* c, size_t bytes, Staging* s) {
   if (c->stageMemoryBytes < bytes) {
     const size_t want = std::max<size_t>(bytes, 64 << 10);
     c->stageMemory.reset();
+    c->stageMemoryBytes = 0;
     if (c->dev.emulate) {
       c->stageMemory = std::shared_ptr<void>(new char[want], [](void* p) { delete[] static_cast<char*>(p); });
     } else {
@@ -136,17 +138,8 @@ size_t opOutputBytes(const OpDesc& od, int rank, int nranks) {
   }
 }
 
-bool staged(const collComm* c, const std::vector<OpDesc>& ops) {
-  if (c->deviceStageBytes == 0) return false;
-  // Only collectives: every rank's launch holds the same ones, so every rank decides
-  // alike. A rank's sends and receives are its own (one rank's launch may hold a send
-  // its peer's launch holds beside other operations).
-  size_t total = 0;
-  for (const OpDesc& od : ops) {
-    if (od.kind == CollKind::kSend || od.kind == CollKind::kRecv) return false;
-    total += launchBytes(od, c->nranks);
-  }
-  return total <= c->deviceStageBytes;
+bool stagedOp(const collComm* c, const OpDesc& od) {
+  return c->deviceStageBytes != 0 && launchBytes(od, c->nranks) <= c->deviceStageBytes;
 }
 
 Status stageIn(collComm* c, std::vector<OpDesc>& ops, Staging* s) {
@@ -155,6 +148,15 @@ Status stageIn(collComm* c, std::vector<OpDesc>& ops, Staging* s) {
   std::vector<void*> streams;
   for (const OpDesc& od : ops)
     if (std::find(streams.begin(), streams.end(), od.stream) == streams.end()) streams.push_back(od.stream);
+#if COLL_HAVE_CUDA
+  for (void* st : streams)
+    if (!s->emulated && gpu::isCapturing(st))
+      return invalidUsage("rank " + std::to_string(c->rank) +
+                          ": a collective on device buffers cannot be captured into a CUDA graph while ranks of "
+                          "other processes share the GPU without MPS (small ones are copied through host memory, "
+                          "larger ones run again from the proxy); start the MPS daemon, or set "
+                          "COLL_DEVICE_STAGE_BYTES=0 and COLL_DEVICE_YIELD_US=0");
+#endif
   // Inputs may be written by work queued before this call.
   COLL_CHECK(syncStreams(streams, s->emulated));
   std::vector<OpLayout> layouts;

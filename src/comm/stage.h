@@ -8,9 +8,13 @@
 // are copied to pinned host memory on the caller's stream, the host path runs it
 // (one-shot, ring, ... over the host set), and its outputs are copied back, the call
 // returning once they have landed (the same H100: 155-200 us at 8 B, 36-67 us at 32-128
-// KiB, 503 us at 2 MiB against 730 on the lanes; 8 MiB is faster on the lanes). Every rank of the communicator stages the same operations: staging is
-// on when any rank's lanes yield (agreed at init) for launches of at most
-// COLL_DEVICE_STAGE_BYTES.
+// KiB, 503 us at 2 MiB against 730 on the lanes; 8 MiB is faster on the lanes).
+//
+// Every rank of the communicator stages the same operations: staging is on when any
+// rank's lanes yield (agreed at init), for each operation of at most
+// COLL_DEVICE_STAGE_BYTES by a measure every rank computes alike (its count, times the
+// ranks for gathers and scatters; a send's is its receive's). A group's other operations
+// stay on the lanes, as a launch of their own.
 #pragma once
 
 #include <cstddef>
@@ -43,12 +47,13 @@ struct Staging {
 size_t opInputBytes(const OpDesc& od, int rank, int nranks);
 size_t opOutputBytes(const OpDesc& od, int rank, int nranks);
 
-// Whether c stages `ops` (a launch on device buffers).
-bool staged(const collComm* c, const std::vector<OpDesc>& ops);
+// Whether c stages od (an operation on device buffers).
+bool stagedOp(const collComm* c, const OpDesc& od);
 
 // Waits for the work queued on the operations' streams, copies their inputs to host
 // memory and points `ops` at the staged buffers (no longer device operations); where an
-// operation's input and output overlap (in place), they are staged as one range.
+// operation's input and output overlap (in place), they are staged as one range. Refuses
+// streams being captured into a CUDA graph.
 Status stageIn(collComm* c, std::vector<OpDesc>& ops, Staging* s);
 
 // Copies the outputs back to the caller's buffers, on each operation's stream, and waits

@@ -113,15 +113,22 @@ class CudaCompletion : public Completion {
       : launch_(std::move(launch)), device_(device), comms_(std::move(comms)) {}
   bool done(Status* err) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!failed_.ok()) {  // a rerun that could not be queued: every proxy asking learns it
+      *err = failed_;
+      return true;
+    }
     if (!launch_.done.done(err, "device executor kernel")) return false;
     if (!err->ok() || !devResumes(launch_.results, launch_.nlanes)) return true;
     Status st = gpu::setDevice(device_);
     if (st.ok()) st = relaunchLanes(launch_);
+    if (!st.ok()) {
+      failed_ = st.prefix("running a device launch again after its lanes yielded: ");
+      *err = failed_;
+      return true;
+    }
     runs.fetch_add(1, std::memory_order_relaxed);
     for (DeviceComm* c : comms_) c->reruns.fetch_add(1, std::memory_order_relaxed);
-    if (st.ok()) return false;
-    *err = st;
-    return true;
+    return false;
   }
 
  private:
@@ -129,6 +136,7 @@ class CudaCompletion : public Completion {
   DevLaunch launch_;
   int device_;
   std::vector<DeviceComm*> comms_;  // of the parts, whose reruns it counts
+  Status failed_;
 };
 #endif
 
@@ -298,17 +306,9 @@ bool countRerun(std::vector<DevicePart>& parts, const Assembly& a, Completion& c
   return true;
 }
 
-// Waits until the proxies have seen every part's launch end; the first error.
-Status waitAssembly(std::vector<DevicePart>& parts, const Assembly& a, struct ::collComm** failedComm) {
-  Status first;
-  for (size_t k = 0; k < a.parts.size(); ++k) {
-    Status st = parts[a.parts[k]].dev->proxy->wait(a.lowered[k].pending);
-    if (!st.ok() && first.ok()) {
-      first = st;
-      *failedComm = parts[a.parts[k]].dev->owner;
-    }
-  }
-  return first;
+// The parts' launches of an assembly, to be waited for.
+void addWaits(std::vector<DevicePart>& parts, const Assembly& a, DeviceWaits* waits) {
+  for (size_t k = 0; k < a.parts.size(); ++k) waits->launches.emplace_back(parts[a.parts[k]].dev, a.lowered[k].pending);
 }
 
 // Hands every part's launch to its proxy: `results` holds one result per lane of the
@@ -366,7 +366,9 @@ Status runEmulated(std::vector<DevicePart>& parts, struct ::collComm** failedCom
     for (std::thread& t : threads) t.join();
   } while (devResumes(mem->results.data(), mem->results.size()) && countRerun(parts, a, *completion));
   completion->finished.store(true, std::memory_order_release);
-  return waitAssembly(parts, a, failedComm);
+  DeviceWaits waits;
+  addWaits(parts, a, &waits);
+  return deviceWait(waits, failedComm);
 }
 
 // ---- CUDA: one kernel per device -----------------------------------------------------
@@ -397,7 +399,7 @@ Status checkStreams(const DevicePart& part, int partsOnDevice) {
   return okStatus();
 }
 
-Status runOnDevices(std::vector<DevicePart>& parts, struct ::collComm** failedComm) {
+Status runOnDevices(std::vector<DevicePart>& parts, struct ::collComm** failedComm, DeviceWaits* waits) {
   const uint64_t called = wallNs();
   const MapFn mapHost = [](void* base, size_t bytes, const void* p) { return gpu::mapHost(base, bytes, p); };
   // Every part's rank is bound to a device: launch() refuses device buffers on ranks
@@ -414,7 +416,6 @@ Status runOnDevices(std::vector<DevicePart>& parts, struct ::collComm** failedCo
     }
   const int before = gpu::currentDevice();
   Status result;
-  std::vector<Assembly> launched;
   for (auto& [dev, idx] : byDevice) {
     Assembly a;
     a.parts = idx;
@@ -438,14 +439,12 @@ Status runOnDevices(std::vector<DevicePart>& parts, struct ::collComm** failedCo
     for (size_t i : idx) comms.push_back(parts[i].dev);
     submitParts(parts, a, std::make_shared<CudaCompletion>(launch, dev, std::move(comms)), launch.results,
                 std::make_shared<gpu::LaunchBlock>(launch.memory), called);
-    launched.push_back(std::move(a));
+    // Lanes that yield are relaunched by the proxy on the launch's stream: nothing of the
+    // caller's may be queued behind them before they are done.
+    if (std::any_of(idx.begin(), idx.end(), [&](size_t i) { return parts[i].dev->yieldNs != 0; }))
+      addWaits(parts, a, waits);
   }
   if (before >= 0) (void)gpu::setDevice(before);
-  // Lanes that yield are relaunched by the proxy on the launch's stream: nothing of the
-  // caller's may be queued behind them before they are done.
-  const bool yields = std::any_of(parts.begin(), parts.end(), [](const DevicePart& p) { return p.dev->yieldNs != 0; });
-  for (const Assembly& a : launched)
-    if (result.ok() && yields) result = waitAssembly(parts, a, failedComm);
   return result;
 }
 #endif
@@ -543,7 +542,19 @@ Status runCopiesOnly(const DeviceComm& d, std::span<const OpDesc> ops) {
   return okStatus();
 }
 
-Status deviceRun(std::vector<DevicePart>& parts, struct ::collComm** failedComm) {
+Status deviceWait(const DeviceWaits& waits, struct ::collComm** failedComm) {
+  Status first;
+  for (const auto& [dev, pending] : waits.launches) {
+    Status st = dev->proxy->wait(pending);
+    if (!st.ok() && first.ok()) {
+      first = st;
+      *failedComm = dev->owner;
+    }
+  }
+  return first;
+}
+
+Status deviceRun(std::vector<DevicePart>& parts, struct ::collComm** failedComm, DeviceWaits* waits) {
   if (parts.empty()) return okStatus();
   // Every rank of a communicator agrees on emulation (checked at init); a group mixing
   // emulated and real communicators is run part by part.
@@ -553,7 +564,7 @@ Status deviceRun(std::vector<DevicePart>& parts, struct ::collComm** failedComm)
   if (real.empty()) return okStatus();
   parts.swap(real);
 #if COLL_HAVE_CUDA
-  return runOnDevices(parts, failedComm);
+  return runOnDevices(parts, failedComm, waits);
 #else
   *failedComm = parts.front().dev->owner;
   return invalidUsage("device buffers need a build with CUDA support");

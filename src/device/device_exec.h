@@ -81,11 +81,21 @@ struct DevicePart {
   std::vector<void*> streams;  // distinct cudaStream_t of its operations, in call order
 };
 
-// Lowers and starts every part; with emulation waits for them. Errors found while
-// lowering (a lane with too many connectors, memory that cannot be mapped) return here;
-// errors while running (a peer that disagrees, an abort) are the communicators' async
-// errors (collCommGetAsyncError), and with emulation also returned.
-Status deviceRun(std::vector<DevicePart>& parts, struct ::collComm** failedComm);
+// Launches the caller must see end before it returns: those whose lanes yield (the proxy
+// queues their reruns on the caller's stream). Waited for after the group's host lanes
+// have run, which a yielding peer may be waiting for.
+struct DeviceWaits {
+  std::vector<std::pair<DeviceComm*, std::shared_ptr<PendingLaunch>>> launches;
+};
+
+// Lowers and starts every part; with emulation waits for them, else adds the yielding
+// ones to *waits. Errors found while lowering (a lane with too many connectors, memory
+// that cannot be mapped) return here; errors while running (a peer that disagrees, an
+// abort) are the communicators' async errors (collCommGetAsyncError), and with emulation
+// and deviceWait also returned.
+Status deviceRun(std::vector<DevicePart>& parts, struct ::collComm** failedComm, DeviceWaits* waits);
+// Waits for every launch of `waits`; the first error, its communicator in *failedComm.
+Status deviceWait(const DeviceWaits& waits, struct ::collComm** failedComm);
 
 // A launch of a one-rank communicator whose operations are all collectives has nothing to
 // exchange: each is its input copied to its output (runCopiesOnly), no executor.

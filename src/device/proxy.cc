@@ -30,6 +30,8 @@ Status laneStatus(DeviceComm* c, const PendingLaunch& p, const PendingLaunch::La
       Status cause = c->abort->raised() ? c->abort->status() : remoteError("aborted");
       return cause.prefix(where + ", waiting on rank " + peer + ": ");
     }
+    case kDevYielded:
+      return internalError(where + ": gave its block up to run again, but the launch was not run again");
     default:
       return internalError(where + ": the device executor stopped without a result (code " + std::to_string(r.code) +
                            ")");
@@ -174,8 +176,12 @@ bool DeviceProxy::pass(std::vector<std::shared_ptr<PendingLaunch>>& live) {
     bool flushed = true;
     for (SendConnector* s : p->sends) flushed &= s->flushed();
     if (!flushed && err.ok() && !c_->abort->raised()) continue;  // the last slots are still leaving
+    // A lane that failed names the cause; lanes that yielded (and so were not run again)
+    // only if none did.
     Status st = err;
-    for (size_t i = 0; st.ok() && i < p->lanes.size(); ++i) st = laneStatus(c_, *p, p->lanes[i], p->results[i]);
+    for (bool yielded : {false, true})
+      for (size_t i = 0; st.ok() && i < p->lanes.size(); ++i)
+        if ((p->results[i].code == kDevYielded) == yielded) st = laneStatus(c_, *p, p->lanes[i], p->results[i]);
     finish(*p, st);
     moved = true;
   }
