@@ -300,10 +300,9 @@ Status assemble(std::vector<DevicePart>& parts, Assembly& a, const MapFn& map, s
 }
 
 // Counts a launch run again (its lanes yielded) on each of its parts' communicators.
-bool countRerun(std::vector<DevicePart>& parts, const Assembly& a, Completion& c) {
+void countRerun(std::vector<DevicePart>& parts, const Assembly& a, Completion& c) {
   c.runs.fetch_add(1, std::memory_order_relaxed);
   for (size_t k : a.parts) parts[k].dev->reruns.fetch_add(1, std::memory_order_relaxed);
-  return true;
 }
 
 // The parts' launches of an assembly, to be waited for.
@@ -354,7 +353,7 @@ Status runEmulated(std::vector<DevicePart>& parts, struct ::collComm** failedCom
   // As a kernel's blocks: a lane per thread, and while lanes yield (COLL_DEVICE_YIELD_US)
   // the launch runs again once all have ended, as the proxy relaunches a kernel.
   const int64_t blocks = param(IntParam::DEVICE_EMULATE_BLOCKS);
-  do {
+  for (;;) {
     std::vector<std::thread> threads;
     for (const DevLane& lane : mem->lanes)
       threads.emplace_back([&lane, blocks] {
@@ -364,7 +363,9 @@ Status runEmulated(std::vector<DevicePart>& parts, struct ::collComm** failedCom
         EmulatedBlocks::instance().release();
       });
     for (std::thread& t : threads) t.join();
-  } while (devResumes(mem->results.data(), mem->results.size()) && countRerun(parts, a, *completion));
+    if (!devResumes(mem->results.data(), mem->results.size())) break;
+    countRerun(parts, a, *completion);
+  }
   completion->finished.store(true, std::memory_order_release);
   DeviceWaits waits;
   addWaits(parts, a, &waits);
