@@ -884,3 +884,38 @@ TEST_CASE("a group over net whose operations each write the buffer the previous 
   for (auto& e : errors) FAIL_CHECK(e);
   REQUIRE(errors.empty());
 }
+
+// Ranks that called different counts: one above the mailbox size reads its peers'
+// buffers (direct), the other fits a mailbox. The direct one finds the mismatch first and
+// withdraws its flag as it gives up, possibly before the mailbox one looked for it: that
+// one must learn of the withdrawal, not wait for a flag that will never come. Polled by
+// hand so the order is the losing one every time (it hung 1 run in 3 under load).
+TEST_CASE("a one-shot in a mailbox fails when its peer gave up a direct one-shot first", "[collectives][failure]") {
+  collComm_t comms[2];
+  REQUIRE(collCommInitAll(comms, 2, nullptr) == collSuccess);
+  const coll::OneShotContext ctx0 = coll::oneShotContext(comms[0]), ctx1 = coll::oneShotContext(comms[1]);
+  REQUIRE(ctx0.mailboxes != nullptr);
+  REQUIRE(ctx1.directOn);
+  const size_t small = 100, large = ctx1.mailboxes->capacity() / sizeof(float) + 1000;
+  std::vector<float> in0(small, 1.0f), out0(small), in1(large, 2.0f), out1(large);
+  const coll::OpDesc od0{coll::CollKind::kAllReduce, in0.data(), out0.data(), small, collFloat, collSum, 0, 0};
+  const coll::OpDesc od1{coll::CollKind::kAllReduce, in1.data(), out1.data(), large, collFloat, collSum, 0, 0};
+  {
+    coll::OneShot direct(ctx1, od1), mailbox(ctx0, od0);
+    REQUIRE(direct.start().ok());
+    REQUIRE(mailbox.start().ok());
+    bool done = false;
+    coll::WaitTarget wait;
+    const coll::Status mismatch = direct.poll(&done, &wait);
+    INFO(mismatch.message());
+    REQUIRE(!mismatch.ok());
+    CHECK(mismatch.message().find("different operations or counts") != std::string::npos);
+    direct.abandon();
+    const coll::Status st = mailbox.poll(&done, &wait);
+    INFO(st.message());
+    CHECK(!done);
+    REQUIRE(!st.ok());
+    CHECK(st.message().find("rank 1 gave up") != std::string::npos);
+  }
+  for (collComm_t c : comms) collCommAbort(c);
+}

@@ -166,7 +166,9 @@ Status OneShot::pollRounds(bool* done, WaitTarget* wait) {
     while (arrived_ < n - 1) {
       int peer = arrived_ < ctx_.rank ? arrived_ : arrived_ + 1;
       if (!mb.arrived(peer, s)) {
-        if (mode_ == Mode::kDirect && mb.withdrew(peer, seqs_[0])) return withdrawnError(peer);
+        // A peer that called a larger count reads directly, and withdraws its flag when it
+        // gives up (it may have seen the mismatch first): any mode looks for that.
+        if (mb.withdrew(peer, seqs_[0])) return withdrawnError(peer);
         blockedPeer_ = peer;
         *wait = mb.waitTarget(peer, s);
         if (wait->seen == s) continue;  // arrived just now
