@@ -919,3 +919,30 @@ TEST_CASE("a one-shot in a mailbox fails when its peer gave up a direct one-shot
   }
   for (collComm_t c : comms) collCommAbort(c);
 }
+
+// Ranks whose counts fall on either side of COLL_DEVICE_STAGE_BYTES take different paths:
+// one stages its operation through host memory (the mailboxes), the other waits on its
+// device lanes for data that never comes. The lane's proxy sees the peer's mailbox ahead
+// and fails the communicator, which tells the other: both fail within seconds, naming the
+// mismatch. (It hung until the operation timeout before.)
+TEST_CASE("counts on either side of the staging limit fail both ranks, not a hang (emulated)",
+          "[collectives][device][failure]") {
+  ScopedEnv emulate("COLL_DEVICE_EMULATE", "1");
+  ScopedEnv yield("COLL_DEVICE_YIELD_US", "1");
+  ScopedEnv stage("COLL_DEVICE_STAGE_BYTES", "4096");
+  auto errors = testing::runRanks(2, [&](int rank, collComm_t comm) -> std::string {
+    std::vector<int32_t> buf(5000, 1);
+    const size_t count = rank == 0 ? 100 : 5000;  // 400 bytes staged; 20 KB on the lanes
+    if (collCommSetTimeout(comm, 15.0) != collSuccess) return "collCommSetTimeout failed";  // a hang: fail
+    const auto start = std::chrono::steady_clock::now();
+    const collResult_t r = collAllReduce(buf.data(), buf.data(), count, collInt32, collSum, comm, nullptr);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string why = collGetLastError(comm);
+    if (r == collSuccess) return "the mismatched allreduce succeeded";
+    if (why.find("different operations or counts") == std::string::npos) return "unexpected error: " + why;
+    if (took > 10.0) return "failed only after " + std::to_string(took) + " s";
+    return "";
+  });
+  for (auto& e : errors) FAIL_CHECK(e);
+  REQUIRE(errors.empty());
+}

@@ -443,6 +443,10 @@ static void bindDevice(collComm* c) {
   d.slotBytes = c->deviceSlotBytes;
   d.ringPrev = c->ringPrev;
   d.ringNext = c->ringNext;
+  if (c->deviceStageBytes > 0) {
+    d.mailboxes = c->mailboxes.get();
+    d.mailSeq = &c->mailSeq;
+  }
 }
 
 static Status initConnections(collComm* c) {

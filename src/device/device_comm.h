@@ -11,6 +11,7 @@
 #include "bootstrap/bootstrap.h"
 #include "device/proxy.h"
 #include "transport/connector_set.h"
+#include "transport/shm/mailbox.h"
 
 namespace coll {
 
@@ -36,6 +37,11 @@ struct DeviceComm {
   int laneBudget = 1;               // the most lanes one device launch may hold
   uint32_t yieldNs = 0;             // lanes give their block up after waiting this long (deviceYieldNs)
   std::atomic<uint64_t> reruns{0};  // launches of this rank run again after lanes yielded
+  // Where small operations are staged (COLL_DEVICE_STAGE_BYTES), their mailboxes and the
+  // comm's last round number (read by the launching thread only): a peer whose mailbox
+  // shows a round beyond a launch's went on to a later operation (proxy.cc).
+  const Mailboxes* mailboxes = nullptr;
+  const uint32_t* mailSeq = nullptr;
   // The device set (devicePrepare; null for host-memory ranks), and the proxy, made by
   // the first device launch. Declared in this order so the proxy, which follows
   // launches over the set's connectors, goes first.

@@ -238,6 +238,7 @@ Status lowerProgram(const Program& p, const MapFn& map, LoweredPart& out) {
 
 Status lowerPart(const DevicePart& part, const MapFn& map, LoweredPart& out) {
   out.pending = std::make_shared<PendingLaunch>();
+  if (part.dev->mailSeq) out.pending->mailSeq = *part.dev->mailSeq;
   if (!part.programs.empty() && part.programs.front()->ops)
     out.pending->ops = std::make_shared<const std::vector<OpDesc>>(*part.programs.front()->ops);
   for (const Program* p : part.programs) COLL_CHECK(lowerProgram(*p, map, out));

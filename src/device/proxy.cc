@@ -171,6 +171,7 @@ bool DeviceProxy::pass(std::vector<std::shared_ptr<PendingLaunch>>& live) {
       const double limit = c_->opTimeoutS->load(std::memory_order_relaxed);
       if (limit > 0 && waited > limit && !c_->abort->raised())
         (void)recordFailure(*c_->abort, opTimedOut(waited, limit).prefix("rank " + std::to_string(c_->rank) + ": "));
+      checkPeerAhead(*p);
       continue;
     }
     bool flushed = true;
@@ -186,6 +187,50 @@ bool DeviceProxy::pass(std::vector<std::shared_ptr<PendingLaunch>>& live) {
     moved = true;
   }
   return moved;
+}
+
+int DeviceProxy::laneWaitingOnPeerAhead(const PendingLaunch& p, uint32_t* step) const {
+  const uint32_t next = nextMailSeq(p.mailSeq);
+  for (size_t i = 0; i < p.lanes.size(); ++i) {
+    if (__atomic_load_n(&p.results[i].code, __ATOMIC_ACQUIRE) == kDevDone) continue;
+    const uint32_t s = __atomic_load_n(&p.results[i].step, __ATOMIC_RELAXED);
+    if (s >= p.lanes[i].steps.size()) continue;
+    const int from = p.lanes[i].steps[s].from;
+    if (from >= 0 && c_->mailboxes->arrived(from, next)) {
+      *step = s;
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+// Staged operations (COLL_DEVICE_STAGE_BYTES) run from host memory through the mailboxes.
+// A lane that has waited for data from a peer for kPeerAheadS, in one step, while that
+// peer's mailbox shows a round beyond this launch's: the peer finished this operation
+// without sending that data, so it called a count on the other side of the staging limit.
+// Fails the communicator and tells the others, as a size mismatch would.
+void DeviceProxy::checkPeerAhead(PendingLaunch& p) {
+  constexpr double kPeerAheadS = 1.0;
+  if (!c_->mailboxes || c_->abort->raised()) return;
+  uint32_t step = 0;
+  const int lane = laneWaitingOnPeerAhead(p, &step);
+  const auto now = std::chrono::steady_clock::now();
+  if (lane < 0 || lane != p.aheadLane || step != p.aheadStep) {
+    p.aheadLane = lane;
+    p.aheadStep = step;
+    p.aheadSince = now;
+    return;
+  }
+  if (std::chrono::duration<double>(now - p.aheadSince).count() < kPeerAheadS) return;
+  const PendingLaunch::Lane& l = p.lanes[static_cast<size_t>(lane)];
+  const std::string peer = std::to_string(l.steps[step].from);
+  const Status st = invalidUsage("rank " + peer +
+                                 " went on to a later operation (its mailbox shows it) without sending this data: the "
+                                 "ranks called different operations or counts (one on either side of "
+                                 "COLL_DEVICE_STAGE_BYTES?)");
+  (void)recordFailure(*c_->abort, st);
+  c_->bootstrap->announceFailure("rank " + std::to_string(c_->rank) + " " + l.name + ", " + p.stepOp(l, step) +
+                                 ", waiting for data from rank " + peer + ": " + st.message());
 }
 
 void DeviceProxy::reportStall(PendingLaunch& p, double seconds) {

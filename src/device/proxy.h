@@ -78,6 +78,12 @@ struct PendingLaunch {
   uint64_t assembledNs = 0;  // its lanes lowered and assembled
   uint64_t submittedNs = 0;  // and the kernel queued
   bool stallReported = false;
+  uint32_t mailSeq = 0;  // the comm's last mailbox round when the launch was lowered
+  // A lane seen waiting for data from a peer that went on to a later operation
+  // (DeviceProxy::checkPeerAhead): lane index (-1: none), its step, and since when.
+  int aheadLane = -1;
+  uint32_t aheadStep = 0;
+  std::chrono::steady_clock::time_point aheadSince{};
   // Set by the proxy when the launch is over; status its first error.
   bool finished = false;
   Status status;
@@ -106,6 +112,10 @@ class DeviceProxy {
   bool pass(std::vector<std::shared_ptr<PendingLaunch>>& live);
   // COLL_STALL_WARN_S: where each lane of a launch pending that long stands.
   void reportStall(PendingLaunch& p, double seconds);
+  // The first lane of p waiting for data from a peer whose mailbox shows a round beyond
+  // p's, and its step; -1 when none.
+  int laneWaitingOnPeerAhead(const PendingLaunch& p, uint32_t* step) const;
+  void checkPeerAhead(PendingLaunch& p);
   // COLL_DEVICE_TIMING: where a finished launch's time went.
   void logTiming(const PendingLaunch& p) const;
   void finish(PendingLaunch& p, Status st);
