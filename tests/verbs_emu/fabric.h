@@ -117,7 +117,8 @@ struct Fabric {
 Fabric* mapFabric();
 void unmapFabric(Fabric* f);
 
-// Holds Fabric::lock; recovers it from a process that died holding it.
+// Holds Fabric::lock; recovers it from a process that died holding it (also when that
+// death cost a waiter its wake-up: fabric.cc).
 class FabricLock {
  public:
   explicit FabricLock(Fabric* f);
