@@ -171,7 +171,7 @@ bool DeviceProxy::pass(std::vector<std::shared_ptr<PendingLaunch>>& live) {
       const double limit = c_->opTimeoutS->load(std::memory_order_relaxed);
       if (limit > 0 && waited > limit && !c_->abort->raised())
         (void)recordFailure(*c_->abort, opTimedOut(waited, limit).prefix("rank " + std::to_string(c_->rank) + ": "));
-      checkPeerAhead(*p);
+      if (waited > kPeerAheadS) checkPeerAhead(*p);  // nothing to scan on the fast path
       continue;
     }
     bool flushed = true;
@@ -205,12 +205,12 @@ int DeviceProxy::laneWaitingOnPeerAhead(const PendingLaunch& p, uint32_t* step) 
 }
 
 // Staged operations (COLL_DEVICE_STAGE_BYTES) run from host memory through the mailboxes.
-// A lane that has waited for data from a peer for kPeerAheadS, in one step, while that
-// peer's mailbox shows a round beyond this launch's: the peer finished this operation
-// without sending that data, so it called a count on the other side of the staging limit.
+// A launch older than kPeerAheadS whose lane has then waited that long, in one step, for
+// data from a peer whose mailbox shows a round beyond this launch's: the peer finished
+// this operation without sending that data, so it called a count on the other side of
+// the staging limit.
 // Fails the communicator and tells the others, as a size mismatch would.
 void DeviceProxy::checkPeerAhead(PendingLaunch& p) {
-  constexpr double kPeerAheadS = 1.0;
   if (!c_->mailboxes || c_->abort->raised()) return;
   uint32_t step = 0;
   const int lane = laneWaitingOnPeerAhead(p, &step);

@@ -92,6 +92,7 @@ struct PendingLaunch {
 class DeviceProxy {
  public:
   static constexpr int kLazyPollUs = 200;
+  static constexpr double kPeerAheadS = 1.0;  // checkPeerAhead's patience
   explicit DeviceProxy(DeviceComm* c) : c_(c) {}
   ~DeviceProxy();
   // The word kernels poll (host view and the address kernels use).
