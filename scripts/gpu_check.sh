@@ -87,9 +87,11 @@ if [ "${1:-targets}" = yield ]; then
   exit 0
 fi
 # Default: what issue 23's targets need, then the targets table (scripts/gpu_targets.py).
-step gpu_tests 100 "$B/tests/gpu_tests"
+step gpu_tests 100 "$B/tests/gpu_tests" "~[direct]"
+step gpu_tests_direct 60 "$B/tests/gpu_tests" "[direct]"
 step memcheck 70 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 1M -f 32 -c 1 -n 1 -w 0
 step racecheck 45 "$CS" --tool racecheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 1K -e 64K -f 64 -c 1 -n 1 -w 0
+step racecheck_direct 45 env COLL_DEVICE_DIRECT_MIN_BYTES=1 "$CS" --tool racecheck --error-exitcode 9 "$P/all_reduce_perf" -t 3 --mem device -b 1K -e 64K -f 64 -c 1 -n 1 -w 0
 step reduce_kernel 25 "$P/reduce_kernel_perf" -b 1M -e 256M
 # NCCL beside us, 1 rank (it refuses two on one GPU): nccl-tests from the bundle over the
 # libnccl of the machine's Python (pip nvidia-nccl), else CUDA's own; never our drop-in.
@@ -102,12 +104,16 @@ else
 fi
 step ours_1rank 40 "$P/all_reduce_perf" -t 1 --mem device -b 8 -e 1G -f 4 -c 0 -n 20 -w 5
 step allreduce_t2 45 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 256M -f 4 -c 1
+step allreduce_t2_ring 45 env COLL_DEVICE_DIRECT_MIN_BYTES=-1 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 256M -f 4 -c 0
 # 256 MiB, 2 ranks as threads: the default channels (0; the target), then the per-block
 # rate at one channel and at a few.
 for ch in 0 1 8; do
   step "allreduce_256M_ch$ch" 20 env COLL_DEVICE_NCHANNELS=$ch "$P/all_reduce_perf" -t 2 --mem device -b 256M -e 256M -n 5 -w 1 -c 0
 done
 step allreduce_t8 25 "$P/all_reduce_perf" -t 8 --mem device -b 256M -e 256M -n 10 -w 2 -c 0
+# The same two shapes on the ring (no direct reads), beside them.
+step allreduce_256M_ring 20 env COLL_DEVICE_DIRECT_MIN_BYTES=-1 "$P/all_reduce_perf" -t 2 --mem device -b 256M -e 256M -n 5 -w 1 -c 0
+step allreduce_t8_ring 25 env COLL_DEVICE_DIRECT_MIN_BYTES=-1 "$P/all_reduce_perf" -t 8 --mem device -b 256M -e 256M -n 10 -w 2 -c 0
 step procs2 45 "$B/tools/collrun" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128M -f 16777216 -n 10 -w 2 -c 0
 # The same with lanes that never yield (the path before COLL_DEVICE_YIELD_US), beside it.
 step procs2_y0 45 env COLL_DEVICE_YIELD_US=0 "$B/tools/collrun" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128M -f 16777216 -n 10 -w 2 -c 0
@@ -117,14 +123,14 @@ for c in all_reduce all_gather reduce_scatter alltoall; do
   step "hang_t16_$c" 12 "$P/${c}_perf" -t 16 --mem device -b 8 -e 64K -f 64 -n 2 -w 1 -c 1
   step "hang_np4_$c" 12 "$B/tools/collrun" -np 4 -- "$P/${c}_perf" --mem device -b 8 -e 64K -f 64 -n 2 -w 1 -c 1
 done
-for f in allreduce_256M_ch0 allreduce_256M_ch1 allreduce_256M_ch8; do
+for f in allreduce_256M_ch0 allreduce_256M_ch1 allreduce_256M_ch8 allreduce_256M_ring allreduce_t8 allreduce_t8_ring; do
   echo "== $f: $(grep -E "^ +[0-9]+ " "$OUT/$f.log" | tail -1)" >> "$S"
 done
 for f in procs2 procs2_y0; do
   echo "== $f" >> "$S"
   grep -E "^ +[0-9]+ " "$OUT/$f.log" | tail -3 >> "$S"
 done
-grep -h -E "FAILED|ERROR SUMMARY|RACECHECK SUMMARY" "$OUT"/gpu_tests.log "$OUT"/memcheck.log "$OUT"/racecheck.log 2>/dev/null | head -20 >> "$S"
+grep -h -E "FAILED|ERROR SUMMARY|RACECHECK SUMMARY" "$OUT"/gpu_tests.log "$OUT"/gpu_tests_direct.log "$OUT"/memcheck.log "$OUT"/racecheck.log "$OUT"/racecheck_direct.log 2>/dev/null | head -20 >> "$S"
 cat "$S"
 echo
 python3 scripts/gpu_targets.py "$OUT" | tee "$OUT/targets.txt"

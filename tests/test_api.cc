@@ -352,9 +352,13 @@ TEST_CASE("collCommSplit orders by key and honours COLL_SPLIT_NOCOLOR", "[api][s
 }
 
 TEST_CASE("ranks calling different counts get an error, not a hang", "[api][failure]") {
-  // The host executor, and the device executor emulated on host threads.
-  const char* emulate = GENERATE("0", "1");
+  // The host executor, and the device executor emulated on host threads: on the ring, on
+  // the direct route (thread ranks read each other's buffers, direct.cc), and with the
+  // direct route from 50000 bytes (so the last pair's ranks take different routes).
+  const auto [emulate, direct] = GENERATE(std::pair<const char*, const char*>{"0", "-1"}, std::pair{"1", "-1"},
+                                          std::pair{"1", "1"}, std::pair{"1", "50000"});
   ScopedEnv em("COLL_DEVICE_EMULATE", emulate);
+  ScopedEnv dm("COLL_DEVICE_DIRECT_MIN_BYTES", direct);
   ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
   // Both one-shot, both ring, and one of each (the ranks then pick different algorithms),
   // over shared memory and over the network. (Ring counts that differ in their number
@@ -372,7 +376,8 @@ TEST_CASE("ranks calling different counts get an error, not a hang", "[api][fail
           return std::string("unexpected error: ") + collGetLastError(comm);
         return "";
       });
-      INFO("COLL_SHM_DISABLE=" << shmDisable << ", counts " << c0 << " and " << c1);
+      INFO("COLL_DEVICE_EMULATE=" << emulate << ", COLL_DEVICE_DIRECT_MIN_BYTES=" << direct
+                                  << ", COLL_SHM_DISABLE=" << shmDisable << ", counts " << c0 << " and " << c1);
       for (auto& e : errors) FAIL_CHECK(e);
       REQUIRE(errors.empty());
     }
@@ -380,9 +385,12 @@ TEST_CASE("ranks calling different counts get an error, not a hang", "[api][fail
 }
 
 TEST_CASE("one thread drives small and large collectives of all ranks in one group", "[api][group]") {
-  // The host executor, and the device executor emulated on host threads.
-  const char* emulate = GENERATE("0", "1");
+  // The host executor, and the device executor emulated on host threads, on the ring and
+  // with the larger allreduces on the direct route (one kernel's lanes read each other).
+  const auto [emulate, direct] = GENERATE(std::pair<const char*, const char*>{"0", "-1"}, std::pair{"1", "-1"},
+                                          std::pair{"1", "100000"});
   ScopedEnv em("COLL_DEVICE_EMULATE", emulate);
+  ScopedEnv dm("COLL_DEVICE_DIRECT_MIN_BYTES", direct);
   ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
   for (const char* shmDisable : {"0", "1"}) {
     ScopedEnv shm("COLL_SHM_DISABLE", shmDisable);

@@ -252,6 +252,21 @@ std::string compareWithHost(int n, const std::vector<int>& devlist) {
   return all;
 }
 
+// For the scope: the host executor runs every size on its ring (no one-shots, no direct
+// reads of peers' host buffers), the reference compareWithHost checks against.
+struct HostCompareEnv {
+  HostCompareEnv() {
+    setenv("COLL_ONESHOT_BYTES", "0", 1);
+    setenv("COLL_NET_ONESHOT_BYTES", "0", 1);
+    setenv("COLL_DIRECT", "0", 1);
+  }
+  ~HostCompareEnv() {
+    unsetenv("COLL_ONESHOT_BYTES");
+    unsetenv("COLL_NET_ONESHOT_BYTES");
+    unsetenv("COLL_DIRECT");
+  }
+};
+
 }  // namespace
 
 TEST_CASE("every collective on device buffers equals the host executor, ranks as threads", "[gpu][collectives]") {
@@ -260,9 +275,7 @@ TEST_CASE("every collective on device buffers equals the host executor, ranks as
     WARN("skipped: no usable CUDA device (" << why << ")");
     return;
   }
-  setenv("COLL_ONESHOT_BYTES", "0", 1);
-  setenv("COLL_NET_ONESHOT_BYTES", "0", 1);
-  setenv("COLL_DIRECT", "0", 1);
+  HostCompareEnv env;
   int ndev = 0;
   CUDA_OK(cudaGetDeviceCount(&ndev));
   for (int n : {1, 2, 4, 8}) {
@@ -275,9 +288,23 @@ TEST_CASE("every collective on device buffers equals the host executor, ranks as
       CHECK(compareWithHost(n, spread) == "");
     }
   }
-  unsetenv("COLL_ONESHOT_BYTES");
-  unsetenv("COLL_NET_ONESHOT_BYTES");
-  unsetenv("COLL_DIRECT");
+}
+
+// The direct route (algorithms.h buildDirectAllReduce: thread ranks on one GPU read each
+// other's buffers) at every size, in place and not: the same bits as the host's ring.
+TEST_CASE("direct allreduces of thread ranks on one GPU equal the host executor", "[gpu][collectives][direct]") {
+  std::string why;
+  if (!gpu::usable(&why)) {
+    WARN("skipped: no usable CUDA device (" << why << ")");
+    return;
+  }
+  HostCompareEnv env;
+  setenv("COLL_DEVICE_DIRECT_MIN_BYTES", "1", 1);
+  for (int n : {2, 3, 8}) {
+    INFO(n << " ranks on GPU 0, every allreduce direct");
+    CHECK(compareWithHost(n, std::vector<int>(n, 0)) == "");
+  }
+  unsetenv("COLL_DEVICE_DIRECT_MIN_BYTES");
 }
 
 // Send/recv peers are wired on first use, while other ranks' kernels may already run and

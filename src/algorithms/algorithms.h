@@ -40,4 +40,10 @@ void buildChainBroadcast(const BuildInput& in, const OpDesc& od, uint16_t opInde
 void buildChainReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& programs);
 void buildTreeAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& programs);
 
+// Direct allreduce (direct.cc): ranks that share one address space and GPU read each
+// other's buffers. At most kMaxDirectRanks ranks (the device lanes' address table).
+constexpr int kMaxDirectRanks = 16;
+bool directFits(int nranks);
+void buildDirectAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& programs);
+
 }  // namespace coll

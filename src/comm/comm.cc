@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 
+#include "algorithms/algorithms.h"
 #include "algorithms/graph.h"
 #include "bootstrap/failure.h"
 #include "bootstrap/host_id.h"
@@ -349,6 +350,22 @@ static void makeDeterministic(collComm* c) {
   c->compress = kWireNone;
 }
 
+// From how many bytes device allreduces take the direct route (algorithms.h
+// buildDirectAllReduce): where every rank is a thread of this process on one GPU (under
+// emulation, host buffers: one process suffices) and no rank's lanes yield (the route's
+// address table lives in the kernel's shared memory, which a rerun does not keep).
+static size_t directMinBytes(const collComm* c, bool yields) {
+  const int64_t min = param(IntParam::DEVICE_DIRECT_MIN_BYTES);
+  if (min < 0 || yields || !directFits(c->nranks)) return SIZE_MAX;
+  const auto& peers = c->bootstrap->peers();
+  const PeerInfo& me = peers[static_cast<size_t>(c->rank)];
+  for (const PeerInfo& p : peers) {
+    if (std::strncmp(p.hostId, me.hostId, sizeof(p.hostId)) != 0 || p.pid != me.pid) return SIZE_MAX;
+    if (!c->dev.emulate && (!me.busId[0] || std::strncmp(p.busId, me.busId, sizeof(p.busId)) != 0)) return SIZE_MAX;
+  }
+  return static_cast<size_t>(std::max<int64_t>(1, min));
+}
+
 // What the agreed settings make of c: slices, per-op limits, the device set's shape, the
 // one-shot mailboxes.
 static Status applyConfig(collComm* c, const std::vector<SharedConfig>& all, bool overNet, bool oneHost) {
@@ -385,6 +402,7 @@ static Status applyConfig(collComm* c, const std::vector<SharedConfig>& all, boo
   bool yields = false;
   for (const SharedConfig& o : all) yields |= o.deviceYields != 0;
   c->deviceStageBytes = yields ? static_cast<size_t>(agreed.deviceStageBytes) : 0;
+  c->deviceDirectMinBytes = directMinBytes(c, yields);
   const DeviceShape shape = deviceShape(c->nranks, budget, agreed.deviceChannels);
   c->dev.channels = shape.channels;
   c->dev.p2pLanes = shape.p2pLanes;

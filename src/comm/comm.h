@@ -137,6 +137,9 @@ struct collComm {
   // Launches on device buffers of at most this many bytes go through host memory
   // (comm/stage.h) where any rank's lanes yield; 0: never.
   size_t deviceStageBytes = 0;
+  // Device allreduces of at least this many bytes take the direct route (algorithms.h
+  // buildDirectAllReduce) where every rank shares this process and GPU; SIZE_MAX: never.
+  size_t deviceDirectMinBytes = SIZE_MAX;
   std::shared_ptr<void> stageMemory;  // pinned host memory of staged launches, kept for the next
   size_t stageMemoryBytes = 0;
 

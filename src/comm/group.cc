@@ -74,16 +74,19 @@ void dropQueue() {
   for (const Queued& q : queue) --q.comm->seq;
 }
 
-enum class Route : uint8_t { kOneShot, kRing, kTree };
+enum class Route : uint8_t { kOneShot, kRing, kTree, kDirect };
 
 // Which algorithm serves od: the one-shot protocol ("LL" to COLL_PROTO) wherever it
 // applies and the filters allow it, else the tuner's choice between ring and tree (tuner.h). Every input
 // is shared by all ranks (checked at init), so all ranks choose alike.
-// Device operations never take the one-shot: its mailboxes and staging are host memory.
+// Device operations never take the one-shot: its mailboxes and staging are host memory;
+// large device allreduces of ranks sharing a process and GPU take the direct route.
 Result<Route> routeFor(collComm* c, const OpDesc& od) {
   if (od.kind == CollKind::kSend || od.kind == CollKind::kRecv || c->nranks == 1) return Route::kRing;
   const bool oneShot = !od.device && oneShotEligible(oneShotContext(c), od);
   size_t bytes = od.count * dataTypeSize(od.dtype);
+  if (od.device && od.kind == CollKind::kAllReduce && od.wire == kWireNone && bytes >= c->deviceDirectMinBytes)
+    return Route::kDirect;
   if (od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter) bytes *= static_cast<size_t>(c->nranks);
   COLL_ASSIGN(Choice ch, tunerChoose(c->tuner, od.kind, bytes, oneShot ? 1 : 0));
   COLL_INFO(TUNING, "rank %d: %s -> %s/%s, predicted %.1f us", c->rank, od.describe().c_str(), algoName(ch.algo),
@@ -271,6 +274,7 @@ Status buildPrograms(CommLaunch& l) {
     switch (od.kind) {
       case CollKind::kAllReduce:
         if (l.routes[i] == Route::kTree) buildTreeAllReduce(in, od, idx, l.channels);
+        else if (l.routes[i] == Route::kDirect) buildDirectAllReduce(in, od, idx, l.channels);
         else buildRingAllReduce(in, od, idx, l.channels);
         break;
       case CollKind::kReduceScatter: buildRingReduceScatter(in, od, idx, l.channels); break;

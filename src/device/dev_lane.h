@@ -21,12 +21,34 @@
 
 #include "kernels/compress.h"
 #include "kernels/float_conv.h"  // COLL_HD
+#include "kernels/step_flags.h"
 
 namespace coll {
 
-constexpr int kDevSteps = 8;       // slots per FIFO: equal to kSteps (checked in device_exec.cc)
-constexpr int kDevMaxConns = 16;   // connectors one lane may use (tree lanes use the most)
-constexpr uint8_t kDevToken = 64;  // StepFlags kToken (plan.h; checked in device_exec.cc)
+constexpr int kDevSteps = 8;         // slots per FIFO: equal to kSteps (checked in device_exec.cc)
+constexpr int kDevMaxConns = 16;     // connectors one lane may use (tree lanes use the most)
+constexpr uint8_t kDevToken = 64;    // StepFlags kToken (plan.h; checked in device_exec.cc)
+constexpr uint8_t kDevDirect = 128;  // StepFlags kDirect (checked likewise)
+constexpr int kDevMaxDirect = 16;    // ranks one direct operation may span: a lane's table entries
+
+// One rank's buffers in a direct operation (kDirect): what its address steps carry, in a
+// slot of their own, around the ring. The magic and the size tell a peer that called
+// something else (a ring step's data in that slot, another count) from a match.
+struct DevAddr {
+  const char* in;
+  char* out;
+  uint64_t bytes;
+  uint64_t magic;
+};
+constexpr uint64_t kDevAddrMagic = 0x31726944436c6f43ull;  // "CollDir1"
+
+// Kept out of line in the kernel: code that runs once per step, not per slice, inlined
+// into devRunLane, made ptxas spill in its waiting loop.
+#if defined(__CUDACC__)
+#define COLL_DEV_OUTLINE __noinline__
+#else
+#define COLL_DEV_OUTLINE
+#endif
 
 // One FIFO end. For a sender `tail` is this side's counter and `head` the consumer's; for
 // a receiver the other way round.
@@ -51,6 +73,7 @@ struct DevStep {
   uint8_t redop;  // collRedOp_t
   uint8_t elemSize;
   uint8_t wire;  // WireType (kernels/compress.h)
+  uint8_t slot;  // kDirect address steps: the table entry moved (plan.h Step::slot)
   uint16_t op;   // index of the operation in its launch (for error messages)
 };
 
@@ -152,9 +175,103 @@ COLL_HD inline void devStart(const DevLane& L, B& b, uint32_t* pos) {
   for (uint32_t i = 0; i < L.nconns; ++i) pos[i] = b.load(L.conns[i].isSend ? L.conns[i].tail : L.conns[i].head);
 }
 
+// An address step (kDevDirect with a connector), by the leader once its slot is there:
+// a send carries the table's entry s.slot (entry 0, this rank's own, filled first from the
+// step); a receive checks the entry that came and keeps it as s.slot. A peer that called
+// another count, or is running another algorithm's step, is a size mismatch.
+template <class B>
+COLL_HD COLL_DEV_OUTLINE void devAddrStep(const DevLane& L, B& b, const DevStep& s, DevSliceCtl& c) {
+  DevAddr* t = b.table();
+  if (s.recv < 0) {
+    if (s.slot == 0) t[0] = DevAddr{s.src, s.dst, s.bytes, kDevAddrMagic};
+    *reinterpret_cast<DevAddr*>(c.out) = t[s.slot];
+    return;
+  }
+  const DevAddr e = *reinterpret_cast<const DevAddr*>(c.in);
+  if (e.magic != kDevAddrMagic || e.bytes != s.bytes) {
+    c.code = kDevSizeMismatch;
+    L.result->got = e.magic == kDevAddrMagic ? e.bytes : sizeof(DevAddr);
+    L.result->want = s.bytes;
+    return;
+  }
+  t[s.slot] = e;
+}
+
+// A direct reduction (kDevDirect|kSrc|kDst), by every thread: slice [off, off + len) of
+// this rank's block, at the same place in every rank's buffers (table entry j: the rank
+// j ring positions after this one). Combined in the ring's order (ring.cc: the block of
+// position p is summed from p + 1 round to p), so the bits equal the ring's: entry 1's
+// input first, this rank's last, the partial sum kept in entry 1's output (read already,
+// when in place) and copied to the others' outputs at the end, two per pass.
+template <class B>
+COLL_HD COLL_DEV_OUTLINE void devDirect(const DevLane& L, B& b, const DevStep& s, uint64_t off, uint64_t len) {
+  const DevAddr* t = b.table();
+  const int n = L.nranks;
+  const uint64_t at = static_cast<uint64_t>(s.src - t[0].in) + off;
+  DevStep pass = s;
+  pass.flags = s.flags & ~kFinal;
+  char* acc = t[1].out + at;
+  if (n > 2) b.slice(pass, t[1].in + at, t[2].in + at, acc, nullptr, len, n);
+  for (int j = 3; j < n; ++j) {
+    b.sync();
+    b.slice(pass, acc, t[j].in + at, acc, nullptr, len, n);
+  }
+  if (n > 2) b.sync();
+  pass.flags = s.flags;  // this rank's input last, with Avg's division
+  b.slice(pass, n > 2 ? acc : t[1].in + at, t[0].in + at, t[0].out + at, acc, len, n);
+  pass.flags = kDst;  // a copy
+  for (int j = 2; j < n; j += 2) {
+    b.sync();
+    b.slice(pass, acc, nullptr, t[j].out + at, j + 1 < n ? t[j + 1].out + at : nullptr, len, n);
+  }
+}
+
+// The leader's part of slice k of step si: waits for the slot to receive and for room to
+// send, checks the size received, moves an address step's entry; ctl says what came of it
+// (a code other than kDevRunning is also stored in the lane's result).
+template <class B>
+COLL_HD COLL_DEV_OUTLINE void devLead(const DevLane& L, B& b, const DevStep& s, uint32_t si, uint64_t k,
+                                      uint64_t wireLen, uint32_t* pos) {
+  DevSliceCtl& c = b.ctl();
+  c.code = kDevRunning;
+  c.in = nullptr;
+  c.out = nullptr;
+  int32_t waitPeer = -1;
+  uint64_t since = 0;
+  if (s.recv >= 0) {
+    const DevConn& r = L.conns[s.recv];
+    waitPeer = r.peer;
+    for (uint32_t spins = 0; b.load(r.tail) == pos[s.recv] && c.code == kDevRunning;)
+      devWait(L, b, ++spins, since, c.code);
+    if (c.code == kDevRunning) {
+      const uint32_t got = b.load(&r.sizes[pos[s.recv] % kDevSteps]);
+      if (got != wireLen) {
+        c.code = kDevSizeMismatch;
+        L.result->got = got;
+        L.result->want = wireLen;
+      }
+      c.in = r.data + (pos[s.recv] % kDevSteps) * r.slotBytes;
+    }
+  }
+  if (s.send >= 0 && c.code == kDevRunning) {
+    const DevConn& w = L.conns[s.send];
+    waitPeer = w.peer;
+    for (uint32_t spins = 0; pos[s.send] - b.load(w.head) >= static_cast<uint32_t>(kDevSteps) && c.code == kDevRunning;)
+      devWait(L, b, ++spins, since, c.code);
+    c.out = w.data + (pos[s.send] % kDevSteps) * w.slotBytes;
+  }
+  if (c.code == kDevRunning && (s.flags & kDevDirect) && (c.in || c.out)) devAddrStep(L, b, s, c);
+  if (c.code != kDevRunning) {  // step and code by atomic stores: the stall report reads them
+    L.result->peer = waitPeer;
+    b.note(&L.result->slice, static_cast<uint32_t>(k));
+    b.store(&L.result->step, si);
+    b.store(&L.result->code, c.code);
+  }
+}
+
 // Runs lane L to its end, or until it yields (kDevYielded; run again, it resumes there),
 // with backend b, which provides:
-//   bool leader();  void sync();  DevSliceCtl& ctl();
+//   bool leader();  void sync();  DevSliceCtl& ctl();  DevAddr* table() (kDevMaxDirect entries)
 //   uint32_t load(const uint32_t*) (acquire);  void store(uint32_t*, uint32_t) (release)
 //   void note(uint32_t*, uint32_t) (relaxed: progress only the stall report reads)
 //   void fence() (makes this group's data writes visible before a release store)
@@ -173,56 +290,23 @@ COLL_HD inline void devRunLane(const DevLane& L, B& b) {
   for (uint32_t si = start.step; si < L.nsteps; ++si) {
     const DevStep s = L.steps[si];                // one read of the step (it may live in host memory)
     if (b.leader()) b.note(&L.result->step, si);  // live progress, for stall reports
-    // A token (kToken, plan.h) is one zero-length slice.
+    // A token (kToken, plan.h) is one zero-length slice; an address step one entry.
     const bool token = s.flags & kDevToken;
+    const bool addr = (s.flags & kDevDirect) && (s.send >= 0 || s.recv >= 0);
     // A compressed step moves more of the caller's bytes per slot (compress.h).
     const uint64_t sliceBytes = wireSliceBytes(s.wire, L.sliceBytes);
-    const uint64_t nslices = token ? 1 : (s.bytes + sliceBytes - 1) / sliceBytes;
+    const uint64_t nslices = token || addr ? 1 : (s.bytes + sliceBytes - 1) / sliceBytes;
     for (uint64_t k = si == start.step ? start.slice : 0; k < nslices; ++k) {
       const uint64_t off = k * sliceBytes;
-      const uint64_t len = token ? 0 : s.bytes - off < sliceBytes ? s.bytes - off : sliceBytes;
+      const uint64_t len = token ? 0 : addr ? sizeof(DevAddr) : s.bytes - off < sliceBytes ? s.bytes - off : sliceBytes;
       const uint64_t wireLen = s.wire != kWireNone ? wireBytes(s.wire, len / 4) : len;
-      if (b.leader()) {
-        DevSliceCtl& c = b.ctl();
-        c.code = kDevRunning;
-        c.in = nullptr;
-        c.out = nullptr;
-        int32_t waitPeer = -1;
-        uint64_t since = 0;
-        if (s.recv >= 0) {
-          const DevConn& r = L.conns[s.recv];
-          waitPeer = r.peer;
-          for (uint32_t spins = 0; b.load(r.tail) == pos[s.recv] && c.code == kDevRunning;)
-            devWait(L, b, ++spins, since, c.code);
-          if (c.code == kDevRunning) {
-            const uint32_t got = b.load(&r.sizes[pos[s.recv] % kDevSteps]);
-            if (got != wireLen) {
-              c.code = kDevSizeMismatch;
-              L.result->got = got;
-              L.result->want = wireLen;
-            }
-            c.in = r.data + (pos[s.recv] % kDevSteps) * r.slotBytes;
-          }
-        }
-        if (s.send >= 0 && c.code == kDevRunning) {
-          const DevConn& w = L.conns[s.send];
-          waitPeer = w.peer;
-          for (uint32_t spins = 0;
-               pos[s.send] - b.load(w.head) >= static_cast<uint32_t>(kDevSteps) && c.code == kDevRunning;)
-            devWait(L, b, ++spins, since, c.code);
-          c.out = w.data + (pos[s.send] % kDevSteps) * w.slotBytes;
-        }
-        if (c.code != kDevRunning) {  // step and code by atomic stores: the stall report reads them
-          L.result->peer = waitPeer;
-          b.note(&L.result->slice, static_cast<uint32_t>(k));
-          b.store(&L.result->step, si);
-          b.store(&L.result->code, c.code);
-        }
-      }
+      if (b.leader()) devLead(L, b, s, si, k, wireLen, pos);
       b.sync();
       const DevSliceCtl c = b.ctl();
       if (c.code != kDevRunning) return;
-      b.slice(s, c.in, s.src ? s.src + off : nullptr, s.dst ? s.dst + off : nullptr, c.out, len, L.nranks);
+      if (!(s.flags & kDevDirect))
+        b.slice(s, c.in, s.src ? s.src + off : nullptr, s.dst ? s.dst + off : nullptr, c.out, len, L.nranks);
+      else if (!addr) devDirect(L, b, s, off, len);
       b.sync();
       if (b.leader()) {
         b.fence();

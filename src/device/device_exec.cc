@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "algorithms/algorithms.h"
 #include "collectives/config.h"
 #include "base/datatype.h"
 #include "base/log.h"
@@ -29,6 +30,8 @@
 namespace coll {
 
 static_assert(kDevToken == kToken, "device lanes and plans must agree on the token flag");
+static_assert(kDevDirect == kDirect, "device lanes and plans must agree on the direct flag");
+static_assert(kDevMaxDirect == kMaxDirectRanks, "a direct operation's ranks must fit a lane's address table");
 static_assert(kDevSteps == kSteps, "device lanes and connectors must agree on FIFO depth");
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "FIFO counters are read as plain words");
 
@@ -41,6 +44,7 @@ class HostLaneBackend {
   bool leader() const { return true; }
   void sync() {}
   DevSliceCtl& ctl() { return ctl_; }
+  DevAddr* table() { return table_; }
   uint32_t load(const uint32_t* p) const {
     return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(std::memory_order_acquire);
   }
@@ -66,6 +70,7 @@ class HostLaneBackend {
 
  private:
   DevSliceCtl ctl_{};
+  DevAddr table_[kDevMaxDirect]{};
   uint32_t waits_ = 0;
 };
 
@@ -210,8 +215,11 @@ Status lowerProgram(const Program& p, const MapFn& map, LoweredPart& out) {
   for (const Step& s : p.steps) {
     const OpDesc& od = (*p.ops)[s.op];
     DevStep d{};
-    d.src = (s.flags & kSrc) ? s.src : nullptr;
-    d.dst = (s.flags & kDst) ? s.dst : nullptr;
+    // An address step (kDirect with a connector) carries the op's buffers as they are.
+    const bool addr = (s.flags & kDirect) && (s.send || s.recv);
+    d.src = (s.flags & kSrc) || addr ? s.src : nullptr;
+    d.dst = (s.flags & kDst) || addr ? s.dst : nullptr;
+    d.slot = s.slot;
     d.bytes = s.bytes;
     d.flags = static_cast<uint8_t>(s.flags & ~kStream);
     d.dtype = static_cast<uint8_t>(od.dtype);

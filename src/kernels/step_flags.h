@@ -19,6 +19,11 @@ enum StepFlags : uint8_t {
   // operation leaves empty, so ranks that called different counts (and so spread over
   // different channels) meet a size mismatch there instead of waiting forever.
   kToken = 64,
+  // Device operations of ranks sharing one address space and GPU only (algorithms.h
+  // buildDirectAllReduce): with kSend or kRecv, the step moves one entry of the lane's
+  // table of the ranks' buffer addresses (Step::slot) instead of data; with kSrc|kDst, it
+  // reduces this rank's block straight from every rank's input into every rank's output.
+  kDirect = 128,
 };
 
 }  // namespace coll
