@@ -955,3 +955,34 @@ TEST_CASE("counts on either side of the staging limit fail both ranks, not a han
   for (auto& e : errors) FAIL_CHECK(e);
   REQUIRE(errors.empty());
 }
+
+// A small allreduce on 20 device channels leaves 19 of them empty: each carries a token
+// each way, and they run in lanes of 8 channels (group.cc mergeTokenLanes), not one lane
+// (a thread block) each. The stall report while rank 1 is late lists rank 0's lanes.
+TEST_CASE("tokens of channels an operation leaves empty share lanes, 8 channels each (emulated)",
+          "[collectives][device]") {
+  ScopedEnv emulate("COLL_DEVICE_EMULATE", "1");
+  ScopedEnv channels("COLL_DEVICE_NCHANNELS", "20");
+  ScopedEnv stall("COLL_STALL_WARN_S", "1");
+  const std::string path = "/tmp/coll-token-lanes-" + std::to_string(getpid()) + ".log";
+  ScopedEnv file("COLL_DEBUG_FILE", path.c_str());
+  auto errors = testing::runRanks(2, [&](int rank, collComm_t comm) -> std::string {
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    std::vector<float> buf(2, 1.0f);
+    if (collAllReduce(buf.data(), buf.data(), buf.size(), collFloat, collSum, comm, nullptr) != collSuccess)
+      return std::string("allreduce: ") + collGetLastError(comm);
+    return buf[0] == 2.0f ? "" : "sum " + std::to_string(buf[0]);
+  });
+  for (auto& e : errors) FAIL_CHECK(e);
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  REQUIRE(f != nullptr);
+  std::string log;
+  for (int c; (c = std::fgetc(f)) != EOF;) log += static_cast<char>(c);
+  std::fclose(f);
+  std::remove(path.c_str());
+  INFO(log);
+  CHECK(log.find("stalled") != std::string::npos);
+  for (const char* lane : {"tokens of channels 1-8", "tokens of channels 9-16", "tokens of channels 17-19"})
+    CHECK(log.find(lane) != std::string::npos);
+  CHECK(log.find("channel 5") == std::string::npos);  // not a lane of its own
+}

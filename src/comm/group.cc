@@ -14,6 +14,7 @@
 #include "comm/watch.h"
 #include "base/log.h"
 #include "comm/stage.h"
+#include "device/dev_lane.h"
 #include "device/device_exec.h"
 #include "transport/transport.h"
 
@@ -239,6 +240,41 @@ void cutChannel0(CommLaunch& l, std::shared_ptr<OneShot> os) {
   l.channel0Before.push_back({nullptr, std::move(os)});
 }
 
+// Device launches: a channel an operation leaves empty carries a token each way; a
+// channel that carries nothing else in the launch (small operations on a GPU's 32
+// channels: 31 of them) would take a lane, a thread block with its plan, for that
+// alone. Such channels' tokens run in one lane per kDevMaxConns / 2 channels instead:
+// per operation, the token sent on each of them, then the one received on each. Every
+// channel's steps stay in one lane in operation order, and no receive comes before the
+// sends that a peer doing the same waits for.
+void mergeTokenLanes(CommLaunch& l) {
+  auto tokensOnly = [](const Program& p) {
+    return !p.steps.empty() && p.steps.size() % 2 == 0 &&
+           std::all_of(p.steps.begin(), p.steps.end(), [](const Step& s) { return (s.flags & kToken) != 0; });
+  };
+  // Every such channel holds one pair per device collective of the launch: alike.
+  std::vector<size_t> only;
+  for (size_t ch = 0; ch < l.channels.size(); ++ch)
+    if (tokensOnly(l.channels[ch]) && (only.empty() || l.channels[ch].steps.size() == l.channels[only[0]].steps.size()))
+      only.push_back(ch);
+  constexpr size_t kGroup = kDevMaxConns / 2;
+  for (size_t g = 0; g + 1 < only.size(); g += kGroup) {
+    const size_t end = std::min(only.size(), g + kGroup);
+    Program& lane = l.channels[only[g]];
+    std::vector<Step> merged;
+    for (size_t i = 0; i < lane.steps.size(); i += 2)
+      for (size_t half = 0; half < 2; ++half)  // the sends, then the receives
+        for (size_t k = g; k < end; ++k) merged.push_back(l.channels[only[k]].steps[i + half]);
+    for (size_t k = g + 1; k < end; ++k) {
+      Program& p = l.channels[only[k]];
+      lane.flushTargets.insert(lane.flushTargets.end(), p.flushTargets.begin(), p.flushTargets.end());
+      p.steps.clear();
+    }
+    lane.steps = std::move(merged);
+    lane.lane = "tokens of channels " + std::to_string(only[g]) + "-" + std::to_string(only[end - 1]);
+  }
+}
+
 Status buildPrograms(CommLaunch& l) {
   collComm* c = l.comm;
   ConnectorSet& conns = c->conns(l.device);
@@ -308,6 +344,7 @@ Status buildPrograms(CommLaunch& l) {
         l.channels[ch].addToken(idx, conns.channels[ch].send.get(), conns.channels[ch].recv.get());
   }
   COLL_CHECK(buildSelfCopies(l));
+  if (l.device) mergeTokenLanes(l);
   if (l.device && !l.self.steps.empty()) {
     // Copies to oneself wait for nobody: first in send lane 0, not a lane of their own.
     Program& p = l.sends[0];
