@@ -2,7 +2,13 @@
 // reduces its own block straight from every rank's input into every rank's output, with
 // no FIFO slot in between. A ring allreduce of S bytes on two ranks of one GPU moves 8S
 // through memory (input, slots and output on both sides); this moves 4S, the least an
-// allreduce can (docs/PERFORMANCE.md, issue 23).
+// allreduce can (docs/PERFORMANCE.md, issue 23). Beyond two ranks the partial sums pass
+// through memory too (dev_lane.h devDirect): ~31S at 8 ranks against the ring's 44S.
+//
+// Unlike the ring, a rank writes into its peers' buffers: a rank whose call failed or
+// was aborted may still be written to by peers in the operation until their
+// communicators fail or are aborted too (their lanes look at the abort word every 8
+// slices), as with NCCL's direct peer writes.
 //
 // Per channel, three parts, all over the channel's ring connectors:
 //   1. addresses: n - 1 rounds of "send an entry, receive one" pass every rank's buffer

@@ -86,7 +86,9 @@ Result<Route> routeFor(collComm* c, const OpDesc& od) {
   if (od.kind == CollKind::kSend || od.kind == CollKind::kRecv || c->nranks == 1) return Route::kRing;
   const bool oneShot = !od.device && oneShotEligible(oneShotContext(c), od);
   size_t bytes = od.count * dataTypeSize(od.dtype);
-  if (od.device && od.kind == CollKind::kAllReduce && od.wire == kWireNone && bytes >= c->deviceDirectMinBytes)
+  // Its bits are the ring's: where COLL_ALGO rules the ring out, so is it.
+  if (od.device && od.kind == CollKind::kAllReduce && od.wire == kWireNone && bytes >= c->deviceDirectMinBytes &&
+      allowed(c->tuner.algos, od.kind, static_cast<int>(Algo::kRing)))
     return Route::kDirect;
   if (od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter) bytes *= static_cast<size_t>(c->nranks);
   COLL_ASSIGN(Choice ch, tunerChoose(c->tuner, od.kind, bytes, oneShot ? 1 : 0));

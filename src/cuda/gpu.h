@@ -194,8 +194,8 @@ class LaunchBlock {
   LaunchBlock() = default;
   char* host() const;
   char* device() const;
-  Result<char*> hostMappedOnDevice() const;  // host() as kernels address it
-  struct Block;                              // the pool's record (launch_pool.cc)
+  char* hostMappedOnDevice() const;  // host() as kernels address it
+  struct Block;                      // the pool's record (launch_pool.cc)
 
  private:
   std::shared_ptr<Block> block_;

@@ -130,6 +130,6 @@ Status LaunchBlock::warmPool() {
 char* LaunchBlock::host() const { return static_cast<char*>(block_->host); }
 char* LaunchBlock::device() const { return static_cast<char*>(block_->dev); }
 
-Result<char*> LaunchBlock::hostMappedOnDevice() const { return static_cast<char*>(block_->mapped); }
+char* LaunchBlock::hostMappedOnDevice() const { return static_cast<char*>(block_->mapped); }
 
 }  // namespace coll::gpu

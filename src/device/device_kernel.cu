@@ -94,7 +94,7 @@ Result<DevLaunch> launchLanes(std::vector<DevLane> lanes, const std::vector<DevS
   COLL_ASSIGN(h.memory, gpu::LaunchBlock::take(laneBytes + stepBytes + resBytes, stream));
   char* host = h.memory.host();
   char* dev = h.memory.device();
-  COLL_ASSIGN(char* mapped, h.memory.hostMappedOnDevice());
+  char* mapped = h.memory.hostMappedOnDevice();
   // Lanes and steps are read from the device block; results are written to the pinned
   // block, where the proxy reads them.
   auto* devSteps = reinterpret_cast<const DevStep*>(dev + laneBytes);
