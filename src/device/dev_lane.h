@@ -25,11 +25,9 @@
 
 namespace coll {
 
-constexpr int kDevSteps = 8;         // slots per FIFO: equal to kSteps (checked in device_exec.cc)
-constexpr int kDevMaxConns = 16;     // connectors one lane may use (tree lanes use the most)
-constexpr uint8_t kDevToken = 64;    // StepFlags kToken (plan.h; checked in device_exec.cc)
-constexpr uint8_t kDevDirect = 128;  // StepFlags kDirect (checked likewise)
-constexpr int kDevMaxDirect = 16;    // ranks one direct operation may span: a lane's table entries
+constexpr int kDevSteps = 8;       // slots per FIFO: equal to kSteps (checked in device_exec.cc)
+constexpr int kDevMaxConns = 16;   // connectors one lane may use (tree lanes use the most)
+constexpr int kDevMaxDirect = 16;  // ranks one direct operation may span: a lane's table entries
 
 // One rank's buffers in a direct operation (kDirect): what its address steps carry, in a
 // slot of their own, around the ring. The magic and the size tell a peer that called
@@ -175,7 +173,7 @@ COLL_HD inline void devStart(const DevLane& L, B& b, uint32_t* pos) {
   for (uint32_t i = 0; i < L.nconns; ++i) pos[i] = b.load(L.conns[i].isSend ? L.conns[i].tail : L.conns[i].head);
 }
 
-// An address step (kDevDirect with a connector), by the leader once its slot is there:
+// An address step (kDirect with a connector), by the leader once its slot is there:
 // a send carries the table's entry s.slot (entry 0, this rank's own, filled first from the
 // step); a receive checks the entry that came and keeps it as s.slot. A peer that called
 // another count, or is running another algorithm's step, is a size mismatch.
@@ -197,7 +195,7 @@ COLL_HD COLL_DEV_OUTLINE void devAddrStep(const DevLane& L, B& b, const DevStep&
   t[s.slot] = e;
 }
 
-// A direct reduction (kDevDirect|kSrc|kDst), by every thread: slice [off, off + len) of
+// A direct reduction (kDirect|kSrc|kDst), by every thread: slice [off, off + len) of
 // this rank's block, at the same place in every rank's buffers (table entry j: the rank
 // j ring positions after this one). Combined in the ring's order (ring.cc: the block of
 // position p is summed from p + 1 round to p), so the bits equal the ring's: entry 1's
@@ -248,7 +246,7 @@ COLL_HD COLL_DEV_OUTLINE void devLead(const DevLane& L, B& b, const DevStep& s, 
       if (got != wireLen) {
         c.code = kDevSizeMismatch;
         L.result->got = got;
-        L.result->want = (s.flags & kDevDirect) ? s.bytes : wireLen;  // an address step: the op's size
+        L.result->want = (s.flags & kDirect) ? s.bytes : wireLen;  // an address step: the op's size
       }
       c.in = r.data + (pos[s.recv] % kDevSteps) * r.slotBytes;
     }
@@ -260,7 +258,7 @@ COLL_HD COLL_DEV_OUTLINE void devLead(const DevLane& L, B& b, const DevStep& s, 
       devWait(L, b, ++spins, since, c.code);
     c.out = w.data + (pos[s.send] % kDevSteps) * w.slotBytes;
   }
-  if (c.code == kDevRunning && (s.flags & kDevDirect)) {
+  if (c.code == kDevRunning && (s.flags & kDirect)) {
     // An address step moves its entry; a reduction writes into peers' buffers and waits for
     // nothing, so it looks at the abort word every 8th slice instead (a read across PCIe:
     // each slice would cost a few percent), and an aborted communicator stops within 8.
@@ -297,8 +295,8 @@ COLL_HD inline void devRunLane(const DevLane& L, B& b) {
     const DevStep s = L.steps[si];                // one read of the step (it may live in host memory)
     if (b.leader()) b.note(&L.result->step, si);  // live progress, for stall reports
     // A token (kToken, plan.h) is one zero-length slice; an address step one entry.
-    const bool token = s.flags & kDevToken;
-    const bool addr = (s.flags & kDevDirect) && (s.send >= 0 || s.recv >= 0);
+    const bool token = s.flags & kToken;
+    const bool addr = (s.flags & kDirect) && (s.send >= 0 || s.recv >= 0);
     // A compressed step moves more of the caller's bytes per slot (compress.h).
     const uint64_t sliceBytes = wireSliceBytes(s.wire, L.sliceBytes);
     const uint64_t nslices = token || addr ? 1 : (s.bytes + sliceBytes - 1) / sliceBytes;
@@ -310,7 +308,7 @@ COLL_HD inline void devRunLane(const DevLane& L, B& b) {
       b.sync();
       const DevSliceCtl c = b.ctl();
       if (c.code != kDevRunning) return;
-      if (!(s.flags & kDevDirect))
+      if (!(s.flags & kDirect))
         b.slice(s, c.in, s.src ? s.src + off : nullptr, s.dst ? s.dst + off : nullptr, c.out, len, L.nranks);
       else if (!addr) devDirect(L, b, s, off, len);
       b.sync();

@@ -29,8 +29,6 @@
 
 namespace coll {
 
-static_assert(kDevToken == kToken, "device lanes and plans must agree on the token flag");
-static_assert(kDevDirect == kDirect, "device lanes and plans must agree on the direct flag");
 static_assert(kDevMaxDirect == kMaxDirectRanks, "a direct operation's ranks must fit a lane's address table");
 static_assert(kDevSteps == kSteps, "device lanes and connectors must agree on FIFO depth");
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "FIFO counters are read as plain words");
