@@ -6,6 +6,8 @@
 #                                      holds (scripts/gpu_targets.py)
 #   bash scripts/gpu_check.sh more     the probe, the gpu_launch tests, the channel sweep
 #   bash scripts/gpu_check.sh yield    small operations of 2 processes without MPS, timed
+#   bash scripts/gpu_check.sh first    what changed since the last GPU run, most important
+#                                      first; with GPU_CHECK_DEADLINE=S for a short lease
 # Logs in $OUT/logs.tar.gz (the device tool brings back at most 8 files), the summary and
 # the targets beside it; a summary last. Every step has its own time limit; each form fits
 # one 10-minute call (590 s).
@@ -29,9 +31,17 @@ S="$OUT/summary.txt"
 pack() { tar czf "$RESULTS/logs.tar.gz" -C "$OUT" . && cp "$S" "$RESULTS/" && { [ ! -f "$OUT/targets.txt" ] || cp "$OUT/targets.txt" "$RESULTS/"; }; }
 trap pack EXIT
 : > "$S"
+# GPU_CHECK_DEADLINE (seconds from the start): a step gets at most what is left of it, and
+# none once under 5 s are left, so a short lease still returns every log.
+DEADLINE="${GPU_CHECK_DEADLINE:-0}"
 step() {  # step NAME SECONDS command...
   local name="$1" secs="$2"
   shift 2
+  if [ "$DEADLINE" -gt 0 ]; then
+    local left=$((DEADLINE - SECONDS))
+    if [ "$left" -lt 5 ]; then echo "$name: not run, deadline" | tee -a "$S"; return 0; fi
+    [ "$secs" -le "$left" ] || secs=$left
+  fi
   local t0=$SECONDS
   timeout "$secs" "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
@@ -58,6 +68,49 @@ if [ "${1:-targets}" = more ]; then
     grep -E "^ +[0-9]+ |Out of bounds" "$OUT/$f.log" | tail -12 >> "$S"
   done
   cat "$S"
+  exit 0
+fi
+if [ "${1:-targets}" = first ]; then
+  # What changed since the last GPU run, most important first, for a lease of a few
+  # minutes (with GPU_CHECK_DEADLINE): the direct route (values, races, speed beside the
+  # ring), the token lanes (8 B), the no-hang shapes, yielding processes, the rest of the
+  # tests; then the targets.
+  step gpu_tests_direct 60 "$B/tests/gpu_tests" "[direct]"
+  step allreduce_t2 45 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 256M -f 4 -c 1
+  step allreduce_t2_ring 45 env COLL_DEVICE_DIRECT_MIN_BYTES=-1 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 256M -f 4 -c 0
+  step allreduce_256M_ch0 20 "$P/all_reduce_perf" -t 2 --mem device -b 256M -e 256M -n 5 -w 1 -c 0
+  step allreduce_256M_ring 20 env COLL_DEVICE_DIRECT_MIN_BYTES=-1 "$P/all_reduce_perf" -t 2 --mem device -b 256M -e 256M -n 5 -w 1 -c 0
+  step allreduce_t8 25 "$P/all_reduce_perf" -t 8 --mem device -b 256M -e 256M -n 10 -w 2 -c 0
+  step allreduce_t8_ring 25 env COLL_DEVICE_DIRECT_MIN_BYTES=-1 "$P/all_reduce_perf" -t 8 --mem device -b 256M -e 256M -n 10 -w 2 -c 0
+  step racecheck_direct 45 env COLL_DEVICE_DIRECT_MIN_BYTES=1 "$CS" --tool racecheck --error-exitcode 9 "$P/all_reduce_perf" -t 3 --mem device -b 1K -e 64K -f 64 -c 1 -n 1 -w 0
+  for c in all_reduce all_gather reduce_scatter alltoall; do
+    step "hang_t16_$c" 12 "$P/${c}_perf" -t 16 --mem device -b 8 -e 64K -f 64 -n 2 -w 1 -c 1
+    step "hang_np4_$c" 12 "$B/tools/collrun" -np 4 -- "$P/${c}_perf" --mem device -b 8 -e 64K -f 64 -n 2 -w 1 -c 1
+  done
+  step procs2 45 "$B/tools/collrun" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128M -f 16777216 -n 10 -w 2 -c 0
+  for c in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv; do
+    step "procs2_$c" 20 "$B/tools/collrun" -np 2 -- "$P/${c}_perf" --mem device -b 8 -e 1M -f 32 -n 3 -w 1 -c 1
+  done
+  # Where an 8-byte allreduce of 2 thread ranks spends its time: one channel beside the
+  # default 32 (31 of them tokens), and the timing log.
+  step allreduce_t2_ch1 25 env COLL_DEVICE_NCHANNELS=1 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 0
+  step allreduce_t2_timing 25 env COLL_DEVICE_TIMING=1 COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=COLL "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 8 -n 20 -w 2 -c 0
+  step reduce_kernel 25 "$P/reduce_kernel_perf" -b 1M -e 256M
+  step memcheck_direct 40 env COLL_DEVICE_DIRECT_MIN_BYTES=1 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 1K -e 1M -f 32 -c 1 -n 1 -w 0
+  step gpu_tests 100 "$B/tests/gpu_tests" "~[direct]"
+  for f in allreduce_t2 allreduce_t2_ring allreduce_t2_ch1; do
+    echo "== $f" >> "$S"
+    grep -E "^ +[0-9]+ " "$OUT/$f.log" | tail -16 >> "$S"
+  done
+  for f in allreduce_256M_ch0 allreduce_256M_ring allreduce_t8 allreduce_t8_ring procs2; do
+    echo "== $f: $(grep -E "^ +[0-9]+ " "$OUT/$f.log" | tail -3)" >> "$S"
+  done
+  grep "device timing" "$OUT/allreduce_t2_timing.log" | tail -4 >> "$S"
+  grep -E "^ *[0-9]+ " "$OUT/reduce_kernel.log" | tail -3 >> "$S"
+  grep -h -E "FAILED|ERROR SUMMARY|RACECHECK SUMMARY|Out of bounds" "$OUT"/gpu_tests*.log "$OUT"/*check_direct.log "$OUT"/procs2_*.log 2>/dev/null | head -20 >> "$S"
+  cat "$S"
+  echo
+  python3 scripts/gpu_targets.py "$OUT" | tee "$OUT/targets.txt"
   exit 0
 fi
 if [ "${1:-targets}" = yield ]; then

@@ -46,7 +46,10 @@ class HostLaneBackend {
   uint32_t load(const uint32_t* p) const {
     return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(std::memory_order_acquire);
   }
-  void store(uint32_t* p, uint32_t v) const { std::atomic_ref<uint32_t>(*p).store(v, std::memory_order_release); }
+  void store(uint32_t* p, uint32_t v) {  // progress: the next wait spins first again
+    waits_ = 0;
+    std::atomic_ref<uint32_t>(*p).store(v, std::memory_order_release);
+  }
   void note(uint32_t* p, uint32_t v) const { std::atomic_ref<uint32_t>(*p).store(v, std::memory_order_relaxed); }
   void fence() const { std::atomic_thread_fence(std::memory_order_release); }
   uint64_t now() const { return wallNs(); }
