@@ -18,6 +18,7 @@
 
 #include "comm/comm.h"
 #include "base/datatype.h"
+#include "algorithms/algorithms.h"
 #include "device/dev_lane.h"
 #include "device/device_exec.h"
 #include "device/proxy.h"
@@ -954,6 +955,62 @@ TEST_CASE("counts on either side of the staging limit fail both ranks, not a han
   });
   for (auto& e : errors) FAIL_CHECK(e);
   REQUIRE(errors.empty());
+}
+
+// The direct route's pieces of a block start on 16 bytes from the buffer's start (or at
+// the block's own start), cover the block in order, and stay near equal.
+TEST_CASE("aligned piece cuts: 16-byte starts, in order, covering the block", "[collectives][device]") {
+  using namespace coll;
+  for (size_t es : {1, 2, 4, 8})
+    for (size_t b : {0, 3, 1000})
+      for (size_t len : {0, 5, 97, 33554432 / 24 * 24 + 7})
+        for (int n : {1, 3, 24, 32}) {
+          const size_t e = b + len;
+          CAPTURE(es, b, len, n);
+          size_t prev = alignedCut(b, e, n, 0, es);
+          CHECK(prev == b);
+          for (int i = 1; i <= n; ++i) {
+            const size_t x = alignedCut(b, e, n, i, es);
+            CHECK(x >= prev);
+            if (i < n && x < e) CHECK((x * es) % 16 == 0);
+            CHECK(x - (b + coll::partBegin(len, static_cast<size_t>(n), static_cast<size_t>(i))) < 16 / es);
+            prev = x;
+          }
+          CHECK(prev == e);
+        }
+}
+
+// A lane that never yields waits for a run of tokens at once, a thread each (dev_lane.h
+// devTokenBatch): the batch takes tokens on distinct connectors, one way each, and stops
+// before anything else. Wrong here, a receive would wait beside an earlier one on its
+// connector, or a data step would run as a token.
+TEST_CASE("device token batches: distinct connectors, one way each, tokens only", "[collectives][device]") {
+  using namespace coll;
+  auto token = [](int send, int recv) {
+    DevStep s{};
+    s.flags = kToken | (send >= 0 ? kSend : kRecv);
+    s.send = static_cast<int8_t>(send);
+    s.recv = static_cast<int8_t>(recv);
+    return s;
+  };
+  DevStep data = token(0, -1);
+  data.flags = kSend | kSrc;
+  // A merged lane's two operations (sends, then receives), a data step, a direct barrier
+  // (send and receive, round after round), a token both ways.
+  std::vector<DevStep> steps = {token(0, -1), token(1, -1), token(-1, 2), token(-1, 3), token(0, -1),
+                                token(1, -1), token(-1, 2), token(-1, 3), data,         token(4, -1),
+                                token(-1, 5), token(4, -1), token(-1, 5), token(6, 7)};
+  DevLane lane{};
+  lane.steps = steps.data();
+  lane.nsteps = static_cast<uint32_t>(steps.size());
+  CHECK(devTokenBatchEnd(lane, 0) == 4);
+  CHECK(devTokenBatchEnd(lane, 4) == 8);
+  CHECK(devTokenBatchEnd(lane, 8) == 8);  // not a token: the caller runs it as data
+  CHECK(devTokenBatchEnd(lane, 9) == 11);
+  CHECK(devTokenBatchEnd(lane, 11) == 13);
+  CHECK(devTokenBatchEnd(lane, 13) == 13);  // both ways: the leader's serial path
+  CHECK(devTokenFailed(kDevAborted, 0) > kDevTokenStopped);
+  CHECK(devTokenFailed(kDevSizeMismatch, 7) > kDevTokenStopped);
 }
 
 // A small allreduce on 20 device channels leaves 19 of them empty: each carries a token

@@ -33,6 +33,18 @@ int channelsFor(const BuildInput& in, size_t bytes);
 // [begin, end) of part i when `total` is split into n nearly equal parts.
 inline size_t partBegin(size_t total, size_t n, size_t i) { return i * (total / n) + std::min(i, total % n); }
 
+// Boundary i of n nearly equal parts of elements [b, e) of es bytes, rounded up to 16
+// bytes from the buffer's start: the vector path of a slice (kernels/slice.h) needs every
+// pointer aligned; a part that starts mid-vector moves element by element (the direct
+// route's 24 pieces of a 256 MiB block did: 161 GB/s on an H100 against 16 pieces' 300).
+inline size_t alignedCut(size_t b, size_t e, int n, int i, size_t es) {
+  if (i <= 0) return b;
+  if (i >= n) return e;
+  const size_t q = es < 16 ? 16 / es : 1;
+  const size_t x = b + partBegin(e - b, static_cast<size_t>(n), static_cast<size_t>(i));
+  return std::min(e, (x + q - 1) / q * q);
+}
+
 void buildRingAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& programs);
 void buildRingReduceScatter(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& programs);
 void buildRingAllGather(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& programs);

@@ -59,8 +59,7 @@ void buildDirectAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opInd
     SendConnector* s = in.conns->channels[static_cast<size_t>(ch)].send.get();
     RecvConnector* rv = in.conns->channels[static_cast<size_t>(ch)].recv.get();
     for (int round = 0; round < n - 1; ++round) addAddressRound(pg, od, opIndex, n, round, s, rv);
-    const size_t pb = b + partBegin(e - b, static_cast<size_t>(nch), static_cast<size_t>(ch));
-    const size_t pe = b + partBegin(e - b, static_cast<size_t>(nch), static_cast<size_t>(ch) + 1);
+    const size_t pb = alignedCut(b, e, nch, ch, es), pe = alignedCut(b, e, nch, ch + 1, es);
     pg.add(kDirect | kSrc | kDst | kFinal, od, opIndex, src + pb * es, dst + pb * es, (pe - pb) * es, nullptr, nullptr);
     for (int round = 0; round < n - 1; ++round) pg.addToken(opIndex, s, rv);
   }

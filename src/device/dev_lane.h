@@ -297,9 +297,100 @@ COLL_HD COLL_DEV_OUTLINE void devTokens(const DevLane& L, B& b, uint32_t si, uin
   c.step = si;
 }
 
+// Where a lane never yields, a run of tokens on distinct connectors (a merged lane's 8
+// sends, then its 8 receives; plan.h) is waited for at once, a thread each: one round
+// trip instead of 16 in a row. The batch from step si ends before a step that is not a
+// token, moves both ways, or reuses a connector of the batch.
+COLL_HD inline uint32_t devTokenBatchEnd(const DevLane& L, uint32_t si) {
+  uint32_t used = 0;  // a bit per connector (kDevMaxConns of them)
+  for (; si < L.nsteps; ++si) {
+    const DevStep& s = L.steps[si];
+    if (!(s.flags & kToken) || (s.send >= 0) == (s.recv >= 0)) break;
+    const uint32_t bit = 1u << (s.send >= 0 ? s.send : s.recv);
+    if (used & bit) break;
+    used |= bit;
+  }
+  return si;
+}
+
+// What one thread's token came to (devTokenOne).
+constexpr uint64_t kDevTokenDone = 0;
+constexpr uint64_t kDevTokenStopped = 1;  // another token of the batch failed first
+COLL_HD inline uint64_t devTokenFailed(uint32_t code, uint32_t got) { return uint64_t{code} << 32 | got; }
+
+// One token of a batch, by one thread. This side's counter is read from its FIFO (only
+// this lane moves it, and the leader's last store came before the batch's barrier). A
+// thread that fails stores its code in ctl, which stops the others' waits.
+template <class B>
+COLL_HD COLL_DEV_OUTLINE uint64_t devTokenOne(const DevLane& L, B& b, const DevStep& s) {
+  volatile uint32_t& stop = b.ctl().code;
+  const bool recv = s.recv >= 0;
+  const DevConn& f = L.conns[recv ? s.recv : s.send];
+  const uint32_t p = b.load(recv ? f.head : f.tail);
+  uint32_t code = kDevRunning;
+  uint64_t since = 0;
+  for (uint32_t spins = 0; recv ? b.load(f.tail) == p : p - b.load(f.head) >= static_cast<uint32_t>(kDevSteps);) {
+    if (stop != kDevRunning) return kDevTokenStopped;
+    devWait(L, b, ++spins, since, code);
+    if (code != kDevRunning) {
+      stop = code;
+      return devTokenFailed(code, 0);
+    }
+  }
+  if (recv) {
+    const uint32_t got = b.load(&f.sizes[p % kDevSteps]);
+    if (got != 0) {
+      stop = kDevSizeMismatch;
+      return devTokenFailed(kDevSizeMismatch, got);
+    }
+    b.store(f.head, p + 1);
+  } else {
+    b.store(&f.sizes[p % kDevSteps], 0);  // release: before the tail
+    b.store(f.tail, p + 1);
+  }
+  return kDevTokenDone;
+}
+
+// A batch of tokens from step si, by every thread (B::tid, B::threads, B::scratch: a
+// result per token); then the leader advances its counters and reports the first token
+// that failed, as devLead would. Leaves ctl's code, and in ctl.step the step after it.
+template <class B>
+COLL_HD COLL_DEV_OUTLINE void devTokenBatch(const DevLane& L, B& b, uint32_t si, uint32_t* pos) {
+  DevSliceCtl& c = b.ctl();
+  if (b.leader()) {
+    c.code = kDevRunning;
+    c.step = devTokenBatchEnd(L, si);
+    uint32_t r = si;  // the stall report's step: the batch's first receive, what waits
+    while (r + 1 < c.step && L.steps[r].recv < 0) ++r;
+    b.note(&L.result->step, r);
+  }
+  b.sync();
+  const uint32_t n = c.step - si;
+  uint64_t* res = b.scratch();
+  for (uint32_t t = b.tid(); t < n; t += b.threads()) res[t] = devTokenOne(L, b, L.steps[si + t]);
+  b.sync();
+  if (!b.leader()) return;
+  c.code = kDevRunning;
+  for (uint32_t t = 0; t < n; ++t) {
+    const DevStep& s = L.steps[si + t];
+    const int k = s.send >= 0 ? s.send : s.recv;
+    if (res[t] == kDevTokenDone) ++pos[k];
+    if (res[t] <= kDevTokenStopped || c.code != kDevRunning) continue;
+    c.code = static_cast<uint32_t>(res[t] >> 32);
+    L.result->got = static_cast<uint32_t>(res[t]);
+    L.result->want = 0;
+    L.result->peer = L.conns[k].peer;
+    b.note(&L.result->slice, 0);
+    b.store(&L.result->step, si + t);
+    b.store(&L.result->code, c.code);
+  }
+}
+
 // Runs lane L to its end, or until it yields (kDevYielded; run again, it resumes there),
 // with backend b, which provides:
 //   bool leader();  void sync();  DevSliceCtl& ctl();  DevAddr* table() (kDevMaxDirect entries)
+//   unsigned tid(), threads() (this thread's index in its group, the group's size)
+//   uint64_t* scratch() (kDevMaxConns entries, shared by the group)
 //   uint32_t load(const uint32_t*) (acquire);  void store(uint32_t*, uint32_t) (release)
 //   void note(uint32_t*, uint32_t) (relaxed: progress only the stall report reads)
 //   void fence() (makes this group's data writes visible before a release store)
@@ -318,8 +409,9 @@ COLL_HD inline void devRunLane(const DevLane& L, B& b) {
   for (uint32_t si = start.step; si < L.nsteps; ++si) {
     const DevStep s = L.steps[si];                // one read of the step (it may live in host memory)
     if (b.leader()) b.note(&L.result->step, si);  // live progress, for stall reports
-    if (s.flags & kToken) {                       // a run of them, by the leader
-      if (b.leader()) devTokens(L, b, si, pos);
+    if (s.flags & kToken) {                       // a run of them: at once, or by the leader
+      if (L.yieldNs == 0 && (s.send >= 0) != (s.recv >= 0)) devTokenBatch(L, b, si, pos);
+      else if (b.leader()) devTokens(L, b, si, pos);
       b.sync();
       const DevSliceCtl c = b.ctl();
       b.sync();  // read by every thread before the leader writes it again

@@ -43,6 +43,9 @@ class HostLaneBackend {
   void sync() {}
   DevSliceCtl& ctl() { return ctl_; }
   DevAddr* table() { return table_; }
+  unsigned tid() const { return 0; }
+  unsigned threads() const { return 1; }
+  uint64_t* scratch() { return scratch_; }
   uint32_t load(const uint32_t* p) const {
     return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(std::memory_order_acquire);
   }
@@ -72,6 +75,7 @@ class HostLaneBackend {
  private:
   DevSliceCtl ctl_{};
   DevAddr table_[kDevMaxDirect]{};
+  uint64_t scratch_[kDevMaxConns]{};
   uint32_t waits_ = 0;
 };
 

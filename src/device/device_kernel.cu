@@ -31,11 +31,15 @@ constexpr int kThreads = 512;
 
 class BlockBackend {
  public:
-  __device__ BlockBackend(DevSliceCtl* ctl, DevAddr* table) : ctl_(ctl), table_(table) {}
+  __device__ BlockBackend(DevSliceCtl* ctl, DevAddr* table, uint64_t* scratch)
+      : ctl_(ctl), table_(table), scratch_(scratch) {}
   __device__ bool leader() const { return threadIdx.x == 0; }
   __device__ void sync() const { __syncthreads(); }
   __device__ DevSliceCtl& ctl() { return *ctl_; }
   __device__ DevAddr* table() { return table_; }
+  __device__ unsigned tid() const { return threadIdx.x; }
+  __device__ unsigned threads() const { return blockDim.x; }
+  __device__ uint64_t* scratch() { return scratch_; }
   __device__ uint32_t load(const uint32_t* p) const {
     uint32_t v;
     asm volatile("ld.acquire.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -64,6 +68,7 @@ class BlockBackend {
  private:
   DevSliceCtl* ctl_;
   DevAddr* table_;
+  uint64_t* scratch_;
 };
 
 // The lane is read from pinned host memory once, into shared memory: the interpreter reads
@@ -72,11 +77,12 @@ __global__ void __launch_bounds__(kThreads) devExecKernel(const DevLane* lanes) 
   __shared__ DevSliceCtl ctl;
   __shared__ DevAddr table[kDevMaxDirect];  // a direct operation's buffers (dev_lane.h)
   __shared__ DevLane lane;
+  __shared__ uint64_t scratch[kDevMaxConns];  // a batch of tokens' results (dev_lane.h)
   const auto* from = reinterpret_cast<const uint32_t*>(&lanes[blockIdx.x]);
   auto* to = reinterpret_cast<uint32_t*>(&lane);
   for (unsigned i = threadIdx.x; i < sizeof(DevLane) / 4; i += blockDim.x) to[i] = from[i];
   __syncthreads();
-  BlockBackend b(&ctl, table);
+  BlockBackend b(&ctl, table, scratch);
   devRunLane(lane, b);
 }
 

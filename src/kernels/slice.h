@@ -29,11 +29,8 @@ struct alignas(16) Bytes16 {
 constexpr int kUnroll = 4;
 // Reductions load two inputs per pack and convert narrow floats element by element: two
 // packs of each input in flight keep them in registers (four spill in fp8 and quadruple
-// the kernel's compile time). Elements of 4 bytes and more need no widening: four packs
-// of each in flight, since the direct route's 64 blocks (2 ranks x 32 channels) were
-// latency-bound at two (PERFORMANCE.md).
-template <typename T>
-constexpr int kReduceUnroll = sizeof(T) >= 4 ? 4 : 2;
+// the kernel's compile time).
+constexpr int kReduceUnroll = 2;
 
 // dst and/or out = in (len bytes).
 COLL_HD inline void copy(unsigned tid, unsigned nt, const char* in, char* dst, char* out, uint64_t len) {
@@ -108,19 +105,19 @@ COLL_HD inline void reduce(unsigned tid, unsigned nt, const T* a, const T* b, T*
       if (po) po[i] = r;
     };
     uint64_t i = tid;
-    for (; i + (kReduceUnroll<T> - 1) * uint64_t{nt} < np; i += kReduceUnroll<T> * uint64_t{nt}) {  // as in copy()
-      Pack<T> x[kReduceUnroll<T>], y[kReduceUnroll<T>];
+    for (; i + (kReduceUnroll - 1) * uint64_t{nt} < np; i += kReduceUnroll * uint64_t{nt}) {  // as in copy()
+      Pack<T> x[kReduceUnroll], y[kReduceUnroll];
 #if defined(__CUDACC__)
 #pragma unroll
 #endif
-      for (int u = 0; u < kReduceUnroll<T>; ++u) {
+      for (int u = 0; u < kReduceUnroll; ++u) {
         x[u] = pa[i + u * nt];
         if (pb) y[u] = pb[i + u * nt];
       }
 #if defined(__CUDACC__)
 #pragma unroll
 #endif
-      for (int u = 0; u < kReduceUnroll<T>; ++u) one(x[u], y[u], i + u * nt);
+      for (int u = 0; u < kReduceUnroll; ++u) one(x[u], y[u], i + u * nt);
     }
     for (; i < np; i += nt) {
       Pack<T> y{};
