@@ -17,6 +17,7 @@
 #include "base/status.h"
 #include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/root.h"
 #include "harness.h"
 #include "transport/net/gdr.h"
 #include "transport/net/net_device.h"
@@ -303,6 +304,56 @@ TEST_CASE("net devices: channels use the NICs nearest the rank's GPU on the PCI 
     for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     CHECK(pciSysPath(upper).rfind("/sys/devices/", 0) == 0);
   }
+}
+
+// A failed init is told to the ranks of other processes before those of the process
+// hosting the root: one of those may end the process, and the root's thread with it.
+TEST_CASE("bootstrap: the root tells other processes' ranks of a failed init before its own", "[net][bootstrap]") {
+  std::vector<PeerInfo> infos(5);
+  auto place = [&](int r, int32_t pid, const char* host) {
+    infos[r].pid = pid;
+    std::snprintf(infos[r].hostId, sizeof(infos[r].hostId), "%s", host);
+  };
+  place(0, 100, "hostA");
+  place(1, 101, "hostA");
+  place(2, 100, "hostB");  // same pid on another host: another process
+  place(3, 100, "hostA");
+  place(4, 102, "hostA");
+  CHECK(failureReplyOrder(infos, 100, "hostA") == std::vector<int>{1, 2, 4, 0, 3});
+  CHECK(failureReplyOrder(infos, 999, "hostA") == std::vector<int>{0, 1, 2, 3, 4});
+  CHECK(failureReplyOrder({}, 100, "hostA").empty());
+}
+
+// A root that takes a rank's join and then closes unanswered is one whose process ended
+// (the root tells every failure before closing): the rank's error says so, so that the
+// reader looks for that process's own error instead of blaming the network.
+TEST_CASE("bootstrap: a root that closes without answering the join is named as gone", "[net][bootstrap]") {
+  ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  Result<SockAddr> lo = parseSockAddr("127.0.0.1:0");
+  REQUIRE(lo.ok());
+  UniqueIdData id{};
+  id.magic = kIdMagic;
+  id.root = lo.value();
+  Result<AuthKey> key = randomAuthKey();
+  REQUIRE(key.ok());
+  id.key = key.value();
+  Result<Socket> listener = Socket::listen(&id.root);
+  REQUIRE(listener.ok());
+  std::thread fakeRoot([&] {
+    Result<Socket> s = listener.value().accept(deadlineIn(10));
+    if (!s.ok() || !authAccept(s.value(), id.key, AuthPurpose::kRoot, deadlineIn(10)).ok()) return;
+    char join[sizeof(JoinMsg)];
+    (void)s.value().recvAll(join, sizeof(join), deadlineIn(10));
+  });  // the accepted socket closes here, nothing sent
+  PeerInfo self{};
+  self.pid = getpid();
+  auto bs = Bootstrap::create(id, 0, 2, self, std::make_shared<AbortState>());
+  fakeRoot.join();
+  REQUIRE_FALSE(bs.ok());
+  INFO(bs.status().message());
+  CHECK(bs.status().message().find("waiting for the other ranks: connection closed") != std::string::npos);
+  CHECK(bs.status().message().find("the root's process, the one that made the unique id, ended unanswered") !=
+        std::string::npos);
 }
 
 // A peer that passes the handshake and hello (it knows the key) and then sends a frame header saying

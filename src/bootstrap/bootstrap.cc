@@ -153,7 +153,15 @@ Status Bootstrap::readTable(const UniqueIdData& id, RootReply* reply, Deadline d
   const std::string root = "rank " + std::to_string(rank_) + ": bootstrap root at " + id.root.str();
   char raw[sizeof(RootReply)];
   Status st = root_.recvAll(raw, sizeof(raw), deadline, &abort_->flag);
-  if (!st.ok()) return Status(st.code(), root + ": waiting for the other ranks: " + st.message());
+  if (!st.ok()) {
+    // The root tells a failed init before it closes; a bare close is the end of the
+    // process hosting it (the one that made the unique id), whose own log says why.
+    const bool gone = st.message().starts_with("connection closed") ||
+                      st.message().find("reset by peer") != std::string::npos;
+    return Status(st.code(),
+                  root + ": waiting for the other ranks: " + st.message() +
+                      (gone ? " (the root's process, the one that made the unique id, ended unanswered)" : ""));
+  }
   st = parseRootReply(raw, sizeof(raw), nranks_, reply);
   if (!st.ok()) return st.prefix(root + ": ");
   if (reply->kind == RootMsg::kError)

@@ -50,6 +50,7 @@ class Root : public std::enable_shared_from_this<Root> {
   void handleJoin(Socket s);
   void failJoin(const JoinMsg& j, Socket& s);
   void failJoined();  // tells every rank that joined that the init failed (failed_), and drops it
+  void tellJoined(const std::string& text, bool close);  // kError to each rank that joined
   bool gather();
   void monitor();
   bool readRank(int r);
@@ -164,11 +165,13 @@ void Root::failJoin(const JoinMsg& j, Socket& s) {
   failJoined();
 }
 
-void Root::failJoined() {
-  for (auto& r : ranks_)
-    if (r.valid()) {
-      sendReply(r, RootMsg::kError, -1, failed_);
-      r.close();
+void Root::failJoined() { tellJoined(failed_, true); }
+
+void Root::tellJoined(const std::string& text, bool close) {
+  for (int r : failureReplyOrder(infos_, getpid(), localHostId()))
+    if (ranks_[r].valid()) {
+      sendReply(ranks_[r], RootMsg::kError, -1, text);
+      if (close) ranks_[r].close();
     }
 }
 
@@ -186,8 +189,7 @@ bool Root::gather() {
                          " never joined within COLL_BOOTSTRAP_TIMEOUT_S=" + std::to_string(static_cast<int>(timeout)) +
                          " s";
       COLL_WARN(BOOTSTRAP, "root: %s", text.c_str());
-      for (auto& s : ranks_)
-        if (s.valid()) sendReply(s, RootMsg::kError, -1, text);
+      tellJoined(text, false);
       return false;
     }
     auto r = listener_.accept(started ? deadline : deadlineIn(3600));
@@ -404,6 +406,17 @@ Status startRoot(SockAddr* addr, const AuthKey& key) {
   gRoots.push_back(root);
   std::thread([root] { root->run(); }).detach();
   return okStatus();
+}
+
+std::vector<int> failureReplyOrder(const std::vector<PeerInfo>& infos, int32_t selfPid, const std::string& selfHostId) {
+  std::vector<int> others, ours;
+  for (int r = 0; r < static_cast<int>(infos.size()); ++r) {
+    const PeerInfo& p = infos[r];
+    const bool here = p.pid == selfPid && selfHostId == std::string(p.hostId, strnlen(p.hostId, sizeof(p.hostId)));
+    (here ? ours : others).push_back(r);
+  }
+  others.insert(others.end(), ours.begin(), ours.end());
+  return others;
 }
 
 Result<std::string> queryHangReport(const SockAddr& root, const AuthKey& key, double timeoutS) {

@@ -6,6 +6,9 @@
 // job-wide hang report (hang_report.h), which collstat can also ask for.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "bootstrap/wire.h"
 #include "base/status.h"
 
@@ -18,5 +21,12 @@ Status startRoot(SockAddr* addr, const AuthKey& key);
 // Asks the root at `root` for a job-wide hang report (hang_report.h), proving `key`:
 // the report's text, or why not (no root there, a wrong key, no answer in time).
 Result<std::string> queryHangReport(const SockAddr& root, const AuthKey& key, double timeoutS);
+
+// The order in which the root tells the ranks that joined why the init failed: ranks of
+// other processes first, then those of the process hosting the root (pid `selfPid` on
+// host `selfHostId`). A rank of that process that hears first may end the process, and
+// the root with it, before the others have heard; they would see only a closed
+// connection, with no word of which rank was missing.
+std::vector<int> failureReplyOrder(const std::vector<PeerInfo>& infos, int32_t selfPid, const std::string& selfHostId);
 
 }  // namespace coll

@@ -9,7 +9,7 @@
 #   procs_tcp      3 processes over TCP (COLL_SHM_DISABLE=1)
 #   procs_hosts    4 processes on 2 simulated hosts (COLL_HOSTID per process): shm and TCP
 # `nccl_api_test_ours list` prints the cases; `nccl_api_test_ours procs -n 3 kill_root`
-# runs one.
+# runs one; -v prints each case's notes (the error texts it got, timings).
 set(NCCL_API_TEST_VARIANTS ours)
 add_executable(nccl_api_test_ours ${CMAKE_CURRENT_SOURCE_DIR}/api_test.cc)
 target_include_directories(nccl_api_test_ours PRIVATE ${CMAKE_SOURCE_DIR}/include/collectives/nccl)

@@ -22,8 +22,8 @@
 // a watchdog, so a crash or a hang fails that case only, and the rest still run. Every
 // check that fails prints "FAIL <case> rank <r>: <what>"; each case ends with one
 // "PASS <case>" or "FAIL <case>" line; the exit status is the number of failed cases
-// (capped at 100). The parent never calls the library, so no library thread exists when
-// it forks.
+// (capped at 100). -v adds the cases' notes (error texts, timings). The parent never
+// calls the library, so no library thread exists when it forks.
 #include <arpa/inet.h>
 #include <nccl.h>
 #include <netinet/in.h>
@@ -94,6 +94,8 @@ Shared* newShared() {
 std::mutex gOutMutex;
 
 // One write per line, so lines of ranks (threads or processes) do not interleave.
+bool gNotes = false;  // -v: print the cases' notes
+
 void emit(const std::string& line) {
   std::lock_guard<std::mutex> lock(gOutMutex);
   ssize_t w = write(STDOUT_FILENO, line.data(), line.size());
@@ -135,9 +137,10 @@ struct Ctx {
       std::snprintf(sh->firstFailure, sizeof sh->firstFailure, "%s", line.c_str());
     emit(line);
   }
-  // Informative lines (error texts, timings): rank 0 only, to keep logs short.
+  // Informative lines (error texts, timings): with -v only, and from rank 0 only, so that
+  // a failing run's log (what CI shows of it is its head) is mostly PASS and FAIL lines.
   void note(const char* fmt, ...) __attribute__((format(printf, 2, 3))) {
-    if (rank != 0) return;
+    if (rank != 0 || !gNotes) return;
     va_list ap;
     va_start(ap, fmt);
     std::string s = vformat(fmt, ap);
@@ -2299,7 +2302,7 @@ Outcome runCase(const Case& cs, Mode mode, int nranks, double timeoutScale) {
 }
 
 int usage(const char* argv0) {
-  std::fprintf(stderr, "usage: %s local|threads|procs|list [-n NRANKS] [-t TIMEOUT_SCALE] [CASE...]\n", argv0);
+  std::fprintf(stderr, "usage: %s local|threads|procs|list [-n NRANKS] [-t TIMEOUT_SCALE] [-v] [CASE...]\n", argv0);
   return 2;
 }
 
@@ -2328,6 +2331,7 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "-n" && i + 1 < argc) nranks = std::atoi(argv[++i]);
     else if (a == "-t" && i + 1 < argc) timeoutScale = std::atof(argv[++i]);
+    else if (a == "-v") gNotes = true;
     else only.push_back(a);
   }
   if (nranks < 1 || nranks > kMaxRanks) return usage(argv[0]);
