@@ -1,6 +1,11 @@
 #include "harness.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 
 #include "base/datatype.h"
@@ -19,6 +24,31 @@ ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
 ScopedEnv::~ScopedEnv() {
   if (had_) setenv(name_.c_str(), old_.c_str(), 1);
   else unsetenv(name_.c_str());
+}
+
+CapturedLog::CapturedLog(const std::string& name)
+    : path_("/tmp/coll-" + name + "-" + std::to_string(getpid()) + ".log") {
+  std::remove(path_.c_str());
+  file_.emplace("COLL_DEBUG_FILE", path_.c_str());
+  collResetDebugInit();
+}
+
+CapturedLog::~CapturedLog() {
+  file_.reset();
+  collResetDebugInit();
+  std::remove(path_.c_str());
+}
+
+std::string CapturedLog::text() const {
+  std::ifstream f(path_);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+int CapturedLog::count(const std::string& what) const {
+  std::ifstream f(path_);
+  int n = 0;
+  for (std::string line; std::getline(f, line);) n += line.find(what) != std::string::npos;
+  return n;
 }
 
 std::vector<std::string> runRanks(int nranks, const std::function<std::string(int, collComm_t)>& body) {

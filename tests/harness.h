@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +28,23 @@ class ScopedEnv {
   std::string name_;
   bool had_;
   std::string old_;
+};
+
+// The library's log lines go to a file of this process for the object's lifetime
+// (COLL_DEBUG_FILE, read again through collResetDebugInit at both ends: the log reads
+// it once otherwise, so a test run after others in one process would miss its lines).
+class CapturedLog {
+ public:
+  explicit CapturedLog(const std::string& name);
+  ~CapturedLog();
+  CapturedLog(const CapturedLog&) = delete;
+  CapturedLog& operator=(const CapturedLog&) = delete;
+  std::string text() const;                  // all written so far
+  int count(const std::string& what) const;  // lines that contain `what`
+
+ private:
+  std::string path_;
+  std::optional<ScopedEnv> file_;
 };
 
 // Runs body(rank, comm) on nranks threads, each owning rank `rank` of a fresh

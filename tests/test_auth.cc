@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -16,7 +15,6 @@
 
 #include <catch2/catch.hpp>
 
-#include "base/log.h"
 #include "base/sha256.h"
 #include "bootstrap/auth.h"
 #include "bootstrap/wire.h"
@@ -25,6 +23,7 @@
 #include "transport/net/socket/socket_net.h"
 
 using namespace coll;
+using testing::CapturedLog;
 using testing::ScopedEnv;
 
 namespace {
@@ -215,32 +214,6 @@ void attackAll(const SockAddr& at, AuthPurpose purpose, const std::string& recor
   }
 }
 
-// Log lines go to a file for the test's lifetime.
-class CapturedLog {
- public:
-  CapturedLog() : path_("/tmp/coll_auth_test." + std::to_string(getpid()) + ".log") {
-    std::remove(path_.c_str());
-    file_ = std::make_unique<ScopedEnv>("COLL_DEBUG_FILE", path_.c_str());
-    logReset();
-  }
-  ~CapturedLog() {
-    file_.reset();
-    logReset();
-    std::remove(path_.c_str());
-  }
-  int count(const std::string& what) const {
-    std::ifstream f(path_);
-    std::string line;
-    int n = 0;
-    while (std::getline(f, line)) n += line.find(what) != std::string::npos;
-    return n;
-  }
-
- private:
-  std::string path_;
-  std::unique_ptr<ScopedEnv> file_;
-};
-
 UniqueIdData idData(const collUniqueId& id) {
   UniqueIdData d;
   std::memcpy(&d, id.internal, sizeof(d));
@@ -306,7 +279,7 @@ TEST_CASE("the interactive handshake: both sides prove the key", "[auth]") {
 
 TEST_CASE("the bootstrap root closes connections that do not prove the key, and init completes", "[auth][bootstrap]") {
   ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
-  CapturedLog log;
+  CapturedLog log("auth-test");
   collUniqueId id;
   REQUIRE(collGetUniqueId(&id) == collSuccess);
   const UniqueIdData d = idData(id);
@@ -318,7 +291,7 @@ TEST_CASE("the bootstrap root closes connections that do not prove the key, and 
 
 TEST_CASE("a rank's bootstrap listener closes connections that do not prove the key", "[auth][bootstrap]") {
   ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
-  CapturedLog log;
+  CapturedLog log("auth-test");
   collUniqueId id;
   REQUIRE(collGetUniqueId(&id) == collSuccess);
   std::vector<collComm_t> comms;
@@ -344,7 +317,7 @@ TEST_CASE("a rank's bootstrap listener closes connections that do not prove the 
 
 TEST_CASE("the socket net listener closes connections that do not prove the key", "[auth][net]") {
   ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
-  CapturedLog log;
+  CapturedLog log("auth-test");
   auto backend = makeSocketBackend();
   const AuthKey key = keyOf(5);
   // What a real connector sent to another listener (its nonce differs from the next one's).

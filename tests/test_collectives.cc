@@ -1021,8 +1021,7 @@ TEST_CASE("tokens of channels an operation leaves empty share lanes, 8 channels 
   ScopedEnv emulate("COLL_DEVICE_EMULATE", "1");
   ScopedEnv channels("COLL_DEVICE_NCHANNELS", "20");
   ScopedEnv stall("COLL_STALL_WARN_S", "1");
-  const std::string path = "/tmp/coll-token-lanes-" + std::to_string(getpid()) + ".log";
-  ScopedEnv file("COLL_DEBUG_FILE", path.c_str());
+  testing::CapturedLog captured("token-lanes");
   auto errors = testing::runRanks(2, [&](int rank, collComm_t comm) -> std::string {
     if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
     std::vector<float> buf(2, 1.0f);
@@ -1031,12 +1030,7 @@ TEST_CASE("tokens of channels an operation leaves empty share lanes, 8 channels 
     return buf[0] == 2.0f ? "" : "sum " + std::to_string(buf[0]);
   });
   for (auto& e : errors) FAIL_CHECK(e);
-  std::FILE* f = std::fopen(path.c_str(), "r");
-  REQUIRE(f != nullptr);
-  std::string log;
-  for (int c; (c = std::fgetc(f)) != EOF;) log += static_cast<char>(c);
-  std::fclose(f);
-  std::remove(path.c_str());
+  const std::string log = captured.text();
   INFO(log);
   CHECK(log.find("stalled") != std::string::npos);
   for (const char* lane : {"tokens of channels 1-8", "tokens of channels 9-16", "tokens of channels 17-19"})
