@@ -1,6 +1,7 @@
 #include "device/device_exec.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -188,35 +189,45 @@ Result<DevConn> lowerConn(const FifoView& f, bool isSend, int peer, bool onDevic
   return d;
 }
 
-// Index of connector `key` in the lane, adding it on first use.
+// The connectors of a lane so far, in the order of its conns (no allocation: a launch
+// lowers a lane per channel, 32 for the smallest operation).
+struct ConnKeys {
+  std::array<const void*, kDevMaxConns> key{};
+  size_t n = 0;
+};
+
+// Index of connector `conn` in the lane, adding it on first use.
 template <typename Conn>
-Result<int8_t> connIndex(DevLane& lane, std::vector<const void*>& keys, Conn* conn, bool isSend, const MapFn& map,
+Result<int8_t> connIndex(DevLane& lane, ConnKeys& keys, Conn* conn, bool isSend, const MapFn& map,
                          PendingLaunch& pending, const Program& p) {
-  for (size_t i = 0; i < keys.size(); ++i)
-    if (keys[i] == conn) return static_cast<int8_t>(i);
-  if (keys.size() >= static_cast<size_t>(kDevMaxConns))
+  for (size_t i = 0; i < keys.n; ++i)
+    if (keys.key[i] == conn) return static_cast<int8_t>(i);
+  if (keys.n >= static_cast<size_t>(kDevMaxConns))
     return internalError("rank " + std::to_string(p.rank) + " " + p.lane + " uses more than " +
                          std::to_string(kDevMaxConns) + " connectors, the device executor's limit");
   const FifoView* f = conn->fifo();
-  COLL_ASSIGN(lane.conns[keys.size()],
+  COLL_ASSIGN(lane.conns[keys.n],
               lowerConn(*f, isSend, conn->peer(), conn->fifoInDeviceMemory(), conn->slotsInDeviceMemory(), map));
   if (conn->needsProgress()) {
     if constexpr (std::is_same_v<Conn, SendConnector>) pending.sends.push_back(conn);
     else pending.recvs.push_back(conn);
   }
-  keys.push_back(conn);
-  lane.nconns = static_cast<uint32_t>(keys.size());
-  return static_cast<int8_t>(keys.size() - 1);
+  keys.key[keys.n++] = conn;
+  lane.nconns = static_cast<uint32_t>(keys.n);
+  return static_cast<int8_t>(keys.n - 1);
 }
 
+// Appends the program's lane and steps to `out`, and what messages need to its pending launch.
 Status lowerProgram(const Program& p, const MapFn& map, LoweredPart& out) {
-  DevLane lane{};
+  DevLane& lane = out.lanes.emplace_back();  // zeroed; built in place (~800 bytes)
   lane.steps = reinterpret_cast<const DevStep*>(static_cast<uintptr_t>(out.steps.size()));
   lane.sliceBytes = p.sliceBytes;
   lane.nranks = p.nranks;
-  PendingLaunch::Lane info;
+  PendingLaunch::Lane& info = out.pending->lanes.emplace_back();
   info.name = p.lane;
-  std::vector<const void*> keys;
+  info.steps.reserve(p.steps.size());
+  out.steps.reserve(out.steps.size() + p.steps.size());
+  ConnKeys keys;
   for (const Step& s : p.steps) {
     const OpDesc& od = (*p.ops)[s.op];
     DevStep d{};
@@ -244,8 +255,6 @@ Status lowerProgram(const Program& p, const MapFn& map, LoweredPart& out) {
     info.steps.push_back({s.op, s.recv ? s.recv->peer() : -1, s.send ? s.send->peer() : -1});
   }
   lane.nsteps = static_cast<uint32_t>(p.steps.size());
-  out.lanes.push_back(lane);
-  out.pending->lanes.push_back(std::move(info));
   return okStatus();
 }
 
@@ -254,6 +263,8 @@ Status lowerPart(const DevicePart& part, const MapFn& map, LoweredPart& out) {
   if (part.dev->mailSeq) out.pending->mailSeq = *part.dev->mailSeq;
   if (!part.programs.empty() && part.programs.front()->ops)
     out.pending->ops = std::make_shared<const std::vector<OpDesc>>(*part.programs.front()->ops);
+  out.lanes.reserve(part.programs.size());
+  out.pending->lanes.reserve(part.programs.size());
   for (const Program* p : part.programs) COLL_CHECK(lowerProgram(*p, map, out));
   return okStatus();
 }
@@ -299,11 +310,12 @@ Status assemble(std::vector<DevicePart>& parts, Assembly& a, const MapFn& map, s
     }
     const size_t stepBase = a.steps.size();
     a.firstLane.push_back(a.lanes.size());
-    for (DevLane lane : l.lanes) {
+    a.lanes.reserve(a.lanes.size() + l.lanes.size());
+    for (const DevLane& lowered : l.lanes) {
+      DevLane& lane = a.lanes.emplace_back(lowered);
       lane.steps = reinterpret_cast<const DevStep*>(reinterpret_cast<uintptr_t>(lane.steps) + stepBase);
       lane.abortWord = proxy.value()->abortWordDevice();
       lane.yieldNs = part.dev->yieldNs;
-      a.lanes.push_back(lane);
     }
     a.steps.insert(a.steps.end(), l.steps.begin(), l.steps.end());
     for (void* s : part.streams)
