@@ -73,11 +73,15 @@ fi
 if [ "${1:-targets}" = first ]; then
   # What changed since the last GPU run, most important first, for a lease of a few
   # minutes (with GPU_CHECK_DEADLINE): the direct route (values, races, speed beside the
-  # ring), the token lanes (8 B), the no-hang shapes, yielding processes, the rest of the
-  # tests; then the targets.
+  # ring), the ring's pieces cut on 16 bytes (an odd count beside a round one, checked),
+  # the token lanes and host lowering (8 B), the no-hang shapes, yielding processes, the
+  # rest of the tests; then the targets.
   step gpu_tests_direct 60 "$B/tests/gpu_tests" "[direct]"
   step allreduce_t2 45 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 256M -f 4 -c 1
   step allreduce_t2_ring 45 env COLL_DEVICE_DIRECT_MIN_BYTES=-1 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 256M -f 4 -c 0
+  for b in 100000000 100000012; do
+    step "allreduce_odd_ring_$b" 20 env COLL_DEVICE_DIRECT_MIN_BYTES=-1 "$P/all_reduce_perf" -t 2 --mem device -b $b -e $b -n 5 -w 1 -c 1
+  done
   step allreduce_256M_ch0 20 "$P/all_reduce_perf" -t 2 --mem device -b 256M -e 256M -n 5 -w 1 -c 0
   step allreduce_256M_ring 20 env COLL_DEVICE_DIRECT_MIN_BYTES=-1 "$P/all_reduce_perf" -t 2 --mem device -b 256M -e 256M -n 5 -w 1 -c 0
   step allreduce_t8 25 "$P/all_reduce_perf" -t 8 --mem device -b 256M -e 256M -n 10 -w 2 -c 0
@@ -102,7 +106,7 @@ if [ "${1:-targets}" = first ]; then
     echo "== $f" >> "$S"
     grep -E "^ +[0-9]+ " "$OUT/$f.log" | tail -16 >> "$S"
   done
-  for f in allreduce_256M_ch0 allreduce_256M_ring allreduce_t8 allreduce_t8_ring procs2; do
+  for f in allreduce_odd_ring_100000000 allreduce_odd_ring_100000012 allreduce_256M_ch0 allreduce_256M_ring allreduce_t8 allreduce_t8_ring procs2; do
     echo "== $f: $(grep -E "^ +[0-9]+ " "$OUT/$f.log" | tail -3)" >> "$S"
   done
   grep "device timing" "$OUT/allreduce_t2_timing.log" | tail -4 >> "$S"

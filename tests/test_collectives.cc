@@ -980,6 +980,66 @@ TEST_CASE("aligned piece cuts: 16-byte starts, in order, covering the block", "[
         }
 }
 
+// The ring's pieces and loops are cut on 16 bytes from the buffer's start (alignedCut):
+// a step starts on 16 bytes unless it starts a block; every step fits in loopSlices
+// slices (the half-FIFO rule: more, and ranks that fill each other's FIFOs deadlock);
+// the steps tile the buffer. Unaligned, a GPU slice moves element by element: odd
+// counts (most gradient buckets) ran so on all but one channel.
+TEST_CASE("ring pieces start on 16 bytes, fit half a FIFO per loop and tile the buffer", "[collectives]") {
+  using namespace coll;
+  char* const base = reinterpret_cast<char*>(uintptr_t{1} << 20);  // never dereferenced
+  for (collDataType_t t : {collInt8, collFloat16, collFloat32, collFloat64})
+    for (int n : {2, 3})
+      for (int nch : {1, 3, 24, 32})
+        for (size_t count : {size_t{33}, size_t{4097}, size_t{262147}, size_t{1000003}})
+          for (size_t loopSlices : {size_t{2}, size_t{4}}) {
+            const size_t es = dataTypeSize(t), sliceBytes = 4096;
+            CAPTURE(es, n, nch, count, loopSlices);
+            ConnectorSet set;
+            set.channels.resize(static_cast<size_t>(nch));
+            std::vector<int> ring(static_cast<size_t>(n));
+            std::iota(ring.begin(), ring.end(), 0);
+            BuildInput in;
+            in.nranks = n;
+            in.ring = ring;
+            in.ringPosOf = ring;
+            in.sliceBytes = sliceBytes;
+            in.loopSlices = loopSlices;
+            in.minChannels = nch;
+            in.chunkMinBytes = int64_t{1} << 40;
+            in.conns = &set;
+            OpDesc od{};
+            od.kind = CollKind::kAllReduce;
+            od.sendbuff = base;
+            od.recvbuff = base;
+            od.count = count;
+            od.dtype = t;
+            od.op = collSum;
+            std::vector<Program> progs(static_cast<size_t>(nch));
+            buildRingAllReduce(in, od, 0, progs);
+            std::vector<size_t> blockStarts;
+            for (int k = 0; k < n; ++k)
+              blockStarts.push_back(coll::partBegin(count, static_cast<size_t>(n), static_cast<size_t>(k)) * es);
+            std::vector<std::pair<size_t, size_t>> spans;
+            for (const Program& p : progs)
+              for (const Step& st : p.steps) {
+                const size_t off = static_cast<size_t>(st.src - base);
+                const bool blockStart = std::find(blockStarts.begin(), blockStarts.end(), off) != blockStarts.end();
+                if (!blockStart) CHECK(off % 16 == 0);
+                CHECK(st.bytes <= loopSlices * sliceBytes);
+                spans.emplace_back(off, st.bytes);
+              }
+            std::sort(spans.begin(), spans.end());
+            spans.erase(std::unique(spans.begin(), spans.end()), spans.end());
+            size_t end = 0;
+            for (const auto& [off, bytes] : spans) {
+              CHECK(off == end);
+              end = off + bytes;
+            }
+            CHECK(end == count * es);
+          }
+}
+
 // A lane that never yields waits for a run of tokens at once, a thread each (dev_lane.h
 // devTokenBatch): the batch takes tokens on distinct connectors, one way each, and stops
 // before anything else. Wrong here, a receive would wait beside an earlier one on its

@@ -53,25 +53,39 @@ struct Piece {
 };
 
 // Piece `ch` of block k, blocks being given by (blockOffset, blockCount) in elements.
+// Cuts inside the block fall on 16 bytes from the buffer's start (alignedCut), so every
+// piece but a block's first starts where the vector path of a slice can take it; the
+// block's own bounds stay (they decide each element's order of combination).
 Piece piece(size_t blockOffsetElems, size_t blockCount, size_t elemSize, int nch, int ch) {
-  size_t b = partBegin(blockCount, nch, ch), e = partBegin(blockCount, nch, ch + 1);
-  return {(blockOffsetElems + b) * elemSize, (e - b) * elemSize};
+  const size_t b = blockOffsetElems, e = blockOffsetElems + blockCount;
+  const size_t pb = alignedCut(b, e, nch, ch, elemSize), pe = alignedCut(b, e, nch, ch + 1, elemSize);
+  return {pb * elemSize, (pe - pb) * elemSize};
 }
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
-// Number of loops so that no block's piece per loop exceeds in.loopSlices slices (at most
-// half a FIFO).
-size_t loopsFor(const BuildInput& in, size_t maxPieceBytes) {
-  size_t loopBytes = in.sliceBytes * in.loopSlices;
-  return std::max<size_t>(1, (maxPieceBytes + loopBytes - 1) / loopBytes);
+// Elements a cut may add to a part (alignedCut rounds up to 16 bytes).
+size_t cutSlack(size_t elemSize) { return elemSize < 16 ? 16 / elemSize - 1 : 0; }
+
+// Number of loops so that no piece of a block of at most `maxBlockCount` elements, cut
+// in nch pieces and each piece in loops (cuts rounded up to 16 bytes, so a part may
+// exceed an even share by cutSlack elements), exceeds in.loopSlices slices in a loop:
+// at most half a FIFO (the half-FIFO rule above).
+size_t loopsFor(const BuildInput& in, size_t maxBlockCount, int nch, size_t elemSize) {
+  const size_t slack = cutSlack(elemSize);
+  const size_t maxPiece = (maxBlockCount + static_cast<size_t>(nch) - 1) / static_cast<size_t>(nch) + slack;
+  // Slots are multiples of 64 bytes (comm.cc), so a loop holds more than the slack.
+  const size_t loopElems = in.sliceBytes * in.loopSlices / elemSize;
+  const size_t room = loopElems > slack ? loopElems - slack : 1;
+  return std::max<size_t>(1, (maxPiece + room - 1) / room);
 }
 
-// Sub-piece `loop` of `nloops` of a piece of `p.bytes` bytes, cut on element bounds.
+// Sub-piece `loop` of `nloops` of a piece, cut on 16 bytes from the buffer's start.
 Piece subPiece(Piece p, size_t elemSize, size_t nloops, size_t loop) {
-  size_t elems = p.bytes / elemSize;
-  size_t b = partBegin(elems, nloops, loop), e = partBegin(elems, nloops, loop + 1);
-  return {p.offset + b * elemSize, (e - b) * elemSize};
+  const size_t b = p.offset / elemSize, e = b + p.bytes / elemSize;
+  const int n = static_cast<int>(nloops), i = static_cast<int>(loop);
+  const size_t sb = alignedCut(b, e, n, i, elemSize), se = alignedCut(b, e, n, i + 1, elemSize);
+  return {sb * elemSize, (se - sb) * elemSize};
 }
 
 }  // namespace
@@ -93,7 +107,7 @@ void buildRingAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex
     size_t b = partBegin(od.count, n, k), e = partBegin(od.count, n, k + 1);
     return piece(b, e - b, es, nch, ch);
   };
-  const size_t nloops = loopsFor(in, block(0, 0).bytes);  // block 0 is largest
+  const size_t nloops = loopsFor(in, partBegin(od.count, n, 1), nch, es);  // block 0 is largest
   for (int ch = 0; ch < nch; ++ch) {
     Program& pg = progs[ch];
     SendConnector* s = in.conns->channels[static_cast<size_t>(ch)].send.get();
@@ -120,7 +134,7 @@ void forEachBlockPiece(const BuildInput& in, const OpDesc& od, std::vector<Progr
   const int n = in.nranks;
   const size_t es = dataTypeSize(od.dtype);
   const int nch = channelsFor(in, od.count * es * n);
-  const size_t nloops = n > 1 ? loopsFor(in, piece(0, od.count, es, nch, 0).bytes) : 1;
+  const size_t nloops = n > 1 ? loopsFor(in, od.count, nch, es) : 1;
   for (int ch = 0; ch < nch; ++ch) {
     SendConnector* s = n > 1 ? in.conns->channels[static_cast<size_t>(ch)].send.get() : nullptr;
     RecvConnector* rv = n > 1 ? in.conns->channels[static_cast<size_t>(ch)].recv.get() : nullptr;
