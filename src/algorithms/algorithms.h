@@ -33,6 +33,10 @@ int channelsFor(const BuildInput& in, size_t bytes);
 // [begin, end) of part i when `total` is split into n nearly equal parts.
 inline size_t partBegin(size_t total, size_t n, size_t i) { return i * (total / n) + std::min(i, total % n); }
 
+// Elements of es bytes that a cut rounded up to 16 bytes may add to a part beyond an even
+// share (alignedCut).
+inline size_t alignedCutSlack(size_t es) { return es < 16 ? 16 / es - 1 : 0; }
+
 // Boundary i of n nearly equal parts of elements [b, e) of es bytes, rounded up to 16
 // bytes from the buffer's start: the vector path of a slice (kernels/slice.h) needs every
 // pointer aligned; a part that starts mid-vector moves element by element (the direct
@@ -40,7 +44,7 @@ inline size_t partBegin(size_t total, size_t n, size_t i) { return i * (total / 
 inline size_t alignedCut(size_t b, size_t e, int n, int i, size_t es) {
   if (i <= 0) return b;
   if (i >= n) return e;
-  const size_t q = es < 16 ? 16 / es : 1;
+  const size_t q = alignedCutSlack(es) + 1;
   const size_t x = b + partBegin(e - b, static_cast<size_t>(n), static_cast<size_t>(i));
   return std::min(e, (x + q - 1) / q * q);
 }

@@ -64,15 +64,12 @@ Piece piece(size_t blockOffsetElems, size_t blockCount, size_t elemSize, int nch
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
-// Elements a cut may add to a part (alignedCut rounds up to 16 bytes).
-size_t cutSlack(size_t elemSize) { return elemSize < 16 ? 16 / elemSize - 1 : 0; }
-
 // Number of loops so that no piece of a block of at most `maxBlockCount` elements, cut
 // in nch pieces and each piece in loops (cuts rounded up to 16 bytes, so a part may
-// exceed an even share by cutSlack elements), exceeds in.loopSlices slices in a loop:
+// exceed an even share by alignedCutSlack elements), exceeds in.loopSlices slices in a loop:
 // at most half a FIFO (the half-FIFO rule above).
 size_t loopsFor(const BuildInput& in, size_t maxBlockCount, int nch, size_t elemSize) {
-  const size_t slack = cutSlack(elemSize);
+  const size_t slack = alignedCutSlack(elemSize);
   const size_t maxPiece = (maxBlockCount + static_cast<size_t>(nch) - 1) / static_cast<size_t>(nch) + slack;
   // Slots are multiples of 64 bytes (comm.cc), so a loop holds more than the slack.
   const size_t loopElems = in.sliceBytes * in.loopSlices / elemSize;

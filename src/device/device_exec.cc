@@ -226,7 +226,6 @@ Status lowerProgram(const Program& p, const MapFn& map, LoweredPart& out) {
   PendingLaunch::Lane& info = out.pending->lanes.emplace_back();
   info.name = p.lane;
   info.steps.reserve(p.steps.size());
-  out.steps.reserve(out.steps.size() + p.steps.size());
   ConnKeys keys;
   for (const Step& s : p.steps) {
     const OpDesc& od = (*p.ops)[s.op];
@@ -263,6 +262,9 @@ Status lowerPart(const DevicePart& part, const MapFn& map, LoweredPart& out) {
   if (part.dev->mailSeq) out.pending->mailSeq = *part.dev->mailSeq;
   if (!part.programs.empty() && part.programs.front()->ops)
     out.pending->ops = std::make_shared<const std::vector<OpDesc>>(*part.programs.front()->ops);
+  size_t steps = 0;
+  for (const Program* p : part.programs) steps += p->steps.size();
+  out.steps.reserve(steps);  // once: an exact reserve per program would reallocate each time
   out.lanes.reserve(part.programs.size());
   out.pending->lanes.reserve(part.programs.size());
   for (const Program* p : part.programs) COLL_CHECK(lowerProgram(*p, map, out));
@@ -310,7 +312,6 @@ Status assemble(std::vector<DevicePart>& parts, Assembly& a, const MapFn& map, s
     }
     const size_t stepBase = a.steps.size();
     a.firstLane.push_back(a.lanes.size());
-    a.lanes.reserve(a.lanes.size() + l.lanes.size());
     for (const DevLane& lowered : l.lanes) {
       DevLane& lane = a.lanes.emplace_back(lowered);
       lane.steps = reinterpret_cast<const DevStep*>(reinterpret_cast<uintptr_t>(lane.steps) + stepBase);
