@@ -16,6 +16,7 @@
 #include "comm/stage.h"
 #include "device/dev_lane.h"
 #include "device/device_exec.h"
+#include "device/proxy.h"  // wallNs
 #include "transport/transport.h"
 
 namespace coll {
@@ -552,7 +553,45 @@ void hostLanes(CommLaunch& l, const std::vector<Program*>& programs, std::vector
     lanes->insert(lanes->begin() + static_cast<std::ptrdiff_t>(first), sequenceLane(std::move(channel0)));
 }
 
-Status buildAndRun(Launches& launches, collComm** failedComm) {
+// What a device launch's programs depend on beyond its communicator's fixed state (ring,
+// channels, slot sizes, connectors): every operation's kind, buffers, count, type, op,
+// root, wire and route. The key of its plan (device/plan_cache.h).
+std::vector<uint64_t> planKey(const CommLaunch& l) {
+  std::vector<uint64_t> key;
+  key.reserve(1 + l.ops.size() * 8);
+  key.push_back(l.ops.size());
+  for (size_t i = 0; i < l.ops.size(); ++i) {
+    const OpDesc& od = l.ops[i];
+    key.insert(key.end(), {static_cast<uint64_t>(od.kind), reinterpret_cast<uintptr_t>(od.sendbuff),
+                           reinterpret_cast<uintptr_t>(od.recvbuff), od.count,
+                           static_cast<uint64_t>(od.dtype) | uint64_t{od.wire} << 32,
+                           static_cast<uint64_t>(static_cast<uint32_t>(od.op)),
+                           static_cast<uint64_t>(static_cast<uint32_t>(od.root)), static_cast<uint64_t>(l.routes[i])});
+  }
+  return key;
+}
+
+// A device launch's part: the plan an earlier launch of the same operations left, or its
+// programs built now.
+Status devicePart(CommLaunch& l, uint64_t calledNs, std::vector<DevicePart>* parts) {
+  DevicePart part{&l.comm->dev, &l.ops, {}, {}, {}, nullptr, calledNs, 0};
+  if (l.comm->dev.plans) {
+    part.planKey = planKey(l);
+    part.plan = l.comm->dev.plans->find(part.planKey);
+  }
+  if (!part.plan) {
+    COLL_CHECK(buildPrograms(l));
+    COLL_CHECK(lanesOf(l, &part.programs));
+  }
+  for (const OpDesc& od : l.ops)
+    if (std::find(part.streams.begin(), part.streams.end(), od.stream) == part.streams.end())
+      part.streams.push_back(od.stream);
+  part.builtNs = wallNs();
+  parts->push_back(std::move(part));
+  return okStatus();
+}
+
+Status buildAndRun(Launches& launches, uint64_t calledNs, collComm** failedComm) {
   std::vector<std::unique_ptr<Lane>> hosts;
   std::vector<DevicePart> deviceParts;
   for (auto& l : launches) {
@@ -560,20 +599,16 @@ Status buildAndRun(Launches& launches, collComm** failedComm) {
       COLL_RETURN_IF_FAILED(failOn(l->comm, runCopiesOnly(l->comm->dev, l->ops), failedComm));
       continue;
     }
+    if (l->device) {
+      COLL_RETURN_IF_FAILED(failOn(l->comm, devicePart(*l, calledNs, &deviceParts), failedComm));
+      continue;
+    }
     COLL_RETURN_IF_FAILED(failOn(l->comm, buildPrograms(*l), failedComm));
     std::vector<Program*> mine;
     COLL_RETURN_IF_FAILED(failOn(l->comm, lanesOf(*l, &mine), failedComm));
-    if (l->device) {
-      DevicePart part{&l->comm->dev, std::move(mine), {}};
-      for (const OpDesc& od : l->ops)
-        if (std::find(part.streams.begin(), part.streams.end(), od.stream) == part.streams.end())
-          part.streams.push_back(od.stream);
-      deviceParts.push_back(std::move(part));
-    } else {
-      // Host operations reuse the connectors: device work queued before them ends first.
-      deviceQuiesce(l->comm->dev, false);
-      hostLanes(*l, mine, &hosts);
-    }
+    // Host operations reuse the connectors: device work queued before them ends first.
+    deviceQuiesce(l->comm->dev, false);
+    hostLanes(*l, mine, &hosts);
   }
   // Device launches whose lanes yield are waited for after the host lanes: a peer's
   // yielding lanes may need what this rank's host lanes move first.
@@ -590,6 +625,7 @@ Status buildAndRun(Launches& launches, collComm** failedComm) {
 
 // A group's (or one call's) operations: collect, admit, route, wire, build and run.
 Status launch(std::vector<Queued>& queue, collComm** failedComm) {
+  const uint64_t called = wallNs();  // COLL_DEVICE_TIMING's start
   LaunchGuard guard;
   Launches launches;
   COLL_RETURN_IF_FAILED(collect(queue, launches, failedComm));
@@ -601,7 +637,7 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
   for (auto& l : launches)
     if (!l->splitOff) watchStarted(l->comm, l->ops.front(), l->ops.size());
   Status st = wire(launches, failedComm);
-  if (st.ok()) st = buildAndRun(launches, failedComm);
+  if (st.ok()) st = buildAndRun(launches, called, failedComm);
   if (st.ok()) st = unstage(launches, failedComm);
   for (auto& l : launches)
     if (!l->splitOff && (st.ok() || l->comm != *failedComm)) watchFinished(l->comm);

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "bootstrap/bootstrap.h"
+#include "device/plan_cache.h"
 #include "device/proxy.h"
 #include "transport/connector_set.h"
 #include "transport/shm/mailbox.h"
@@ -47,6 +48,8 @@ struct DeviceComm {
   // launches over the set's connectors, goes first.
   std::unique_ptr<ConnectorSet> conns;
   std::unique_ptr<DeviceProxy> proxy;
+  // Lowered plans of recent launches (COLL_DEVICE_PLAN_CACHE; null when 0), made with the set.
+  std::unique_ptr<DevicePlanCache> plans;
 };
 
 }  // namespace coll

@@ -158,8 +158,7 @@ class CudaCompletion : public Completion {
 using MapFn = std::function<Result<char*>(void* base, size_t bytes, const void* p)>;
 
 struct LoweredPart {
-  std::vector<DevLane> lanes;  // `steps` holds the index of the lane's first step
-  std::vector<DevStep> steps;
+  std::shared_ptr<const DevicePlan> plan;
   std::shared_ptr<PendingLaunch> pending;
 };
 
@@ -198,8 +197,8 @@ struct ConnKeys {
 
 // Index of connector `conn` in the lane, adding it on first use.
 template <typename Conn>
-Result<int8_t> connIndex(DevLane& lane, ConnKeys& keys, Conn* conn, bool isSend, const MapFn& map,
-                         PendingLaunch& pending, const Program& p) {
+Result<int8_t> connIndex(DevLane& lane, ConnKeys& keys, Conn* conn, bool isSend, const MapFn& map, DevicePlan& plan,
+                         const Program& p) {
   for (size_t i = 0; i < keys.n; ++i)
     if (keys.key[i] == conn) return static_cast<int8_t>(i);
   if (keys.n >= static_cast<size_t>(kDevMaxConns))
@@ -209,23 +208,23 @@ Result<int8_t> connIndex(DevLane& lane, ConnKeys& keys, Conn* conn, bool isSend,
   COLL_ASSIGN(lane.conns[keys.n],
               lowerConn(*f, isSend, conn->peer(), conn->fifoInDeviceMemory(), conn->slotsInDeviceMemory(), map));
   if (conn->needsProgress()) {
-    if constexpr (std::is_same_v<Conn, SendConnector>) pending.sends.push_back(conn);
-    else pending.recvs.push_back(conn);
+    if constexpr (std::is_same_v<Conn, SendConnector>) plan.sends.push_back(conn);
+    else plan.recvs.push_back(conn);
   }
   keys.key[keys.n++] = conn;
   lane.nconns = static_cast<uint32_t>(keys.n);
   return static_cast<int8_t>(keys.n - 1);
 }
 
-// Appends the program's lane and steps to `out`, and what messages need to its pending launch.
-Status lowerProgram(const Program& p, const MapFn& map, LoweredPart& out) {
+// Appends the program's lane and steps to `out`, and what messages need to `info`.
+Status lowerProgram(const Program& p, const MapFn& map, DevicePlan& out, PendingLaunch::Lanes& info) {
   DevLane& lane = out.lanes.emplace_back();  // zeroed; built in place (~800 bytes)
   lane.steps = reinterpret_cast<const DevStep*>(static_cast<uintptr_t>(out.steps.size()));
   lane.sliceBytes = p.sliceBytes;
   lane.nranks = p.nranks;
-  PendingLaunch::Lane& info = out.pending->lanes.emplace_back();
-  info.name = p.lane;
-  info.steps.reserve(p.steps.size());
+  PendingLaunch::Lane& laneInfo = info.emplace_back();
+  laneInfo.name = p.lane;
+  laneInfo.steps.reserve(p.steps.size());
   ConnKeys keys;
   for (const Step& s : p.steps) {
     const OpDesc& od = (*p.ops)[s.op];
@@ -245,29 +244,45 @@ Status lowerProgram(const Program& p, const MapFn& map, LoweredPart& out) {
     d.send = -1;
     d.recv = -1;
     if (s.send) {
-      COLL_ASSIGN(d.send, connIndex(lane, keys, s.send, true, map, *out.pending, p));
+      COLL_ASSIGN(d.send, connIndex(lane, keys, s.send, true, map, out, p));
     }
     if (s.recv) {
-      COLL_ASSIGN(d.recv, connIndex(lane, keys, s.recv, false, map, *out.pending, p));
+      COLL_ASSIGN(d.recv, connIndex(lane, keys, s.recv, false, map, out, p));
     }
     out.steps.push_back(d);
-    info.steps.push_back({s.op, s.recv ? s.recv->peer() : -1, s.send ? s.send->peer() : -1});
+    laneInfo.steps.push_back({s.op, s.recv ? s.recv->peer() : -1, s.send ? s.send->peer() : -1});
   }
   lane.nsteps = static_cast<uint32_t>(p.steps.size());
   return okStatus();
 }
 
-Status lowerPart(const DevicePart& part, const MapFn& map, LoweredPart& out) {
-  out.pending = std::make_shared<PendingLaunch>();
-  if (part.dev->mailSeq) out.pending->mailSeq = *part.dev->mailSeq;
-  if (!part.programs.empty() && part.programs.front()->ops)
-    out.pending->ops = std::make_shared<const std::vector<OpDesc>>(*part.programs.front()->ops);
+// The part's plan: the one found for it, or its programs lowered (and kept for the next
+// launch of the same operations).
+Result<std::shared_ptr<const DevicePlan>> planOf(const DevicePart& part, const MapFn& map) {
+  if (part.plan) return part.plan;
+  auto plan = std::make_shared<DevicePlan>();
+  auto info = std::make_shared<PendingLaunch::Lanes>();
   size_t steps = 0;
   for (const Program* p : part.programs) steps += p->steps.size();
-  out.steps.reserve(steps);  // once: an exact reserve per program would reallocate each time
-  out.lanes.reserve(part.programs.size());
-  out.pending->lanes.reserve(part.programs.size());
-  for (const Program* p : part.programs) COLL_CHECK(lowerProgram(*p, map, out));
+  plan->steps.reserve(steps);  // once: an exact reserve per program would reallocate each time
+  plan->lanes.reserve(part.programs.size());
+  info->reserve(part.programs.size());
+  for (const Program* p : part.programs) COLL_CHECK(lowerProgram(*p, map, *plan, *info));
+  plan->info = std::move(info);
+  if (part.dev->plans && !part.planKey.empty()) part.dev->plans->keep(part.planKey, plan);
+  return std::shared_ptr<const DevicePlan>(std::move(plan));
+}
+
+Status lowerPart(const DevicePart& part, const MapFn& map, LoweredPart& out) {
+  COLL_ASSIGN(out.plan, planOf(part, map));
+  out.pending = std::make_shared<PendingLaunch>();
+  PendingLaunch& p = *out.pending;
+  if (part.dev->mailSeq) p.mailSeq = *part.dev->mailSeq;
+  if (part.ops) p.ops = std::make_shared<const std::vector<OpDesc>>(*part.ops);
+  p.laneInfo = out.plan->info;
+  p.planReused = part.plan != nullptr;
+  p.sends = out.plan->sends;
+  p.recvs = out.plan->recvs;
   return okStatus();
 }
 
@@ -312,13 +327,13 @@ Status assemble(std::vector<DevicePart>& parts, Assembly& a, const MapFn& map, s
     }
     const size_t stepBase = a.steps.size();
     a.firstLane.push_back(a.lanes.size());
-    for (const DevLane& lowered : l.lanes) {
+    for (const DevLane& lowered : l.plan->lanes) {
       DevLane& lane = a.lanes.emplace_back(lowered);
       lane.steps = reinterpret_cast<const DevStep*>(reinterpret_cast<uintptr_t>(lane.steps) + stepBase);
       lane.abortWord = proxy.value()->abortWordDevice();
       lane.yieldNs = part.dev->yieldNs;
     }
-    a.steps.insert(a.steps.end(), l.steps.begin(), l.steps.end());
+    a.steps.insert(a.steps.end(), l.plan->steps.begin(), l.plan->steps.end());
     for (void* s : part.streams)
       if (std::find(a.streams.begin(), a.streams.end(), s) == a.streams.end()) a.streams.push_back(s);
   }
@@ -340,11 +355,12 @@ void addWaits(std::vector<DevicePart>& parts, const Assembly& a, DeviceWaits* wa
 // Hands every part's launch to its proxy: `results` holds one result per lane of the
 // assembly, owned by `owner`.
 void submitParts(std::vector<DevicePart>& parts, Assembly& a, const std::shared_ptr<Completion>& completion,
-                 const DevLaneResult* results, const std::shared_ptr<void>& owner, uint64_t calledNs) {
+                 const DevLaneResult* results, const std::shared_ptr<void>& owner) {
   const uint64_t now = wallNs();
   for (size_t k = 0; k < a.parts.size(); ++k) {
     PendingLaunch& p = *a.lowered[k].pending;
-    p.calledNs = calledNs;
+    p.calledNs = parts[a.parts[k]].calledNs;
+    p.builtNs = parts[a.parts[k]].builtNs;
     p.assembledNs = a.assembledNs;
     p.submittedNs = now;
     p.completion = completion;
@@ -357,7 +373,6 @@ void submitParts(std::vector<DevicePart>& parts, Assembly& a, const std::shared_
 // ---- Emulation: lanes on host threads ------------------------------------------------
 
 Status runEmulated(std::vector<DevicePart>& parts, struct ::collComm** failedComm) {
-  const uint64_t called = wallNs();
   Assembly a;
   for (size_t i = 0; i < parts.size(); ++i) a.parts.push_back(i);
   COLL_CHECK(assemble(parts, a, identityMap, failedComm));
@@ -376,7 +391,7 @@ Status runEmulated(std::vector<DevicePart>& parts, struct ::collComm** failedCom
     mem->lanes[i].result = &mem->results[i];
   }
   auto completion = std::make_shared<EmulatedCompletion>();
-  submitParts(parts, a, completion, mem->results.data(), mem, called);
+  submitParts(parts, a, completion, mem->results.data(), mem);
   // As a kernel's blocks: a lane per thread, and while lanes yield (COLL_DEVICE_YIELD_US)
   // the launch runs again once all have ended, as the proxy relaunches a kernel.
   const int64_t blocks = param(IntParam::DEVICE_EMULATE_BLOCKS);
@@ -428,7 +443,6 @@ Status checkStreams(const DevicePart& part, int partsOnDevice) {
 }
 
 Status runOnDevices(std::vector<DevicePart>& parts, struct ::collComm** failedComm, DeviceWaits* waits) {
-  const uint64_t called = wallNs();
   const MapFn mapHost = [](void* base, size_t bytes, const void* p) { return gpu::mapHost(base, bytes, p); };
   // Every part's rank is bound to a device: launch() refuses device buffers on ranks
   // without a device set, which only device-bound (or emulated) ranks have.
@@ -466,7 +480,7 @@ Status runOnDevices(std::vector<DevicePart>& parts, struct ::collComm** failedCo
     std::vector<DeviceComm*> comms;
     for (size_t i : idx) comms.push_back(parts[i].dev);
     submitParts(parts, a, std::make_shared<CudaCompletion>(launch, dev, std::move(comms)), launch.results,
-                std::make_shared<gpu::LaunchBlock>(launch.memory), called);
+                std::make_shared<gpu::LaunchBlock>(launch.memory));
     // Lanes that yield are relaunched by the proxy on the launch's stream: nothing of the
     // caller's may be queued behind them before they are done.
     if (std::any_of(idx.begin(), idx.end(), [&](size_t i) { return parts[i].dev->yieldNs != 0; }))
@@ -629,6 +643,8 @@ Status devicePrepare(DeviceComm& d) {
   if (!bound && !d.emulate) return okStatus();
   // The device set's ring channels (p2p where possible), wired like the host ones.
   d.conns = std::make_unique<ConnectorSet>();
+  if (const int64_t plans = param(IntParam::DEVICE_PLAN_CACHE); plans > 0)
+    d.plans = std::make_unique<DevicePlanCache>(static_cast<size_t>(plans));
   auto& channels = d.conns->channels;
   channels.resize(static_cast<size_t>(d.channels));
   if (d.nranks > 1) {

@@ -74,11 +74,17 @@ struct DeviceShape {
 };
 DeviceShape deviceShape(int nranks, int budget, int requested);
 
-// One communicator's share of a device launch.
+// One communicator's share of a device launch: its programs, or the plan they were
+// lowered to by an earlier launch of the same operations (dev->plans, plan_cache.h).
 struct DevicePart {
   DeviceComm* dev;
-  std::vector<Program*> programs;
-  std::vector<void*> streams;  // distinct cudaStream_t of its operations, in call order
+  const std::vector<OpDesc>* ops;          // its operations, in the order steps name them
+  std::vector<Program*> programs;          // empty when `plan` is given
+  std::vector<void*> streams;              // distinct cudaStream_t of its operations, in call order
+  std::vector<uint64_t> planKey;           // what the programs depend on (empty: the plan is not kept)
+  std::shared_ptr<const DevicePlan> plan;  // found under planKey
+  uint64_t calledNs = 0;                   // COLL_DEVICE_TIMING (proxy.h wallNs): when the call or group end began
+  uint64_t builtNs = 0;                    // and when its programs were built (or its plan found)
 };
 
 // Launches the caller must see end before it returns: those whose lanes yield (the proxy

@@ -108,9 +108,9 @@ void DeviceProxy::quiesce(bool abort) {
 }
 
 void DeviceProxy::logTiming(const PendingLaunch& p) const {
-  if (p.lanes.empty()) return;
+  if (p.lanes().empty()) return;
   uint64_t start = ~uint64_t{0}, end = 0;
-  for (size_t i = 0; i < p.lanes.size(); ++i) {
+  for (size_t i = 0; i < p.lanes().size(); ++i) {
     start = std::min(start, p.results[i].startNs);
     end = std::max(end, p.results[i].endNs);
   }
@@ -120,10 +120,11 @@ void DeviceProxy::logTiming(const PendingLaunch& p) const {
   // machines): "queued to first lane start" and "to proxy" carry that offset; the other
   // figures are one clock's.
   COLL_INFO(COLL,
-            "device timing: rank %d, %zu lane(s): call to assembled %.1f us, to queued %.1f us; queued to first "
-            "lane start %.1f us, lanes ran %.1f us in %u run(s), last lane end to proxy %.1f us",
-            c_->rank, p.lanes.size(), us(p.calledNs, p.assembledNs), us(p.assembledNs, p.submittedNs),
-            us(p.submittedNs, start), us(start, end), p.completion->runs.load(), us(end, seen));
+            "device timing: rank %d, %zu lane(s): call to %s %.1f us, to assembled %.1f us, to queued %.1f us; "
+            "queued to first lane start %.1f us, lanes ran %.1f us in %u run(s), last lane end to proxy %.1f us",
+            c_->rank, p.lanes().size(), p.planReused ? "plan found" : "built", us(p.calledNs, p.builtNs),
+            us(p.builtNs, p.assembledNs), us(p.assembledNs, p.submittedNs), us(p.submittedNs, start), us(start, end),
+            p.completion->runs.load(), us(end, seen));
 }
 
 void DeviceProxy::finish(PendingLaunch& p, Status st) {
@@ -181,8 +182,8 @@ bool DeviceProxy::pass(std::vector<std::shared_ptr<PendingLaunch>>& live) {
     // only if none did.
     Status st = err;
     for (bool yielded : {false, true})
-      for (size_t i = 0; st.ok() && i < p->lanes.size(); ++i)
-        if ((p->results[i].code == kDevYielded) == yielded) st = laneStatus(c_, *p, p->lanes[i], p->results[i]);
+      for (size_t i = 0; st.ok() && i < p->lanes().size(); ++i)
+        if ((p->results[i].code == kDevYielded) == yielded) st = laneStatus(c_, *p, p->lanes()[i], p->results[i]);
     finish(*p, st);
     moved = true;
   }
@@ -191,11 +192,11 @@ bool DeviceProxy::pass(std::vector<std::shared_ptr<PendingLaunch>>& live) {
 
 int DeviceProxy::laneWaitingOnPeerAhead(const PendingLaunch& p, uint32_t* step) const {
   const uint32_t next = nextMailSeq(p.mailSeq);
-  for (size_t i = 0; i < p.lanes.size(); ++i) {
+  for (size_t i = 0; i < p.lanes().size(); ++i) {
     if (__atomic_load_n(&p.results[i].code, __ATOMIC_ACQUIRE) == kDevDone) continue;
     const uint32_t s = __atomic_load_n(&p.results[i].step, __ATOMIC_RELAXED);
-    if (s >= p.lanes[i].steps.size()) continue;
-    const int from = p.lanes[i].steps[s].from;
+    if (s >= p.lanes()[i].steps.size()) continue;
+    const int from = p.lanes()[i].steps[s].from;
     if (from >= 0 && c_->mailboxes->arrived(from, next)) {
       *step = s;
       return static_cast<int>(i);
@@ -222,7 +223,7 @@ void DeviceProxy::checkPeerAhead(PendingLaunch& p) {
     return;
   }
   if (std::chrono::duration<double>(now - p.aheadSince).count() < kPeerAheadS) return;
-  const PendingLaunch::Lane& l = p.lanes[static_cast<size_t>(lane)];
+  const PendingLaunch::Lane& l = p.lanes()[static_cast<size_t>(lane)];
   const std::string peer = std::to_string(l.steps[step].from);
   const Status st = invalidUsage("rank " + peer +
                                  " went on to a later operation (its mailbox shows it) without sending this data: the "
@@ -235,8 +236,8 @@ void DeviceProxy::checkPeerAhead(PendingLaunch& p) {
 
 void DeviceProxy::reportStall(PendingLaunch& p, double seconds) {
   p.stallReported = true;
-  for (size_t i = 0; i < p.lanes.size(); ++i) {
-    const PendingLaunch::Lane& lane = p.lanes[i];
+  for (size_t i = 0; i < p.lanes().size(); ++i) {
+    const PendingLaunch::Lane& lane = p.lanes()[i];
     const uint32_t code = __atomic_load_n(&p.results[i].code, __ATOMIC_ACQUIRE);
     const uint32_t step = __atomic_load_n(&p.results[i].step, __ATOMIC_RELAXED);
     std::string where = code == kDevDone ? "done"

@@ -67,7 +67,14 @@ struct PendingLaunch {
     std::string name;  // "channel 0"
     std::vector<StepInfo> steps;
   };
-  std::vector<Lane> lanes;
+  using Lanes = std::vector<Lane>;
+  // Shared with the plan the launch was lowered from (device/plan_cache.h): a plan run
+  // again is described again without a copy.
+  std::shared_ptr<const Lanes> laneInfo;
+  const Lanes& lanes() const {
+    static const Lanes none;
+    return laneInfo ? *laneInfo : none;
+  }
   std::shared_ptr<const std::vector<OpDesc>> ops;  // the launch's operations
   // "collAllReduce #3 (count 1024, float32, sum)" for step `step` of lane l, or "".
   std::string stepOp(const Lane& l, uint32_t step) const;
@@ -75,6 +82,8 @@ struct PendingLaunch {
   std::string stepPeers(const Lane& l, uint32_t step) const;
   std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
   uint64_t calledNs = 0;     // COLL_DEVICE_TIMING: when the launching call began (wallNs)
+  uint64_t builtNs = 0;      // its programs built (algorithms/plan.h), or its plan found
+  bool planReused = false;   // lowered by an earlier launch (device/plan_cache.h)
   uint64_t assembledNs = 0;  // its lanes lowered and assembled
   uint64_t submittedNs = 0;  // and the kernel queued
   bool stallReported = false;
