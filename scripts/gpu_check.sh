@@ -72,10 +72,17 @@ if [ "${1:-targets}" = more ]; then
 fi
 if [ "${1:-targets}" = first ]; then
   # What changed since the last GPU run, most important first, for a lease of a few
-  # minutes (with GPU_CHECK_DEADLINE): the direct route (values, races, speed beside the
-  # ring), the ring's pieces cut on 16 bytes (an odd count beside a round one, checked),
-  # the token lanes and host lowering (8 B), the no-hang shapes, yielding processes, the
-  # rest of the tests; then the targets.
+  # minutes (with GPU_CHECK_DEADLINE): small plans in the kernel's parameters (checked,
+  # under memcheck, and timed beside plans in launch memory) and plans kept (timed beside
+  # none kept), the direct route (values, races, speed beside the ring), the ring's pieces
+  # cut on 16 bytes (an odd count beside a round one, checked), the token lanes and host
+  # lowering (8 B), the no-hang shapes, yielding processes, the rest of the tests; then
+  # the targets.
+  step memcheck_params 40 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 64K -f 8 -c 1 -n 1 -w 0
+  step allreduce_t2_small 25 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 1
+  step allreduce_t2_small_noparams 25 env COLL_DEVICE_PLAN_PARAMS=0 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 0
+  step allreduce_t2_small_nocache 25 env COLL_DEVICE_PLAN_CACHE=0 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 0
+  step allreduce_t2_timing 25 env COLL_DEVICE_TIMING=1 COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=COLL "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 8 -n 20 -w 2 -c 0
   step gpu_tests_direct 60 "$B/tests/gpu_tests" "[direct]"
   step allreduce_t2 45 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 256M -f 4 -c 1
   step allreduce_t2_ring 45 env COLL_DEVICE_DIRECT_MIN_BYTES=-1 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 256M -f 4 -c 0
@@ -98,11 +105,10 @@ if [ "${1:-targets}" = first ]; then
   # Where an 8-byte allreduce of 2 thread ranks spends its time: one channel beside the
   # default 32 (31 of them tokens), and the timing log.
   step allreduce_t2_ch1 25 env COLL_DEVICE_NCHANNELS=1 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 0
-  step allreduce_t2_timing 25 env COLL_DEVICE_TIMING=1 COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=COLL "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 8 -n 20 -w 2 -c 0
   step reduce_kernel 25 "$P/reduce_kernel_perf" -b 1M -e 256M
   step memcheck_direct 40 env COLL_DEVICE_DIRECT_MIN_BYTES=1 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 1K -e 1M -f 32 -c 1 -n 1 -w 0
   step gpu_tests 100 "$B/tests/gpu_tests" "~[direct]"
-  for f in allreduce_t2 allreduce_t2_ring allreduce_t2_ch1; do
+  for f in allreduce_t2_small allreduce_t2_small_noparams allreduce_t2_small_nocache allreduce_t2 allreduce_t2_ring allreduce_t2_ch1; do
     echo "== $f" >> "$S"
     grep -E "^ +[0-9]+ " "$OUT/$f.log" | tail -16 >> "$S"
   done
@@ -111,7 +117,7 @@ if [ "${1:-targets}" = first ]; then
   done
   grep "device timing" "$OUT/allreduce_t2_timing.log" | tail -4 >> "$S"
   grep -E "^ *[0-9]+ " "$OUT/reduce_kernel.log" | tail -3 >> "$S"
-  grep -h -E "FAILED|ERROR SUMMARY|RACECHECK SUMMARY|Out of bounds" "$OUT"/gpu_tests*.log "$OUT"/*check_direct.log "$OUT"/procs2_*.log 2>/dev/null | head -20 >> "$S"
+  grep -h -E "FAILED|ERROR SUMMARY|RACECHECK SUMMARY|Out of bounds" "$OUT"/gpu_tests*.log "$OUT"/*check_direct.log "$OUT"/memcheck_params.log "$OUT"/procs2_*.log 2>/dev/null | head -20 >> "$S"
   cat "$S"
   echo
   python3 scripts/gpu_targets.py "$OUT" | tee "$OUT/targets.txt"

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -146,4 +147,57 @@ TEST_CASE("a found plan meeting a peer's other count fails both ranks by name (e
   });
   for (auto& e : errors) FAIL_CHECK(e);
   REQUIRE(errors.empty());
+}
+
+// The image a small plan travels in as the kernel's parameters (dev_lane.h DevParamPlan):
+// each lane copied out of it finds its own steps in it; a plan one step too large for it
+// is refused, never cut.
+TEST_CASE("device plan images: lanes find their steps in the image, and a plan too large is refused", "[device]") {
+  std::vector<coll::DevLane> lanes(3);
+  std::vector<coll::DevStep> steps(7);
+  for (size_t i = 0; i < steps.size(); ++i) steps[i].bytes = 100 + i;
+  const uintptr_t first[3] = {0, 2, 3};
+  for (size_t l = 0; l < lanes.size(); ++l) {
+    lanes[l].steps = reinterpret_cast<const coll::DevStep*>(first[l]);
+    lanes[l].nsteps = l == 2 ? 4 : static_cast<uint32_t>(first[l + 1] - first[l]);
+    lanes[l].nranks = static_cast<int32_t>(10 + l);
+  }
+  auto image = std::make_unique<coll::DevParamPlan>();
+  REQUIRE(coll::devPackPlan(*image, lanes.data(), 3, steps.data(), steps.size()));
+  CHECK(image->nlanes == 3);
+  for (uint32_t l = 0; l < 3; ++l) {
+    coll::DevLane copy;
+    std::memcpy(&copy, coll::devParamLaneWords(*image, l), sizeof copy);
+    CHECK(copy.nranks == static_cast<int32_t>(10 + l));
+    const coll::DevStep* s = coll::devParamSteps(*image, copy);
+    for (uint32_t k = 0; k < copy.nsteps; ++k) CHECK(s[k].bytes == 100 + first[l] + k);
+    CHECK(reinterpret_cast<const char*>(s + copy.nsteps) <= image->bytes + coll::kDevParamBytes);
+  }
+  const uint64_t fit = (coll::kDevParamBytes - sizeof(coll::DevLane)) / sizeof(coll::DevStep);
+  std::vector<coll::DevStep> many(fit + 1);
+  CHECK(coll::devPackPlan(*image, lanes.data(), 1, many.data(), fit));
+  CHECK_FALSE(coll::devPackPlan(*image, lanes.data(), 1, many.data(), fit + 1));
+}
+
+// The emulation runs small plans from their image by default (the sweeps cover it); with
+// COLL_DEVICE_PLAN_PARAMS=0 every plan runs from launch memory, as large ones do.
+TEST_CASE("device plans run alike from an image and from launch memory (emulated)", "[collectives][device]") {
+  ScopedEnv emulate("COLL_DEVICE_EMULATE", "1");
+  ScopedEnv channels("COLL_DEVICE_NCHANNELS", "4");
+  for (const char* inParams : {"0", "1"}) {
+    ScopedEnv mode("COLL_DEVICE_PLAN_PARAMS", inParams);
+    auto errors = testing::runRanks(3, [&](int rank, collComm_t comm) -> std::string {
+      if (comm->dev.planInParams != (inParams[0] == '1')) return "COLL_DEVICE_PLAN_PARAMS not taken";
+      std::vector<float> in(5000), out(5000);
+      // 8 floats: one lane (an image); 5000 floats on 4 channels: in an image too, unless off.
+      for (size_t count : {size_t{8}, size_t{5000}})
+        for (int call = 0; call < 2; ++call) {
+          std::string e = allreduceChecked(comm, 3, rank, call, in, out, count, collSum);
+          if (!e.empty())
+            return std::string("COLL_DEVICE_PLAN_PARAMS=") + inParams + ", count " + std::to_string(count) + ": " + e;
+        }
+      return "";
+    });
+    for (auto& e : errors) FAIL_CHECK(e);
+  }
 }

@@ -111,7 +111,48 @@ struct DevLane {
   DevConn conns[kDevMaxConns];
 };
 
-static_assert(sizeof(DevLane) % 4 == 0, "kernels copy lanes word by word");
+static_assert(sizeof(DevLane) % 16 == 0, "kernels copy lanes word by word; plan images keep them 16-byte aligned");
+
+// ---- A launch's plan in the kernel's parameters ------------------------------------------
+// A plan copied to device memory before its kernel (cudaMemcpyAsync from pinned memory)
+// costs the launching thread a call and the kernel a copy to wait for. Kernels of Volta
+// and later take up to 32764 bytes of parameters (CUDA 12.1 and later), so the plans of
+// small operations travel in the launch itself as an image: the lanes, then the steps,
+// each lane's `steps` the index of its first step. 8 KiB (a launch passes all of it)
+// holds an 8-byte allreduce on 32 channels (5 lanes and 67 steps, ~6.7 KB) or a lane with
+// 180 steps. The kernel reads its lane from the image into shared memory and its steps
+// where they are (param_kernel.cu); the emulation runs lanes from an image the same way
+// (device_exec.cc), so packing and addressing are the code CI runs.
+constexpr uint32_t kDevParamBytes = 8192;
+struct DevParamPlan {
+  uint32_t nlanes;
+  uint32_t stepsAt;  // offset of the steps in `bytes`
+  alignas(16) char bytes[kDevParamBytes];
+};
+
+// Bytes of an image of `lanes` lanes and `steps` steps.
+constexpr uint64_t devParamBytes(uint64_t lanes, uint64_t steps) {
+  return lanes * sizeof(DevLane) + steps * sizeof(DevStep);
+}
+
+// Host: p holds `lanes` (their `steps` indices into `steps`, results set) and `steps`.
+// False where they do not fit.
+inline bool devPackPlan(DevParamPlan& p, const DevLane* lanes, uint32_t nlanes, const DevStep* steps, uint64_t nsteps) {
+  if (devParamBytes(nlanes, nsteps) > kDevParamBytes) return false;
+  p.nlanes = nlanes;
+  p.stepsAt = static_cast<uint32_t>(nlanes * sizeof(DevLane));
+  __builtin_memcpy(p.bytes, lanes, nlanes * sizeof(DevLane));
+  if (nsteps) __builtin_memcpy(p.bytes + p.stepsAt, steps, nsteps * sizeof(DevStep));
+  return true;
+}
+
+// Lane i's words in the image, and its steps (a lane copied out keeps an index there).
+COLL_HD inline const uint32_t* devParamLaneWords(const DevParamPlan& p, uint32_t i) {
+  return reinterpret_cast<const uint32_t*>(p.bytes + i * sizeof(DevLane));
+}
+COLL_HD inline const DevStep* devParamSteps(const DevParamPlan& p, const DevLane& copied) {
+  return reinterpret_cast<const DevStep*>(p.bytes + p.stepsAt) + reinterpret_cast<uintptr_t>(copied.steps);
+}
 
 // What the leader hands to the other threads of its group for one slice.
 struct DevSliceCtl {

@@ -372,24 +372,43 @@ void submitParts(std::vector<DevicePart>& parts, Assembly& a, const std::shared_
 
 // ---- Emulation: lanes on host threads ------------------------------------------------
 
+// As a kernel's launch: results in memory of their own; the plan as a parameter image
+// where the parts allow it and it fits (each lane copied out of it, its steps read in
+// it, as the kernel does), else steps in one block with the lanes pointing there.
+struct EmulatedMemory {
+  std::vector<DevStep> steps;
+  std::vector<DevLaneResult> results;
+  std::vector<DevLane> lanes;  // as the blocks hold them
+  std::unique_ptr<DevParamPlan> image;
+};
+
+std::shared_ptr<EmulatedMemory> emulatedMemory(Assembly& a, bool inParams) {
+  auto mem = std::make_shared<EmulatedMemory>();
+  mem->steps = std::move(a.steps);
+  mem->results.resize(a.lanes.size());
+  mem->lanes = std::move(a.lanes);
+  const auto n = static_cast<uint32_t>(mem->lanes.size());
+  for (uint32_t i = 0; i < n; ++i) mem->lanes[i].result = &mem->results[i];
+  if (inParams) {
+    mem->image = std::make_unique_for_overwrite<DevParamPlan>();
+    if (!devPackPlan(*mem->image, mem->lanes.data(), n, mem->steps.data(), mem->steps.size())) mem->image.reset();
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    DevLane& lane = mem->lanes[i];
+    if (mem->image) std::memcpy(&lane, devParamLaneWords(*mem->image, i), sizeof(DevLane));
+    lane.steps = mem->image ? devParamSteps(*mem->image, lane)
+                            : mem->steps.data() + reinterpret_cast<uintptr_t>(lane.steps);
+  }
+  return mem;
+}
+
 Status runEmulated(std::vector<DevicePart>& parts, struct ::collComm** failedComm) {
   Assembly a;
   for (size_t i = 0; i < parts.size(); ++i) a.parts.push_back(i);
   COLL_CHECK(assemble(parts, a, identityMap, failedComm));
-  // As the kernel's launch memory: steps and results in one block, lanes pointing there.
-  struct Memory {
-    std::vector<DevStep> steps;
-    std::vector<DevLaneResult> results;
-    std::vector<DevLane> lanes;
-  };
-  auto mem = std::make_shared<Memory>();
-  mem->steps = std::move(a.steps);
-  mem->results.resize(a.lanes.size());
-  mem->lanes = std::move(a.lanes);
-  for (size_t i = 0; i < mem->lanes.size(); ++i) {
-    mem->lanes[i].steps = mem->steps.data() + reinterpret_cast<uintptr_t>(mem->lanes[i].steps);
-    mem->lanes[i].result = &mem->results[i];
-  }
+  const bool inParams = std::all_of(parts.begin(), parts.end(),
+                                    [](const DevicePart& p) { return p.dev->planInParams; });
+  std::shared_ptr<EmulatedMemory> mem = emulatedMemory(a, inParams);
   auto completion = std::make_shared<EmulatedCompletion>();
   submitParts(parts, a, completion, mem->results.data(), mem);
   // As a kernel's blocks: a lane per thread, and while lanes yield (COLL_DEVICE_YIELD_US)
@@ -469,8 +488,9 @@ Status runOnDevices(std::vector<DevicePart>& parts, struct ::collComm** failedCo
     }
     result = assemble(parts, a, mapHost, failedComm);  // names the part that failed
     if (!result.ok()) break;
+    const bool inParams = std::all_of(idx.begin(), idx.end(), [&](size_t i) { return parts[i].dev->planInParams; });
     Result<DevLaunch> h = launchLanes(a.lanes, a.steps, a.streams.front(),
-                                      std::vector<void*>(a.streams.begin() + 1, a.streams.end()));
+                                      std::vector<void*>(a.streams.begin() + 1, a.streams.end()), inParams);
     if (!h.ok()) {
       *failedComm = parts[idx.front()].dev->owner;
       result = h.takeStatus();
@@ -643,6 +663,7 @@ Status devicePrepare(DeviceComm& d) {
   if (!bound && !d.emulate) return okStatus();
   // The device set's ring channels (p2p where possible), wired like the host ones.
   d.conns = std::make_unique<ConnectorSet>();
+  d.planInParams = param(IntParam::DEVICE_PLAN_PARAMS) != 0;
   if (const int64_t plans = param(IntParam::DEVICE_PLAN_CACHE); plans > 0)
     d.plans = std::make_unique<DevicePlanCache>(static_cast<size_t>(plans));
   auto& channels = d.conns->channels;

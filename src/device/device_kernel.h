@@ -2,6 +2,7 @@
 // header without CUDA types. Built only when COLL_HAVE_CUDA.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "base/status.h"
@@ -16,21 +17,24 @@ struct DevLaunch {
   gpu::Event done;
   gpu::LaunchBlock memory;
   DevLaneResult* results = nullptr;  // one per lane, in the order given
-  const DevLane* lanes = nullptr;    // in the device block
+  const DevLane* lanes = nullptr;    // in the device block (a plan not in parameters)
   unsigned nlanes = 0;
   void* stream = nullptr;
+  std::shared_ptr<const DevParamPlan> image;  // the plan in parameters (dev_lane.h), or null
 };
 
-// Places the lanes and their steps (host arrays; each lane's `steps` holds the index of
-// its first step) in launch memory from the pool (no allocation in steady state: an
-// allocation between two ranks' launches could keep their kernels from running
-// together), and launches one block per lane on `stream`, after the work already queued
-// on every stream of `join`, which then waits for the kernel.
+// Launches one block per lane on `stream`, after the work already queued on every stream
+// of `join`, which then waits for the kernel. The lanes and their steps (host arrays;
+// each lane's `steps` holds the index of its first step) go in the kernel's parameters
+// where `inParams` and they fit an image (dev_lane.h DevParamPlan), else in launch memory
+// from the pool, copied to the device on the stream first. Results are always in launch
+// memory (no allocation in steady state: an allocation between two ranks' launches could
+// keep their kernels from running together).
 Result<DevLaunch> launchLanes(std::vector<DevLane> lanes, const std::vector<DevStep>& steps, void* stream,
-                              const std::vector<void*>& join);
+                              const std::vector<void*>& join, bool inParams);
 
 // Lanes (blocks of the executor kernel) a device keeps resident at once: its
-// multiprocessors times the kernel's occupancy (0 when unknown).
+// multiprocessors times the kernel's occupancy, the least of its forms (0 when unknown).
 int residentLanes(int dev);
 
 // Runs a launch's lanes again on its stream, from where they yielded (kDevYielded; lanes
