@@ -488,12 +488,11 @@ Status route(Launches& launches, collComm** failedComm) {
   return okStatus();
 }
 
-// The connection job of one launch: its missing tree edges and send/recv peers.
+// The connection job of one launch: its missing tree edges and send/recv peers; null
+// when none is missing (the usual case once a communicator has run its first operations:
+// no job is made for nothing).
 std::unique_ptr<ConnectJob> wiringJob(CommLaunch& l) {
   collComm* c = l.comm;
-  auto job = std::make_unique<ConnectJob>(c->bootstrap.get(), l.device ? c->deviceSlotBytes : c->slotBytes, l.device,
-                                          c->dev.emulate, c->net);
-  if (l.wiresTrees) wireTrees(job.get(), c, l.device);
   ConnectorSet& conns = c->conns(l.device);
   std::set<int> wantSend, wantRecv;
   for (auto& od : l.ops) {
@@ -501,6 +500,10 @@ std::unique_ptr<ConnectJob> wiringJob(CommLaunch& l) {
     if (od.kind == CollKind::kSend && !conns.p2pSend.count(od.root)) wantSend.insert(od.root);
     if (od.kind == CollKind::kRecv && !conns.p2pRecv.count(od.root)) wantRecv.insert(od.root);
   }
+  if (!l.wiresTrees && wantSend.empty() && wantRecv.empty()) return nullptr;
+  auto job = std::make_unique<ConnectJob>(c->bootstrap.get(), l.device ? c->deviceSlotBytes : c->slotBytes, l.device,
+                                          c->dev.emulate, c->net);
+  if (l.wiresTrees) wireTrees(job.get(), c, l.device);
   const uint64_t p2pTag = (l.device ? kTagDevice : 0) | kTagP2p;
   for (int p : wantRecv) job->addRecv(p, p2pTag, &conns.p2pRecv[p]);
   for (int p : wantSend) job->addSend(p, p2pTag, &conns.p2pSend[p]);
@@ -514,7 +517,7 @@ Status wire(Launches& launches, collComm** failedComm) {
   for (auto& l : launches) jobs.push_back(wiringJob(*l));
   for (Status (ConnectJob::*phase)() : {&ConnectJob::phase1, &ConnectJob::phase2, &ConnectJob::phase3})
     for (size_t i = 0; i < jobs.size(); ++i)
-      COLL_RETURN_IF_FAILED(failOn(launches[i]->comm, ((*jobs[i]).*phase)(), failedComm));
+      if (jobs[i]) COLL_RETURN_IF_FAILED(failOn(launches[i]->comm, ((*jobs[i]).*phase)(), failedComm));
   for (auto& l : launches)
     if (l->wiresTrees) l->comm->conns(l->device).treesWired = true;
   return okStatus();
