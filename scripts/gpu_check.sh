@@ -6,6 +6,8 @@
 #                                      holds (scripts/gpu_targets.py)
 #   bash scripts/gpu_check.sh more     the probe, the gpu_launch tests, the channel sweep
 #   bash scripts/gpu_check.sh yield    small operations of 2 processes without MPS, timed
+#   bash scripts/gpu_check.sh channels 2 ranks at 256 MiB and 8 B over 16-64 channels per rank
+#                                      (COLL_DEVICE_NCHANNELS), twice over, for the default
 #   bash scripts/gpu_check.sh first    what changed since the last GPU run, most important
 #                                      first; with GPU_CHECK_DEADLINE=S for a short lease
 # Logs in $OUT/logs.tar.gz (the device tool brings back at most 8 files), the summary and
@@ -50,6 +52,18 @@ step() {  # step NAME SECONDS command...
 }
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; } >> "$S" 2>&1
 P="$B/perf_tests"
+one_rank_beside_nccl() {
+  # NCCL beside us, 1 rank (it refuses two on one GPU): nccl-tests from the bundle over the
+  # libnccl of the machine's Python (pip nvidia-nccl), else CUDA's own; never our drop-in.
+  NCCL_LIB="${NCCL_LIB:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)}"
+  if [ -x .gpu/build/nccl-tests/all_reduce_perf ]; then
+    step nccl_1rank 40 env LD_LIBRARY_PATH="${NCCL_LIB:+$NCCL_LIB:}/usr/local/cuda/lib64:/usr/local/cuda/lib:$LD_LIBRARY_PATH" \
+      .gpu/build/nccl-tests/all_reduce_perf -b 8 -e 1G -f 4 -g 1 -c 0 -n 20 -w 5
+  else
+    echo "no NCCL to compare with: the bundle has no nccl-tests (scripts/gpu_bundle.sh builds them from ../shared/peers)" > "$OUT/nccl_1rank.log"
+  fi
+  step ours_1rank 40 "$P/all_reduce_perf" -t 1 --mem device -b 8 -e 1G -f 4 -c 0 -n 20 -w 5
+}
 if [ "${1:-targets}" = more ]; then
   # The rest of the device path's checks, a second call: the probe, the launch tests, the
   # channel sweep, alltoall with 8 ranks.
@@ -70,15 +84,35 @@ if [ "${1:-targets}" = more ]; then
   cat "$S"
   exit 0
 fi
+if [ "${1:-targets}" = channels ]; then
+  # Channels per rank, the default (0) among them, in two rounds so noise shows.
+  for round in 1 2; do
+    for ch in 0 16 32 48 64; do
+      step "ch${ch}_256M_$round" 20 env COLL_DEVICE_NCHANNELS=$ch "$P/all_reduce_perf" -t 2 --mem device -b 256M -e 256M -n 10 -w 2 -c 0
+      step "ch${ch}_8B_$round" 20 env COLL_DEVICE_NCHANNELS=$ch "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 8K -f 32 -n 200 -w 10 -c 0
+    done
+  done
+  step ch64_check 30 env COLL_DEVICE_NCHANNELS=64 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 256M -f 8 -n 3 -w 1 -c 1
+  step ch64_memcheck 40 env COLL_DEVICE_NCHANNELS=64 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 8M -f 64 -c 1 -n 1 -w 0
+  for f in "$OUT"/ch*_[12].log; do
+    echo "== $(basename "$f" .log): $(grep -E "^ +[0-9]+ " "$f" | awk '{printf "%s B %s us; ", $1, $6}')" >> "$S"
+  done
+  grep -h -E "^ +[0-9]+ |Out of bounds|ERROR SUMMARY" "$OUT/ch64_check.log" "$OUT/ch64_memcheck.log" >> "$S"
+  cat "$S"
+  exit 0
+fi
 if [ "${1:-targets}" = first ]; then
   # What changed since the last GPU run, most important first, for a lease of a few
-  # minutes (with GPU_CHECK_DEADLINE): small plans in the kernel's parameters (checked,
-  # under memcheck, and timed beside plans in launch memory) and plans kept (timed beside
-  # none kept), the direct route (values, races, speed beside the ring), the ring's pieces
-  # cut on 16 bytes (an odd count beside a round one, checked), the token lanes and host
-  # lowering (8 B), the no-hang shapes, yielding processes, the rest of the tests; then
-  # the targets.
-  step memcheck_params 40 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 64K -f 8 -c 1 -n 1 -w 0
+  # minutes (with GPU_CHECK_DEADLINE): the one executor kernel taking its plan in its
+  # parameters or, too large for them, by address (both under memcheck, racecheck; plans
+  # in the parameters timed beside every plan in launch memory, and plans kept beside
+  # none), the direct route (values, races, speed beside the ring), the ring's pieces cut
+  # on 16 bytes, channels per rank at 256 MiB for 2 and 8 ranks, the no-hang shapes,
+  # processes, the token lanes (8 B), the rest of the tests, 1 rank beside NCCL; then the
+  # targets.
+  step memcheck 70 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 1M -f 32 -c 1 -n 1 -w 0
+  step memcheck_memory 40 env COLL_DEVICE_PLAN_PARAMS=0 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 64K -f 8 -c 1 -n 1 -w 0
+  step racecheck 45 "$CS" --tool racecheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 1K -e 64K -f 64 -c 1 -n 1 -w 0
   step allreduce_t2_small 25 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 1
   step allreduce_t2_small_noparams 25 env COLL_DEVICE_PLAN_PARAMS=0 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 0
   step allreduce_t2_small_nocache 25 env COLL_DEVICE_PLAN_CACHE=0 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 0
@@ -93,6 +127,11 @@ if [ "${1:-targets}" = first ]; then
   step allreduce_256M_ring 20 env COLL_DEVICE_DIRECT_MIN_BYTES=-1 "$P/all_reduce_perf" -t 2 --mem device -b 256M -e 256M -n 5 -w 1 -c 0
   step allreduce_t8 25 "$P/all_reduce_perf" -t 8 --mem device -b 256M -e 256M -n 10 -w 2 -c 0
   step allreduce_t8_ring 25 env COLL_DEVICE_DIRECT_MIN_BYTES=-1 "$P/all_reduce_perf" -t 8 --mem device -b 256M -e 256M -n 10 -w 2 -c 0
+  # Channels per rank at 256 MiB (the default: 32 for 2 ranks, 8 for 8), for the next default.
+  step allreduce_256M_ch16 20 env COLL_DEVICE_NCHANNELS=16 "$P/all_reduce_perf" -t 2 --mem device -b 256M -e 256M -n 5 -w 1 -c 0
+  for ch in 4 16; do
+    step "allreduce_t8_ch$ch" 25 env COLL_DEVICE_NCHANNELS=$ch "$P/all_reduce_perf" -t 8 --mem device -b 256M -e 256M -n 10 -w 2 -c 0
+  done
   step racecheck_direct 45 env COLL_DEVICE_DIRECT_MIN_BYTES=1 "$CS" --tool racecheck --error-exitcode 9 "$P/all_reduce_perf" -t 3 --mem device -b 1K -e 64K -f 64 -c 1 -n 1 -w 0
   for c in all_reduce all_gather reduce_scatter alltoall; do
     step "hang_t16_$c" 12 "$P/${c}_perf" -t 16 --mem device -b 8 -e 64K -f 64 -n 2 -w 1 -c 1
@@ -108,16 +147,18 @@ if [ "${1:-targets}" = first ]; then
   step reduce_kernel 25 "$P/reduce_kernel_perf" -b 1M -e 256M
   step memcheck_direct 40 env COLL_DEVICE_DIRECT_MIN_BYTES=1 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 1K -e 1M -f 32 -c 1 -n 1 -w 0
   step gpu_tests 100 "$B/tests/gpu_tests" "~[direct]"
+  one_rank_beside_nccl
   for f in allreduce_t2_small allreduce_t2_small_noparams allreduce_t2_small_nocache allreduce_t2 allreduce_t2_ring allreduce_t2_ch1; do
     echo "== $f" >> "$S"
     grep -E "^ +[0-9]+ " "$OUT/$f.log" | tail -16 >> "$S"
   done
-  for f in allreduce_odd_ring_100000000 allreduce_odd_ring_100000012 allreduce_256M_ch0 allreduce_256M_ring allreduce_t8 allreduce_t8_ring procs2; do
+  for f in allreduce_odd_ring_100000000 allreduce_odd_ring_100000012 allreduce_256M_ch0 allreduce_256M_ch16 allreduce_256M_ring \
+           allreduce_t8 allreduce_t8_ch4 allreduce_t8_ch16 allreduce_t8_ring procs2; do
     echo "== $f: $(grep -E "^ +[0-9]+ " "$OUT/$f.log" | tail -3)" >> "$S"
   done
   grep "device timing" "$OUT/allreduce_t2_timing.log" | tail -4 >> "$S"
   grep -E "^ *[0-9]+ " "$OUT/reduce_kernel.log" | tail -3 >> "$S"
-  grep -h -E "FAILED|ERROR SUMMARY|RACECHECK SUMMARY|Out of bounds" "$OUT"/gpu_tests*.log "$OUT"/*check_direct.log "$OUT"/memcheck_params.log "$OUT"/procs2_*.log 2>/dev/null | head -20 >> "$S"
+  grep -h -E "FAILED|ERROR SUMMARY|RACECHECK SUMMARY|Out of bounds" "$OUT"/gpu_tests*.log "$OUT"/*check*.log "$OUT"/procs2_*.log 2>/dev/null | head -20 >> "$S"
   cat "$S"
   echo
   python3 scripts/gpu_targets.py "$OUT" | tee "$OUT/targets.txt"
@@ -156,16 +197,7 @@ step memcheck 70 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -
 step racecheck 45 "$CS" --tool racecheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 1K -e 64K -f 64 -c 1 -n 1 -w 0
 step racecheck_direct 45 env COLL_DEVICE_DIRECT_MIN_BYTES=1 "$CS" --tool racecheck --error-exitcode 9 "$P/all_reduce_perf" -t 3 --mem device -b 1K -e 64K -f 64 -c 1 -n 1 -w 0
 step reduce_kernel 25 "$P/reduce_kernel_perf" -b 1M -e 256M
-# NCCL beside us, 1 rank (it refuses two on one GPU): nccl-tests from the bundle over the
-# libnccl of the machine's Python (pip nvidia-nccl), else CUDA's own; never our drop-in.
-NCCL_LIB="${NCCL_LIB:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)}"
-if [ -x .gpu/build/nccl-tests/all_reduce_perf ]; then
-  step nccl_1rank 40 env LD_LIBRARY_PATH="${NCCL_LIB:+$NCCL_LIB:}/usr/local/cuda/lib64:/usr/local/cuda/lib:$LD_LIBRARY_PATH" \
-    .gpu/build/nccl-tests/all_reduce_perf -b 8 -e 1G -f 4 -g 1 -c 0 -n 20 -w 5
-else
-  echo "no NCCL to compare with: the bundle has no nccl-tests (scripts/gpu_bundle.sh builds them from ../shared/peers)" > "$OUT/nccl_1rank.log"
-fi
-step ours_1rank 40 "$P/all_reduce_perf" -t 1 --mem device -b 8 -e 1G -f 4 -c 0 -n 20 -w 5
+one_rank_beside_nccl
 step allreduce_t2 45 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 256M -f 4 -c 1
 step allreduce_t2_ring 45 env COLL_DEVICE_DIRECT_MIN_BYTES=-1 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 256M -f 4 -c 0
 # 256 MiB, 2 ranks as threads: the default channels (0; the target), then the per-block

@@ -742,13 +742,13 @@ TEST_CASE("the device proxy does not spin while launches it has nothing to move 
 TEST_CASE("device shape: a launch's lanes fit the budget, and send lanes reach every peer", "[device]") {
   for (int n = 2; n <= 300; ++n)
     for (int budget = 1; budget <= 300; ++budget)
-      for (int requested : {0, 1, 8, 32}) {
+      for (int requested : {0, 1, 8, 32, 64, 100}) {
         const coll::DeviceShape s = coll::deviceShape(n, budget, requested);
         const int minP2p = (n - 1 + coll::kDevMaxConns - 1) / coll::kDevMaxConns;
         INFO("nranks " << n << ", budget " << budget << ", requested " << requested << ": " << s.channels
                        << " channels, " << s.p2pLanes << " send/recv lanes each way");
         REQUIRE(s.channels >= 1);
-        REQUIRE(s.channels <= std::max(1, requested > 0 ? requested : 32));
+        REQUIRE(s.channels <= std::max(1, requested > 0 ? std::min(requested, coll::kDeviceMaxChannels) : 32));
         REQUIRE(s.p2pLanes * coll::kDevMaxConns >= n - 1);  // no lane over its connector limit
         if (budget >= 1 + 2 * minP2p) REQUIRE(s.channels + 2 * s.p2pLanes <= budget);
       }
@@ -773,6 +773,10 @@ TEST_CASE("device channels by default: half a rank's resident lanes, at most 32,
   CHECK(coll::deviceShape(16, 8, 0).channels == 4);
   CHECK(coll::deviceShape(4, coll::kUnlimitedLanes, 0).channels == 8);
   CHECK(coll::deviceShape(4, 66, 12).channels == 12);  // COLL_DEVICE_NCHANNELS still rules
+  // Asked for, up to 64: 2 ranks on an H100 then keep one send/recv lane each way.
+  CHECK(coll::deviceShape(2, 66, 64).channels == 64);
+  CHECK(coll::deviceShape(2, 66, 64).p2pLanes == 1);
+  CHECK(coll::deviceShape(2, 200, 100).channels == coll::kDeviceMaxChannels);
 }
 
 TEST_CASE("large messages over 16 MiB with default slices", "[collectives][large]") {

@@ -239,7 +239,8 @@ static Result<SharedConfig> localConfig(collComm* c, bool shmDisable, bool overN
   mine.shmDisable = shmDisable ? 1 : 0;
   mine.direct = static_cast<int32_t>(std::clamp<int64_t>(param(IntParam::DIRECT), 0, 2));
   mine.netDuplex = param(IntParam::NET_DUPLEX) != 0 ? 1 : 0;
-  mine.deviceChannels = static_cast<int32_t>(std::clamp<int64_t>(param(IntParam::DEVICE_NCHANNELS), 0, 32));
+  mine.deviceChannels = static_cast<int32_t>(std::clamp<int64_t>(param(IntParam::DEVICE_NCHANNELS), 0,
+                                                                 kDeviceMaxChannels));
   mine.deviceLaneBudget = deviceLaneBudget(c->bootstrap->peers(), c->rank, c->dev.cudaDev, mine.deviceEmulate != 0);
   c->dev.yieldNs = deviceYieldFor(c->bootstrap->peers(), c->rank, c->dev.cudaDev, mine.deviceEmulate != 0);
   mine.deviceYields = c->dev.yieldNs != 0 ? 1 : 0;

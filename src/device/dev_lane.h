@@ -1,5 +1,5 @@
 // The device executor's program format and interpreter, shared by the CUDA kernel
-// (device/device_kernel.cu: one thread block per lane) and the host emulation
+// (device/param_kernel.cu: one thread block per lane) and the host emulation
 // (device/device_exec.cc: one thread per lane, COLL_DEVICE_EMULATE), so the code that
 // runs on the GPU is the code CI tests on host threads.
 //
@@ -124,9 +124,12 @@ static_assert(sizeof(DevLane) % 16 == 0, "kernels copy lanes word by word; plan 
 // where they are (param_kernel.cu); the emulation runs lanes from an image the same way
 // (device_exec.cc), so packing and addressing are the code CI runs.
 constexpr uint32_t kDevParamBytes = 8192;
+// A plan too large for the image stays in device memory and the kernel gets only its
+// address, `lanes` (the one kernel has one parameter size: param_kernel.h says why).
 struct DevParamPlan {
   uint32_t nlanes;
-  uint32_t stepsAt;  // offset of the steps in `bytes`
+  uint32_t stepsAt;      // offset of the steps in `bytes`
+  const DevLane* lanes;  // nonnull: the lanes are here, in device memory, and `bytes` unused
   alignas(16) char bytes[kDevParamBytes];
 };
 
@@ -140,6 +143,7 @@ constexpr uint64_t devParamBytes(uint64_t lanes, uint64_t steps) {
 inline bool devPackPlan(DevParamPlan& p, const DevLane* lanes, uint32_t nlanes, const DevStep* steps, uint64_t nsteps) {
   if (devParamBytes(nlanes, nsteps) > kDevParamBytes) return false;
   p.nlanes = nlanes;
+  p.lanes = nullptr;
   p.stepsAt = static_cast<uint32_t>(nlanes * sizeof(DevLane));
   __builtin_memcpy(p.bytes, lanes, nlanes * sizeof(DevLane));
   if (nsteps) __builtin_memcpy(p.bytes + p.stepsAt, steps, nsteps * sizeof(DevStep));

@@ -1,5 +1,5 @@
 // Data movement of one slice of a device lane (dev_lane.h): the code every thread of the
-// executor kernel's block runs (device/device_kernel.cu), and, with its threads taken one
+// executor kernel's block runs (device/param_kernel.cu), and, with its threads taken one
 // after another, the code the host emulation runs (device/device_exec.cc). So CI, which
 // has no GPU, runs the GPU's copy and reduction code (16-byte packs, the strided split
 // over threads, scalar tails, Avg) through the whole emulated sweep.

@@ -562,11 +562,11 @@ DeviceShape deviceShape(int nranks, int budget, int requested) {
   // Unset (COLL_DEVICE_NCHANNELS=0): half of the lanes this rank may keep resident, the
   // other half left to send/receive lanes. The H100 run: 2 ranks at 32-64 channels moved
   // 3x the busbw of 8 at 128-256 MiB. Where the GPU's share is unknown, 8.
-  if (requested <= 0) requested = budget >= kUnlimitedLanes ? 8 : std::clamp(budget / 2, 1, 32);
+  if (requested <= 0) requested = budget >= kUnlimitedLanes ? 8 : std::clamp(budget / 2, 1, kDeviceDefaultChannels);
   // A lane holds at most kDevMaxConns connectors: enough send lanes for every peer.
   const int minP2p = (nranks - 1 + kDevMaxConns - 1) / kDevMaxConns;
   DeviceShape s{};
-  s.channels = std::clamp(std::min(requested, budget - 2 * minP2p), 1, 32);
+  s.channels = std::clamp(std::min(requested, budget - 2 * minP2p), 1, kDeviceMaxChannels);
   s.p2pLanes = std::max(minP2p, std::min((budget - s.channels) / 2, 8));
   return s;
 }

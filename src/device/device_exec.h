@@ -3,7 +3,7 @@
 // A launch builds the same Programs as the host path (ring, tree, chain, send/recv; never
 // the one-shot LL protocol, whose mailboxes the host reads), lowers each to a DevLane
 // (dev_lane.h) and hands them to an executor:
-//   - CUDA (device/device_kernel.cu): one kernel per device and launch, one block per
+//   - CUDA (device/param_kernel.cu): one kernel per device and launch, one block per
 //     lane, enqueued on the stream of the launch's first operation; the other streams of
 //     the group wait for it with events, as NCCL joins the streams of a group. The call
 //     returns once the kernel is enqueued.
@@ -68,6 +68,9 @@ uint32_t deviceYieldFor(const std::vector<PeerInfo>& peers, int rank, int cudaDe
 // `requested`, leaving room for one send and one receive lane set), and the lanes per
 // direction that send/recv operations are spread over (by distance between the ranks,
 // so every rank orders them alike and no two lanes wait on each other in a cycle).
+// Channels a rank may ask for (COLL_DEVICE_NCHANNELS); unset, at most kDeviceDefaultChannels.
+constexpr int kDeviceMaxChannels = 64;
+constexpr int kDeviceDefaultChannels = 32;
 struct DeviceShape {
   int channels;
   int p2pLanes;

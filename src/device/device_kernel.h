@@ -1,4 +1,4 @@
-// The device executor kernel (device_kernel.cu) as the host side launches it, behind a
+// The device executor kernel (param_kernel.cu) as the host side launches it, behind a
 // header without CUDA types. Built only when COLL_HAVE_CUDA.
 #pragma once
 

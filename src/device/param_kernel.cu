@@ -1,23 +1,79 @@
-// The executor kernel for plans in its parameters: as device_kernel.cu's, but each block
-// copies its lane out of the parameter image and reads its steps there.
+// The executor kernel: one thread block per lane runs devRunLane (dev_lane.h), the
+// interpreter the host emulation runs in CI. Thread 0 waits on and moves the FIFO
+// counters with system-scope acquire/release (the other side may be another kernel, the
+// host or another process); all threads move a slice's data (device/dev_slice.h, the
+// code the host emulation runs too): 16 bytes per load where every operand is 16-byte
+// aligned, elements combined with the host's Elem/Op code, so results equal the host
+// executor's.
+//
+// Each block copies its lane into shared memory once (the interpreter reads its fields on
+// every slice), out of the parameter image or out of launch memory, and reads its steps
+// where they are.
 #include "device/param_kernel.h"
 
-#include "device/block_backend.cuh"
+#include <cstdint>
+
+#include "device/dev_slice.h"
 
 namespace coll {
 
 namespace {
 
-__global__ void __launch_bounds__(kThreads) devExecParamKernel(const __grid_constant__ DevParamPlan plan) {
+constexpr int kThreads = 512;
+
+class BlockBackend {
+ public:
+  __device__ BlockBackend(DevSliceCtl* ctl, DevAddr* table, uint64_t* scratch)
+      : ctl_(ctl), table_(table), scratch_(scratch) {}
+  __device__ bool leader() const { return threadIdx.x == 0; }
+  __device__ void sync() const { __syncthreads(); }
+  __device__ DevSliceCtl& ctl() { return *ctl_; }
+  __device__ DevAddr* table() { return table_; }
+  __device__ unsigned tid() const { return threadIdx.x; }
+  __device__ unsigned threads() const { return blockDim.x; }
+  __device__ uint64_t* scratch() { return scratch_; }
+  __device__ uint32_t load(const uint32_t* p) const {
+    uint32_t v;
+    asm volatile("ld.acquire.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+  }
+  __device__ void store(uint32_t* p, uint32_t v) const {
+    asm volatile("st.release.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+  }
+  __device__ void note(uint32_t* p, uint32_t v) const {
+    asm volatile("st.relaxed.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+  }
+  __device__ void fence() const { __threadfence_system(); }
+  __device__ void pause() const { __nanosleep(100); }
+  __device__ uint64_t now() const {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+  }
+  // Out of line: inlined, the 12 x 5 slice variants made ptxas outline devRunLane instead,
+  // with spills in its waiting loop.
+  __device__ __noinline__ void slice(const DevStep& s, const char* in, const char* src, char* dst, char* out,
+                                     uint64_t len, int nranks) const {
+    devSlice(threadIdx.x, blockDim.x, s, in, src, dst, out, len, nranks);
+  }
+
+ private:
+  DevSliceCtl* ctl_;
+  DevAddr* table_;
+  uint64_t* scratch_;
+};
+
+__global__ void __launch_bounds__(kThreads) devExecKernel(const __grid_constant__ DevParamPlan plan) {
   __shared__ DevSliceCtl ctl;
   __shared__ DevAddr table[kDevMaxDirect];  // a direct operation's buffers (dev_lane.h)
   __shared__ DevLane lane;
   __shared__ uint64_t scratch[kDevMaxConns];  // a batch of tokens' results (dev_lane.h)
-  const uint32_t* from = devParamLaneWords(plan, blockIdx.x);
+  const uint32_t* from = plan.lanes ? reinterpret_cast<const uint32_t*>(plan.lanes + blockIdx.x)
+                                    : devParamLaneWords(plan, blockIdx.x);
   auto* to = reinterpret_cast<uint32_t*>(&lane);
   for (unsigned i = threadIdx.x; i < sizeof(DevLane) / 4; i += blockDim.x) to[i] = from[i];
   __syncthreads();
-  if (threadIdx.x == 0) lane.steps = devParamSteps(plan, lane);
+  if (!plan.lanes && threadIdx.x == 0) lane.steps = devParamSteps(plan, lane);
   __syncthreads();
   BlockBackend b(&ctl, table, scratch);
   devRunLane(lane, b);
@@ -26,9 +82,19 @@ __global__ void __launch_bounds__(kThreads) devExecParamKernel(const __grid_cons
 }  // namespace
 
 void launchParamKernel(const DevParamPlan& plan, unsigned nlanes, cudaStream_t stream) {
-  devExecParamKernel<<<nlanes, kThreads, 0, stream>>>(plan);
+  devExecKernel<<<nlanes, kThreads, 0, stream>>>(plan);
 }
 
-const void* paramKernel() { return reinterpret_cast<const void*>(devExecParamKernel); }
+void launchLanesKernel(const DevLane* lanes, unsigned nlanes, cudaStream_t stream) {
+  DevParamPlan plan;  // the image is not read: only the header is set
+  plan.nlanes = nlanes;
+  plan.stepsAt = 0;
+  plan.lanes = lanes;
+  devExecKernel<<<nlanes, kThreads, 0, stream>>>(plan);
+}
+
+cudaError_t kernelBlocksPerSm(int* perSm) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(perSm, devExecKernel, kThreads, 0);
+}
 
 }  // namespace coll

@@ -1,17 +1,8 @@
-// The device executor kernel: one thread block per lane runs devRunLane (dev_lane.h), the
-// interpreter the host emulation runs in CI. Thread 0 waits on and moves the FIFO
-// counters with system-scope acquire/release (the other side may be another kernel, the
-// host or another process); all threads move a slice's data (device/dev_slice.h, the
-// code the host emulation runs too): 16 bytes per load where every operand is 16-byte
-// aligned, elements combined with the host's Elem/Op code, so results equal the host
-// executor's.
-//
-// This is the kernel for plans in device memory; param_kernel.cu has the one for plans in
-// its parameters. Also here: their launch (launch memory from the pool of src/cuda/,
-// events joining the group's streams).
+// The device executor kernel's launch (the kernel: param_kernel.cu): its plan in the
+// parameters or copied to launch memory from the pool of src/cuda/, events joining the
+// group's streams. Host code only.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -20,29 +11,12 @@
 #include "collectives/collectives.h"
 #include "cuda/check.h"
 #include "device/dev_lane.h"
-#include "device/block_backend.cuh"
 #include "device/device_kernel.h"
 #include "device/param_kernel.h"
-#include "kernels/step_flags.h"
 
 namespace coll {
 
 namespace {
-
-// The lane is copied into shared memory once (the interpreter reads its fields on every
-// slice) from the plan in device memory (launch memory, copied there on the stream).
-__global__ void __launch_bounds__(kThreads) devExecKernel(const DevLane* lanes) {
-  __shared__ DevSliceCtl ctl;
-  __shared__ DevAddr table[kDevMaxDirect];  // a direct operation's buffers (dev_lane.h)
-  __shared__ DevLane lane;
-  __shared__ uint64_t scratch[kDevMaxConns];  // a batch of tokens' results (dev_lane.h)
-  const auto* from = reinterpret_cast<const uint32_t*>(&lanes[blockIdx.x]);
-  auto* to = reinterpret_cast<uint32_t*>(&lane);
-  for (unsigned i = threadIdx.x; i < sizeof(DevLane) / 4; i += blockDim.x) to[i] = from[i];
-  __syncthreads();
-  BlockBackend b(&ctl, table, scratch);
-  devRunLane(lane, b);
-}
 
 // Launch memory for results only (the plan travels in parameters), or for lanes, steps
 // and results, the plan copied to the device block on the stream. Every part 64-byte aligned.
@@ -102,33 +76,20 @@ Result<DevLaunch> launchLanes(std::vector<DevLane> lanes, const std::vector<DevS
 Status relaunchLanes(DevLaunch& h) {
   auto s = static_cast<cudaStream_t>(h.stream);
   if (h.image) launchParamKernel(*h.image, h.nlanes, s);
-  else devExecKernel<<<h.nlanes, kThreads, 0, s>>>(h.lanes);
+  else launchLanesKernel(h.lanes, h.nlanes, s);
   COLL_CHECK(gpu::check(cudaGetLastError(), "device executor kernel launch"));
   COLL_ASSIGN(h.done, gpu::Event::record(h.stream));
   return okStatus();
 }
 
 int residentLanes(int dev) {
-  const int sms = gpu::multiprocessors(dev);
-  // Lanes of one launch wait on lanes of another rank's, which may be of another form:
-  // the least occupancy of the forms bounds them all.
-  int least = 1 << 30;
-  auto occupancy = [&least](const void* kernel) {
-    int perSm = 0;
-    const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, kThreads, 0);
-    least = e == cudaSuccess ? std::min(least, perSm) : 0;
-    return e;
-  };
-  const cudaError_t e = gpu::onDevice(dev, [&] {
-    cudaError_t r = occupancy(reinterpret_cast<const void*>(devExecKernel));
-    if (r == cudaSuccess) r = occupancy(paramKernel());
-    return r;
-  });
+  int perSm = 0;
+  const cudaError_t e = gpu::onDevice(dev, [&] { return kernelBlocksPerSm(&perSm); });
   if (e != cudaSuccess) {
     cudaGetLastError();
     return 0;
   }
-  return sms * least;
+  return gpu::multiprocessors(dev) * perSm;
 }
 
 }  // namespace coll
