@@ -2,6 +2,7 @@
 // one communicator (programs[ch] drives channel ch). See plan.h for the step vocabulary.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -47,6 +48,14 @@ inline size_t alignedCut(size_t b, size_t e, int n, int i, size_t es) {
   const size_t q = alignedCutSlack(es) + 1;
   const size_t x = b + partBegin(e - b, static_cast<size_t>(n), static_cast<size_t>(i));
   return std::min(e, (x + q - 1) / q * q);
+}
+
+// The first element in [b, e) that starts on 16 bytes from the buffer's start (e where
+// none does): a piece starting mid-vector is cut there, its head (under 16 bytes) a step
+// of its own, so the rest runs on vectors.
+inline size_t vectorStart(size_t b, size_t e, size_t es) {
+  const size_t q = alignedCutSlack(es) + 1;
+  return std::min(e, (b + q - 1) / q * q);
 }
 
 void buildRingAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& programs);

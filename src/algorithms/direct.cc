@@ -59,8 +59,14 @@ void buildDirectAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opInd
     SendConnector* s = in.conns->channels[static_cast<size_t>(ch)].send.get();
     RecvConnector* rv = in.conns->channels[static_cast<size_t>(ch)].recv.get();
     for (int round = 0; round < n - 1; ++round) addAddressRound(pg, od, opIndex, n, round, s, rv);
+    // Channel 0's piece starts with the block, maybe mid-vector: its head goes first, alone
+    // (no step where the piece is aligned), as the ring's does (ring.cc kHeadPassMinBytes).
     const size_t pb = alignedCut(b, e, nch, ch, es), pe = alignedCut(b, e, nch, ch + 1, es);
-    pg.add(kDirect | kSrc | kDst | kFinal, od, opIndex, src + pb * es, dst + pb * es, (pe - pb) * es, nullptr, nullptr);
+    const size_t mid = vectorStart(pb, pe, es);
+    pg.add(kDirect | kSrc | kDst | kFinal, od, opIndex, src + pb * es, dst + pb * es, (mid - pb) * es, nullptr,
+           nullptr);
+    pg.add(kDirect | kSrc | kDst | kFinal, od, opIndex, src + mid * es, dst + mid * es, (pe - mid) * es, nullptr,
+           nullptr);
     for (int round = 0; round < n - 1; ++round) pg.addToken(opIndex, s, rv);
   }
 }
