@@ -984,6 +984,36 @@ TEST_CASE("aligned piece cuts: 16-byte starts, in order, covering the block", "[
         }
 }
 
+// A builder's input for n ranks in rank order on nch channels without connectors (to
+// read the steps it makes), and an in-place sum allreduce of count elements
+// of t at base. Built in place: `in` points into it.
+struct BuilderFixture {
+  coll::ConnectorSet set;
+  std::vector<int> ring;
+  coll::BuildInput in;
+  coll::OpDesc od{};
+  BuilderFixture(int n, int nch, size_t sliceBytes, size_t loopSlices, char* base, size_t count, collDataType_t t)
+      : ring(static_cast<size_t>(n)) {
+    set.channels.resize(static_cast<size_t>(nch));
+    std::iota(ring.begin(), ring.end(), 0);
+    in.nranks = n;
+    in.ring = ring;
+    in.ringPosOf = ring;
+    in.sliceBytes = sliceBytes;
+    in.loopSlices = loopSlices;
+    in.minChannels = nch;
+    in.chunkMinBytes = int64_t{1} << 40;
+    in.conns = &set;
+    od.kind = coll::CollKind::kAllReduce;
+    od.sendbuff = base;
+    od.recvbuff = base;
+    od.count = count;
+    od.dtype = t;
+    od.op = collSum;
+  }
+  BuilderFixture(const BuilderFixture&) = delete;
+};
+
 // The ring's pieces and loops are cut on 16 bytes from the buffer's start (alignedCut):
 // a step starts on 16 bytes unless it starts a block, and from 64 KiB per block such a
 // step is a head of under 16 bytes (ring.cc kHeadPassMinBytes: the rest of the piece
@@ -1002,28 +1032,9 @@ TEST_CASE("ring pieces start on 16 bytes, fit half a FIFO per loop and tile the 
           for (size_t loopSlices : {size_t{2}, size_t{4}}) {
             const size_t es = dataTypeSize(t), sliceBytes = 4096;
             CAPTURE(es, n, nch, count, loopSlices);
-            ConnectorSet set;
-            set.channels.resize(static_cast<size_t>(nch));
-            std::vector<int> ring(static_cast<size_t>(n));
-            std::iota(ring.begin(), ring.end(), 0);
-            BuildInput in;
-            in.nranks = n;
-            in.ring = ring;
-            in.ringPosOf = ring;
-            in.sliceBytes = sliceBytes;
-            in.loopSlices = loopSlices;
-            in.minChannels = nch;
-            in.chunkMinBytes = int64_t{1} << 40;
-            in.conns = &set;
-            OpDesc od{};
-            od.kind = CollKind::kAllReduce;
-            od.sendbuff = base;
-            od.recvbuff = base;
-            od.count = count;
-            od.dtype = t;
-            od.op = collSum;
+            BuilderFixture f(n, nch, sliceBytes, loopSlices, base, count, t);
             std::vector<Program> progs(static_cast<size_t>(nch));
-            buildRingAllReduce(in, od, 0, progs);
+            buildRingAllReduce(f.in, f.od, 0, progs);
             std::vector<size_t> blockStarts;
             for (int k = 0; k < n; ++k)
               blockStarts.push_back(coll::partBegin(count, static_cast<size_t>(n), static_cast<size_t>(k)) * es);
@@ -1060,29 +1071,11 @@ TEST_CASE("direct reductions start on 16 bytes, a block's head apart, and tile t
         for (size_t count : {size_t{33}, size_t{262147}, size_t{1000003}}) {
           const size_t es = dataTypeSize(t);
           CAPTURE(es, n, nch, count);
-          ConnectorSet set;
-          set.channels.resize(static_cast<size_t>(nch));
-          std::vector<int> ring(static_cast<size_t>(n));
-          std::iota(ring.begin(), ring.end(), 0);
-          BuildInput in;
-          in.nranks = n;
-          in.ring = ring;
-          in.ringPosOf = ring;
-          in.sliceBytes = 4096;
-          in.minChannels = nch;
-          in.chunkMinBytes = int64_t{1} << 40;
-          in.conns = &set;
-          OpDesc od{};
-          od.kind = CollKind::kAllReduce;
-          od.sendbuff = base;
-          od.recvbuff = base;
-          od.count = count;
-          od.dtype = t;
-          od.op = collSum;
+          BuilderFixture f(n, nch, 4096, 4, base, count, t);
           for (int r = 0; r < n; ++r) {
-            in.ringPos = r;
+            f.in.ringPos = r;
             std::vector<Program> progs(static_cast<size_t>(nch));
-            buildDirectAllReduce(in, od, 0, progs);
+            buildDirectAllReduce(f.in, f.od, 0, progs);
             size_t end = coll::partBegin(count, static_cast<size_t>(n), static_cast<size_t>(r)) * es;
             const size_t blockEnd = coll::partBegin(count, static_cast<size_t>(n), static_cast<size_t>(r) + 1) * es;
             for (const Program& p : progs)
