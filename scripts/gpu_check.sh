@@ -122,6 +122,7 @@ if [ "${1:-targets}" = first ]; then
   step allreduce_t2_ring 45 env COLL_DEVICE_DIRECT_MIN_BYTES=-1 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 256M -f 4 -c 0
   for b in 100000000 100000012; do
     step "allreduce_odd_ring_$b" 20 env COLL_DEVICE_DIRECT_MIN_BYTES=-1 "$P/all_reduce_perf" -t 2 --mem device -b $b -e $b -n 5 -w 1 -c 1
+    step "allreduce_odd_direct_$b" 20 "$P/all_reduce_perf" -t 2 --mem device -b $b -e $b -n 5 -w 1 -c 1
   done
   step allreduce_256M_ch0 20 "$P/all_reduce_perf" -t 2 --mem device -b 256M -e 256M -n 5 -w 1 -c 0
   step allreduce_256M_ring 20 env COLL_DEVICE_DIRECT_MIN_BYTES=-1 "$P/all_reduce_perf" -t 2 --mem device -b 256M -e 256M -n 5 -w 1 -c 0
@@ -152,7 +153,7 @@ if [ "${1:-targets}" = first ]; then
     echo "== $f" >> "$S"
     grep -E "^ +[0-9]+ " "$OUT/$f.log" | tail -16 >> "$S"
   done
-  for f in allreduce_odd_ring_100000000 allreduce_odd_ring_100000012 allreduce_256M_ch0 allreduce_256M_ch16 allreduce_256M_ring \
+  for f in allreduce_odd_ring_100000000 allreduce_odd_ring_100000012 allreduce_odd_direct_100000000 allreduce_odd_direct_100000012 allreduce_256M_ch0 allreduce_256M_ch16 allreduce_256M_ring \
            allreduce_t8 allreduce_t8_ch4 allreduce_t8_ch16 allreduce_t8_ring procs2; do
     echo "== $f: $(grep -E "^ +[0-9]+ " "$OUT/$f.log" | tail -3)" >> "$S"
   done
