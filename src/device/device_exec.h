@@ -64,13 +64,14 @@ uint32_t deviceYieldNs(int64_t requestedUs, int onGpu, int inProcess, bool mps);
 // when its lanes yield.
 uint32_t deviceYieldFor(const std::vector<PeerInfo>& peers, int rank, int cudaDev, bool emulate);
 
+// Channels a rank may ask for (COLL_DEVICE_NCHANNELS); unset, at most kDeviceDefaultChannels.
+constexpr int kDeviceMaxChannels = 64;
+constexpr int kDeviceDefaultChannels = 32;
+
 // The device set's shape for a lane budget agreed by all ranks: ring channels (at most
 // `requested`, leaving room for one send and one receive lane set), and the lanes per
 // direction that send/recv operations are spread over (by distance between the ranks,
 // so every rank orders them alike and no two lanes wait on each other in a cycle).
-// Channels a rank may ask for (COLL_DEVICE_NCHANNELS); unset, at most kDeviceDefaultChannels.
-constexpr int kDeviceMaxChannels = 64;
-constexpr int kDeviceDefaultChannels = 32;
 struct DeviceShape {
   int channels;
   int p2pLanes;

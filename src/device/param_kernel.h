@@ -1,9 +1,10 @@
 // The device executor kernel. It is the build's only kernel and its plan always travels
 // in its parameters (dev_lane.h DevParamPlan): the lanes and steps themselves where they
 // fit the image, else the address of lanes copied to device memory. A second kernel for
-// the second form (a pointer parameter) doubled the CUDA compile time, ~3 minutes per
-// architecture on 2 cores, and beside it in one translation unit ptxas spilled more in
-// both; a launch whose plan is in memory now passes the whole 8 KiB image unused.
+// the second form (a pointer parameter) doubled the CUDA compile time (each copy ~100 s
+// of nvcc per architecture on 2 cores), and beside it in one translation unit ptxas
+// spilled more in both; a launch whose plan is in memory now passes the whole 8 KiB
+// image unused.
 // Built only when COLL_HAVE_CUDA.
 #pragma once
 
