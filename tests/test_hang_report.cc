@@ -79,6 +79,14 @@ TEST_CASE("hang report: the cause names what went wrong, most telling first", "[
     CHECK(rep.cause == std::string("rank 1 (pid 1 on h) exited or was killed while ranks 0,1 were in ") + ar);
     CHECK(contains(rep.text, "rank 1 (pid 1 on h): exited or was killed; last seen in " + std::string(ar)));
   }
+  SECTION("one rank in the operation when another died is one rank, not ranks") {
+    auto v = named({answered(4, OpPhase::kIdle, "collAllReduce #3 (count 1024, float32, sum)"),
+                    answered(4, OpPhase::kFailed, ar), answered(4, OpPhase::kIdle, "x")});
+    v[2].kind = RankView::Kind::kGone;
+    v[2].gone = "exited or was killed";
+    CHECK(analyzeHang(v, "h").cause ==
+          std::string("rank 2 (pid 1 on h) exited or was killed while rank 1 was in ") + ar);
+  }
   SECTION("a gone rank's last state still shows a mismatch") {
     auto v = named({answered(4, OpPhase::kRunning, ar), answered(4, OpPhase::kRunning, ar),
                     answered(4, OpPhase::kFailed, "collReduce #4 (count 1024, float32, sum, root 1)", 2)});

@@ -275,6 +275,9 @@ int loopUntilError(int rank, std::string& report) {
   collUniqueId id;
   int n = std::atoi(std::getenv("TEST_NRANKS"));
   int victim = std::atoi(std::getenv("TEST_VICTIM"));
+  // A rank that pauses between calls (it is idle, not in an operation, when the victim dies).
+  const char* pause = std::getenv("TEST_PAUSE_RANK");
+  const bool pauses = pause && std::atoi(pause) == rank;
   PCHECK(collGetUniqueId(&id));
   PCHECK(collCommInitRank(&comm, n, id, rank));
   std::vector<float> buf(1 << 18, 1.0f);
@@ -284,6 +287,7 @@ int loopUntilError(int rank, std::string& report) {
   }
   for (;;) {
     collResult_t r = collAllReduce(buf.data(), buf.data(), buf.size(), collFloat, collSum, comm, nullptr);
+    if (r == collSuccess && pauses) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     if (r == collSuccess) continue;
     std::string err = collGetLastError(comm);
     report += std::string(collGetErrorString(r)) + ": " + err;
@@ -776,11 +780,12 @@ TEST_CASE("hang report over processes: printed once by the root past COLL_STALL_
 }
 #endif
 
-TEST_CASE("hang report over processes: the survivors of a killed rank name it and where they were",
-          "[multiprocess][report][failure]") {
+namespace {
+
+void survivorsNameKilled(const char* pauseRank) {
   ProcOptions o;
   o.timeoutS = 40;
-  o.env = {{"TEST_NRANKS", "3"}, {"TEST_VICTIM", "2"}};
+  o.env = {{"TEST_NRANKS", "3"}, {"TEST_VICTIM", "2"}, {"TEST_PAUSE_RANK", pauseRank}};
   o.parent = [&](const std::vector<pid_t>& pids) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     kill(pids[2], SIGKILL);
@@ -792,4 +797,18 @@ TEST_CASE("hang report over processes: the survivors of a killed rank name it an
     CHECK(res[r].output.find("job-wide report: rank 2 (pid ") != std::string::npos);
     CHECK(res[r].output.find(") exited or was killed while rank") != std::string::npos);
   }
+}
+
+}  // namespace
+
+TEST_CASE("hang report over processes: the survivors of a killed rank name it and where they were",
+          "[multiprocess][report][failure]") {
+  survivorsNameKilled("-1");
+}
+
+// Rank 0, the root's process, sleeps between calls: it learns of the death while idle, and
+// its next call fails on entry. That error too carries the job-wide report.
+TEST_CASE("hang report over processes: a survivor idle when a rank dies names it on its next call",
+          "[multiprocess][report][failure]") {
+  survivorsNameKilled("0");
 }

@@ -118,7 +118,9 @@ std::string findCause(const std::vector<RankView>& ranks, uint64_t n) {
   const auto groups = callersAt(ranks, n);
   if (groups.size() > 1) return mismatchCause(ranks, groups);
   const std::string op = groups.empty() ? "operation #" + std::to_string(n) : ranks[groups[0].front()].state.what;
-  const std::string inN = groups.empty() ? "" : " while " + ranksWord(groups[0]) + " were in " + op;
+  const std::string inN = groups.empty() ? ""
+                                         : " while " + ranksWord(groups[0]) +
+                                               (groups[0].size() == 1 ? " was in " : " were in ") + op;
   auto killed = ranksWhere(ranks, [](const RankView& v) { return v.kind == RankView::Kind::kGone; });
   if (!killed.empty()) return goneCause(ranks, killed, inN);
   auto absent = ranksWhere(ranks, [](const RankView& v) {

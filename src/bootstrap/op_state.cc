@@ -158,4 +158,11 @@ std::string OpStateBox::findingOfLaunch() const {
   return findingLaunch_ != 0 && findingLaunch_ == f.launches ? finding_ : std::string();
 }
 
+std::string OpStateBox::failureFinding(const std::function<std::string()>& ask) {
+  std::lock_guard<std::mutex> lock(failureMu_);
+  if (!failureAsked_) failureFinding_ = ask();
+  failureAsked_ = true;
+  return failureFinding_;
+}
+
 }  // namespace coll

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -62,6 +63,9 @@ class OpStateBox {
   // The last finding if it came while the current launch ran (a report another rank asked
   // for), else empty: what a rank failing after the root has gone can still say.
   std::string findingOfLaunch() const;
+  // The finding for the errors of a communicator that failed between launches: the first
+  // caller gets it by `ask` (asking the root and waiting), later callers the same text.
+  std::string failureFinding(const std::function<std::string()>& ask);
 
  private:
   struct Fields {
@@ -92,6 +96,10 @@ class OpStateBox {
   uint64_t findings_ = 0;
   std::string finding_;
   uint64_t findingLaunch_ = 0;  // the launch running when finding_ came; 0: none was
+
+  std::mutex failureMu_;  // held while the first caller asks; not mu_, which the answer needs
+  bool failureAsked_ = false;
+  std::string failureFinding_;
 };
 
 }  // namespace coll

@@ -437,8 +437,7 @@ Status admit(Launches& launches, LaunchGuard& guard, collComm** failedComm) {
                                  " was given CUDA device buffers but is not bound to a CUDA device (create it "
                                  "with collCommInitRank after cudaSetDevice, or collCommInitAll with a devlist)"),
                     failedComm);
-    if (c->abort->raised())
-      return failOn(c, c->abort->status().prefix("communicator is unusable after an earlier error: "), failedComm);
+    if (c->abort->raised()) return failOn(c, watchUnusable(c), failedComm);
   }
   return okStatus();
 }
@@ -745,7 +744,7 @@ Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {
   if (!op.device && oneShotEligible(ctx, op) && oneShotUnfiltered(comm, op.kind)) {
     if (comm->abort->raised()) {
       *failedComm = comm;
-      return comm->abort->status().prefix("communicator is unusable after an earlier error: ");
+      return watchUnusable(comm);
     }
     deviceQuiesce(comm->dev, false);
     Status st = op.prepare ? (*op.prepare)() : okStatus();

@@ -12,6 +12,15 @@ constexpr double kFindingWaitS = 2.5;
 
 OpStateBox* boxOf(collComm* c) { return c->bootstrap ? &c->bootstrap->opState() : nullptr; }
 
+// A failure the report can explain: a stall or a peer's failure, on a communicator that
+// nobody revoked or is closing.
+bool reportable(collComm* c, const Status& st) {
+  const Code code = st.code();
+  const bool stall = code == Code::kTimeout || code == Code::kRemote || code == Code::kSystem ||
+                     code == Code::kInvalidUsage || code == Code::kInternal;
+  return stall && !c->revoked.load() && !c->abort->closing.load();
+}
+
 std::string describeCall(const OpSignature& call) {
   OpDesc od{};
   od.kind = static_cast<CollKind>(call.kind);
@@ -57,9 +66,7 @@ void watchAskReport(collComm* c) {
 
 Status watchFailed(collComm* c, Status st) {
   OpStateBox* box = boxOf(c);
-  const bool stall = st.code() == Code::kTimeout || st.code() == Code::kRemote || st.code() == Code::kSystem ||
-                     st.code() == Code::kInvalidUsage || st.code() == Code::kInternal;
-  if (!box || !stall || c->revoked.load() || c->abort->closing.load()) return st;
+  if (!box || !reportable(c, st)) return st;
   const bool timedOut = st.code() == Code::kTimeout;
   const std::string message = st.message();
   if (!box->failed(timedOut, message.substr(0, message.find('\n')))) return st;
@@ -74,6 +81,18 @@ Status watchFailed(collComm* c, Status st) {
   if (finding.empty()) finding = box->findingOfLaunch();
   if (finding.empty()) return st;
   return Status(st.code(), message + "; " + finding);
+}
+
+Status watchUnusable(collComm* c) {
+  Status st = c->abort->status().prefix("communicator is unusable after an earlier error: ");
+  OpStateBox* box = boxOf(c);
+  if (!box || !reportable(c, st) || st.message().find(kFindingPrefix) != std::string::npos) return st;
+  const std::string finding = box->failureFinding([&] {
+    const uint64_t seen = box->findings();
+    if (!c->bootstrap->reportState(ReportWhy::kFailed)) return std::string();
+    return box->awaitFinding(seen, kFindingWaitS);
+  });
+  return finding.empty() ? st : Status(st.code(), st.message() + "; " + finding);
 }
 
 }  // namespace coll

@@ -29,5 +29,9 @@ void watchAskReport(collComm* c);
 // stall or a peer's failure (bad arguments, a revoked or aborted communicator) pass as
 // they are.
 Status watchFailed(collComm* c, Status st);
+// c was failed by an earlier error (its own launch's, or a peer's that its bootstrap heard
+// of between launches) and refuses a new call: the error that says so, carrying the
+// report's cause. Only the first such call asks the root; the later ones reuse its finding.
+Status watchUnusable(collComm* c);
 
 }  // namespace coll
