@@ -85,8 +85,6 @@ Piece subPiece(Piece p, size_t elemSize, size_t nloops, size_t loop) {
   return {sb * elemSize, (se - sb) * elemSize};
 }
 
-}  // namespace
-
 // Channel 0's piece of a block starts where the block does, and the blocks keep the
 // ring's bounds (they decide each element's order of combination): with a count that is
 // not a multiple of 16 bytes x ranks, most start mid-vector, and that piece would run
@@ -95,13 +93,15 @@ Piece subPiece(Piece p, size_t elemSize, size_t nloops, size_t loop) {
 // bytes per block, such a piece's head, up to the next 16 bytes, goes round the ring in a
 // pass of its own and the rest starts on a vector; below it, the extra steps would cost
 // more than they save. The bits are the same: every element stays in its block.
-namespace {
-
 constexpr size_t kHeadPassMinBytes = 64 << 10;
 
-Piece headOf(Piece p) { return {p.offset, std::min(p.bytes, (16 - p.offset % 16) % 16)}; }
-Piece bodyOf(Piece p) {
-  const Piece h = headOf(p);
+// A piece's head, up to its first element on 16 bytes, and the rest.
+Piece headOf(Piece p, size_t es) {
+  const size_t b = p.offset / es;
+  return {p.offset, (vectorStart(b, b + p.bytes / es, es) - b) * es};
+}
+Piece bodyOf(Piece p, size_t es) {
+  const Piece h = headOf(p, es);
   return {p.offset + h.bytes, p.bytes - h.bytes};
 }
 
@@ -145,9 +145,9 @@ void buildRingAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex
       step(kRecv | kDst, r - (n - 1));
     };
     const bool heads = headPass && ch == 0;
-    if (heads) pass([&](int k) { return headOf(block(k, 0)); });
+    if (heads) pass([&](int k) { return headOf(block(k, 0), es); });
     for (size_t loop = 0; loop < nloops; ++loop)
-      pass([&](int k) { return subPiece(heads ? bodyOf(block(k, 0)) : block(k, ch), es, nloops, loop); });
+      pass([&](int k) { return subPiece(heads ? bodyOf(block(k, 0), es) : block(k, ch), es, nloops, loop); });
   }
 }
 

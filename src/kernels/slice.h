@@ -16,8 +16,6 @@
 namespace coll {
 namespace slice {
 
-COLL_HD inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
-
 // 16 bytes moved by one load and one store (ld/st.v4 on the GPU).
 struct alignas(16) Bytes16 {
   uint32_t w[4];
@@ -32,42 +30,92 @@ constexpr int kUnroll = 4;
 // the kernel's compile time).
 constexpr int kReduceUnroll = 2;
 
-// dst and/or out = in (len bytes).
-COLL_HD inline void copy(unsigned tid, unsigned nt, const char* in, char* dst, char* out, uint64_t len) {
-  uint64_t done = 0;
-  if (aligned16(in) && (!dst || aligned16(dst)) && (!out || aligned16(out))) {
-    const uint64_t nv = len / 16;
-    const auto* s = reinterpret_cast<const Bytes16*>(in);
-    auto* d = reinterpret_cast<Bytes16*>(dst);
-    auto* o = reinterpret_cast<Bytes16*>(out);
-    uint64_t i = tid;
-    // Packs i, i + nt, ..., i + (kUnroll - 1) nt: each step of u is contiguous over threads.
-    for (; i + (kUnroll - 1) * uint64_t{nt} < nv; i += kUnroll * uint64_t{nt}) {
-      Bytes16 v[kUnroll];
+COLL_HD inline uintptr_t addrOf(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+// The largest power of two up to 16 that divides every address given (null ones aside):
+// the widest unit in which all of them can be read and written.
+COLL_HD inline unsigned commonAlign(const void* a, const void* b, const void* c, const void* d) {
+  const uintptr_t bits = 16 | addrOf(a) | addrOf(b) | addrOf(c) | addrOf(d);
+  return static_cast<unsigned>(bits & (~bits + 1));
+}
+
+// Bytes before every address given (null ones aside) is on 16 bytes, when they all sit at
+// one offset from it; else 0 (they never meet, and the widest common unit is the best).
+COLL_HD inline unsigned headTo16(const void* a, const void* b, const void* c, const void* d) {
+  const uintptr_t off = addrOf(a) & 15;
+  const auto apart = [off](const void* p) { return p && (addrOf(p) & 15) != off; };
+  if (apart(b) || apart(c) || apart(d)) return 0;
+  return static_cast<unsigned>((16 - off) & 15);
+}
+
+// Moves the non-null p past `by` elements.
+template <typename P>
+COLL_HD inline void advance(P*& p, uint64_t by) {
+  if (p) p += by;
+}
+
+// dst and/or out = in, n units W: kUnroll units in flight per thread, units
+// i, i + nt, ..., i + (kUnroll - 1) nt, so each step of u is contiguous over threads.
+template <typename W>
+COLL_HD inline void copyUnits(unsigned tid, unsigned nt, const W* in, W* dst, W* out, uint64_t n) {
+  uint64_t i = tid;
+  for (; i + (kUnroll - 1) * uint64_t{nt} < n; i += kUnroll * uint64_t{nt}) {
+    W v[kUnroll];
 #if defined(__CUDACC__)
 #pragma unroll
 #endif
-      for (int u = 0; u < kUnroll; ++u) v[u] = s[i + u * nt];
+    for (int u = 0; u < kUnroll; ++u) v[u] = in[i + u * nt];
 #if defined(__CUDACC__)
 #pragma unroll
 #endif
-      for (int u = 0; u < kUnroll; ++u) {
-        if (d) d[i + u * nt] = v[u];
-        if (o) o[i + u * nt] = v[u];
-      }
+    for (int u = 0; u < kUnroll; ++u) {
+      if (dst) dst[i + u * nt] = v[u];
+      if (out) out[i + u * nt] = v[u];
     }
-    for (; i < nv; i += nt) {
-      const Bytes16 v = s[i];
-      if (d) d[i] = v;
-      if (o) o[i] = v;
-    }
-    done = nv * 16;
   }
-  for (uint64_t i = done + tid; i < len; i += nt) {
-    const char v = in[i];
+  for (; i < n; i += nt) {
+    const W v = in[i];
     if (dst) dst[i] = v;
     if (out) out[i] = v;
   }
+}
+
+// Bytes [from, to) of in to dst and/or out, one per thread.
+COLL_HD inline void copyBytes(unsigned tid, unsigned nt, const char* in, char* dst, char* out, uint64_t from,
+                              uint64_t to) {
+  for (uint64_t i = from + tid; i < to; i += nt) {
+    if (dst) dst[i] = in[i];
+    if (out) out[i] = in[i];
+  }
+}
+
+template <typename W>
+COLL_HD inline uint64_t copyAs(unsigned tid, unsigned nt, const char* in, char* dst, char* out, uint64_t len) {
+  copyUnits(tid, nt, reinterpret_cast<const W*>(in), reinterpret_cast<W*>(dst), reinterpret_cast<W*>(out),
+            len / sizeof(W));
+  return len / sizeof(W) * sizeof(W);
+}
+
+// dst and/or out = in (len bytes). Pointers at one offset from 16 bytes take their head
+// byte by byte and the rest in 16-byte packs; pointers at different offsets move in the
+// widest unit they share (8, 4 or 2 bytes; an odd-count reduce-scatter of floats: 4).
+COLL_HD inline void copy(unsigned tid, unsigned nt, const char* in, char* dst, char* out, uint64_t len) {
+  uint64_t head = headTo16(in, dst, out, nullptr);
+  if (head > len) head = len;
+  copyBytes(tid, nt, in, dst, out, 0, head);
+  in += head;
+  advance(dst, head);
+  advance(out, head);
+  len -= head;
+  uint64_t done = 0;
+  switch (commonAlign(in, dst, out, nullptr)) {
+    case 16: done = copyAs<Bytes16>(tid, nt, in, dst, out, len); break;
+    case 8: done = copyAs<uint64_t>(tid, nt, in, dst, out, len); break;
+    case 4: done = copyAs<uint32_t>(tid, nt, in, dst, out, len); break;
+    case 2: done = copyAs<uint16_t>(tid, nt, in, dst, out, len); break;
+    default: done = copyAs<uint8_t>(tid, nt, in, dst, out, len); break;
+  }
+  copyBytes(tid, nt, in, dst, out, done, len);
 }
 
 template <typename T>
@@ -85,52 +133,103 @@ COLL_HD inline T combine(const T* a, const T* b, uint64_t i, int nranks) {
   return Elem<T>::store(r);
 }
 
-// dst and/or out = op(a, b) over n elements (b may be null: a scaled by Avg).
+// Elements [from, to) of the result, one per thread.
 template <typename T, typename Op, bool kAvg>
-COLL_HD inline void reduce(unsigned tid, unsigned nt, const T* a, const T* b, T* dst, T* out, uint64_t n, int nranks) {
-  uint64_t done = 0;
-  if (aligned16(a) && (!b || aligned16(b)) && (!dst || aligned16(dst)) && (!out || aligned16(out))) {
-    const uint64_t np = n / Pack<T>::kN;
-    const auto* pa = reinterpret_cast<const Pack<T>*>(a);
-    const auto* pb = reinterpret_cast<const Pack<T>*>(b);
-    auto* pd = reinterpret_cast<Pack<T>*>(dst);
-    auto* po = reinterpret_cast<Pack<T>*>(out);
-    auto one = [&](const Pack<T>& x, const Pack<T>& y, uint64_t i) {
-      Pack<T> r;
-#if defined(__CUDACC__)
-#pragma unroll
-#endif
-      for (int k = 0; k < Pack<T>::kN; ++k) r.e[k] = combine<T, Op, kAvg>(x.e, pb ? y.e : nullptr, k, nranks);
-      if (pd) pd[i] = r;
-      if (po) po[i] = r;
-    };
-    uint64_t i = tid;
-    for (; i + (kReduceUnroll - 1) * uint64_t{nt} < np; i += kReduceUnroll * uint64_t{nt}) {  // as in copy()
-      Pack<T> x[kReduceUnroll], y[kReduceUnroll];
-#if defined(__CUDACC__)
-#pragma unroll
-#endif
-      for (int u = 0; u < kReduceUnroll; ++u) {
-        x[u] = pa[i + u * nt];
-        if (pb) y[u] = pb[i + u * nt];
-      }
-#if defined(__CUDACC__)
-#pragma unroll
-#endif
-      for (int u = 0; u < kReduceUnroll; ++u) one(x[u], y[u], i + u * nt);
-    }
-    for (; i < np; i += nt) {
-      Pack<T> y{};
-      if (pb) y = pb[i];
-      one(pa[i], y, i);
-    }
-    done = np * Pack<T>::kN;
-  }
-  for (uint64_t i = done + tid; i < n; i += nt) {
+COLL_HD inline void reduceEach(unsigned tid, unsigned nt, const T* a, const T* b, T* dst, T* out, uint64_t from,
+                               uint64_t to, int nranks) {
+  for (uint64_t i = from + tid; i < to; i += nt) {
     const T r = combine<T, Op, kAvg>(a, b, i, nranks);
     if (dst) dst[i] = r;
     if (out) out[i] = r;
   }
+}
+
+// dst and/or out = op(a, b) over the n elements from 16-byte-aligned pointers: packs,
+// kReduceUnroll of each input in flight per thread; returns the elements done (the rest
+// are under a pack).
+template <typename T, typename Op, bool kAvg>
+COLL_HD inline uint64_t reducePacks(unsigned tid, unsigned nt, const T* a, const T* b, T* dst, T* out, uint64_t n,
+                                    int nranks) {
+  const uint64_t np = n / Pack<T>::kN;
+  const auto* pa = reinterpret_cast<const Pack<T>*>(a);
+  const auto* pb = reinterpret_cast<const Pack<T>*>(b);
+  auto* pd = reinterpret_cast<Pack<T>*>(dst);
+  auto* po = reinterpret_cast<Pack<T>*>(out);
+  auto one = [&](const Pack<T>& x, const Pack<T>& y, uint64_t i) {
+    Pack<T> r;
+#if defined(__CUDACC__)
+#pragma unroll
+#endif
+    for (int k = 0; k < Pack<T>::kN; ++k) r.e[k] = combine<T, Op, kAvg>(x.e, pb ? y.e : nullptr, k, nranks);
+    if (pd) pd[i] = r;
+    if (po) po[i] = r;
+  };
+  uint64_t i = tid;
+  for (; i + (kReduceUnroll - 1) * uint64_t{nt} < np; i += kReduceUnroll * uint64_t{nt}) {  // as in copyUnits
+    Pack<T> x[kReduceUnroll], y[kReduceUnroll];
+#if defined(__CUDACC__)
+#pragma unroll
+#endif
+    for (int u = 0; u < kReduceUnroll; ++u) {
+      x[u] = pa[i + u * nt];
+      if (pb) y[u] = pb[i + u * nt];
+    }
+#if defined(__CUDACC__)
+#pragma unroll
+#endif
+    for (int u = 0; u < kReduceUnroll; ++u) one(x[u], y[u], i + u * nt);
+  }
+  for (; i < np; i += nt) {
+    Pack<T> y{};
+    if (pb) y = pb[i];
+    one(pa[i], y, i);
+  }
+  return np * Pack<T>::kN;
+}
+
+// Elements of pointers that share no 16-byte offset, each loaded as itself (4-byte loads
+// for floats): 4 of each input in flight per thread, 8 of 1- and 2-byte types.
+template <typename T, typename Op, bool kAvg>
+COLL_HD inline void reduceElems(unsigned tid, unsigned nt, const T* a, const T* b, T* dst, T* out, uint64_t n,
+                                int nranks) {
+  constexpr int kU = sizeof(T) <= 2 ? 8 : 4;
+  uint64_t i = tid;
+  for (; i + (kU - 1) * uint64_t{nt} < n; i += kU * uint64_t{nt}) {
+    T x[kU], y[kU]{};
+#if defined(__CUDACC__)
+#pragma unroll
+#endif
+    for (int u = 0; u < kU; ++u) {
+      x[u] = a[i + u * nt];
+      if (b) y[u] = b[i + u * nt];
+    }
+#if defined(__CUDACC__)
+#pragma unroll
+#endif
+    for (int u = 0; u < kU; ++u) {
+      const T r = combine<T, Op, kAvg>(x, b ? y : nullptr, u, nranks);
+      if (dst) dst[i + u * nt] = r;
+      if (out) out[i + u * nt] = r;
+    }
+  }
+  reduceEach<T, Op, kAvg>(0, nt, a, b, dst, out, i, n, nranks);  // this thread's last ones
+}
+
+// dst and/or out = op(a, b) over n elements (b may be null: a scaled by Avg). Pointers at
+// one offset from 16 bytes take their head element by element and the rest in packs.
+template <typename T, typename Op, bool kAvg>
+COLL_HD inline void reduce(unsigned tid, unsigned nt, const T* a, const T* b, T* dst, T* out, uint64_t n, int nranks) {
+  uint64_t head = headTo16(a, b, dst, out) / sizeof(T);
+  if (head > n) head = n;
+  reduceEach<T, Op, kAvg>(tid, nt, a, b, dst, out, 0, head, nranks);
+  a += head;
+  advance(b, head);
+  advance(dst, head);
+  advance(out, head);
+  n -= head;
+  if (commonAlign(a, b, dst, out) < 16) return reduceElems<T, Op, kAvg>(tid, nt, a, b, dst, out, n, nranks);
+  const uint64_t done = reducePacks<T, Op, kAvg>(tid, nt, a, b, dst, out, n, nranks);
+  reduceEach<T, Op, kAvg>(tid, nt, a, b, dst, out, done, n, nranks);
 }
 
 // The host executor's hostSlice (comm/executor.cc), case for case.
