@@ -129,3 +129,51 @@ TEST_CASE("slice reductions are exact at every relative alignment, in place too"
   reduceSweep<float>();
   reduceSweep<double>();
 }
+
+namespace {
+
+// reduceAll over m inputs equals the chain of two-input reductions it replaces, bit for bit
+// (fp16 rounds after every op), in place or not, aligned or not.
+template <typename T, typename Op, bool kAvg>
+void checkAllEqualsChain(int m, size_t n, int offElems, bool inPlace, unsigned nt) {
+  std::mt19937 rng(static_cast<unsigned>(m * 131 + n));
+  std::uniform_real_distribution<float> val(-4.0f, 4.0f);
+  std::vector<Buf> bufs, outs;
+  for (int j = 0; j < m; ++j) {
+    bufs.emplace_back(n * sizeof(T) + 16);
+    outs.emplace_back(n * sizeof(T) + 16);
+  }
+  auto inPtr = [&](int j) { return reinterpret_cast<T*>(bufs[j].at(0)) + offElems; };
+  for (int j = 0; j < m; ++j)
+    for (size_t i = 0; i < n; ++i) inPtr(j)[i] = coll::Elem<T>::store(val(rng));
+  // The chain: acc = in(0) op in(1), then acc op in(j), Avg's division at the last.
+  std::vector<T> acc(n);
+  for (int j = 1; j < m; ++j) {
+    const T* a = j == 1 ? inPtr(0) : acc.data();
+    if (j == m - 1) reduce<T, Op, kAvg>(0, 1, a, inPtr(j), acc.data(), nullptr, n, m);
+    else reduce<T, Op, false>(0, 1, a, inPtr(j), acc.data(), nullptr, n, m);
+  }
+  auto in = [&](int j) { return const_cast<const T*>(inPtr(j)); };
+  auto out = [&](int j) { return inPlace ? inPtr(j) : reinterpret_cast<T*>(outs[j].at(0)) + offElems; };
+  block(nt, true, [&](unsigned tid) { coll::slice::reduceAll<T, Op, kAvg>(tid, nt, in, m, out, m, n, m); });
+  INFO(m << " inputs of " << n << " " << sizeof(T) << "-byte elements, " << offElems << " off 16 bytes"
+         << (inPlace ? ", in place" : "") << ", " << nt << " threads");
+  for (int j = 0; j < m; ++j) REQUIRE(std::memcmp(out(j), acc.data(), n * sizeof(T)) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("a direct reduction's one pass over every input equals the chain of two-input slices bit for bit",
+          "[kernels][slice]") {
+  for (int m = 2; m <= 8; ++m)
+    for (size_t n : {size_t{1}, size_t{9}, size_t{200}})
+      for (bool inPlace : {false, true})
+        for (unsigned nt : {1u, 5u})
+          for (int off : {0, 1}) {  // packs, or elements
+            checkAllEqualsChain<coll::Half, coll::OpSum, false>(m, n, off, inPlace, nt);
+            checkAllEqualsChain<coll::Half, coll::OpSum, true>(m, n, off, inPlace, nt);
+            checkAllEqualsChain<float, coll::OpProd, false>(m, n, off, inPlace, nt);
+            checkAllEqualsChain<float, coll::OpSum, true>(m, n, off, inPlace, nt);
+            checkAllEqualsChain<double, coll::OpMax, false>(m, n, off, inPlace, nt);
+          }
+}

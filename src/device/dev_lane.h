@@ -244,13 +244,16 @@ COLL_HD COLL_DEV_OUTLINE void devAddrStep(const DevLane& L, B& b, const DevStep&
 // this rank's block, at the same place in every rank's buffers (table entry j: the rank
 // j ring positions after this one). Combined in the ring's order (ring.cc: the block of
 // position p is summed from p + 1 round to p), so the bits equal the ring's: entry 1's
-// input first, this rank's last, the partial sum kept in entry 1's output (read already,
-// when in place) and copied to the others' outputs at the end, two per pass.
+// input first, this rank's last. Sums and averages of float, fp16 and bf16 take one pass
+// that writes each element's result to every rank's output (dev_slice.h devSliceDirect);
+// the other types and ops a chain of passes, the partial sum kept in entry 1's output
+// (read already, when in place) and copied to the others' outputs at the end, two per pass.
 template <class B>
 COLL_HD COLL_DEV_OUTLINE void devDirect(const DevLane& L, B& b, const DevStep& s, uint64_t off, uint64_t len) {
   const DevAddr* t = b.table();
   const int n = L.nranks;
   const uint64_t at = static_cast<uint64_t>(s.src - t[0].in) + off;
+  if (b.sliceDirect(s, t, at, len, n)) return;
   DevStep pass = s;
   pass.flags = s.flags & ~kFinal;
   char* acc = t[1].out + at;
@@ -443,6 +446,9 @@ COLL_HD COLL_DEV_OUTLINE void devTokenBatch(const DevLane& L, B& b, uint32_t si,
 //   uint64_t now() (nanoseconds: the GPU's global timer, or the host's clock)
 //   void slice(const DevStep&, const char* in, const char* src, char* dst, char* out,
 //              uint64_t len, int nranks)
+//   bool sliceDirect(const DevStep&, const DevAddr* table, uint64_t at, uint64_t len,
+//                    int nranks) (a direct reduction's one pass over every rank's buffers;
+//                    false for a type or op it does not take)
 template <class B>
 COLL_HD inline void devRunLane(const DevLane& L, B& b) {
   uint32_t pos[kDevMaxConns];  // per connector: this side's counter (leader only)

@@ -67,10 +67,16 @@ class HostLaneBackend {
   }
   // The kernel's own slice code (device/dev_slice.h), its block's threads taken one
   // after another (3 of them: the split over threads is exercised; the GPU runs 512).
+  static constexpr unsigned kSliceThreads = 3;
   void slice(const DevStep& s, const char* in, const char* src, char* dst, char* out, uint64_t len, int nranks) {
     waits_ = 0;
-    constexpr unsigned kThreads = 3;
-    for (unsigned t = 0; t < kThreads; ++t) devSlice(t, kThreads, s, in, src, dst, out, len, nranks);
+    for (unsigned t = 0; t < kSliceThreads; ++t) devSlice(t, kSliceThreads, s, in, src, dst, out, len, nranks);
+  }
+  bool sliceDirect(const DevStep& s, const DevAddr* t, uint64_t at, uint64_t len, int nranks) {
+    waits_ = 0;
+    bool took = true;
+    for (unsigned k = 0; k < kSliceThreads && took; ++k) took = devSliceDirect(k, kSliceThreads, s, t, at, len, nranks);
+    return took;
   }
 
  private:

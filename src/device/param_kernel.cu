@@ -56,6 +56,10 @@ class BlockBackend {
                                      uint64_t len, int nranks) const {
     devSlice(threadIdx.x, blockDim.x, s, in, src, dst, out, len, nranks);
   }
+  __device__ __noinline__ bool sliceDirect(const DevStep& s, const DevAddr* t, uint64_t at, uint64_t len,
+                                           int nranks) const {
+    return devSliceDirect(threadIdx.x, blockDim.x, s, t, at, len, nranks);
+  }
 
  private:
   DevSliceCtl* ctl_;

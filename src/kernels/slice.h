@@ -16,6 +16,15 @@
 namespace coll {
 namespace slice {
 
+// Out of line in the kernel: the unaligned paths, which every type and op reaches (copy()
+// from each of the 60 typed slices). Inlined there, they took the kernel's compile from
+// ~1.5 to ~4 minutes per architecture.
+#if defined(__CUDACC__)
+#define COLL_SLICE_OUTLINE __noinline__
+#else
+#define COLL_SLICE_OUTLINE
+#endif
+
 // 16 bytes moved by one load and one store (ld/st.v4 on the GPU).
 struct alignas(16) Bytes16 {
   uint32_t w[4];
@@ -99,7 +108,8 @@ COLL_HD inline uint64_t copyAs(unsigned tid, unsigned nt, const char* in, char* 
 // dst and/or out = in (len bytes). Pointers at one offset from 16 bytes take their head
 // byte by byte and the rest in 16-byte packs; pointers at different offsets move in the
 // widest unit they share (8, 4 or 2 bytes; an odd-count reduce-scatter of floats: 4).
-COLL_HD inline void copy(unsigned tid, unsigned nt, const char* in, char* dst, char* out, uint64_t len) {
+COLL_HD COLL_SLICE_OUTLINE inline void copy(unsigned tid, unsigned nt, const char* in, char* dst, char* out,
+                                            uint64_t len) {
   uint64_t head = headTo16(in, dst, out, nullptr);
   if (head > len) head = len;
   copyBytes(tid, nt, in, dst, out, 0, head);
@@ -123,6 +133,14 @@ struct alignas(16) Pack {
   static constexpr int kN = 16 / static_cast<int>(sizeof(T));
   T e[kN];
 };
+
+// reduceAll reads one input at a time: up to four packs of it in flight, and at most 16
+// elements per unrolled body (4 packs of 4-byte types; 2 of fp16 and bf16; 1 of fp8, whose
+// conversions are long: 4 packs of them took ptxas minutes and 15 GB).
+template <typename T>
+constexpr int kAllUnroll = Pack<T>::kN >= 16  ? 1
+                           : Pack<T>::kN >= 8 ? 2
+                                              : 4;
 
 // Element i of the result: op(a, b) (b absent: a alone), with Avg's division when kAvg.
 template <typename T, typename Op, bool kAvg>
@@ -188,11 +206,11 @@ COLL_HD inline uint64_t reducePacks(unsigned tid, unsigned nt, const T* a, const
 }
 
 // Elements of pointers that share no 16-byte offset, each loaded as itself (4-byte loads
-// for floats): 4 of each input in flight per thread, 8 of 1- and 2-byte types.
+// for floats): 4 of each input in flight per thread.
 template <typename T, typename Op, bool kAvg>
-COLL_HD inline void reduceElems(unsigned tid, unsigned nt, const T* a, const T* b, T* dst, T* out, uint64_t n,
-                                int nranks) {
-  constexpr int kU = sizeof(T) <= 2 ? 8 : 4;
+COLL_HD COLL_SLICE_OUTLINE inline void reduceElems(unsigned tid, unsigned nt, const T* a, const T* b, T* dst, T* out,
+                                                   uint64_t n, int nranks) {
+  constexpr int kU = 4;
   uint64_t i = tid;
   for (; i + (kU - 1) * uint64_t{nt} < n; i += kU * uint64_t{nt}) {
     T x[kU], y[kU]{};
@@ -230,6 +248,61 @@ COLL_HD inline void reduce(unsigned tid, unsigned nt, const T* a, const T* b, T*
   if (commonAlign(a, b, dst, out) < 16) return reduceElems<T, Op, kAvg>(tid, nt, a, b, dst, out, n, nranks);
   const uint64_t done = reducePacks<T, Op, kAvg>(tid, nt, a, b, dst, out, n, nranks);
   reduceEach<T, Op, kAvg>(tid, nt, a, b, dst, out, done, n, nranks);
+}
+
+// ---- One pass over many inputs (a direct allreduce's block) ------------------------------
+
+// acc = acc op x, element by element, with Avg's division when kAvg.
+template <typename T, typename Op, bool kAvg>
+COLL_HD inline void combineInto(Pack<T>& acc, const Pack<T>& x, int nranks) {
+#if defined(__CUDACC__)
+#pragma unroll
+#endif
+  for (int k = 0; k < Pack<T>::kN; ++k) acc.e[k] = combine<T, Op, kAvg>(acc.e, x.e, k, nranks);
+}
+
+// Packs i, i + nt, ..., i + (kU - 1) nt of reduceAll: kU packs of an input in flight
+// per thread.
+template <int kU, typename T, typename Op, bool kAvg, typename In, typename Out>
+COLL_HD inline void reduceAllAt(uint64_t i, unsigned nt, In in, int m, Out out, int nout, int nranks) {
+  auto at = [i, nt](const T* p, int u) { return reinterpret_cast<const Pack<T>*>(p)[i + u * uint64_t{nt}]; };
+  Pack<T> acc[kU], x[kU];
+  for (int u = 0; u < kU; ++u) acc[u] = at(in(0), u);
+  for (int j = 1; j < m - 1; ++j) {
+    for (int u = 0; u < kU; ++u) x[u] = at(in(j), u);
+    for (int u = 0; u < kU; ++u) combineInto<T, Op, false>(acc[u], x[u], nranks);
+  }
+  for (int u = 0; u < kU; ++u) x[u] = at(in(m - 1), u);
+  for (int u = 0; u < kU; ++u) combineInto<T, Op, kAvg>(acc[u], x[u], nranks);
+  for (int o = 0; o < nout; ++o)
+    for (int u = 0; u < kU; ++u) reinterpret_cast<Pack<T>*>(out(o))[i + u * uint64_t{nt}] = acc[u];
+}
+
+// out(j)[i] = in(0)[i] op in(1)[i] op ... op in(m - 1)[i] for every j < nout: combined
+// left to right, rounded to T after each op as a chain of two-input slices would be, and
+// Avg's division after the last. So each input is read once and each output written once
+// (a direct allreduce's block: 2n block sizes of memory traffic, where a chain of passes
+// through an accumulator moves ~4n).
+template <typename T, typename Op, bool kAvg, typename In, typename Out>
+COLL_HD inline void reduceAll(unsigned tid, unsigned nt, In in, int m, Out out, int nout, uint64_t n, int nranks) {
+  uintptr_t bits = 0;
+  for (int j = 0; j < m; ++j) bits |= addrOf(in(j));
+  for (int j = 0; j < nout; ++j) bits |= addrOf(out(j));
+  uint64_t done = 0;
+  if ((bits & 15) == 0) {
+    const uint64_t np = n / Pack<T>::kN;
+    uint64_t i = tid;
+    for (; i + (kAllUnroll<T> - 1) * uint64_t{nt} < np; i += kAllUnroll<T> * uint64_t{nt})
+      reduceAllAt<kAllUnroll<T>, T, Op, kAvg>(i, nt, in, m, out, nout, nranks);
+    for (; i < np; i += nt) reduceAllAt<1, T, Op, kAvg>(i, nt, in, m, out, nout, nranks);
+    done = np * Pack<T>::kN;
+  }
+  for (uint64_t i = done + tid; i < n; i += nt) {
+    T r = in(0)[i];
+    for (int j = 1; j < m; ++j)
+      r = j == m - 1 ? combine<T, Op, kAvg>(&r, in(j) + i, 0, nranks) : combine<T, Op, false>(&r, in(j) + i, 0, nranks);
+    for (int j = 0; j < nout; ++j) out(j)[i] = r;
+  }
 }
 
 // The host executor's hostSlice (comm/executor.cc), case for case.
