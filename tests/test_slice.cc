@@ -48,8 +48,7 @@ bool untouchedOutside(Buf& b, int off, size_t len) {
 
 }  // namespace
 
-TEST_CASE("slice copies are exact at every relative alignment of input, destination and output",
-          "[kernels][slice]") {
+TEST_CASE("slice copies are exact at every relative alignment of input, destination and output", "[kernels][slice]") {
   std::mt19937 rng(3);
   const size_t maxLen = 1000;
   Buf in(maxLen), dst(maxLen), out(maxLen);
@@ -93,8 +92,7 @@ void checkReduce(int oa, int ob, int od, int oo, size_t n, unsigned nt, bool rev
   }
   T* pd = od == -2 ? pb : od < 0 ? nullptr : reinterpret_cast<T*>(dst.at(od));
   T* po = oo < 0 ? nullptr : reinterpret_cast<T*>(out.at(oo));
-  block(nt, reverse,
-        [&](unsigned tid) { reduce<T, coll::OpSum, false>(tid, nt, pa, pb, pd, po, n, /*nranks=*/2); });
+  block(nt, reverse, [&](unsigned tid) { reduce<T, coll::OpSum, false>(tid, nt, pa, pb, pd, po, n, /*nranks=*/2); });
   INFO(sizeof(T) << "-byte elements at offsets a " << oa << " b " << ob << " dst " << od << " out " << oo << ", " << n
                  << " elements, " << nt << " threads" << (reverse ? " in reverse" : ""));
   for (size_t i = 0; i < n; ++i) {
