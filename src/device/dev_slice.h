@@ -47,27 +47,29 @@ COLL_HD COLL_DEV_OUTLINE void devDirectTyped(unsigned tid, unsigned nt, const De
   slice::reduceAll<T, OpSum, kAvg>(tid, nt, in, n, out, n, len / sizeof(T), n);
 }
 
+// devDirectTyped<T, true or false>, the Avg division only in the final step.
+template <typename T>
+COLL_HD inline void devDirectOf(bool avg, unsigned tid, unsigned nt, const DevAddr* t, uint64_t at, uint64_t len,
+                                int n) {
+  if (avg) devDirectTyped<T, true>(tid, nt, t, at, len, n);
+  else devDirectTyped<T, false>(tid, nt, t, at, len, n);
+}
+
 // Thread tid of nt's share of a direct allreduce's slice: bytes [at, at + len) of the n
 // ranks' buffers in t (t[0] this rank's), combined in the ring's order (t[1], ..., t[n-1],
 // then t[0]) in one pass, the result written to every rank's output. Only sums and
 // averages of float, fp16 and bf16 (a training job's gradients): each type and op the
-// pass takes adds to the kernel's compile time (all 60 of them: ptxas ran over 7 minutes,
-// 9 GB, for sm_90 alone before it was stopped, against 4.4 minutes without); false for the others, which
-// take a chain of two-input slices.
+// pass takes adds to the kernel's compile time (docs/PERFORMANCE.md, "The direct route in
+// one pass over all inputs", has the table); false for the others, which take a chain of
+// two-input slices.
 COLL_HD inline bool devSliceDirect(unsigned tid, unsigned nt, const DevStep& s, const DevAddr* t, uint64_t at,
                                    uint64_t len, int n) {
   if (s.redop != collSum && s.redop != collAvg) return false;
   const bool avg = s.redop == collAvg && (s.flags & kFinal);
   switch (s.dtype) {
-    case collFloat32:
-      avg ? devDirectTyped<float, true>(tid, nt, t, at, len, n) : devDirectTyped<float, false>(tid, nt, t, at, len, n);
-      return true;
-    case collFloat16:
-      avg ? devDirectTyped<Half, true>(tid, nt, t, at, len, n) : devDirectTyped<Half, false>(tid, nt, t, at, len, n);
-      return true;
-    case collBfloat16:
-      avg ? devDirectTyped<Bf16, true>(tid, nt, t, at, len, n) : devDirectTyped<Bf16, false>(tid, nt, t, at, len, n);
-      return true;
+    case collFloat32: devDirectOf<float>(avg, tid, nt, t, at, len, n); return true;
+    case collFloat16: devDirectOf<Half>(avg, tid, nt, t, at, len, n); return true;
+    case collBfloat16: devDirectOf<Bf16>(avg, tid, nt, t, at, len, n); return true;
     default: return false;
   }
 }

@@ -162,6 +162,19 @@ COLL_HD inline void reduceEach(unsigned tid, unsigned nt, const T* a, const T* b
   }
 }
 
+// x[u] and y[u] = a and b at i + u * nt for u < kU, all loads issued before any use (b
+// may be null: y is left alone).
+template <int kU, typename E>
+COLL_HD inline void loadStrided(const E* a, const E* b, uint64_t i, unsigned nt, E (&x)[kU], E (&y)[kU]) {
+#if defined(__CUDACC__)
+#pragma unroll
+#endif
+  for (int u = 0; u < kU; ++u) {
+    x[u] = a[i + u * nt];
+    if (b) y[u] = b[i + u * nt];
+  }
+}
+
 // dst and/or out = op(a, b) over the n elements from 16-byte-aligned pointers: packs,
 // kReduceUnroll of each input in flight per thread; returns the elements done (the rest
 // are under a pack).
@@ -185,13 +198,7 @@ COLL_HD inline uint64_t reducePacks(unsigned tid, unsigned nt, const T* a, const
   uint64_t i = tid;
   for (; i + (kReduceUnroll - 1) * uint64_t{nt} < np; i += kReduceUnroll * uint64_t{nt}) {  // as in copyUnits
     Pack<T> x[kReduceUnroll], y[kReduceUnroll];
-#if defined(__CUDACC__)
-#pragma unroll
-#endif
-    for (int u = 0; u < kReduceUnroll; ++u) {
-      x[u] = pa[i + u * nt];
-      if (pb) y[u] = pb[i + u * nt];
-    }
+    loadStrided(pa, pb, i, nt, x, y);
 #if defined(__CUDACC__)
 #pragma unroll
 #endif
@@ -214,13 +221,7 @@ COLL_HD COLL_SLICE_OUTLINE inline void reduceElems(unsigned tid, unsigned nt, co
   uint64_t i = tid;
   for (; i + (kU - 1) * uint64_t{nt} < n; i += kU * uint64_t{nt}) {
     T x[kU], y[kU]{};
-#if defined(__CUDACC__)
-#pragma unroll
-#endif
-    for (int u = 0; u < kU; ++u) {
-      x[u] = a[i + u * nt];
-      if (b) y[u] = b[i + u * nt];
-    }
+    loadStrided(a, b, i, nt, x, y);
 #if defined(__CUDACC__)
 #pragma unroll
 #endif
