@@ -49,6 +49,34 @@ __global__ void steps(uint32_t* word, int n) {
   }
 }
 
+// A slice's end as the executor publishes it: the counters of a slot received and one
+// sent (head, size, tail), all in device memory; kNote first writes the step to mapped
+// host memory, as the lane's progress note does. kOld: the fence, then three release
+// stores (each a fence of its own); else the size before the fence and the counters as
+// relaxed stores after it (one fence).
+template <bool kOld, bool kNote>
+__global__ void publish(uint32_t* word, uint32_t* note, int n) {
+  for (int i = 1; i <= n; ++i) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const auto v = static_cast<uint32_t>(i);
+      if (kNote) asm volatile("st.relaxed.sys.u32 [%0], %1;" ::"l"(note), "r"(v) : "memory");
+      if (kOld) {
+        __threadfence_system();
+        release<true>(word, v);
+        release<true>(word + 16, v);
+        release<true>(word + 32, v);
+      } else {
+        asm volatile("st.relaxed.sys.u32 [%0], %1;" ::"l"(word + 16), "r"(v) : "memory");
+        __threadfence_system();
+        asm volatile("st.relaxed.sys.u32 [%0], %1;" ::"l"(word), "r"(v) : "memory");
+        asm volatile("st.relaxed.sys.u32 [%0], %1;" ::"l"(word + 32), "r"(v) : "memory");
+      }
+    }
+    __syncthreads();
+  }
+}
+
 // One side of a ping-pong: side 0 posts round i on mine, waits for it on theirs; side 1
 // waits first. The leader polls (optionally sleeping 100 ns a turn, as the executor).
 template <bool kSys, bool kSleep>
@@ -115,6 +143,14 @@ uint32_t* flags(bool host) {
   return static_cast<uint32_t*>(p);
 }
 
+template <bool kOld, bool kNote>
+double publishCost(cudaStream_t s0, cudaStream_t s1, int n) {
+  uint32_t* f = flags(false);
+  uint32_t* h = flags(true);
+  if (!f || !h) return -1;
+  return timed(s0, s1, n, [&](cudaStream_t a, cudaStream_t) { publish<kOld, kNote><<<1, kThreads, 0, a>>>(f, h, n); });
+}
+
 template <bool kSys, bool kSleep>
 double roundTrip(bool host, cudaStream_t s0, cudaStream_t s1, int n) {
   uint32_t* f = flags(host);
@@ -148,11 +184,15 @@ int main(int argc, char** argv) {
   cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking);
   (void)roundTrip<true, true>(false, s0, s1, 100);  // warm-up: module load
   std::printf("# %d rounds each; us per step (one block, nothing awaited) or per round trip (two kernels)\n", n);
-  std::printf("%-44s %10s\n", "variant", "us");
-  auto row = [](const char* what, double us) { std::printf("%-44s %10.3f\n", what, us); };
+  std::printf("%-50s %10s\n", "variant", "us");
+  auto row = [](const char* what, double us) { std::printf("%-50s %10.3f\n", what, us); };
   row("step, device word, sys fence + release", stepCost<true>(false, s0, s1, n));
   row("step, device word, gpu fence + release", stepCost<false>(false, s0, s1, n));
   row("step, host word, sys fence + release", stepCost<true>(true, s0, s1, n));
+  row("slice end, fence + 3 release stores", publishCost<true, false>(s0, s1, n));
+  row("slice end, one fence, relaxed counters", publishCost<false, false>(s0, s1, n));
+  row("slice end after a host note, fence + 3 release", publishCost<true, true>(s0, s1, n));
+  row("slice end after a host note, one fence", publishCost<false, true>(s0, s1, n));
   row("round trip, device flags, sys, nanosleep", roundTrip<true, true>(false, s0, s1, n));
   row("round trip, device flags, sys, spin", roundTrip<true, false>(false, s0, s1, n));
   row("round trip, device flags, gpu, nanosleep", roundTrip<false, true>(false, s0, s1, n));

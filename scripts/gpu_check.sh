@@ -110,6 +110,8 @@ if [ "${1:-targets}" = first ]; then
   # on 16 bytes, channels per rank at 256 MiB for 2 and 8 ranks, the no-hang shapes,
   # processes, the token lanes (8 B), the rest of the tests, 1 rank beside NCCL; then the
   # targets.
+  # A slice's end with one fence and relaxed counters beside the old three release stores.
+  step handshake 20 "$P/handshake_perf" -n 20000
   step memcheck 70 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 1M -f 32 -c 1 -n 1 -w 0
   step memcheck_memory 40 env COLL_DEVICE_PLAN_PARAMS=0 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 64K -f 8 -c 1 -n 1 -w 0
   step racecheck 45 "$CS" --tool racecheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 1K -e 64K -f 64 -c 1 -n 1 -w 0
@@ -170,6 +172,7 @@ if [ "${1:-targets}" = first ]; then
   done
   grep "device timing" "$OUT/allreduce_t2_timing.log" | tail -4 >> "$S"
   grep -E "^ *[0-9]+ " "$OUT/reduce_kernel.log" | tail -3 >> "$S"
+  grep -E "slice end|step, device" "$OUT/handshake.log" >> "$S"
   grep -h -E "FAILED|ERROR SUMMARY|RACECHECK SUMMARY|Out of bounds" "$OUT"/gpu_tests*.log "$OUT"/*check*.log "$OUT"/procs2_*.log 2>/dev/null | head -20 >> "$S"
   cat "$S"
   echo

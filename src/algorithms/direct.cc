@@ -9,8 +9,8 @@
 //
 // Unlike the ring, a rank writes into its peers' buffers: a rank whose call failed or
 // was aborted may still be written to by peers in the operation until their
-// communicators fail or are aborted too (their lanes look at the abort word every 8
-// slices), as with NCCL's direct peer writes.
+// communicators fail or are aborted too (their lanes look at the abort word once per
+// slice of a direct reduction, 8 FIFO slices long), as with NCCL's direct peer writes.
 //
 // Per channel, three parts, all over the channel's ring connectors:
 //   1. addresses: n - 1 rounds of "send an entry, receive one" pass every rank's buffer

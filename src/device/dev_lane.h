@@ -28,6 +28,10 @@ namespace coll {
 constexpr int kDevSteps = 8;       // slots per FIFO: equal to kSteps (checked in device_exec.cc)
 constexpr int kDevMaxConns = 16;   // connectors one lane may use (tree lanes use the most)
 constexpr int kDevMaxDirect = 16;  // ranks one direct operation may span: a lane's table entries
+// A direct reduction waits for no slot, so its slices are this many FIFO slices long: a
+// slice's two barriers and its fence drain the block's loads in flight, and the abort word
+// is read once per slice (a read across PCIe).
+constexpr uint64_t kDevDirectSlices = 8;
 
 // One rank's buffers in a direct operation (kDirect): what its address steps carry, in a
 // slot of their own, around the ring. The magic and the size tell a peer that called
@@ -308,10 +312,10 @@ COLL_HD COLL_DEV_OUTLINE void devLead(const DevLane& L, B& b, const DevStep& s, 
   }
   if (c.code == kDevRunning && (s.flags & kDirect)) {
     // An address step moves its entry; a reduction writes into peers' buffers and waits for
-    // nothing, so it looks at the abort word every 8th slice instead (a read across PCIe:
-    // each slice would cost a few percent), and an aborted communicator stops within 8.
+    // nothing, so it looks at the abort word instead, once per (kDevDirectSlices times
+    // longer) slice.
     if (c.in || c.out) devAddrStep(L, b, s, c);
-    else if (k % 8 == 0 && b.load(L.abortWord) != 0) c.code = kDevAborted;
+    else if (b.load(L.abortWord) != 0) c.code = kDevAborted;
   }
   if (c.code != kDevRunning) {  // step and code by atomic stores: the stall report reads them
     L.result->peer = waitPeer;
@@ -338,7 +342,7 @@ COLL_HD COLL_DEV_OUTLINE void devTokens(const DevLane& L, B& b, uint32_t si, uin
     if (c.code != kDevRunning) break;
     if (s.recv >= 0) b.store(L.conns[s.recv].head, ++pos[s.recv]);
     if (s.send >= 0) {
-      b.store(&L.conns[s.send].sizes[pos[s.send] % kDevSteps], 0);  // release: before the tail
+      b.note(&L.conns[s.send].sizes[pos[s.send] % kDevSteps], 0);  // the tail's release orders it
       b.store(L.conns[s.send].tail, ++pos[s.send]);
     }
   }
@@ -393,7 +397,7 @@ COLL_HD COLL_DEV_OUTLINE uint64_t devTokenOne(const DevLane& L, B& b, const DevS
     }
     b.store(f.head, p + 1);
   } else {
-    b.store(&f.sizes[p % kDevSteps], 0);  // release: before the tail
+    b.note(&f.sizes[p % kDevSteps], 0);  // the tail's release orders it
     b.store(f.tail, p + 1);
   }
   return kDevTokenDone;
@@ -442,6 +446,7 @@ COLL_HD COLL_DEV_OUTLINE void devTokenBatch(const DevLane& L, B& b, uint32_t si,
 //   uint32_t load(const uint32_t*) (acquire);  void store(uint32_t*, uint32_t) (release)
 //   void note(uint32_t*, uint32_t) (relaxed: progress only the stall report reads)
 //   void fence() (makes this group's data writes visible before a release store)
+//   void post(uint32_t*, uint32_t) (a counter's relaxed store after fence(), which releases it)
 //   void pause() (while waiting)
 //   uint64_t now() (nanoseconds: the GPU's global timer, or the host's clock)
 //   void slice(const DevStep&, const char* in, const char* src, char* dst, char* out,
@@ -472,8 +477,10 @@ COLL_HD inline void devRunLane(const DevLane& L, B& b) {
     }
     // An address step moves one entry.
     const bool addr = (s.flags & kDirect) && (s.send >= 0 || s.recv >= 0);
-    // A compressed step moves more of the caller's bytes per slot (compress.h).
-    const uint64_t sliceBytes = wireSliceBytes(s.wire, L.sliceBytes);
+    // A compressed step moves more of the caller's bytes per slot (compress.h); a direct
+    // reduction has no slot.
+    const bool reduceDirect = (s.flags & kDirect) && !addr;
+    const uint64_t sliceBytes = reduceDirect ? L.sliceBytes * kDevDirectSlices : wireSliceBytes(s.wire, L.sliceBytes);
     const uint64_t nslices = addr ? 1 : (s.bytes + sliceBytes - 1) / sliceBytes;
     for (uint64_t k = si == start.step ? start.slice : 0; k < nslices; ++k) {
       const uint64_t off = k * sliceBytes;
@@ -488,13 +495,15 @@ COLL_HD inline void devRunLane(const DevLane& L, B& b) {
       else if (!addr) devDirect(L, b, s, off, len);
       b.sync();
       if (b.leader()) {
-        b.fence();
-        if (s.recv >= 0) b.store(L.conns[s.recv].head, ++pos[s.recv]);
-        if (s.send >= 0) {
-          const DevConn& w = L.conns[s.send];
-          b.store(&w.sizes[pos[s.send] % kDevSteps], static_cast<uint32_t>(wireLen));
-          b.store(w.tail, ++pos[s.send]);
-        }
+        // One fence releases the block's writes (the slot sent, the size), its reads of the
+        // slot received, and, at a step's end, everything for the next step's stores (a
+        // token after a direct reduction, from any thread of the block); the counters after
+        // it are plain stores (a release store is a fence of its own: three were ~3 round
+        // trips to memory per slice).
+        if (s.send >= 0) b.note(&L.conns[s.send].sizes[pos[s.send] % kDevSteps], static_cast<uint32_t>(wireLen));
+        if (s.recv >= 0 || s.send >= 0 || k + 1 == nslices) b.fence();
+        if (s.recv >= 0) b.post(L.conns[s.recv].head, ++pos[s.recv]);
+        if (s.send >= 0) b.post(L.conns[s.send].tail, ++pos[s.send]);
       }
     }
   }

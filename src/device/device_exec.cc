@@ -56,6 +56,10 @@ class HostLaneBackend {
   }
   void note(uint32_t* p, uint32_t v) const { std::atomic_ref<uint32_t>(*p).store(v, std::memory_order_relaxed); }
   void fence() const { std::atomic_thread_fence(std::memory_order_release); }
+  void post(uint32_t* p, uint32_t v) {  // a release with the fence before it
+    waits_ = 0;
+    note(p, v);
+  }
   uint64_t now() const { return wallNs(); }
   // Spin, then yield, then sleep briefly: lanes poll (kernels wake nobody), and the
   // emulation may run many lanes on few cores.

@@ -44,6 +44,7 @@ class BlockBackend {
     asm volatile("st.relaxed.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
   }
   __device__ void fence() const { __threadfence_system(); }
+  __device__ void post(uint32_t* p, uint32_t v) const { note(p, v); }
   __device__ void pause() const { __nanosleep(100); }
   __device__ uint64_t now() const {
     uint64_t t;
