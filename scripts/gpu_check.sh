@@ -116,6 +116,7 @@ if [ "${1:-targets}" = first ]; then
   step memcheck_memory 40 env COLL_DEVICE_PLAN_PARAMS=0 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 64K -f 8 -c 1 -n 1 -w 0
   step racecheck 45 "$CS" --tool racecheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 1K -e 64K -f 64 -c 1 -n 1 -w 0
   step allreduce_t2_small 25 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 1
+  step allreduce_t2_small_noexchange 25 env COLL_DEVICE_EXCHANGE_BYTES=0 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 0
   step allreduce_t2_small_noparams 25 env COLL_DEVICE_PLAN_PARAMS=0 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 0
   step allreduce_t2_small_nocache 25 env COLL_DEVICE_PLAN_CACHE=0 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 0
   step allreduce_t2_timing 25 env COLL_DEVICE_TIMING=1 COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=COLL "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 8 -n 20 -w 2 -c 0
@@ -161,7 +162,7 @@ if [ "${1:-targets}" = first ]; then
   step memcheck_direct 40 env COLL_DEVICE_DIRECT_MIN_BYTES=1 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 1K -e 1M -f 32 -c 1 -n 1 -w 0
   step gpu_tests 100 "$B/tests/gpu_tests" "~[direct]"
   one_rank_beside_nccl
-  for f in allreduce_t2_small allreduce_t2_small_noparams allreduce_t2_small_nocache allreduce_t2 allreduce_t2_ring allreduce_t2_ch1; do
+  for f in allreduce_t2_small allreduce_t2_small_noexchange allreduce_t2_small_noparams allreduce_t2_small_nocache allreduce_t2 allreduce_t2_ring allreduce_t2_ch1; do
     echo "== $f" >> "$S"
     grep -E "^ +[0-9]+ " "$OUT/$f.log" | tail -16 >> "$S"
   done

@@ -23,6 +23,7 @@
 #include "device/device_exec.h"
 #include "device/proxy.h"
 #include "harness.h"
+#include "transport/p2p/p2p.h"
 
 using testing::ScopedEnv;
 
@@ -695,6 +696,55 @@ TEST_CASE("ring order groups ranks by host, then by GPU in bus order, keeping ra
                                {"A", "0000:ab:00.0"}})) == V{0, 2, 1, 3});
 }
 
+// A kernel orders its FIFO accesses at GPU scope only where both ends run on its GPU
+// (dev_lane.h DevConn::sameGpu): p2p between thread ranks of one GPU. Another process
+// (MPS), another GPU (NVLink, PCIe peer access), another host, or a FIFO in host memory
+// (shm, net: a proxy or the host executor at the other end) needs system scope.
+TEST_CASE("p2p connectors say whether both ends are on one GPU and other connectors never do", "[device]") {
+  coll::PeerInfo a{}, b{};
+  std::strcpy(a.hostId, "A");
+  std::strcpy(b.hostId, "A");
+  std::strcpy(a.busId, "0000:18:00.0");
+  std::strcpy(b.busId, "0000:18:00.0");
+  a.pid = b.pid = 1;
+  CHECK(coll::p2pSameGpu(a, b, false));  // thread ranks of one GPU
+  b.pid = 2;
+  CHECK_FALSE(coll::p2pSameGpu(a, b, false));  // processes on one GPU (MPS): outside PTX's GPU scope
+  b.pid = 1;
+  std::strcpy(b.busId, "0000:2a:00.0");
+  CHECK_FALSE(coll::p2pSameGpu(a, b, false));  // peer GPUs
+  std::strcpy(b.busId, "0000:18:00.0");
+  std::strcpy(b.hostId, "B");
+  CHECK_FALSE(coll::p2pSameGpu(a, b, false));  // the same bus id on another host
+  a.busId[0] = b.busId[0] = '\0';
+  std::strcpy(b.hostId, "A");
+  CHECK_FALSE(coll::p2pSameGpu(a, b, false));  // host ranks
+  CHECK(coll::p2pSameGpu(a, b, true));         // emulated: threads of one process
+  b.pid = 2;
+  CHECK_FALSE(coll::p2pSameGpu(a, b, true));
+
+  // Emulated thread ranks: the ring channels of the device set, p2p, or shm without it.
+  ScopedEnv emulate("COLL_DEVICE_EMULATE", "1");
+  for (const char* disable : {"0", "1"}) {
+    ScopedEnv p2p("COLL_P2P_DISABLE", disable);
+    auto errors = testing::runRanks(2, [&](int, collComm_t comm) -> std::string {
+      std::vector<float> x(1024, 1.0f);
+      if (collAllReduce(x.data(), x.data(), x.size(), collFloat32, collSum, comm, nullptr) != collSuccess)
+        return "allreduce failed";
+      const auto& chans = comm->conns(true).channels;
+      if (chans.empty() || !chans[0].send || !chans[0].recv) return "no device ring channel";
+      const bool isP2p = std::strcmp(chans[0].send->kind(), "p2p") == 0;
+      if (isP2p != (disable[0] == '0')) return std::string("channel 0 is ") + chans[0].send->kind();
+      for (const auto& ch : chans)
+        if (ch.send->sameGpu() != isP2p || ch.recv->sameGpu() != isP2p)
+          return std::string(ch.send->kind()) + " connector with sameGpu() " + (isP2p ? "false" : "true");
+      return "";
+    });
+    INFO("COLL_P2P_DISABLE=" << disable);
+    for (auto& e : errors) FAIL_CHECK(e);
+  }
+}
+
 // Kernels over p2p or shm FIFOs need nothing from the proxy but a look at their end: with
 // launches ending back to back and nobody waiting, it must not keep a core spinning
 // (it did: every finished launch restarted its spin).
@@ -1057,6 +1107,58 @@ TEST_CASE("ring pieces start on 16 bytes, fit half a FIFO per loop and tile the 
             }
             CHECK(end == count * es);
           }
+}
+
+// Small device allreduces of 2 ranks exchange whole pieces (ring.cc): per loop a send of
+// this rank's piece, then the peer's combined with it into the output, one wait instead of
+// the ring's two in a row. Only sums, products and averages (whose bits do not depend on
+// the order), only up to exchangeMaxBytes, only 2 ranks; the pieces tile the buffer and
+// keep the half-FIFO rule. The bits against the ring's: the emulated sweep (2 ranks).
+TEST_CASE("2-rank device allreduces up to the exchange limit send whole pieces and combine once",
+          "[collectives][device]") {
+  using namespace coll;
+  char* const base = reinterpret_cast<char*>(uintptr_t{1} << 20);  // never dereferenced
+  const uint8_t send = kSrc | kSend, combine = kRecv | kSrc | kDst | kFinal;
+  for (int nch : {1, 3})
+    for (size_t count : {size_t{2}, size_t{4097}, size_t{65536}})
+      for (collRedOp_t op : {collSum, collProd, collAvg, collMax, collMin})
+        for (int n : {2, 3}) {
+          CAPTURE(nch, count, op, n);
+          BuilderFixture f(n, nch, 4096, 4, base, count, collFloat32);
+          f.od.op = op;
+          f.in.exchangeMaxBytes = 65536 * 4;
+          const bool exchange = n == 2 && op != collMax && op != collMin;
+          std::vector<Program> progs(static_cast<size_t>(nch));
+          buildRingAllReduce(f.in, f.od, 0, progs);
+          size_t end = 0;
+          for (const Program& p : progs) {
+            if (!exchange && !p.steps.empty()) {  // the ring: its steps pass blocks on
+              CHECK(std::any_of(p.steps.begin(), p.steps.end(),
+                                [&](const Step& st) { return st.flags != send && st.flags != combine; }));
+            }
+            if (!exchange) continue;
+            REQUIRE(p.steps.size() % 2 == 0);
+            for (size_t i = 0; i < p.steps.size(); i += 2) {
+              const Step &a = p.steps[i], &b = p.steps[i + 1];
+              CHECK(a.flags == send);
+              CHECK(b.flags == combine);
+              CHECK(a.src == b.src);
+              CHECK(b.dst == a.src);  // in place here: the piece's own place
+              CHECK(a.bytes == b.bytes);
+              CHECK(a.bytes <= 4 * 4096);
+              CHECK(static_cast<size_t>(a.src - base) == end);
+              end += a.bytes;
+            }
+          }
+          if (exchange) CHECK(end == count * 4);
+        }
+  // Above the limit, the ring (blocks on 16 bytes: no head pass).
+  BuilderFixture f(2, 1, 4096, 4, base, 65544, collFloat32);
+  f.in.exchangeMaxBytes = 65536 * 4;
+  std::vector<Program> progs(1);
+  buildRingAllReduce(f.in, f.od, 0, progs);
+  CHECK(progs[0].steps.size() % 3 == 0);
+  CHECK(progs[0].steps[1].flags == (kRecv | kSrc | kDst | kSend | kFinal));
 }
 
 // The direct route's reductions start on 16 bytes or are a block's head of under 16: a

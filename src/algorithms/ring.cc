@@ -25,6 +25,14 @@
 // Allgather: step 0 copies the rank's own block into place and sends it; steps 1..n-2
 // receive block r-j, keep it and forward it; step n-1 only keeps it.
 //
+// Exchange (2 ranks, BuildInput::exchangeMaxBytes: small device allreduces): each rank
+// sends its whole piece and combines the one it receives with its own, the peer's first
+// as the ring would for the rank's own block. The ring's other block is combined the other
+// way round on the peer, so only ops whose bits do not depend on the order take it: sums,
+// products and averages (IEEE addition and multiplication commute exactly, a NaN is made
+// canonical; min and max may not, for -0 and +0). One wait for the peer instead of the
+// ring's two in a row (its reduced block comes back), for the same bytes on the wire.
+//
 // Loops: a step that only sends (step 0) must leave room in the FIFO, or every rank
 // fills its successor's FIFO and then waits for room while holding the slot its
 // predecessor waits for: a cycle. So each channel's piece of a block is cut into loops
@@ -35,6 +43,7 @@
 
 #include "algorithms/algorithms.h"
 #include "base/datatype.h"
+#include "kernels/compress.h"
 
 namespace coll {
 
@@ -105,6 +114,31 @@ Piece bodyOf(Piece p, size_t es) {
   return {p.offset + h.bytes, p.bytes - h.bytes};
 }
 
+bool exchanges(const BuildInput& in, const OpDesc& od) {
+  const bool commutes = od.op == collSum || od.op == collProd || od.op == collAvg;
+  return in.nranks == 2 && commutes && od.wire == kWireNone && od.count * dataTypeSize(od.dtype) <= in.exchangeMaxBytes;
+}
+
+// Per channel and loop: send this rank's piece, then combine the peer's with it (the
+// half-FIFO rule holds: a loop sends at most in.loopSlices slices before it receives).
+void buildExchange(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& progs) {
+  const size_t es = dataTypeSize(od.dtype);
+  const char* src = static_cast<const char*>(od.sendbuff);
+  char* dst = static_cast<char*>(od.recvbuff);
+  const int nch = channelsFor(in, od.count * es);
+  const size_t nloops = loopsFor(in, od.count, nch, es);
+  for (int ch = 0; ch < nch; ++ch) {
+    SendConnector* s = in.conns->channels[static_cast<size_t>(ch)].send.get();
+    RecvConnector* rv = in.conns->channels[static_cast<size_t>(ch)].recv.get();
+    const Piece whole = piece(0, od.count, es, nch, ch);
+    for (size_t loop = 0; loop < nloops; ++loop) {
+      const Piece p = subPiece(whole, es, nloops, loop);
+      progs[ch].add(kSrc | kSend, od, opIndex, src + p.offset, dst + p.offset, p.bytes, s, rv);
+      progs[ch].add(kRecv | kSrc | kDst | kFinal, od, opIndex, src + p.offset, dst + p.offset, p.bytes, s, rv);
+    }
+  }
+}
+
 }  // namespace
 
 void buildRingAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& progs) {
@@ -120,6 +154,7 @@ void buildRingAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex
     }
     return;
   }
+  if (exchanges(in, od)) return buildExchange(in, od, opIndex, progs);
   auto block = [&](int k, int ch) {
     size_t b = partBegin(od.count, n, k), e = partBegin(od.count, n, k + 1);
     return piece(b, e - b, es, nch, ch);

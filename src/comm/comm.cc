@@ -54,6 +54,7 @@ struct SharedConfig {
   int32_t deviceLaneBudget;  // not compared: the smallest over all ranks applies
   int32_t deviceYields;      // not compared: staging is on when any rank's lanes yield
   int64_t deviceStageBytes;
+  int64_t deviceExchangeBytes;
   int32_t compress;       // collCompress_t
   int32_t deterministic;  // config->deterministic, else COLL_DETERMINISTIC
   uint64_t algos;         // COLL_ALGO / COLL_PROTO filters (tuner.h)
@@ -245,6 +246,7 @@ static Result<SharedConfig> localConfig(collComm* c, bool shmDisable, bool overN
   c->dev.yieldNs = deviceYieldFor(c->bootstrap->peers(), c->rank, c->dev.cudaDev, mine.deviceEmulate != 0);
   mine.deviceYields = c->dev.yieldNs != 0 ? 1 : 0;
   mine.deviceStageBytes = std::clamp<int64_t>(param(IntParam::DEVICE_STAGE_BYTES), 0, int64_t{1} << 30);
+  mine.deviceExchangeBytes = std::clamp<int64_t>(param(IntParam::DEVICE_EXCHANGE_BYTES), 0, int64_t{1} << 30);
   COLL_ASSIGN(mine.compress, compressSetting(o));
   mine.deterministic = o.deterministic >= 0 ? o.deterministic : param(IntParam::DETERMINISTIC) != 0 ? 1 : 0;
   COLL_CHECK(tunerInputFromParams(&c->tuner));
@@ -280,10 +282,12 @@ static std::string describeShared(const SharedConfig& s) {
          ", COLL_NET_DUPLEX=" + std::to_string(s.netDuplex) +
          ", COLL_DEVICE_EMULATE=" + std::to_string(s.deviceEmulate) +
          ", COLL_DEVICE_NCHANNELS=" + std::to_string(s.deviceChannels) +
-         ", COLL_DEVICE_STAGE_BYTES=" + std::to_string(s.deviceStageBytes) + ", COLL_COMPRESS (or config->compress) " +
-         std::to_string(s.compress) + ", COLL_DETERMINISTIC (or config->deterministic) " +
-         std::to_string(s.deterministic) + ", COLL_ALGO/COLL_PROTO filters " + std::to_string(s.algos) + "/" +
-         std::to_string(s.protos) + ", COLL_TUNER_* " + consts;
+         ", COLL_DEVICE_STAGE_BYTES=" + std::to_string(s.deviceStageBytes) +
+         ", COLL_DEVICE_EXCHANGE_BYTES=" + std::to_string(s.deviceExchangeBytes) +
+         ", COLL_COMPRESS (or config->compress) " + std::to_string(s.compress) +
+         ", COLL_DETERMINISTIC (or config->deterministic) " + std::to_string(s.deterministic) +
+         ", COLL_ALGO/COLL_PROTO filters " + std::to_string(s.algos) + "/" + std::to_string(s.protos) +
+         ", COLL_TUNER_* " + consts;
 }
 
 // Every rank's SharedConfig; fails naming the first rank that differs from rank 0.
@@ -404,6 +408,7 @@ static Status applyConfig(collComm* c, const std::vector<SharedConfig>& all, boo
   for (const SharedConfig& o : all) yields |= o.deviceYields != 0;
   c->deviceStageBytes = yields ? static_cast<size_t>(agreed.deviceStageBytes) : 0;
   c->deviceDirectMinBytes = directMinBytes(c, yields);
+  c->deviceExchangeBytes = static_cast<size_t>(agreed.deviceExchangeBytes);
   const DeviceShape shape = deviceShape(c->nranks, budget, agreed.deviceChannels);
   c->dev.channels = shape.channels;
   c->dev.p2pLanes = shape.p2pLanes;

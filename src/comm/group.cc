@@ -172,6 +172,7 @@ BuildInput buildInput(const collComm* c, const ConnectorSet& conns) {
   in.sliceBytes = host ? c->sliceBytes : c->deviceSlotBytes;
   in.loopSlices = c->loopSlices;
   in.chunkMinBytes = host ? c->chunkMinBytes : c->deviceChunkMinBytes;
+  in.exchangeMaxBytes = host ? 0 : c->deviceExchangeBytes;
   in.minChannels = c->minChannels;
   in.twoTrees = c->twoTrees;
   in.conns = &conns;

@@ -47,15 +47,15 @@ class HostLaneBackend {
   unsigned tid() const { return 0; }
   unsigned threads() const { return 1; }
   uint64_t* scratch() { return scratch_; }
-  uint32_t load(const uint32_t* p) const {
+  uint32_t load(const uint32_t* p, bool = false) const {
     return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(std::memory_order_acquire);
   }
-  void store(uint32_t* p, uint32_t v) {  // progress: the next wait spins first again
+  void store(uint32_t* p, uint32_t v, bool = false) {  // progress: the next wait spins first again
     waits_ = 0;
     std::atomic_ref<uint32_t>(*p).store(v, std::memory_order_release);
   }
   void note(uint32_t* p, uint32_t v) const { std::atomic_ref<uint32_t>(*p).store(v, std::memory_order_relaxed); }
-  void fence() const { std::atomic_thread_fence(std::memory_order_release); }
+  void fence(bool = false) const { std::atomic_thread_fence(std::memory_order_release); }
   void post(uint32_t* p, uint32_t v) {  // a release with the fence before it
     waits_ = 0;
     note(p, v);
@@ -175,7 +175,7 @@ struct LoweredPart {
 // The address as it is: emulation, and FIFOs already in device memory (p2p).
 Result<char*> identityMap(void*, size_t, const void* p) { return const_cast<char*>(static_cast<const char*>(p)); }
 
-Result<DevConn> lowerConn(const FifoView& f, bool isSend, int peer, bool onDevice, bool slotsOnDevice,
+Result<DevConn> lowerConn(const FifoView& f, bool isSend, int peer, bool onDevice, bool slotsOnDevice, bool sameGpu,
                           const MapFn& map) {
   // p2p FIFOs are device memory already; host-memory ones are mapped for the executor,
   // except net slots in GPU memory (GPUDirect RDMA), which it uses as they are.
@@ -194,6 +194,7 @@ Result<DevConn> lowerConn(const FifoView& f, bool isSend, int peer, bool onDevic
   d.data = data;
   d.slotBytes = f.slotBytes;
   d.isSend = isSend ? 1 : 0;
+  d.sameGpu = sameGpu ? 1 : 0;
   d.peer = peer;
   return d;
 }
@@ -215,8 +216,8 @@ Result<int8_t> connIndex(DevLane& lane, ConnKeys& keys, Conn* conn, bool isSend,
     return internalError("rank " + std::to_string(p.rank) + " " + p.lane + " uses more than " +
                          std::to_string(kDevMaxConns) + " connectors, the device executor's limit");
   const FifoView* f = conn->fifo();
-  COLL_ASSIGN(lane.conns[keys.n],
-              lowerConn(*f, isSend, conn->peer(), conn->fifoInDeviceMemory(), conn->slotsInDeviceMemory(), map));
+  COLL_ASSIGN(lane.conns[keys.n], lowerConn(*f, isSend, conn->peer(), conn->fifoInDeviceMemory(),
+                                            conn->slotsInDeviceMemory(), conn->sameGpu(), map));
   if (conn->needsProgress()) {
     if constexpr (std::is_same_v<Conn, SendConnector>) plan.sends.push_back(conn);
     else plan.recvs.push_back(conn);

@@ -32,18 +32,24 @@ class BlockBackend {
   __device__ unsigned tid() const { return threadIdx.x; }
   __device__ unsigned threads() const { return blockDim.x; }
   __device__ uint64_t* scratch() { return scratch_; }
-  __device__ uint32_t load(const uint32_t* p) const {
+  // gpu: the other side runs on this GPU (DevConn::sameGpu), so GPU scope orders them.
+  __device__ uint32_t load(const uint32_t* p, bool gpu = false) const {
     uint32_t v;
-    asm volatile("ld.acquire.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    if (gpu) asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    else asm volatile("ld.acquire.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
   }
-  __device__ void store(uint32_t* p, uint32_t v) const {
-    asm volatile("st.release.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+  __device__ void store(uint32_t* p, uint32_t v, bool gpu = false) const {
+    if (gpu) asm volatile("st.release.gpu.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+    else asm volatile("st.release.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
   }
   __device__ void note(uint32_t* p, uint32_t v) const {
     asm volatile("st.relaxed.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
   }
-  __device__ void fence() const { __threadfence_system(); }
+  __device__ void fence(bool gpu = false) const {
+    if (gpu) __threadfence();
+    else __threadfence_system();
+  }
   __device__ void post(uint32_t* p, uint32_t v) const { note(p, v); }
   __device__ void pause() const { __nanosleep(100); }
   __device__ uint64_t now() const {

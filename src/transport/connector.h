@@ -62,6 +62,10 @@ class Connector {
   // The slots are memory a device executor uses as it is (GPU memory a NIC reaches:
   // transport/net/gdr.h), the counters host memory it maps; device executors only.
   virtual bool slotsInDeviceMemory() const { return fifoInDeviceMemory(); }
+  // Both ends' kernels run on one GPU in one process (p2p between thread ranks of one GPU):
+  // they may order their FIFO accesses at GPU scope, cheaper than system scope
+  // (device/dev_lane.h DevConn).
+  virtual bool sameGpu() const { return false; }
   size_t slotBytes() const { return slotBytes_; }
   int peer() const { return peer_; }
   const char* kind() const { return kind_; }

@@ -47,8 +47,8 @@ Status hostUse(int peer) {
 template <typename Base>
 class P2pEnd : public Base {
  public:
-  P2pEnd(int peer, std::shared_ptr<P2pRegion> r, size_t slotBytes)
-      : region_(std::move(r)), f_(region_->view(slotBytes)) {
+  P2pEnd(int peer, std::shared_ptr<P2pRegion> r, size_t slotBytes, bool sameGpu)
+      : region_(std::move(r)), f_(region_->view(slotBytes)), sameGpu_(sameGpu) {
     this->slotBytes_ = slotBytes;
     this->peer_ = peer;
     this->kind_ = "p2p";
@@ -58,10 +58,12 @@ class P2pEnd : public Base {
   WaitTarget waitTarget() override { return {}; }
   const FifoView* fifo() const override { return &f_; }
   bool fifoInDeviceMemory() const override { return true; }
+  bool sameGpu() const override { return sameGpu_; }
 
  private:
   std::shared_ptr<P2pRegion> region_;
   FifoView f_;
+  bool sameGpu_;
 };
 
 class P2pSend : public P2pEnd<SendConnector> {
@@ -81,12 +83,13 @@ class P2pRecv : public P2pEnd<RecvConnector> {
 
 class P2pPendingRecv : public PendingRecv {
  public:
-  P2pPendingRecv(int peer, std::shared_ptr<P2pRegion> r, P2pHandle h) : peer_(peer), region_(std::move(r)), h_(h) {}
+  P2pPendingRecv(int peer, std::shared_ptr<P2pRegion> r, P2pHandle h, bool sameGpu)
+      : peer_(peer), region_(std::move(r)), h_(h), sameGpu_(sameGpu) {}
   ~P2pPendingRecv() override { forget(); }
   std::span<const std::byte> handle() const override { return handleBytes(h_); }
   Result<std::unique_ptr<RecvConnector>> finish() override {
     forget();
-    return std::unique_ptr<RecvConnector>(new P2pRecv(peer_, region_, h_.slotBytes));
+    return std::unique_ptr<RecvConnector>(new P2pRecv(peer_, region_, h_.slotBytes, sameGpu_));
   }
 
  private:
@@ -97,6 +100,7 @@ class P2pPendingRecv : public PendingRecv {
   int peer_;
   std::shared_ptr<P2pRegion> region_;
   P2pHandle h_;
+  bool sameGpu_;
 };
 
 }  // namespace
@@ -118,7 +122,15 @@ bool p2pPossible(const PeerInfo& self, const PeerInfo& peer, bool emulated) {
 #endif
 }
 
-Result<std::unique_ptr<PendingRecv>> p2pSetupRecv(int peer, size_t slotBytes, int dev, bool emulated) {
+// PTX's GPU scope covers the kernels one program runs on a device: ranks of other
+// processes on this GPU (MPS) keep system scope.
+bool p2pSameGpu(const PeerInfo& self, const PeerInfo& peer, bool emulated) {
+  const bool oneProcess = self.pid == peer.pid && std::strncmp(self.hostId, peer.hostId, sizeof(self.hostId)) == 0;
+  if (emulated) return oneProcess;  // the emulated GPU is the process's
+  return oneProcess && self.busId[0] && std::strncmp(self.busId, peer.busId, sizeof(self.busId)) == 0;
+}
+
+Result<std::unique_ptr<PendingRecv>> p2pSetupRecv(int peer, size_t slotBytes, int dev, bool emulated, bool sameGpu) {
   P2pHandle h{};
   h.pid = getpid();
   h.slotBytes = slotBytes;
@@ -147,11 +159,11 @@ Result<std::unique_ptr<PendingRecv>> p2pSetupRecv(int peer, size_t slotBytes, in
   }
   COLL_TRACE(P2P, "recv FIFO from rank %d in %s memory, %zu-byte slots", peer,
              emulated ? "host (emulated device)" : ("device " + std::to_string(dev)).c_str(), slotBytes);
-  return std::unique_ptr<PendingRecv>(new P2pPendingRecv(peer, std::move(region), h));
+  return std::unique_ptr<PendingRecv>(new P2pPendingRecv(peer, std::move(region), h, sameGpu));
 }
 
 Result<std::unique_ptr<SendConnector>> p2pConnectSend(int peer, std::span<const std::byte> handle, int selfDev,
-                                                      const PeerInfo& receiver, bool emulated) {
+                                                      const PeerInfo& receiver, bool emulated, bool sameGpu) {
   COLL_ASSIGN(const P2pHandle h, handleAs<P2pHandle>(handle, "p2p"));
   std::shared_ptr<P2pRegion> region;
   if (h.pid == getpid()) {
@@ -182,7 +194,7 @@ Result<std::unique_ptr<SendConnector>> p2pConnectSend(int peer, std::span<const 
     return internalError("rank " + std::to_string(peer) + " offered a p2p FIFO between processes, which needs CUDA");
 #endif
   }
-  return std::unique_ptr<SendConnector>(new P2pSend(peer, std::move(region), h.slotBytes));
+  return std::unique_ptr<SendConnector>(new P2pSend(peer, std::move(region), h.slotBytes, sameGpu));
 }
 
 namespace {
@@ -192,11 +204,13 @@ bool canConnect(const PeerInfo& self, const PeerInfo& peer, const TransportOptio
 }
 
 Result<std::unique_ptr<PendingRecv>> setupRecv(const Link& l, size_t slotBytes) {
-  return p2pSetupRecv(l.peerRank, slotBytes, l.self.cudaDev, l.options.emulated);
+  return p2pSetupRecv(l.peerRank, slotBytes, l.self.cudaDev, l.options.emulated,
+                      p2pSameGpu(l.self, l.peer, l.options.emulated));
 }
 
 Result<std::unique_ptr<SendConnector>> connectSend(const Link& l, std::span<const std::byte> handle) {
-  return p2pConnectSend(l.peerRank, handle, l.self.cudaDev, l.peer, l.options.emulated);
+  return p2pConnectSend(l.peerRank, handle, l.self.cudaDev, l.peer, l.options.emulated,
+                        p2pSameGpu(l.self, l.peer, l.options.emulated));
 }
 
 }  // namespace

@@ -36,9 +36,12 @@ extern const Transport kP2pTransport;
 // emulated (COLL_DEVICE_EMULATE): host blocks stand in for GPU memory between threads of
 // one process, so CI exercises the handshake and the in-process path.
 bool p2pPossible(const PeerInfo& self, const PeerInfo& peer, bool emulated);
-// The row's halves; the handle is a P2pHandle.
-Result<std::unique_ptr<PendingRecv>> p2pSetupRecv(int peer, size_t slotBytes, int dev, bool emulated);
+// Whether self and peer are ranks of one process on one GPU (emulated: of one process),
+// so that their connectors say sameGpu().
+bool p2pSameGpu(const PeerInfo& self, const PeerInfo& peer, bool emulated);
+// The row's halves; the handle is a P2pHandle; sameGpu: p2pSameGpu of the two ranks.
+Result<std::unique_ptr<PendingRecv>> p2pSetupRecv(int peer, size_t slotBytes, int dev, bool emulated, bool sameGpu);
 Result<std::unique_ptr<SendConnector>> p2pConnectSend(int peer, std::span<const std::byte> handle, int selfDev,
-                                                      const PeerInfo& receiver, bool emulated);
+                                                      const PeerInfo& receiver, bool emulated, bool sameGpu);
 
 }  // namespace coll
