@@ -324,6 +324,46 @@ TEST_CASE("one thread drives all ranks of collCommInitAll inside a group", "[api
   }
 }
 
+// A device reduction loads whole elements: on a GPU a buffer off its element's alignment
+// faults the kernel, so it is refused by name before anything runs (emulated here: host
+// buffers take the device path). Copies take any alignment (the widest unit the pointers
+// share), checked by value.
+TEST_CASE("device reductions refuse buffers off their element's alignment; copies take them", "[api][device]") {
+  ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  ScopedEnv emulate("COLL_DEVICE_EMULATE", "1");
+  const int n = 2;
+  collComm_t comms[n];
+  REQUIRE(collCommInitAll(comms, n, nullptr) == collSuccess);
+  alignas(16) char raw[n][4096] = {};
+  auto at = [&](int r, size_t off) { return static_cast<void*>(raw[r] + off); };
+  REQUIRE(collAllReduce(at(0, 2), at(0, 2), 8, collFloat, collSum, comms[0], nullptr) == collInvalidArgument);
+  REQUIRE(contains(collGetLastError(comms[0]), "sendbuff"));
+  REQUIRE(contains(collGetLastError(comms[0]), "not aligned to its 4-byte float32 elements"));
+  REQUIRE(collReduceScatter(at(0, 0), at(0, 1), 4, collFloat16, collSum, comms[0], nullptr) == collInvalidArgument);
+  REQUIRE(contains(collGetLastError(comms[0]), "recvbuff"));
+  // Bytes and an aligned fp16 buffer pass; so does a gather of floats 1 byte off.
+  REQUIRE(collGroupStart() == collSuccess);
+  for (int r = 0; r < n; ++r)
+    REQUIRE(collAllReduce(at(r, 2), at(r, 2), 8, collFloat16, collSum, comms[r], nullptr) == collSuccess);
+  REQUIRE(collGroupEnd() == collSuccess);
+  std::vector<float> mine(7);
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<float>(r * 10 + i);
+    std::memcpy(at(r, 1001), mine.data(), sizeof(float) * mine.size());
+  }
+  REQUIRE(collGroupStart() == collSuccess);
+  for (int r = 0; r < n; ++r)
+    REQUIRE(collAllGather(at(r, 1001), at(r, 2049), mine.size(), collFloat, comms[r], nullptr) == collSuccess);
+  REQUIRE(collGroupEnd() == collSuccess);
+  for (int r = 0; r < n; ++r) {
+    std::vector<float> got(mine.size() * n);
+    std::memcpy(got.data(), at(r, 2049), sizeof(float) * got.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      REQUIRE(got[i] == static_cast<float>(i / mine.size() * 10 + i % mine.size()));
+  }
+  for (int r = 0; r < n; ++r) REQUIRE(collCommDestroy(comms[r]) == collSuccess);
+}
+
 TEST_CASE("collCommSplit orders by key and honours COLL_SPLIT_NOCOLOR", "[api][split]") {
   ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
   const int n = 5;

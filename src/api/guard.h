@@ -204,6 +204,26 @@ inline Status placeOp(OpDesc* od, const BufKinds& kinds, collStream_t stream) {
   return okStatus();
 }
 
+// Device reductions, and compressed collectives, load whole elements (16 bytes at a time
+// where they can, else one element): a device buffer off its element's alignment would
+// fault the kernel (a crash of the context), so it is refused by name. Copies need no
+// alignment (kernels/slice.h moves the widest unit the pointers share).
+inline Status checkElementAlignment(const OpDesc& od, int rank) {
+  const bool reduces = od.kind == CollKind::kAllReduce || od.kind == CollKind::kReduce ||
+                       od.kind == CollKind::kReduceScatter;
+  if (!od.device || od.count == 0 || (!reduces && od.wire == 0)) return okStatus();
+  const size_t es = dataTypeSize(od.dtype);
+  auto check = [&](const char* arg, const void* p) -> Status {
+    if (reinterpret_cast<uintptr_t>(p) % es == 0) return okStatus();
+    return invalidArgument(std::string(arg) + " " + ptrStr(p) + " is not aligned to its " + std::to_string(es) +
+                           "-byte " + dataTypeName(od.dtype) +
+                           " elements: device reductions and compressed collectives read whole elements");
+  };
+  if (od.kind != CollKind::kBroadcast || rank == od.root) COLL_CHECK(check("sendbuff", od.sendbuff));
+  if (od.kind != CollKind::kReduce || rank == od.root) COLL_CHECK(check("recvbuff", od.recvbuff));
+  return okStatus();
+}
+
 // Drops comm's PreMulSum ops from the process-wide registry (before comm is freed).
 void forgetOps(const collComm* comm);
 
@@ -281,6 +301,7 @@ collResult_t runOp(const char* fn, collComm* comm, const OpCall& call, collStrea
     OpDesc od = call.desc();
     COLL_CHECK(placeOp(&od, kinds, stream));
     if (od.wire == 0) od.wire = defaultWire(comm, od);
+    COLL_CHECK(checkElementAlignment(od, comm->rank));
     size_t inputCount = od.count;
     if (od.kind == CollKind::kReduceScatter) inputCount *= static_cast<size_t>(comm->nranks);
     COLL_CHECK(lowerPreMulSum(comm, &od, inputCount));
