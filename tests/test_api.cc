@@ -403,12 +403,14 @@ TEST_CASE("ranks calling different counts get an error, not a hang", "[api][fail
   // Both one-shot, both ring, and one of each (the ranks then pick different algorithms),
   // over shared memory and over the network. (Ring counts that differ in their number
   // of channels are not detected yet: a channel only one rank uses waits forever.)
-  const std::pair<size_t, size_t> counts[] = {{100, 200}, {9000, 12000}, {100, 40000}};
+  // And on the device path's 2-rank exchange (up to 256 KiB) against the ring above it,
+  // at twice the count: the ring's block then equals the exchange's whole buffer.
+  const std::pair<size_t, size_t> counts[] = {{100, 200}, {9000, 12000}, {100, 40000}, {40000, 80000}};
   for (const char* shmDisable : {"0", "1"}) {
     ScopedEnv shm("COLL_SHM_DISABLE", shmDisable);
     for (auto [c0, c1] : counts) {
       auto errors = testing::runRanks(2, [&](int rank, collComm_t comm) -> std::string {
-        std::vector<float> buf(40000, 1.0f);
+        std::vector<float> buf(80000, 1.0f);
         size_t count = rank == 0 ? c0 : c1;
         collResult_t r = collAllReduce(buf.data(), buf.data(), count, collFloat, collSum, comm, nullptr);
         if (r == collSuccess) return "mismatched allreduce succeeded";

@@ -1109,56 +1109,65 @@ TEST_CASE("ring pieces start on 16 bytes, fit half a FIFO per loop and tile the 
           }
 }
 
-// Small device allreduces of 2 ranks exchange whole pieces (ring.cc): per loop a send of
-// this rank's piece, then the peer's combined with it into the output, one wait instead of
-// the ring's two in a row. Only sums, products and averages (whose bits do not depend on
-// the order), only up to exchangeMaxBytes, only 2 ranks; the pieces tile the buffer and
-// keep the half-FIFO rule. The bits against the ring's: the emulated sweep (2 ranks).
-TEST_CASE("2-rank device allreduces up to the exchange limit send whole pieces and combine once",
+// Small device allreduces of 2 ranks exchange their blocks (ring.cc): per channel this
+// rank's two block pieces sent (the ring's first block first), then the peer's combined
+// with this rank's into the output, one wait instead of the ring's two in a row. Only
+// sums, products and averages (whose bits do not depend on the order), only up to
+// exchangeMaxBytes and half a loop per block piece (so that no ring of another count
+// sends the same sizes), only 2 ranks; the sends tile the buffer. The bits against the
+// ring's: the emulated sweep (2 ranks).
+TEST_CASE("2-rank device allreduces up to the exchange limit send both blocks and combine once",
           "[collectives][device]") {
   using namespace coll;
   char* const base = reinterpret_cast<char*>(uintptr_t{1} << 20);  // never dereferenced
   const uint8_t send = kSrc | kSend, combine = kRecv | kSrc | kDst | kFinal;
   for (int nch : {1, 3})
-    for (size_t count : {size_t{2}, size_t{4097}, size_t{65536}})
+    for (size_t count : {size_t{2}, size_t{4001}, size_t{6001}})
       for (collRedOp_t op : {collSum, collProd, collAvg, collMax, collMin})
-        for (int n : {2, 3}) {
-          CAPTURE(nch, count, op, n);
-          BuilderFixture f(n, nch, 4096, 4, base, count, collFloat32);
-          f.od.op = op;
-          f.in.exchangeMaxBytes = 65536 * 4;
-          const bool exchange = n == 2 && op != collMax && op != collMin;
-          std::vector<Program> progs(static_cast<size_t>(nch));
-          buildRingAllReduce(f.in, f.od, 0, progs);
-          size_t end = 0;
-          for (const Program& p : progs) {
-            if (!exchange && !p.steps.empty()) {  // the ring: its steps pass blocks on
-              CHECK(std::any_of(p.steps.begin(), p.steps.end(),
-                                [&](const Step& st) { return st.flags != send && st.flags != combine; }));
+        for (int pos : {0, 1})
+          for (int n : {2, 3}) {
+            CAPTURE(nch, count, op, pos, n);
+            BuilderFixture f(n, nch, 4096, 4, base, count, collFloat32);
+            f.od.op = op;
+            f.in.ringPos = pos;
+            f.in.exchangeMaxBytes = 65536 * 4;
+            // A channel's block piece (with 16 bytes of cut slack) within half a loop.
+            const size_t blockPiece = ((count + 1) / 2 + static_cast<size_t>(nch) - 1) / static_cast<size_t>(nch) * 4;
+            const bool exchange = n == 2 && op != collMax && op != collMin && blockPiece + 16 <= 2 * 4096;
+            std::vector<Program> progs(static_cast<size_t>(nch));
+            buildRingAllReduce(f.in, f.od, 0, progs);
+            size_t sent = 0;
+            for (const Program& p : progs) {
+              if (p.steps.empty()) continue;
+              if (!exchange) {  // the ring: its steps pass blocks on
+                CHECK(std::any_of(p.steps.begin(), p.steps.end(),
+                                  [&](const Step& st) { return st.flags != send && st.flags != combine; }));
+                continue;
+              }
+              REQUIRE(p.steps.size() <= 4);
+              const size_t half = p.steps.size() / 2;
+              for (size_t i = 0; i < p.steps.size(); ++i) {
+                const Step& st = p.steps[i];
+                CHECK(st.flags == (i < half ? send : combine));
+                CHECK(st.bytes <= 2 * 4096);  // half a loop of 4 slices
+                if (i < half) sent += st.bytes;
+                else CHECK(st.src == p.steps[half - 1 - (i - half)].src);  // the peer's order: its own block first
+              }
+              // The first send is the ring's first: block 1 - pos, after block pos.
+              if (half == 2) CHECK((p.steps[0].src > p.steps[1].src) == (pos == 0));
             }
-            if (!exchange) continue;
-            REQUIRE(p.steps.size() % 2 == 0);
-            for (size_t i = 0; i < p.steps.size(); i += 2) {
-              const Step &a = p.steps[i], &b = p.steps[i + 1];
-              CHECK(a.flags == send);
-              CHECK(b.flags == combine);
-              CHECK(a.src == b.src);
-              CHECK(b.dst == a.src);  // in place here: the piece's own place
-              CHECK(a.bytes == b.bytes);
-              CHECK(a.bytes <= 4 * 4096);
-              CHECK(static_cast<size_t>(a.src - base) == end);
-              end += a.bytes;
-            }
+            if (exchange) CHECK(sent == count * 4);
           }
-          if (exchange) CHECK(end == count * 4);
-        }
-  // Above the limit, the ring (blocks on 16 bytes: no head pass).
-  BuilderFixture f(2, 1, 4096, 4, base, 65544, collFloat32);
-  f.in.exchangeMaxBytes = 65536 * 4;
-  std::vector<Program> progs(1);
-  buildRingAllReduce(f.in, f.od, 0, progs);
-  CHECK(progs[0].steps.size() % 3 == 0);
-  CHECK(progs[0].steps[1].flags == (kRecv | kSrc | kDst | kSend | kFinal));
+  // Above the limit, or where a block piece exceeds half a loop, the ring.
+  for (auto [count, limit] : {std::pair{size_t{65544}, size_t{65536 * 4}}, std::pair{size_t{16400}, size_t{1} << 30}}) {
+    CAPTURE(count, limit);
+    BuilderFixture f(2, 1, 4096, 4, base, count, collFloat32);
+    f.in.exchangeMaxBytes = limit;
+    std::vector<Program> progs(1);
+    buildRingAllReduce(f.in, f.od, 0, progs);
+    REQUIRE(progs[0].steps.size() >= 3);
+    CHECK(progs[0].steps[1].flags == (kRecv | kSrc | kDst | kSend | kFinal));
+  }
 }
 
 // The direct route's reductions start on 16 bytes or are a block's head of under 16: a

@@ -24,7 +24,7 @@ struct BuildInput {
   int64_t chunkMinBytes = 1;  // COLL_CHUNK_MIN_BYTES: bytes per channel used
   int minChannels = 1;
   bool twoTrees = false;        // chunks alternate between the two trees (tree.cc)
-  size_t exchangeMaxBytes = 0;  // 2 ranks: allreduces up to this many bytes exchange whole buffers (ring.cc)
+  size_t exchangeMaxBytes = 0;  // 2 ranks: allreduces up to this many bytes exchange their blocks (ring.cc)
   const ConnectorSet* conns = nullptr;
 };
 

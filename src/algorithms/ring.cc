@@ -26,12 +26,14 @@
 // receive block r-j, keep it and forward it; step n-1 only keeps it.
 //
 // Exchange (2 ranks, BuildInput::exchangeMaxBytes: small device allreduces): each rank
-// sends its whole piece and combines the one it receives with its own, the peer's first
-// as the ring would for the rank's own block. The ring's other block is combined the other
-// way round on the peer, so only ops whose bits do not depend on the order take it: sums,
-// products and averages (IEEE addition and multiplication commute exactly, a NaN is made
-// canonical; min and max may not, for -0 and +0). One wait for the peer instead of the
-// ring's two in a row (its reduced block comes back), for the same bytes on the wire.
+// sends its contributions to both blocks and combines the peer's with its own, the
+// peer's first as the ring does for the rank's own block. The ring's other block is
+// combined the other way round on the peer, so only ops whose bits do not depend on the
+// order take it: sums, products and averages (IEEE addition and multiplication commute
+// exactly, a NaN is made canonical; min and max may not, for -0 and +0). One wait for the
+// peer instead of the ring's two in a row (its reduced block comes back), for the same
+// bytes on the wire. The slots are the ring's blocks, so that ranks that called other
+// counts meet a size they did not expect (exchanges()).
 //
 // Loops: a step that only sends (step 0) must leave room in the FIFO, or every rank
 // fills its successor's FIFO and then waits for room while holding the slot its
@@ -114,28 +116,42 @@ Piece bodyOf(Piece p, size_t es) {
   return {p.offset + h.bytes, p.bytes - h.bytes};
 }
 
+// Only where both of a channel's block pieces fit half a loop (with the cuts' slack), so
+// that an exchange is one loop: then no ring of another count sends slices of its sizes
+// on as many channels (a ring slice of a larger count that equalled a block piece here
+// would need a block of k loops of that size, more than a loop's half each), and ranks
+// that called counts on either side of the limit fail on a size, as two rings do.
 bool exchanges(const BuildInput& in, const OpDesc& od) {
   const bool commutes = od.op == collSum || od.op == collProd || od.op == collAvg;
-  return in.nranks == 2 && commutes && od.wire == kWireNone && od.count * dataTypeSize(od.dtype) <= in.exchangeMaxBytes;
+  const size_t es = dataTypeSize(od.dtype), bytes = od.count * es;
+  if (in.nranks != 2 || !commutes || od.wire != kWireNone || bytes > in.exchangeMaxBytes) return false;
+  const auto nch = static_cast<size_t>(channelsFor(in, bytes));
+  const size_t blockPiece = (partBegin(od.count, 2, 1) + nch - 1) / nch * es + 16;
+  return blockPiece <= in.sliceBytes * in.loopSlices / 2;
 }
 
-// Per channel and loop: send this rank's piece, then combine the peer's with it (the
-// half-FIFO rule holds: a loop sends at most in.loopSlices slices before it receives).
+// Per channel: this rank's contributions to both blocks sent (the ring's first block,
+// then the rank's own), then the peer's, as they come, combined with this rank's into the
+// output: four steps, one wait. At most a FIFO's half in flight each way (exchanges()).
 void buildExchange(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& progs) {
+  const int r = in.ringPos;
   const size_t es = dataTypeSize(od.dtype);
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
   const int nch = channelsFor(in, od.count * es);
-  const size_t nloops = loopsFor(in, od.count, nch, es);
   for (int ch = 0; ch < nch; ++ch) {
     SendConnector* s = in.conns->channels[static_cast<size_t>(ch)].send.get();
     RecvConnector* rv = in.conns->channels[static_cast<size_t>(ch)].recv.get();
-    const Piece whole = piece(0, od.count, es, nch, ch);
-    for (size_t loop = 0; loop < nloops; ++loop) {
-      const Piece p = subPiece(whole, es, nloops, loop);
-      progs[ch].add(kSrc | kSend, od, opIndex, src + p.offset, dst + p.offset, p.bytes, s, rv);
-      progs[ch].add(kRecv | kSrc | kDst | kFinal, od, opIndex, src + p.offset, dst + p.offset, p.bytes, s, rv);
-    }
+    auto step = [&](uint8_t flags, int k) {
+      const size_t b = partBegin(od.count, 2, static_cast<size_t>(k)),
+                   e = partBegin(od.count, 2, static_cast<size_t>(k) + 1);
+      const Piece p = piece(b, e - b, es, nch, ch);
+      progs[ch].add(flags, od, opIndex, src + p.offset, dst + p.offset, p.bytes, s, rv);
+    };
+    step(kSrc | kSend, 1 - r);
+    step(kSrc | kSend, r);
+    step(kRecv | kSrc | kDst | kFinal, r);  // the peer sends block r first
+    step(kRecv | kSrc | kDst | kFinal, 1 - r);
   }
 }
 

@@ -140,7 +140,7 @@ struct collComm {
   // Device allreduces of at least this many bytes take the direct route (algorithms.h
   // buildDirectAllReduce) where every rank shares this process and GPU; SIZE_MAX: never.
   size_t deviceDirectMinBytes = SIZE_MAX;
-  // 2 ranks: device allreduces of at most this many bytes exchange whole buffers
+  // 2 ranks: device allreduces of at most this many bytes exchange their blocks
   // (algorithms/ring.cc); 0: never.
   size_t deviceExchangeBytes = 0;
   std::shared_ptr<void> stageMemory;  // pinned host memory of staged launches, kept for the next
