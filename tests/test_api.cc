@@ -328,7 +328,7 @@ TEST_CASE("one thread drives all ranks of collCommInitAll inside a group", "[api
 // faults the kernel, so it is refused by name before anything runs (emulated here: host
 // buffers take the device path). Copies take any alignment (the widest unit the pointers
 // share), checked by value.
-TEST_CASE("device reductions refuse buffers off their element's alignment; copies take them", "[api][device]") {
+TEST_CASE("device reductions refuse buffers off their element's alignment and copies take them", "[api][device]") {
   ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
   ScopedEnv emulate("COLL_DEVICE_EMULATE", "1");
   const int n = 2;
