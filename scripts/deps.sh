@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages the build and tests need, only those missing.
 set -euo pipefail
-# openmpi-bin: the mpirun launch test; iproute2: the network-namespace test; python3: JSON checks;
+# ninja-build: the generator of fresh build folders (scripts/build.sh); openmpi-bin: the mpirun launch test; iproute2: the network-namespace test; python3: JSON checks;
 # python3-matplotlib: perf_tests/plot; python3-torch, libtorch-dev, pybind11-dev, python3-dev: the PyTorch
 # backend (python/), built and tested when they are present; clang-format: the format test; clang: the
 # libFuzzer targets (scripts/fuzz.sh, run briefly by scripts/test.sh).
-pkgs=(cmake g++ make pkg-config libhwloc-dev catch2 libcli11-dev libibverbs-dev openmpi-bin python3 iproute2
+pkgs=(cmake g++ make ninja-build pkg-config libhwloc-dev catch2 libcli11-dev libibverbs-dev openmpi-bin python3 iproute2
       python3-matplotlib python3-torch libtorch-dev pybind11-dev python3-dev clang-format clang)
 missing=()
 for p in "${pkgs[@]}"; do

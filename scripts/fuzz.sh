@@ -15,7 +15,7 @@ WORK=${FUZZ_WORK:-$(mktemp -d /tmp/coll-fuzz.XXXXXX)}
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (scripts/deps.sh installs clang)" >&2; exit 1; }
 
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
-  CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -DCOLL_FUZZ=ON -DCOLL_BUILD_TESTS=OFF -DCOLL_BUILD_TOOLS=OFF \
+  CC=clang CXX=clang++ CMAKE_GENERATOR=${CMAKE_GENERATOR:-Ninja} cmake -S . -B "$BUILD_DIR" -DCOLL_FUZZ=ON -DCOLL_BUILD_TESTS=OFF -DCOLL_BUILD_TOOLS=OFF \
     -DCOLL_BUILD_PYTORCH=OFF -DCOLL_ENABLE_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
 cmake --build "$BUILD_DIR" -j "${FUZZ_JOBS:-2}" --target fuzz_all >/dev/null

@@ -43,6 +43,7 @@ flags="$san -fno-omit-frame-pointer"
 export CFLAGS="$flags" CXXFLAGS="$flags" LDFLAGS="$san"
 # Device code for one architecture only: it is neither instrumented nor run here, and
 # nvcc's second architecture cost CI minutes (CI at 764a140: 45.9 min in all).
+export CMAKE_GENERATOR=${CMAKE_GENERATOR:-Ninja}  # as scripts/build.sh
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOLL_BUILD_PYTORCH=OFF -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$san" \
   -DCMAKE_SHARED_LINKER_FLAGS="$san" -DCMAKE_MODULE_LINKER_FLAGS="$san" >/dev/null

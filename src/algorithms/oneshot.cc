@@ -56,9 +56,8 @@ MailSignature signatureOf(const OpDesc& od) {
   MailSignature s;
   s.kind = static_cast<uint32_t>(od.kind) + 1;
   s.dtype = static_cast<uint32_t>(od.dtype);
-  bool reduces = od.kind == CollKind::kAllReduce || od.kind == CollKind::kReduce || od.kind == CollKind::kReduceScatter;
-  s.op = reduces ? static_cast<uint32_t>(od.op) : 0;
-  s.root = (od.kind == CollKind::kBroadcast || od.kind == CollKind::kReduce) ? od.root : -1;
+  s.op = combines(od.kind) ? static_cast<uint32_t>(od.op) : 0;
+  s.root = rooted(od.kind) ? od.root : -1;
   s.count = od.count;
   return s;
 }

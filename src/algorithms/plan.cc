@@ -23,9 +23,8 @@ const char* collKindName(CollKind k) {
 std::string OpDesc::describe() const {
   std::string s = std::string(collKindName(kind)) + " #" + std::to_string(seq) + " (count " + std::to_string(count) +
                   ", " + dataTypeName(dtype);
-  if (kind == CollKind::kAllReduce || kind == CollKind::kReduce || kind == CollKind::kReduceScatter)
-    s += std::string(", ") + redOpName(op);
-  if (kind == CollKind::kBroadcast || kind == CollKind::kReduce) s += ", root " + std::to_string(root);
+  if (combines(kind)) s += std::string(", ") + redOpName(op);
+  if (rooted(kind)) s += ", root " + std::to_string(root);
   if (kind == CollKind::kSend || kind == CollKind::kRecv) s += ", peer " + std::to_string(root);
   if (via) s += std::string(", part of ") + via;
   return s + ")";

@@ -44,6 +44,12 @@ struct Step {
 
 enum class CollKind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kSend, kRecv };
 const char* collKindName(CollKind k);
+// Whether ranks' values are combined (the call takes an op): allreduce, reduce, reduce-scatter.
+constexpr bool combines(CollKind k) {
+  return k == CollKind::kAllReduce || k == CollKind::kReduce || k == CollKind::kReduceScatter;
+}
+// Whether the call has a root: broadcast, reduce.
+constexpr bool rooted(CollKind k) { return k == CollKind::kBroadcast || k == CollKind::kReduce; }
 
 // One operation as the user called it.
 struct OpDesc {
@@ -65,6 +71,10 @@ struct OpDesc {
   // which reads its scalar then): the launch calls it first.
   std::shared_ptr<std::function<Status()>> prepare{};
   std::string describe() const;  // "collAllReduce #3 (count 1024, float32, sum)"
+  // Whether rank reads sendbuff / writes recvbuff: a broadcast's sendbuff and a reduce's
+  // recvbuff are touched at the root only.
+  bool touchesSend(int rank) const { return kind != CollKind::kBroadcast || rank == root; }
+  bool touchesRecv(int rank) const { return kind != CollKind::kReduce || rank == root; }
 };
 
 // What a stalled lane waits for from its peer; awaitingName gives the words of messages

@@ -73,6 +73,12 @@ Piece piece(size_t blockOffsetElems, size_t blockCount, size_t elemSize, int nch
   return {pb * elemSize, (pe - pb) * elemSize};
 }
 
+// Piece `ch` of ring block k of an operation of `count` elements over n ranks.
+Piece blockPiece(size_t count, int n, int k, size_t elemSize, int nch, int ch) {
+  const size_t b = partBegin(count, n, static_cast<size_t>(k)), e = partBegin(count, n, static_cast<size_t>(k) + 1);
+  return piece(b, e - b, elemSize, nch, ch);
+}
+
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
 // Number of loops so that no piece of a block of at most `maxBlockCount` elements, cut
@@ -121,31 +127,28 @@ Piece bodyOf(Piece p, size_t es) {
 // on as many channels (a ring slice of a larger count that equalled a block piece here
 // would need a block of k loops of that size, more than a loop's half each), and ranks
 // that called counts on either side of the limit fail on a size, as two rings do.
-bool exchanges(const BuildInput& in, const OpDesc& od) {
+bool exchanges(const BuildInput& in, const OpDesc& od, int nch) {
   const bool commutes = od.op == collSum || od.op == collProd || od.op == collAvg;
   const size_t es = dataTypeSize(od.dtype), bytes = od.count * es;
   if (in.nranks != 2 || !commutes || od.wire != kWireNone || bytes > in.exchangeMaxBytes) return false;
-  const auto nch = static_cast<size_t>(channelsFor(in, bytes));
-  const size_t blockPiece = (partBegin(od.count, 2, 1) + nch - 1) / nch * es + 16;
-  return blockPiece <= in.sliceBytes * in.loopSlices / 2;
+  const auto pieces = static_cast<size_t>(nch);
+  const size_t maxPiece = (partBegin(od.count, 2, 1) + pieces - 1) / pieces * es + 16;
+  return maxPiece <= in.sliceBytes * in.loopSlices / 2;
 }
 
 // Per channel: this rank's contributions to both blocks sent (the ring's first block,
 // then the rank's own), then the peer's, as they come, combined with this rank's into the
 // output: four steps, one wait. At most a FIFO's half in flight each way (exchanges()).
-void buildExchange(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& progs) {
+void buildExchange(const BuildInput& in, const OpDesc& od, uint16_t opIndex, int nch, std::vector<Program>& progs) {
   const int r = in.ringPos;
   const size_t es = dataTypeSize(od.dtype);
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
-  const int nch = channelsFor(in, od.count * es);
   for (int ch = 0; ch < nch; ++ch) {
     SendConnector* s = in.conns->channels[static_cast<size_t>(ch)].send.get();
     RecvConnector* rv = in.conns->channels[static_cast<size_t>(ch)].recv.get();
     auto step = [&](uint8_t flags, int k) {
-      const size_t b = partBegin(od.count, 2, static_cast<size_t>(k)),
-                   e = partBegin(od.count, 2, static_cast<size_t>(k) + 1);
-      const Piece p = piece(b, e - b, es, nch, ch);
+      const Piece p = blockPiece(od.count, 2, k, es, nch, ch);
       progs[ch].add(flags, od, opIndex, src + p.offset, dst + p.offset, p.bytes, s, rv);
     };
     step(kSrc | kSend, 1 - r);
@@ -170,11 +173,8 @@ void buildRingAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex
     }
     return;
   }
-  if (exchanges(in, od)) return buildExchange(in, od, opIndex, progs);
-  auto block = [&](int k, int ch) {
-    size_t b = partBegin(od.count, n, k), e = partBegin(od.count, n, k + 1);
-    return piece(b, e - b, es, nch, ch);
-  };
+  if (exchanges(in, od, nch)) return buildExchange(in, od, opIndex, nch, progs);
+  auto block = [&](int k, int ch) { return blockPiece(od.count, n, k, es, nch, ch); };
   bool headPass = false;
   for (int k = 1; k < n && od.count / n * es >= kHeadPassMinBytes; ++k)
     headPass |= partBegin(od.count, n, k) * es % 16 != 0;

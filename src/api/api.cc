@@ -32,18 +32,13 @@ namespace coll::api {
 // The arguments of collective call (not send/recv) as the caller named them.
 Status checkArgs(const OpCall& call, collComm* c, BufKinds* k) {
   const OpDesc& od = call.od;
-  const bool reduces = od.kind == CollKind::kAllReduce || od.kind == CollKind::kReduce ||
-                       od.kind == CollKind::kReduceScatter;
-  const bool rooted = od.kind == CollKind::kBroadcast || od.kind == CollKind::kReduce;
   const bool perRank = od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter;
   const char* countArg = od.kind == CollKind::kAllGather ? "sendcount" : perRank ? "recvcount" : "count";
-  if (reduces) COLL_CHECK(checkOp(call.op, call.type(), c));
-  if (rooted) COLL_CHECK(checkRank("root", od.root, c->nranks));
+  if (combines(od.kind)) COLL_CHECK(checkOp(call.op, call.type(), c));
+  if (rooted(od.kind)) COLL_CHECK(checkRank("root", od.root, c->nranks));
   COLL_CHECK(checkBytes(countArg, od.count, perRank ? static_cast<size_t>(c->nranks) : 1, call.type()));
-  // A root's sendbuff of broadcast, and reduce's recvbuff, are read or written there only.
-  if (od.kind != CollKind::kBroadcast || c->rank == od.root)
-    COLL_CHECK(checkBuf("sendbuff", od.sendbuff, od.count, c, k));
-  if (od.kind != CollKind::kReduce || c->rank == od.root) COLL_CHECK(checkBuf("recvbuff", od.recvbuff, od.count, c, k));
+  if (od.touchesSend(c->rank)) COLL_CHECK(checkBuf("sendbuff", od.sendbuff, od.count, c, k));
+  if (od.touchesRecv(c->rank)) COLL_CHECK(checkBuf("recvbuff", od.recvbuff, od.count, c, k));
   return okStatus();
 }
 

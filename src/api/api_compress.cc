@@ -24,8 +24,7 @@ Status checkCompressed(const OpCall& call, int wiretype) {
                            (validDataType(wiretype) ? std::string(dataTypeName(static_cast<collDataType_t>(wiretype)))
                                                     : std::to_string(wiretype)) +
                            " is not a wire type: collFloat16 or collBfloat16");
-  const bool reduces = od.kind == CollKind::kAllReduce || od.kind == CollKind::kReduce ||
-                       od.kind == CollKind::kReduceScatter;
+  const bool reduces = combines(od.kind);
   if (reduces && call.op == collProd)
     return invalidArgument("op collProd: compressed collectives reduce with collSum, collAvg, collMax or collMin "
                            "(a product of rounded values has no useful error bound)");

@@ -209,9 +209,7 @@ inline Status placeOp(OpDesc* od, const BufKinds& kinds, collStream_t stream) {
 // fault the kernel (a crash of the context), so it is refused by name. Copies need no
 // alignment (kernels/slice.h moves the widest unit the pointers share).
 inline Status checkElementAlignment(const OpDesc& od, int rank) {
-  const bool reduces = od.kind == CollKind::kAllReduce || od.kind == CollKind::kReduce ||
-                       od.kind == CollKind::kReduceScatter;
-  if (!od.device || od.count == 0 || (!reduces && od.wire == 0)) return okStatus();
+  if (!od.device || od.count == 0 || (!combines(od.kind) && od.wire == 0)) return okStatus();
   const size_t es = dataTypeSize(od.dtype);
   auto check = [&](const char* arg, const void* p) -> Status {
     if (reinterpret_cast<uintptr_t>(p) % es == 0) return okStatus();
@@ -219,8 +217,8 @@ inline Status checkElementAlignment(const OpDesc& od, int rank) {
                            "-byte " + dataTypeName(od.dtype) +
                            " elements: device reductions and compressed collectives read whole elements");
   };
-  if (od.kind != CollKind::kBroadcast || rank == od.root) COLL_CHECK(check("sendbuff", od.sendbuff));
-  if (od.kind != CollKind::kReduce || rank == od.root) COLL_CHECK(check("recvbuff", od.recvbuff));
+  if (od.touchesSend(rank)) COLL_CHECK(check("sendbuff", od.sendbuff));
+  if (od.touchesRecv(rank)) COLL_CHECK(check("recvbuff", od.recvbuff));
   return okStatus();
 }
 
