@@ -108,7 +108,7 @@ if [ "${1:-targets}" = first ]; then
   # in the parameters timed beside every plan in launch memory, and plans kept beside
   # none), the direct route (values, races, speed beside the ring), the ring's pieces cut
   # on 16 bytes, channels per rank at 256 MiB for 2 and 8 ranks, the no-hang shapes,
-  # processes, the token lanes (8 B), the rest of the tests, 1 rank beside NCCL; then the
+  # processes (the copy agent), the token lanes (8 B), the rest of the tests, 1 rank beside NCCL; then the
   # targets.
   # A slice's end with one fence and relaxed counters beside the old three release stores.
   step handshake 20 "$P/handshake_perf" -n 20000
@@ -117,6 +117,11 @@ if [ "${1:-targets}" = first ]; then
   step racecheck 45 "$CS" --tool racecheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 1K -e 64K -f 64 -c 1 -n 1 -w 0
   step allreduce_t2_small 25 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 1
   step allreduce_t2_small_noexchange 25 env COLL_DEVICE_EXCHANGE_BYTES=0 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 0
+  # 2 processes without MPS, small operations staged: rank 0 making rank 1's copies (the
+  # copy agent, comm/copy_agent.h; the 8 B target) beside each rank copying itself.
+  step procs2_agent 30 "$B/tools/collrun" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128K -f 16 -n 20 -w 2 -c 1
+  step procs2_noagent 30 env COLL_DEVICE_COPY_AGENT=0 "$B/tools/collrun" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128K -f 16 -n 20 -w 2 -c 0
+  step procs2_agent_timing 25 env COLL_DEVICE_TIMING=1 COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=COLL "$B/tools/collrun" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 8 -n 20 -w 2 -c 0
   step allreduce_t2_small_noparams 25 env COLL_DEVICE_PLAN_PARAMS=0 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 0
   step allreduce_t2_small_nocache 25 env COLL_DEVICE_PLAN_CACHE=0 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 0
   step allreduce_t2_timing 25 env COLL_DEVICE_TIMING=1 COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=COLL "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 8 -n 20 -w 2 -c 0
@@ -162,7 +167,7 @@ if [ "${1:-targets}" = first ]; then
   step memcheck_direct 40 env COLL_DEVICE_DIRECT_MIN_BYTES=1 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 1K -e 1M -f 32 -c 1 -n 1 -w 0
   step gpu_tests 100 "$B/tests/gpu_tests" "~[direct]"
   one_rank_beside_nccl
-  for f in allreduce_t2_small allreduce_t2_small_noexchange allreduce_t2_small_noparams allreduce_t2_small_nocache allreduce_t2 allreduce_t2_ring allreduce_t2_ch1; do
+  for f in allreduce_t2_small allreduce_t2_small_noexchange procs2_agent procs2_noagent allreduce_t2_small_noparams allreduce_t2_small_nocache allreduce_t2 allreduce_t2_ring allreduce_t2_ch1; do
     echo "== $f" >> "$S"
     grep -E "^ +[0-9]+ " "$OUT/$f.log" | tail -16 >> "$S"
   done
@@ -172,6 +177,7 @@ if [ "${1:-targets}" = first ]; then
     echo "== $f: $(grep -E "^ +[0-9]+ " "$OUT/$f.log" | tail -3)" >> "$S"
   done
   grep "device timing" "$OUT/allreduce_t2_timing.log" | tail -4 >> "$S"
+  grep "staged timing" "$OUT/procs2_agent_timing.log" | tail -4 >> "$S"
   grep -E "^ *[0-9]+ " "$OUT/reduce_kernel.log" | tail -3 >> "$S"
   grep -E "slice end|step, device" "$OUT/handshake.log" >> "$S"
   grep -h -E "FAILED|ERROR SUMMARY|RACECHECK SUMMARY|Out of bounds" "$OUT"/gpu_tests*.log "$OUT"/*check*.log "$OUT"/procs2_*.log 2>/dev/null | head -20 >> "$S"
@@ -187,6 +193,7 @@ if [ "${1:-targets}" = yield ]; then
   R="$B/tools/collrun"
   step procs2_stage 40 "$R" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128M -f 4 -n 10 -w 2 -c 1
   step procs2_stage_all 40 env COLL_DEVICE_STAGE_BYTES=1073741824 "$R" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128M -f 4 -n 10 -w 2 -c 1
+  step procs2_stage_noagent 40 env COLL_DEVICE_COPY_AGENT=0 "$R" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 8M -f 4 -n 10 -w 2 -c 1
   step procs2_stage_none 40 env COLL_DEVICE_STAGE_BYTES=0 "$R" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128M -f 4 -n 10 -w 2 -c 1
   step procs4_stage 40 "$R" -np 4 -- "$P/all_reduce_perf" --mem device -b 8 -e 64M -f 8 -n 10 -w 2 -c 1
   for c in all_gather reduce_scatter broadcast reduce alltoall sendrecv; do
@@ -197,7 +204,7 @@ if [ "${1:-targets}" = yield ]; then
     step "procs2_staged_timing_$b" 30 env COLL_DEVICE_TIMING=1 COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=COLL "$R" -np 2 -- "$P/all_reduce_perf" --mem device -b $b -e $b -n 20 -w 2 -c 0
   done
   step procs2_timing 30 env COLL_DEVICE_STAGE_BYTES=0 COLL_DEVICE_TIMING=1 COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=COLL,INIT "$R" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 8 -n 20 -w 2 -c 0
-  for f in procs2_host procs2_stage procs2_stage_all procs2_stage_none procs4_stage procs2_all_gather procs2_reduce_scatter procs2_broadcast procs2_reduce procs2_alltoall procs2_sendrecv; do
+  for f in procs2_host procs2_stage procs2_stage_noagent procs2_stage_all procs2_stage_none procs4_stage procs2_all_gather procs2_reduce_scatter procs2_broadcast procs2_reduce procs2_alltoall procs2_sendrecv; do
     echo "== $f" >> "$S"
     grep -E "^ +[0-9]+ |Out of bounds" "$OUT/$f.log" | tail -16 >> "$S"
   done

@@ -417,6 +417,9 @@ static Status applyConfig(collComm* c, const std::vector<SharedConfig>& all, boo
                                                 kTagMailbox, agreed.direct));
     c->directOn = c->mailboxes && c->mailboxes->directOk();
   }
+  if (c->nranks > 1 && c->deviceStageBytes > 0) {
+    COLL_ASSIGN(c->copyAgent, CopyAgent::create(c));
+  }
   return okStatus();
 }
 

@@ -18,6 +18,7 @@
 #include "algorithms/oneshot.h"
 #include "algorithms/tuner.h"
 #include "bootstrap/bootstrap.h"
+#include "comm/copy_agent.h"
 #include "device/device_comm.h"
 #include "transport/connector.h"
 #include "transport/connector_set.h"
@@ -145,6 +146,9 @@ struct collComm {
   size_t deviceExchangeBytes = 0;
   std::shared_ptr<void> stageMemory;  // pinned host memory of staged launches, kept for the next
   size_t stageMemoryBytes = 0;
+  // Where ranks of several processes share this rank's GPU: the rank that makes their
+  // staging copies (comm/copy_agent.h), on the agent and its clients.
+  std::unique_ptr<coll::CopyAgent> copyAgent;
 
   coll::CommOptions options;
   // collInProgress while a non-blocking init runs on initThread, then its result.

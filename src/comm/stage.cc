@@ -162,28 +162,60 @@ Status stageIn(collComm* c, std::vector<OpDesc>& ops, Staging* s) {
   std::vector<OpLayout> layouts;
   size_t used = 0;
   for (const OpDesc& od : ops) layouts.push_back(layOut(od, c->rank, c->nranks, used));
-  COLL_ASSIGN(char* host, stageMemory(c, used, s));
+  // A client of a copy agent stages in its area of the agent's segment, and the agent
+  // copies (comm/copy_agent.h); anything else, and whatever the agent refuses, this rank.
+  CopyAgent* agent = c->copyAgent && c->copyAgent->isClient() && used <= c->copyAgent->areaBytes() ? c->copyAgent.get()
+                                                                                                   : nullptr;
+  char* host = nullptr;
+  if (agent) {
+    host = agent->area();
+  } else {
+    COLL_ASSIGN(host, stageMemory(c, used, s));
+  }
+  std::vector<StageCopy> ins;
+  std::vector<void*> inStreams;
   for (size_t i = 0; i < ops.size(); ++i) {
     OpDesc& od = ops[i];
     const OpLayout& l = layouts[i];
-    if (l.joined)
-      COLL_CHECK(copy(host + l.inOff - static_cast<size_t>(l.in - l.lo), l.lo, l.joinedBytes, od.stream, s->emulated));
-    else COLL_CHECK(copy(host + l.inOff, l.in, l.inBytes, od.stream, s->emulated));
+    const char* from = l.joined ? l.lo : l.in;
+    const size_t bytes = l.joined ? l.joinedBytes : l.inBytes;
+    if (bytes) {
+      ins.push_back({const_cast<char*>(from), host + l.inOff - static_cast<size_t>(l.in - from), bytes, false});
+      inStreams.push_back(od.stream);
+    }
     if (l.outBytes) s->outs.push_back({l.out, host + l.outOff, l.outBytes, od.stream});
     od.sendbuff = host + l.inOff;
     od.recvbuff = host + l.outOff;
     od.device = false;
     od.registered = false;
   }
-  COLL_CHECK(syncStreams(streams, s->emulated));
+  s->agent = agent;
+  bool copied = false;
+  if (agent) {
+    COLL_ASSIGN(copied, agent->copy(ins));
+  }
+  if (!copied) {
+    for (size_t i = 0; i < ins.size(); ++i)
+      COLL_CHECK(copy(ins[i].host, ins[i].device, ins[i].bytes, inStreams[i], s->emulated));
+    COLL_CHECK(syncStreams(streams, s->emulated));
+  }
+  s->agentCopiedIn = agent && copied;
   s->stagedNs = wallNs();
   return okStatus();
 }
 
 Status stageOut(const collComm* c, const Staging& s) {
   const uint64_t ranNs = wallNs();
+  bool copied = false;
+  if (s.agent) {
+    std::vector<StageCopy> outs;
+    for (const Staging::Out& o : s.outs)
+      outs.push_back({o.device, const_cast<char*>(static_cast<const char*>(o.host)), o.bytes, true});
+    COLL_ASSIGN(copied, s.agent->copy(outs));
+  }
   std::vector<void*> streams;
   for (const Staging::Out& o : s.outs) {
+    if (copied) break;
     COLL_CHECK(copy(o.device, o.host, o.bytes, o.stream, s.emulated));
     if (std::find(streams.begin(), streams.end(), o.stream) == streams.end()) streams.push_back(o.stream);
   }
@@ -191,8 +223,10 @@ Status stageOut(const collComm* c, const Staging& s) {
   COLL_CHECK(syncStreams(streams, s.emulated));
   if (c->dev.timing) {
     auto us = [](uint64_t from, uint64_t to) { return (static_cast<double>(to) - static_cast<double>(from)) / 1e3; };
-    COLL_INFO(COLL, "staged timing: rank %d: inputs to host %.1f us, host run %.1f us, outputs back %.1f us", c->rank,
-              us(s.startNs, s.stagedNs), us(s.stagedNs, ranNs), us(ranNs, wallNs()));
+    COLL_INFO(COLL, "staged timing: rank %d: inputs to host %.1f us, host run %.1f us, outputs back %.1f us%s", c->rank,
+              us(s.startNs, s.stagedNs), us(s.stagedNs, ranNs), us(ranNs, wallNs()),
+              s.agentCopiedIn && copied ? (" (copies by rank " + std::to_string(s.agent->agentRank()) + ")").c_str()
+                                        : "");
   }
   return okStatus();
 }

@@ -14,7 +14,8 @@
 // rank's lanes yield (agreed at init), for each operation of at most
 // COLL_DEVICE_STAGE_BYTES by a measure every rank computes alike (its count, times the
 // ranks for gathers and scatters; a send's is its receive's). A group's other operations
-// stay on the lanes, as a launch of their own.
+// stay on the lanes, as a launch of their own. Where ranks of other processes share the
+// GPU, the lowest rank makes their copies (comm/copy_agent.h).
 #pragma once
 
 #include <cstddef>
@@ -24,6 +25,7 @@
 
 #include "algorithms/plan.h"
 #include "base/status.h"
+#include "comm/copy_agent.h"
 
 struct collComm;
 
@@ -40,6 +42,8 @@ struct Staging {
   std::vector<Out> outs;
   std::shared_ptr<void> memory;        // the staged buffers
   bool emulated = false;               // COLL_DEVICE_EMULATE: "device" buffers are host memory
+  CopyAgent* agent = nullptr;          // staged in this client's area of the agent's segment
+  bool agentCopiedIn = false;          // and the agent copied the inputs
   uint64_t startNs = 0, stagedNs = 0;  // stageIn's start and end (COLL_DEVICE_TIMING)
 };
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -113,11 +114,23 @@ class DeviceBuffer {
   std::shared_ptr<void> p_;
 };
 
-// A peer process's DeviceBuffer opened in this process on device selfDev; closed with the
-// object.
+// The allocation holding device pointer p (cuMemGetAddressRange) and its process-wide
+// unique id (CU_POINTER_ATTRIBUTE_BUFFER_ID: a new allocation at a freed one's address has
+// another).
+struct Allocation {
+  uintptr_t base = 0;
+  size_t bytes = 0;
+  uint64_t id = 0;
+};
+Result<Allocation> allocationOf(const void* p);
+// The IPC handle of the allocation starting at base (a caller's cudaMalloc'd buffer).
+Result<IpcHandle> ipcHandleOf(uintptr_t base);
+
+// A peer process's allocation (a DeviceBuffer, or a buffer of ipcHandleOf) opened in this
+// process on device selfDev; closed with the object. `what` names it in errors.
 class IpcMapping {
  public:
-  static Result<IpcMapping> open(const IpcHandle& h, int selfDev);
+  static Result<IpcMapping> open(const IpcHandle& h, int selfDev, const char* what = "a peer's p2p FIFO");
   IpcMapping() = default;
   void* get() const { return p_.get(); }
 

@@ -112,13 +112,13 @@ Result<IpcHandle> DeviceBuffer::exportHandle() const {
   return out;
 }
 
-Result<IpcMapping> IpcMapping::open(const IpcHandle& handle, int selfDev) {
+Result<IpcMapping> IpcMapping::open(const IpcHandle& handle, int selfDev, const char* what) {
   return onDevice(selfDev, [&]() -> Result<IpcMapping> {
     cudaIpcMemHandle_t h;
     std::memcpy(&h, handle.bytes, sizeof(h));
     void* p = nullptr;
     COLL_CHECK(check(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess),
-                     "cudaIpcOpenMemHandle of a peer's p2p FIFO"));
+                     std::string("cudaIpcOpenMemHandle of ") + what));
     IpcMapping m;
     m.p_ = std::shared_ptr<void>(p, [](void* q) {
       cudaIpcCloseMemHandle(q);
@@ -126,6 +126,53 @@ Result<IpcMapping> IpcMapping::open(const IpcHandle& handle, int selfDev) {
     });
     return m;
   });
+}
+
+namespace {
+
+// The driver's functions, through the runtime's entry points (libcuda is the driver's);
+// nullptr where the driver lacks one.
+void* driverFn(const char* name, int version) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  if (cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return fn;
+}
+
+// cuMemGetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr) and
+// cuPointerGetAttribute(void* data, CUpointer_attribute, CUdeviceptr).
+using GetAddressRange = int (*)(unsigned long long*, size_t*, unsigned long long);
+using GetPointerAttribute = int (*)(void*, int, unsigned long long);
+constexpr int kPointerBufferId = 7;  // CU_POINTER_ATTRIBUTE_BUFFER_ID
+
+}  // namespace
+
+Result<Allocation> allocationOf(const void* p) {
+  static const auto range = reinterpret_cast<GetAddressRange>(driverFn("cuMemGetAddressRange", 12000));
+  static const auto attr = reinterpret_cast<GetPointerAttribute>(driverFn("cuPointerGetAttribute", 12000));
+  if (!range || !attr) return Status(Code::kCuda, "the CUDA driver has no cuMemGetAddressRange/cuPointerGetAttribute");
+  const auto dptr = static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p));
+  unsigned long long base = 0, id = 0;
+  size_t bytes = 0;
+  int rc = range(&base, &bytes, dptr);
+  if (rc == 0) rc = attr(&id, kPointerBufferId, dptr);
+  if (rc != 0)
+    return Status(Code::kCuda, "no device allocation holds the pointer (cuMemGetAddressRange/cuPointerGetAttribute: "
+                               "CUresult " +
+                                   std::to_string(rc) + ")");
+  return Allocation{static_cast<uintptr_t>(base), bytes, id};
+}
+
+Result<IpcHandle> ipcHandleOf(uintptr_t base) {
+  cudaIpcMemHandle_t h;
+  COLL_CHECK(check(cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(base)), "cudaIpcGetMemHandle of a caller's buffer"));
+  IpcHandle out;
+  std::memcpy(out.bytes, &h, sizeof(h));
+  return out;
 }
 
 namespace {

@@ -49,13 +49,7 @@ Result<std::unique_ptr<Mailboxes>> Mailboxes::create(Bootstrap* bs, size_t capac
               seg.status().message().c_str());
     mine.name[0] = 0;
   }
-  // On any way out, our own name is unlinked (peers have mapped it or never will).
-  struct Unlink {
-    const char* name;
-    ~Unlink() {
-      if (name[0]) shm_unlink(name);
-    }
-  } unlinkOwn{mine.name};
+  ShmUnlinkGuard unlinkOwn{mine.name};
 
   mine.pid = getpid();
   COLL_CHECK(bs->allGather(all.data(), sizeof(SetupEntry), tag));

@@ -208,6 +208,10 @@ Status checkShmName(const char* name, size_t cap, const std::string& what) {
   return okStatus();
 }
 
+ShmUnlinkGuard::~ShmUnlinkGuard() {
+  if (name[0]) shm_unlink(name);
+}
+
 Result<void*> shmMapSegment(const char* name, size_t bytes, const std::string& what) {
   int fd = shm_open(name, O_RDWR, 0600);
   if (fd < 0) return systemError(std::string("shm_open(") + name + ") of " + what, errno);

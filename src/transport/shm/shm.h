@@ -42,6 +42,12 @@ Result<void*> shmCreateSegment(char* name, size_t nameLen, const char* what, siz
 // peer mapping it. The first shmCreateSegment of a process runs it. Returns how many it
 // removed.
 int shmSweepDeadCreators(int64_t olderThanS = 600);
+// Unlinks a segment by name ("" : none) when it leaves scope: a creator's own segment,
+// on every way out of a setup (peers have mapped it or never will).
+struct ShmUnlinkGuard {
+  const char* name;
+  ~ShmUnlinkGuard();
+};
 // Maps a peer's segment; fails (instead of a SIGBUS later) when it is shorter than bytes.
 Result<void*> shmMapSegment(const char* name, size_t bytes, const std::string& what);
 // A segment name from a peer: NUL-terminated within cap, "/coll-..." with no other '/'.

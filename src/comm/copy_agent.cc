@@ -1,0 +1,424 @@
+#include "comm/copy_agent.h"
+
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "base/log.h"
+#include "base/param.h"
+#include "base/wait.h"
+#include "comm/comm.h"
+#include "comm/executor.h"
+#include "transport/shm/shm.h"
+#if COLL_HAVE_CUDA
+#include "cuda/gpu.h"
+#endif
+
+namespace coll {
+
+namespace {
+
+constexpr uint64_t kTagCopyAgent = 10ull << 56;
+constexpr size_t kMaxCopies = 32;   // copies in one request (more: the client copies itself)
+constexpr size_t kMaxBuffers = 64;  // a client's allocations the agent keeps open
+constexpr size_t kPage = 4096;
+// A client's staged area: two operations' worth of COLL_DEVICE_STAGE_BYTES (an
+// allreduce's input and output), at most this much.
+constexpr size_t kMaxAreaBytes = size_t{64} << 20;
+
+size_t roundUp(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+// A request's state word: its number (per client) and phase.
+enum Phase : uint32_t { kPosted = 1, kTaken = 2, kDone = 3, kWithdrawn = 4 };
+uint32_t stateOf(uint32_t seq, Phase p) { return seq << 3 | p; }
+Phase phaseOf(uint32_t state) { return static_cast<Phase>(state & 7); }
+
+}  // namespace
+
+// A client's request, in the agent's segment.
+struct CopyAgent::Block {
+  struct Copy {
+    uint32_t buffer;  // index into the client's buffers
+    uint32_t toDevice;
+    uint64_t offset;      // from the allocation's base
+    uint64_t hostOffset;  // into the client's area
+    uint64_t bytes;
+  };
+
+  // One of a client's allocations. Emulated: base is the client's address, no handle.
+  struct Buffer {
+    uint64_t base;
+    uint64_t bytes;
+    uint32_t generation;  // changed whenever the entry names another allocation
+    uint32_t pad;
+    unsigned char handle[64];
+  };
+
+  alignas(64) std::atomic<uint32_t> state;
+  std::atomic<uint32_t> waiters;  // the client, asleep on state
+  int32_t status;                 // of a done request: 0 copied, 1 refused (why says why)
+  uint32_t ncopies;
+  char why[240];
+  Copy copies[kMaxCopies];
+  Buffer buffers[kMaxBuffers];
+};
+
+namespace {
+
+// The agent's entry of the setup round: its segment (name "" where it has none).
+struct SetupEntry {
+  char name[48];
+  uint64_t areaBytes;
+  uint32_t nclients;
+  int32_t pid;
+};
+
+// The ranks of c on this rank's GPU (emulated: on its host), in rank order.
+std::vector<int> gpuGroup(const collComm* c) {
+  const auto& peers = c->bootstrap->peers();
+  const PeerInfo& me = peers[static_cast<size_t>(c->rank)];
+  std::vector<int> group;
+  for (int r = 0; r < c->nranks; ++r) {
+    const PeerInfo& p = peers[static_cast<size_t>(r)];
+    const bool sameHost = std::strncmp(p.hostId, me.hostId, sizeof(p.hostId)) == 0;
+    const bool sameGpu = c->dev.emulate || (me.busId[0] && std::strncmp(p.busId, me.busId, sizeof(p.busId)) == 0);
+    if (sameHost && sameGpu) group.push_back(r);
+  }
+  return group;
+}
+
+}  // namespace
+
+struct CopyAgent::Shared {
+  alignas(64) std::atomic<uint32_t> doorbell;
+  std::atomic<uint32_t> doorbellWaiters;
+  std::atomic<uint32_t> closed;
+  uint32_t nclients;
+  uint64_t areaBytes;
+
+  static size_t blocksAt() { return roundUp(sizeof(Shared), 64); }
+  static size_t areasAt(uint32_t n) { return roundUp(blocksAt() + n * sizeof(Block), kPage); }
+  static size_t bytesFor(uint32_t n, size_t area) { return areasAt(n) + n * area; }
+  Block& block(int i) { return reinterpret_cast<Block*>(reinterpret_cast<char*>(this) + blocksAt())[i]; }
+  char* area(int i) { return reinterpret_cast<char*>(this) + areasAt(nclients) + static_cast<size_t>(i) * areaBytes; }
+};
+
+struct CopyAgent::Exported {
+  uintptr_t base = 0;
+  size_t bytes = 0;
+  uint64_t id = 0;
+};
+
+// The agent's side: a thread serving its clients' requests.
+struct CopyAgent::Server {
+  CopyAgent* self = nullptr;
+  std::thread thread;
+  std::atomic<bool> stop{false};
+  int dev = -1;
+  bool emulated = false;
+  Status broken;  // why it cannot copy at all (its segment not registered with CUDA)
+  std::vector<int32_t> pids;
+#if COLL_HAVE_CUDA
+  struct Opened {
+    uint32_t generation = 0;
+    gpu::IpcMapping map;
+  };
+  std::vector<std::array<Opened, kMaxBuffers>> opened;  // per client
+  void* stream = nullptr;
+#endif
+
+  void run();
+  bool serve(int i);
+  Status copyAll(int i, Block& b);
+  Result<char*> devicePointer(int i, const Block::Buffer& buf, uint32_t index);
+  Status emulatedCopy(int i, const Block::Copy& cp, char* host);
+};
+
+Result<std::unique_ptr<CopyAgent>> CopyAgent::create(collComm* c) {
+  const std::vector<int> group = gpuGroup(c);
+  const auto& peers = c->bootstrap->peers();
+  const int agent = group.empty() ? c->rank : group.front();
+  const int32_t agentPid = peers[static_cast<size_t>(agent)].pid;
+  std::vector<int> clients;
+  for (int r : group)
+    if (peers[static_cast<size_t>(r)].pid != agentPid) clients.push_back(r);
+  const bool on = param(IntParam::DEVICE_COPY_AGENT) != 0;
+
+  std::unique_ptr<CopyAgent> a(new CopyAgent());
+  a->c_ = c;
+  a->agentRank_ = agent;
+  std::vector<SetupEntry> all(static_cast<size_t>(c->nranks));
+  SetupEntry& mine = all[static_cast<size_t>(c->rank)];
+  mine.pid = getpid();
+  if (c->rank == agent && !clients.empty() && on) {
+    const size_t area = std::min(roundUp(2 * c->deviceStageBytes + (64 << 10), kPage), kMaxAreaBytes);
+    const auto n = static_cast<uint32_t>(clients.size());
+    const size_t bytes = Shared::bytesFor(n, area);
+    Result<void*> seg = shmCreateSegment(mine.name, sizeof(mine.name), "copy", bytes);
+    if (seg.ok()) {
+      a->seg_ = static_cast<Shared*>(seg.take());
+      a->segBytes_ = bytes;
+      a->seg_->nclients = n;
+      a->seg_->areaBytes = area;
+      mine.areaBytes = area;
+      mine.nclients = n;
+    } else {
+      COLL_WARN(COLL, "rank %d: no copy agent for the ranks of other processes on its GPU (%s): each copies itself",
+                c->rank, seg.status().message().c_str());
+      mine.name[0] = 0;
+    }
+  }
+  ShmUnlinkGuard unlinkOwn{mine.name};
+  COLL_CHECK(c->bootstrap->allGather(all.data(), sizeof(SetupEntry), kTagCopyAgent));
+  const SetupEntry& theirs = all[static_cast<size_t>(agent)];
+  const auto slot = std::find(clients.begin(), clients.end(), c->rank);
+  if (slot != clients.end() && theirs.name[0] && on) {
+    Status named = checkShmName(theirs.name, sizeof(theirs.name), "rank " + std::to_string(agent) + "'s copy agent");
+    const size_t bytes = Shared::bytesFor(theirs.nclients, theirs.areaBytes);
+    Result<void*> seg = named.ok()
+                            ? shmMapSegment(theirs.name, bytes, "rank " + std::to_string(agent) + "'s copy agent")
+                            : Result<void*>(named);
+    if (seg.ok()) {
+      a->seg_ = static_cast<Shared*>(seg.take());
+      a->segBytes_ = bytes;
+      a->slot_ = static_cast<int>(slot - clients.begin());
+      a->area_ = a->seg_->area(a->slot_);
+      a->areaBytes_ = a->seg_->areaBytes;
+      a->exported_.resize(kMaxBuffers);
+      COLL_INFO(INIT, "rank %d: rank %d copies its staged operations in and out (%zu-byte area)", c->rank, agent,
+                a->areaBytes_);
+    } else {
+      COLL_WARN(COLL, "rank %d: %s: it copies its staged operations itself", c->rank, seg.status().message().c_str());
+    }
+  }
+  // The agent's segment stays named until every client has mapped it.
+  int32_t mapped = a->seg_ ? 1 : 0;
+  std::vector<int32_t> maps(static_cast<size_t>(c->nranks));
+  maps[static_cast<size_t>(c->rank)] = mapped;
+  COLL_CHECK(c->bootstrap->allGather(maps.data(), sizeof(int32_t), kTagCopyAgent | 1));
+  if (!a->seg_) return std::unique_ptr<CopyAgent>();
+  if (c->rank == agent) {
+    a->server_ = std::make_unique<Server>();
+    Server& s = *a->server_;
+    s.self = a.get();
+    s.dev = c->dev.cudaDev;
+    s.emulated = c->dev.emulate;
+    for (int r : clients) s.pids.push_back(peers[static_cast<size_t>(r)].pid);
+#if COLL_HAVE_CUDA
+    s.opened.resize(clients.size());
+    if (!s.emulated) {  // on failure, the server refuses every request
+      s.broken = gpu::mapHost(a->seg_, a->segBytes_, a->seg_).status();
+      Result<void*> stream = s.broken.ok() ? gpu::sideStream(s.dev) : Result<void*>(s.broken);
+      if (stream.ok()) s.stream = *stream;
+      else s.broken = stream.status();
+    }
+#endif
+    s.thread = std::thread([&s] { s.run(); });
+    COLL_INFO(INIT, "rank %d: copies the staged operations of %zu rank(s) of other processes on its GPU", c->rank,
+              clients.size());
+  }
+  return a;
+}
+
+CopyAgent::~CopyAgent() {
+  if (server_) {
+    seg_->closed.store(1);
+    server_->stop.store(true);
+    seg_->doorbell.fetch_add(1);
+    futexWake(&seg_->doorbell, true);
+    server_->thread.join();
+#if COLL_HAVE_CUDA
+    server_->opened.clear();
+    if (!server_->emulated && server_->stream) gpu::unmapHost(seg_);
+#endif
+  }
+  if (seg_) munmap(seg_, segBytes_);
+}
+
+void CopyAgent::Server::run() {
+#if COLL_HAVE_CUDA
+  if (!emulated) (void)gpu::setDevice(dev);
+#endif
+  Shared* seg = self->seg_;
+  Waiter waiter(self->c_->spinNs);
+  for (;;) {
+    const uint32_t rung = seg->doorbell.load(std::memory_order_seq_cst);
+    const bool stopping = stop.load();
+    bool any = false;
+    for (uint32_t i = 0; i < seg->nclients; ++i) any |= serve(static_cast<int>(i));
+    if (stopping) return;  // the pass after `closed` was set: clients see it from here on
+    if (any) {
+      waiter.reset();
+      continue;
+    }
+    waiter.idle(WaitTarget{&seg->doorbell, &seg->doorbellWaiters, rung, -1, 0, true, 1000});
+  }
+}
+
+bool CopyAgent::Server::serve(int i) {
+  Block& b = self->seg_->block(i);
+  uint32_t s = b.state.load(std::memory_order_acquire);
+  if (phaseOf(s) != kPosted) return false;
+  const uint32_t seq = s >> 3;
+  if (!b.state.compare_exchange_strong(s, stateOf(seq, kTaken))) return false;  // withdrawn
+  const Status st = copyAll(i, b);
+  b.status = st.ok() ? 0 : 1;
+  if (!st.ok()) std::snprintf(b.why, sizeof(b.why), "%s", st.message().c_str());
+  b.state.store(stateOf(seq, kDone), std::memory_order_seq_cst);
+  futexWakeIfWaiting(&b.state, &b.waiters, true);
+  return true;
+}
+
+Status CopyAgent::Server::copyAll(int i, Block& b) {
+  COLL_CHECK(broken);
+  const uint32_t n = std::min<uint32_t>(b.ncopies, kMaxCopies);
+  const size_t area = self->seg_->areaBytes;
+  for (uint32_t k = 0; k < n; ++k) {
+    const Block::Copy& cp = b.copies[k];
+    if (cp.buffer >= kMaxBuffers || cp.hostOffset > area || cp.bytes > area - cp.hostOffset)
+      return invalidUsage("a copy request outside the client's area");
+    const Block::Buffer& buf = b.buffers[cp.buffer];
+    if (cp.offset > buf.bytes || cp.bytes > buf.bytes - cp.offset)
+      return invalidUsage("a copy request outside its buffer");
+    char* host = self->seg_->area(i) + cp.hostOffset;
+    if (emulated) {
+      COLL_CHECK(emulatedCopy(i, cp, host));
+      continue;
+    }
+#if COLL_HAVE_CUDA
+    COLL_ASSIGN(char* d, devicePointer(i, buf, cp.buffer));
+    d += cp.offset;
+    COLL_CHECK(cp.toDevice ? gpu::copyOnStream(d, host, cp.bytes, stream)
+                           : gpu::copyOnStream(host, d, cp.bytes, stream));
+#endif
+  }
+#if COLL_HAVE_CUDA
+  if (!emulated) COLL_CHECK(gpu::syncStream(stream));
+#endif
+  return okStatus();
+}
+
+#if COLL_HAVE_CUDA
+Result<char*> CopyAgent::Server::devicePointer(int i, const Block::Buffer& buf, uint32_t index) {
+  Opened& o = opened[static_cast<size_t>(i)][index];
+  if (o.generation != buf.generation || !o.map.get()) {
+    o.map = gpu::IpcMapping();  // the allocation this entry named before
+    gpu::IpcHandle h;
+    std::memcpy(h.bytes, buf.handle, sizeof(h.bytes));
+    COLL_ASSIGN(o.map, gpu::IpcMapping::open(h, dev, "a client's buffer"));
+    o.generation = buf.generation;
+  }
+  return static_cast<char*>(o.map.get());
+}
+#endif
+
+Status CopyAgent::Server::emulatedCopy(int i, const Block::Copy& cp, char* host) {
+  const Block::Buffer& buf = self->seg_->block(i).buffers[cp.buffer];
+  iovec local{host, cp.bytes};
+  iovec far{reinterpret_cast<void*>(buf.base + cp.offset), cp.bytes};
+  const pid_t pid = pids[static_cast<size_t>(i)];
+  const ssize_t moved = cp.toDevice ? process_vm_writev(pid, &local, 1, &far, 1, 0)
+                                    : process_vm_readv(pid, &local, 1, &far, 1, 0);
+  if (moved != static_cast<ssize_t>(cp.bytes))
+    return systemError(std::string(cp.toDevice ? "process_vm_writev" : "process_vm_readv") + " of pid " +
+                           std::to_string(pid),
+                       errno);
+  return okStatus();
+}
+
+Result<bool> CopyAgent::copy(std::span<const StageCopy> copies) {
+  if (copies.empty()) return true;
+  if (copies.size() > kMaxCopies) return false;
+  return request(copies);
+}
+
+Result<bool> CopyAgent::request(std::span<const StageCopy> copies) {
+  Block& b = seg_->block(slot_);
+  std::array<bool, kMaxBuffers> used{};
+  for (size_t k = 0; k < copies.size(); ++k) {
+    const StageCopy& cp = copies[k];
+    Exported want{reinterpret_cast<uintptr_t>(cp.device), cp.bytes, 0};
+#if COLL_HAVE_CUDA
+    if (!c_->dev.emulate) {
+      Result<gpu::Allocation> al = gpu::allocationOf(cp.device);
+      if (!al.ok()) return false;
+      want = {al->base, al->bytes, al->id};
+    }
+#endif
+    // The entry already naming this allocation; else the one naming a freed allocation at
+    // its address (the agent's mapping of that one then closes), else the next one this
+    // request leaves.
+    auto named = [&](const Exported& e) { return e.base == want.base && e.id == want.id && e.bytes == want.bytes; };
+    auto sameBase = [&](const Exported& e) { return e.base == want.base; };
+    size_t at = static_cast<size_t>(std::find_if(exported_.begin(), exported_.end(), named) - exported_.begin());
+    if (at == kMaxBuffers) {
+      at = static_cast<size_t>(std::find_if(exported_.begin(), exported_.end(), sameBase) - exported_.begin());
+      if (at == kMaxBuffers || used[at]) {
+        at = nextExport_;
+        while (used[at]) at = (at + 1) % kMaxBuffers;
+        nextExport_ = (at + 1) % kMaxBuffers;
+      }
+      Block::Buffer& buf = b.buffers[at];
+#if COLL_HAVE_CUDA
+      if (!c_->dev.emulate) {
+        Result<gpu::IpcHandle> h = gpu::ipcHandleOf(want.base);
+        if (!h.ok()) return false;
+        std::memcpy(buf.handle, h->bytes, sizeof(buf.handle));
+      }
+#endif
+      buf.base = want.base;
+      buf.bytes = want.bytes;
+      ++buf.generation;
+      exported_[at] = want;
+    }
+    used[at] = true;
+    b.copies[k] = {static_cast<uint32_t>(at), cp.toDevice ? 1u : 0u, reinterpret_cast<uintptr_t>(cp.device) - want.base,
+                   static_cast<uint64_t>(cp.host - area_), cp.bytes};
+  }
+  b.ncopies = static_cast<uint32_t>(copies.size());
+  seq_ = (seq_ + 1) & 0x1fffffff;
+  b.state.store(stateOf(seq_, kPosted), std::memory_order_seq_cst);
+  seg_->doorbell.fetch_add(1, std::memory_order_seq_cst);
+  futexWakeIfWaiting(&seg_->doorbell, &seg_->doorbellWaiters, true);
+  return await(b);
+}
+
+Result<bool> CopyAgent::await(Block& b) {
+  Waiter waiter(c_->spinNs);
+  const auto started = std::chrono::steady_clock::now();
+  for (;;) {
+    uint32_t s = b.state.load(std::memory_order_acquire);
+    if (phaseOf(s) == kDone) {
+      if (b.status == 0) return true;
+      if (!refusedLogged_)
+        COLL_INFO(COLL, "rank %d: rank %d could not make a staged copy (%.*s): this rank makes such copies itself",
+                  c_->rank, agentRank_, static_cast<int>(sizeof(b.why)), b.why);
+      refusedLogged_ = true;
+      return false;
+    }
+    uint32_t posted = stateOf(seq_, kPosted);
+    if (seg_->closed.load(std::memory_order_seq_cst) &&
+        b.state.compare_exchange_strong(posted, stateOf(seq_, kWithdrawn)))
+      return false;
+    if (Status st = fatalWhileStalled(c_, waiter, started); !st.ok()) {
+      // Taken: the agent is copying into this rank's buffers; its copies take microseconds.
+      posted = stateOf(seq_, kPosted);
+      if (!b.state.compare_exchange_strong(posted, stateOf(seq_, kWithdrawn)))
+        for (int i = 0; i < 1000 && phaseOf(b.state.load()) != kDone; ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return st.prefix("rank " + std::to_string(c_->rank) + ", waiting for rank " + std::to_string(agentRank_) +
+                       " to copy a staged operation: ");
+    }
+    waiter.idle(WaitTarget{&b.state, &b.waiters, s, -1, 0, true, 1000});
+  }
+}
+
+}  // namespace coll

@@ -1,0 +1,97 @@
+// The copy agent: one process does the staging copies of every rank on its GPU.
+//
+// Staged launches (comm/stage.h) copy a small operation's inputs to host memory and its
+// outputs back. Where ranks of several processes share a GPU without MPS, the GPU runs
+// one process's context at a time, and a context whose work comes right after another
+// context's waits for the switch: on an H100, ~135 us, where a copy takes ~8. Both
+// processes copying at the same moment (as a collective makes them) paid it once or
+// twice per call: 155-240 us per 8-byte allreduce of 2 processes against ~30 of copies
+// and host run (docs/PERFORMANCE.md, "Time-sliced GPUs").
+//
+// So the lowest rank of the communicator on each such GPU (the agent) copies for the
+// ranks of the other processes on it (its clients), all in its own context: no switch.
+// A client's device buffers reach the agent as CUDA IPC handles of their allocations
+// (opened once and kept: up to 64 per client, so a freed allocation stays alive until its
+// entry is reused); under COLL_DEVICE_EMULATE, where "device" buffers are host memory,
+// the agent reads and writes the client's memory with process_vm_readv/writev. The
+// staged memory is the client's area of a segment the agent creates and every client
+// maps, registered with CUDA by the agent.
+//
+// A request (one per direction of a staged launch) lives in the client's block of that
+// segment: the list
+// of copies, then `state` set to posted. The agent's server thread, woken by a doorbell,
+// takes it (posted -> taken), copies, waits for the copies and marks it done, with a
+// status: a copy the agent cannot make (an allocation without an IPC handle, a kernel
+// refusing process_vm_*) comes back refused and the client makes it itself, as without
+// an agent. A client stops waiting when the agent has closed (its communicator is being
+// destroyed) and the request was not taken: it withdraws it and copies itself; when its
+// communicator is aborted (the agent's process died), the wait fails.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+
+struct collComm;
+
+namespace coll {
+
+// One copy of a staged launch: between a caller's device buffer and the staged memory.
+struct StageCopy {
+  void* device;  // the caller's buffer (a client's, on its GPU)
+  char* host;    // inside the client's staged area (CopyAgent::area)
+  size_t bytes;
+  bool toDevice;  // host -> device (outputs), else device -> host (inputs)
+};
+
+class CopyAgent {
+ public:
+  // Collective over c's bootstrap (every rank calls it, once staging is on): returns the
+  // agent of c's GPU on the agent rank and its clients, nullptr on every other rank and
+  // where the agent could not set up (each client then copies itself).
+  static Result<std::unique_ptr<CopyAgent>> create(collComm* c);
+  ~CopyAgent();
+  CopyAgent(const CopyAgent&) = delete;
+  CopyAgent& operator=(const CopyAgent&) = delete;
+
+  // On a client: its staged area in the shared segment (nullptr on the agent) and size.
+  char* area() const { return area_; }
+  size_t areaBytes() const { return areaBytes_; }
+  int agentRank() const { return agentRank_; }
+  bool isClient() const { return area_ != nullptr; }
+
+  // On a client: has the agent make copies (their `host` inside area()). True when done;
+  // false when the agent refused or has closed (nothing written where it refused before
+  // copying; the caller then makes every copy itself); an error when c was aborted
+  // while waiting.
+  Result<bool> copy(std::span<const StageCopy> copies);
+
+  struct Shared;  // the segment's layout (copy_agent.cc)
+  struct Block;   // a client's request in it
+  struct Server;  // the agent's side
+
+ private:
+  CopyAgent() = default;
+  Result<bool> request(std::span<const StageCopy> copies);
+  Result<bool> await(Block& b);
+
+  collComm* c_ = nullptr;
+  int agentRank_ = -1;
+  Shared* seg_ = nullptr;  // the mapped segment
+  size_t segBytes_ = 0;
+  int slot_ = -1;  // a client's index among the agent's clients
+  char* area_ = nullptr;
+  size_t areaBytes_ = 0;
+  uint32_t seq_ = 0;
+  std::unique_ptr<Server> server_;  // on the agent
+  struct Exported;                  // a client's allocations already handed over
+  std::vector<Exported> exported_;  // by entry of the client's buffer table
+  size_t nextExport_ = 0;           // the entry a new allocation takes next
+  bool refusedLogged_ = false;
+};
+
+}  // namespace coll
