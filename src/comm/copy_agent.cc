@@ -1,6 +1,7 @@
 #include "comm/copy_agent.h"
 
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -27,14 +28,21 @@ namespace coll {
 namespace {
 
 constexpr uint64_t kTagCopyAgent = 10ull << 56;
-constexpr size_t kMaxCopies = 32;   // copies in one request (more: the client copies itself)
-constexpr size_t kMaxBuffers = 64;  // a client's allocations the agent keeps open
+constexpr size_t kMaxCopies = 32;                    // copies in one request (more: the client copies itself)
+constexpr size_t kMaxBuffers = CopyAgent::kBuffers;  // a client's allocations the agent keeps open
+constexpr size_t kMaxUnexportable = 16;              // allocations without an IPC handle, remembered
 constexpr size_t kPage = 4096;
 // A client's staged area: two operations' worth of COLL_DEVICE_STAGE_BYTES (an
 // allreduce's input and output), at most this much.
 constexpr size_t kMaxAreaBytes = size_t{64} << 20;
 
 size_t roundUp(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+// A done request's status.
+enum : int32_t { kCopied = 0, kRefused = 1, kRefusedForGood = 2 };
+// Cached allocations the client checks per request for having been freed (then the agent
+// closes its mapping at the next request): every entry within kMaxBuffers / 2 requests.
+constexpr size_t kChecksPerRequest = 2;
 
 // A request's state word: its number (per client) and phase.
 enum Phase : uint32_t { kPosted = 1, kTaken = 2, kDone = 3, kWithdrawn = 4 };
@@ -64,7 +72,7 @@ struct CopyAgent::Block {
 
   alignas(64) std::atomic<uint32_t> state;
   std::atomic<uint32_t> waiters;  // the client, asleep on state
-  int32_t status;                 // of a done request: 0 copied, 1 refused (why says why)
+  int32_t status;                 // of a done request: kCopied, kRefused... (why says why)
   uint32_t ncopies;
   char why[240];
   Copy copies[kMaxCopies];
@@ -78,7 +86,6 @@ struct SetupEntry {
   char name[48];
   uint64_t areaBytes;
   uint32_t nclients;
-  int32_t pid;
 };
 
 // The ranks of c on this rank's GPU (emulated: on its host), in rank order.
@@ -124,7 +131,8 @@ struct CopyAgent::Server {
   std::atomic<bool> stop{false};
   int dev = -1;
   bool emulated = false;
-  Status broken;  // why it cannot copy at all (its segment not registered with CUDA)
+  Status broken;            // why it cannot copy at all (its segment not registered with CUDA)
+  bool registered = false;  // the segment, with CUDA (gpu::mapHost)
   std::vector<int32_t> pids;
 #if COLL_HAVE_CUDA
   struct Opened {
@@ -137,9 +145,10 @@ struct CopyAgent::Server {
 
   void run();
   bool serve(int i);
-  Status copyAll(int i, Block& b);
+  Status copyAll(int i, const Block& b, bool* forGood);
+  void closeStale(int i, const Block& b);
   Result<char*> devicePointer(int i, const Block::Buffer& buf, uint32_t index);
-  Status emulatedCopy(int i, const Block::Copy& cp, char* host);
+  Status emulatedCopy(int i, const Block::Copy& cp, const Block::Buffer& buf, char* host, bool* forGood);
 };
 
 Result<std::unique_ptr<CopyAgent>> CopyAgent::create(collComm* c) {
@@ -157,7 +166,6 @@ Result<std::unique_ptr<CopyAgent>> CopyAgent::create(collComm* c) {
   a->agentRank_ = agent;
   std::vector<SetupEntry> all(static_cast<size_t>(c->nranks));
   SetupEntry& mine = all[static_cast<size_t>(c->rank)];
-  mine.pid = getpid();
   if (c->rank == agent && !clients.empty() && on) {
     const size_t area = std::min(roundUp(2 * c->deviceStageBytes + (64 << 10), kPage), kMaxAreaBytes);
     const auto n = static_cast<uint32_t>(clients.size());
@@ -193,6 +201,12 @@ Result<std::unique_ptr<CopyAgent>> CopyAgent::create(collComm* c) {
       a->area_ = a->seg_->area(a->slot_);
       a->areaBytes_ = a->seg_->areaBytes;
       a->exported_.resize(kMaxBuffers);
+      // Yama's ptrace rules: let the agent's process_vm_* reach this process (emulation).
+      if (c->dev.emulate) (void)prctl(PR_SET_PTRACER, static_cast<unsigned long>(agentPid), 0, 0, 0);
+#if COLL_HAVE_CUDA
+      // Pinned here too: the copies this rank makes itself (whatever the agent refuses).
+      if (!c->dev.emulate) a->areaRegistered_ = gpu::mapHost(a->area_, a->areaBytes_, a->area_).ok();
+#endif
       COLL_INFO(INIT, "rank %d: rank %d copies its staged operations in and out (%zu-byte area)", c->rank, agent,
                 a->areaBytes_);
     } else {
@@ -216,6 +230,7 @@ Result<std::unique_ptr<CopyAgent>> CopyAgent::create(collComm* c) {
     s.opened.resize(clients.size());
     if (!s.emulated) {  // on failure, the server refuses every request
       s.broken = gpu::mapHost(a->seg_, a->segBytes_, a->seg_).status();
+      s.registered = s.broken.ok();
       Result<void*> stream = s.broken.ok() ? gpu::sideStream(s.dev) : Result<void*>(s.broken);
       if (stream.ok()) s.stream = *stream;
       else s.broken = stream.status();
@@ -237,9 +252,12 @@ CopyAgent::~CopyAgent() {
     server_->thread.join();
 #if COLL_HAVE_CUDA
     server_->opened.clear();
-    if (!server_->emulated && server_->stream) gpu::unmapHost(seg_);
+    if (server_->registered) gpu::unmapHost(seg_);
 #endif
   }
+#if COLL_HAVE_CUDA
+  if (areaRegistered_) gpu::unmapHost(area_);
+#endif
   if (seg_) munmap(seg_, segBytes_);
 }
 
@@ -259,51 +277,83 @@ void CopyAgent::Server::run() {
       waiter.reset();
       continue;
     }
-    waiter.idle(WaitTarget{&seg->doorbell, &seg->doorbellWaiters, rung, -1, 0, true, 1000});
+    // Clients ring with a fence before their wake (futexWakeIfWaiting): no ring is lost.
+    waiter.idle(WaitTarget{&seg->doorbell, &seg->doorbellWaiters, rung, -1, 0, true});
   }
 }
 
 bool CopyAgent::Server::serve(int i) {
   Block& b = self->seg_->block(i);
-  uint32_t s = b.state.load(std::memory_order_acquire);
+  uint32_t s = b.state.load(std::memory_order_seq_cst);
   if (phaseOf(s) != kPosted) return false;
   const uint32_t seq = s >> 3;
   if (!b.state.compare_exchange_strong(s, stateOf(seq, kTaken))) return false;  // withdrawn
-  const Status st = copyAll(i, b);
-  b.status = st.ok() ? 0 : 1;
+  closeStale(i, b);
+  bool forGood = false;
+  const Status st = copyAll(i, b, &forGood);
+  b.status = st.ok() ? kCopied : forGood ? kRefusedForGood : kRefused;
   if (!st.ok()) std::snprintf(b.why, sizeof(b.why), "%s", st.message().c_str());
-  b.state.store(stateOf(seq, kDone), std::memory_order_seq_cst);
+  uint32_t taken = stateOf(seq, kTaken);
+  b.state.compare_exchange_strong(taken, stateOf(seq, kDone));
   futexWakeIfWaiting(&b.state, &b.waiters, true);
   return true;
 }
 
-Status CopyAgent::Server::copyAll(int i, Block& b) {
+// Every copy of the request (the descriptors read once, into locals: the block is the
+// client's memory), then the stream synced whatever failed, so that nothing of this
+// request lands after it is marked done.
+Status CopyAgent::Server::copyAll(int i, const Block& b, bool* forGood) {
+  *forGood = !broken.ok();
   COLL_CHECK(broken);
   const uint32_t n = std::min<uint32_t>(b.ncopies, kMaxCopies);
   const size_t area = self->seg_->areaBytes;
-  for (uint32_t k = 0; k < n; ++k) {
-    const Block::Copy& cp = b.copies[k];
-    if (cp.buffer >= kMaxBuffers || cp.hostOffset > area || cp.bytes > area - cp.hostOffset)
-      return invalidUsage("a copy request outside the client's area");
-    const Block::Buffer& buf = b.buffers[cp.buffer];
-    if (cp.offset > buf.bytes || cp.bytes > buf.bytes - cp.offset)
-      return invalidUsage("a copy request outside its buffer");
+  Status st;
+  for (uint32_t k = 0; k < n && st.ok(); ++k) {
+    const Block::Copy cp = b.copies[k];
+    if (cp.buffer >= kMaxBuffers || cp.hostOffset > area || cp.bytes > area - cp.hostOffset) {
+      st = invalidUsage("a copy request outside the client's area");
+      break;
+    }
+    const Block::Buffer buf = b.buffers[cp.buffer];
+    if (cp.offset > buf.bytes || cp.bytes > buf.bytes - cp.offset) {
+      st = invalidUsage("a copy request outside its buffer");
+      break;
+    }
     char* host = self->seg_->area(i) + cp.hostOffset;
     if (emulated) {
-      COLL_CHECK(emulatedCopy(i, cp, host));
+      st = emulatedCopy(i, cp, buf, host, forGood);
       continue;
     }
 #if COLL_HAVE_CUDA
-    COLL_ASSIGN(char* d, devicePointer(i, buf, cp.buffer));
-    d += cp.offset;
-    COLL_CHECK(cp.toDevice ? gpu::copyOnStream(d, host, cp.bytes, stream)
-                           : gpu::copyOnStream(host, d, cp.bytes, stream));
+    Result<char*> d = devicePointer(i, buf, cp.buffer);
+    if (!d.ok()) {
+      st = d.takeStatus();
+      break;
+    }
+    char* dev = *d + cp.offset;
+    st = cp.toDevice ? gpu::copyOnStream(dev, host, cp.bytes, stream) : gpu::copyOnStream(host, dev, cp.bytes, stream);
 #endif
   }
 #if COLL_HAVE_CUDA
-  if (!emulated) COLL_CHECK(gpu::syncStream(stream));
+  if (!emulated) {
+    const Status synced = gpu::syncStream(stream);
+    if (st.ok()) st = synced;
+  }
 #endif
-  return okStatus();
+  return st;
+}
+
+// Closes the mappings of entries the client has since pointed elsewhere or found freed.
+void CopyAgent::Server::closeStale(int i, const Block& b) {
+#if COLL_HAVE_CUDA
+  for (size_t j = 0; j < kMaxBuffers; ++j) {
+    Opened& o = opened[static_cast<size_t>(i)][j];
+    if (o.map.get() && o.generation != b.buffers[j].generation) o.map = gpu::IpcMapping();
+  }
+#else
+  (void)i;
+  (void)b;
+#endif
 }
 
 #if COLL_HAVE_CUDA
@@ -320,68 +370,110 @@ Result<char*> CopyAgent::Server::devicePointer(int i, const Block::Buffer& buf, 
 }
 #endif
 
-Status CopyAgent::Server::emulatedCopy(int i, const Block::Copy& cp, char* host) {
-  const Block::Buffer& buf = self->seg_->block(i).buffers[cp.buffer];
-  iovec local{host, cp.bytes};
-  iovec far{reinterpret_cast<void*>(buf.base + cp.offset), cp.bytes};
+Status CopyAgent::Server::emulatedCopy(int i, const Block::Copy& cp, const Block::Buffer& buf, char* host,
+                                       bool* forGood) {
   const pid_t pid = pids[static_cast<size_t>(i)];
-  const ssize_t moved = cp.toDevice ? process_vm_writev(pid, &local, 1, &far, 1, 0)
-                                    : process_vm_readv(pid, &local, 1, &far, 1, 0);
-  if (moved != static_cast<ssize_t>(cp.bytes))
-    return systemError(std::string(cp.toDevice ? "process_vm_writev" : "process_vm_readv") + " of pid " +
-                           std::to_string(pid),
-                       errno);
+  for (size_t moved = 0; moved < cp.bytes;) {
+    iovec local{host + moved, cp.bytes - moved};
+    iovec far{reinterpret_cast<void*>(buf.base + cp.offset + moved), cp.bytes - moved};
+    const ssize_t m = cp.toDevice ? process_vm_writev(pid, &local, 1, &far, 1, 0)
+                                  : process_vm_readv(pid, &local, 1, &far, 1, 0);
+    if (m < 0 && errno == EINTR) continue;
+    if (m <= 0) {
+      const int err = m < 0 ? errno : EFAULT;
+      *forGood = err == EPERM;  // the kernel forbids it (ptrace rules): every request would fail
+      return systemError(std::string(cp.toDevice ? "process_vm_writev" : "process_vm_readv") + " of pid " +
+                             std::to_string(pid),
+                         err);
+    }
+    moved += static_cast<size_t>(m);
+  }
   return okStatus();
 }
 
 Result<bool> CopyAgent::copy(std::span<const StageCopy> copies) {
   if (copies.empty()) return true;
-  if (copies.size() > kMaxCopies) return false;
+  if (!usable_ || copies.size() > kMaxCopies) return false;
   return request(copies);
+}
+
+// Entries naming allocations freed since (checked a few per request): emptied, so that
+// the agent closes its mappings of them at the next request.
+void CopyAgent::sweep(Block& b) {
+#if COLL_HAVE_CUDA
+  if (c_->dev.emulate) return;
+  for (size_t n = 0; n < kChecksPerRequest; ++n) {
+    const size_t j = sweepAt_;
+    sweepAt_ = (sweepAt_ + 1) % kMaxBuffers;
+    Exported& e = exported_[j];
+    if (e.base == 0) continue;
+    Result<gpu::Allocation> al = gpu::allocationOf(reinterpret_cast<void*>(e.base));
+    if (al.ok() && al->base == e.base && al->id == e.id) continue;
+    e = Exported{};
+    b.buffers[j].base = b.buffers[j].bytes = 0;
+    ++b.buffers[j].generation;
+  }
+#else
+  (void)b;
+#endif
+}
+
+// The entry of this rank's buffer table naming cp's allocation, made now if need be (not
+// one `used` by this request already); kMaxBuffers where the allocation has no IPC handle.
+size_t CopyAgent::entryFor(Block& b, const StageCopy& cp, const std::array<bool, kMaxBuffers>& used) {
+  Exported want{reinterpret_cast<uintptr_t>(cp.device), cp.bytes, 0};
+#if COLL_HAVE_CUDA
+  if (!c_->dev.emulate) {
+    Result<gpu::Allocation> al = gpu::allocationOf(cp.device);
+    if (!al.ok() || std::find(unexportable_.begin(), unexportable_.end(), al->id) != unexportable_.end())
+      return kMaxBuffers;
+    want = {al->base, al->bytes, al->id};
+  }
+#endif
+  // The entry already naming this allocation; else the one naming a freed allocation at
+  // its address (the agent's mapping of that one then closes), else the next one this
+  // request leaves.
+  auto named = [&](const Exported& e) { return e.base == want.base && e.id == want.id && e.bytes == want.bytes; };
+  auto sameBase = [&](const Exported& e) { return e.base == want.base; };
+  size_t at = static_cast<size_t>(std::find_if(exported_.begin(), exported_.end(), named) - exported_.begin());
+  if (at < kMaxBuffers) return at;
+  at = static_cast<size_t>(std::find_if(exported_.begin(), exported_.end(), sameBase) - exported_.begin());
+  if (at == kMaxBuffers || used[at]) {
+    at = nextExport_;
+    while (used[at]) at = (at + 1) % kMaxBuffers;
+    nextExport_ = (at + 1) % kMaxBuffers;
+  }
+  Block::Buffer& buf = b.buffers[at];
+#if COLL_HAVE_CUDA
+  if (!c_->dev.emulate) {
+    Result<gpu::IpcHandle> h = gpu::ipcHandleOf(want.base);
+    if (!h.ok()) {  // cudaMallocAsync pools, VMM, managed memory: remembered, copied here
+      if (unexportable_.size() == kMaxUnexportable) unexportable_.erase(unexportable_.begin());
+      unexportable_.push_back(want.id);
+      return kMaxBuffers;
+    }
+    std::memcpy(buf.handle, h->bytes, sizeof(buf.handle));
+  }
+#endif
+  buf.base = want.base;
+  buf.bytes = want.bytes;
+  ++buf.generation;
+  exported_[at] = want;
+  return at;
 }
 
 Result<bool> CopyAgent::request(std::span<const StageCopy> copies) {
   Block& b = seg_->block(slot_);
+  sweep(b);
   std::array<bool, kMaxBuffers> used{};
   for (size_t k = 0; k < copies.size(); ++k) {
     const StageCopy& cp = copies[k];
-    Exported want{reinterpret_cast<uintptr_t>(cp.device), cp.bytes, 0};
-#if COLL_HAVE_CUDA
-    if (!c_->dev.emulate) {
-      Result<gpu::Allocation> al = gpu::allocationOf(cp.device);
-      if (!al.ok()) return false;
-      want = {al->base, al->bytes, al->id};
-    }
-#endif
-    // The entry already naming this allocation; else the one naming a freed allocation at
-    // its address (the agent's mapping of that one then closes), else the next one this
-    // request leaves.
-    auto named = [&](const Exported& e) { return e.base == want.base && e.id == want.id && e.bytes == want.bytes; };
-    auto sameBase = [&](const Exported& e) { return e.base == want.base; };
-    size_t at = static_cast<size_t>(std::find_if(exported_.begin(), exported_.end(), named) - exported_.begin());
-    if (at == kMaxBuffers) {
-      at = static_cast<size_t>(std::find_if(exported_.begin(), exported_.end(), sameBase) - exported_.begin());
-      if (at == kMaxBuffers || used[at]) {
-        at = nextExport_;
-        while (used[at]) at = (at + 1) % kMaxBuffers;
-        nextExport_ = (at + 1) % kMaxBuffers;
-      }
-      Block::Buffer& buf = b.buffers[at];
-#if COLL_HAVE_CUDA
-      if (!c_->dev.emulate) {
-        Result<gpu::IpcHandle> h = gpu::ipcHandleOf(want.base);
-        if (!h.ok()) return false;
-        std::memcpy(buf.handle, h->bytes, sizeof(buf.handle));
-      }
-#endif
-      buf.base = want.base;
-      buf.bytes = want.bytes;
-      ++buf.generation;
-      exported_[at] = want;
-    }
+    const size_t at = entryFor(b, cp, used);
+    if (at == kMaxBuffers) return false;
     used[at] = true;
-    b.copies[k] = {static_cast<uint32_t>(at), cp.toDevice ? 1u : 0u, reinterpret_cast<uintptr_t>(cp.device) - want.base,
-                   static_cast<uint64_t>(cp.host - area_), cp.bytes};
+    b.copies[k] = {static_cast<uint32_t>(at), cp.toDevice ? 1u : 0u,
+                   reinterpret_cast<uintptr_t>(cp.device) - exported_[at].base, static_cast<uint64_t>(cp.host - area_),
+                   cp.bytes};
   }
   b.ncopies = static_cast<uint32_t>(copies.size());
   seq_ = (seq_ + 1) & 0x1fffffff;
@@ -394,31 +486,50 @@ Result<bool> CopyAgent::request(std::span<const StageCopy> copies) {
 Result<bool> CopyAgent::await(Block& b) {
   Waiter waiter(c_->spinNs);
   const auto started = std::chrono::steady_clock::now();
+  const uint32_t done = stateOf(seq_, kDone);
   for (;;) {
-    uint32_t s = b.state.load(std::memory_order_acquire);
-    if (phaseOf(s) == kDone) {
-      if (b.status == 0) return true;
-      if (!refusedLogged_)
-        COLL_INFO(COLL, "rank %d: rank %d could not make a staged copy (%.*s): this rank makes such copies itself",
-                  c_->rank, agentRank_, static_cast<int>(sizeof(b.why)), b.why);
-      refusedLogged_ = true;
-      return false;
-    }
+    const uint32_t s = b.state.load(std::memory_order_acquire);
+    if (s == done) return outcome(b);
     uint32_t posted = stateOf(seq_, kPosted);
     if (seg_->closed.load(std::memory_order_seq_cst) &&
-        b.state.compare_exchange_strong(posted, stateOf(seq_, kWithdrawn)))
+        b.state.compare_exchange_strong(posted, stateOf(seq_, kWithdrawn))) {
+      usable_ = false;  // the agent's communicator is gone
       return false;
-    if (Status st = fatalWhileStalled(c_, waiter, started); !st.ok()) {
-      // Taken: the agent is copying into this rank's buffers; its copies take microseconds.
-      posted = stateOf(seq_, kPosted);
-      if (!b.state.compare_exchange_strong(posted, stateOf(seq_, kWithdrawn)))
-        for (int i = 0; i < 1000 && phaseOf(b.state.load()) != kDone; ++i)
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      return st.prefix("rank " + std::to_string(c_->rank) + ", waiting for rank " + std::to_string(agentRank_) +
-                       " to copy a staged operation: ");
     }
-    waiter.idle(WaitTarget{&b.state, &b.waiters, s, -1, 0, true, 1000});
+    if (Status st = fatalWhileStalled(c_, waiter, started); !st.ok()) return abandon(b, std::move(st));
+    waiter.idle(WaitTarget{&b.state, &b.waiters, s, -1, 0, true});
   }
+}
+
+bool CopyAgent::outcome(const Block& b) {
+  if (b.status == kCopied) return true;
+  if (b.status == kRefusedForGood) usable_ = false;
+  if (!refusedLogged_ || !usable_)
+    COLL_INFO(COLL, "rank %d: rank %d could not make a staged copy (%.*s): this rank makes %s itself", c_->rank,
+              agentRank_, static_cast<int>(sizeof(b.why)), b.why, usable_ ? "such copies" : "every copy from now on");
+  refusedLogged_ = true;
+  return false;
+}
+
+// The call fails (aborted, timed out) while its request is out: withdrawn if the agent
+// has not taken it, else waited for a second (the agent's copies take microseconds). An
+// agent that does not finish then (its process stopped) may still write this call's
+// outputs later; this rank never asks it again.
+Status CopyAgent::abandon(Block& b, Status st) {
+  uint32_t posted = stateOf(seq_, kPosted);
+  if (!b.state.compare_exchange_strong(posted, stateOf(seq_, kWithdrawn))) {
+    for (int i = 0; i < 1000 && b.state.load() != stateOf(seq_, kDone); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (b.state.load() != stateOf(seq_, kDone)) {
+      usable_ = false;
+      COLL_WARN(COLL,
+                "rank %d: rank %d did not finish a staged copy within a second of this call failing: it may "
+                "still write this call's buffers; this rank copies itself from now on",
+                c_->rank, agentRank_);
+    }
+  }
+  return st.prefix("rank " + std::to_string(c_->rank) + ", waiting for rank " + std::to_string(agentRank_) +
+                   " to copy a staged operation: ");
 }
 
 }  // namespace coll

@@ -10,24 +10,32 @@
 //
 // So the lowest rank of the communicator on each such GPU (the agent) copies for the
 // ranks of the other processes on it (its clients), all in its own context: no switch.
-// A client's device buffers reach the agent as CUDA IPC handles of their allocations
-// (opened once and kept: up to 64 per client, so a freed allocation stays alive until its
-// entry is reused); under COLL_DEVICE_EMULATE, where "device" buffers are host memory,
-// the agent reads and writes the client's memory with process_vm_readv/writev. The
-// staged memory is the client's area of a segment the agent creates and every client
-// maps, registered with CUDA by the agent.
+// A client's device buffers reach the agent as CUDA IPC handles of their allocations,
+// which the agent opens once and keeps (up to 64 per client); the client checks two of
+// them per request for having been freed, and the agent then closes its mapping. Until
+// then a freed allocation stays mapped by the agent, and CUDA leaves freeing an exported
+// allocation that an importer still maps undefined: where a program frees and reallocates
+// device memory under memory pressure, COLL_DEVICE_COPY_AGENT=0. Allocations without an IPC handle (cudaMallocAsync pools, VMM) the
+// client copies itself. Under COLL_DEVICE_EMULATE, where "device" buffers are host memory,
+// the agent reads and writes the client's memory with process_vm_readv/writev. The staged
+// memory is the client's area of a segment the agent creates and every client maps,
+// registered with CUDA by both.
 //
 // A request (one per direction of a staged launch) lives in the client's block of that
-// segment: the list
-// of copies, then `state` set to posted. The agent's server thread, woken by a doorbell,
-// takes it (posted -> taken), copies, waits for the copies and marks it done, with a
-// status: a copy the agent cannot make (an allocation without an IPC handle, a kernel
-// refusing process_vm_*) comes back refused and the client makes it itself, as without
-// an agent. A client stops waiting when the agent has closed (its communicator is being
-// destroyed) and the request was not taken: it withdraws it and copies itself; when its
-// communicator is aborted (the agent's process died), the wait fails.
+// segment: the list of copies, then `state` set to posted. The agent's server thread,
+// woken by a doorbell, takes it (posted -> taken), makes every copy, waits for them (also
+// after one failed: nothing lands after the request is done) and marks it done with a
+// status: a copy the agent cannot make (an IPC handle it cannot open, a kernel refusing
+// process_vm_*) comes back refused and the client makes every copy itself, as without an
+// agent; a refusal that would recur (the agent's segment not registered, process_vm_*
+// forbidden) ends the client's use of the agent. So does the agent closing (its
+// communicator destroyed: the client withdraws its untaken request and copies itself).
+// When the client's call fails (aborted, timed out) with the request taken, it waits a
+// second for the agent; an agent that has not finished by then (its process stopped) may
+// still write that call's outputs, and the client stops using it.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -62,7 +70,9 @@ class CopyAgent {
   char* area() const { return area_; }
   size_t areaBytes() const { return areaBytes_; }
   int agentRank() const { return agentRank_; }
-  bool isClient() const { return area_ != nullptr; }
+  // A client that has not given the agent up (it closed, refused for good, or left a
+  // request unfinished).
+  bool isClient() const { return area_ != nullptr && usable_; }
 
   // On a client: has the agent make copies (their `host` inside area()). True when done;
   // false when the agent refused or has closed (nothing written where it refused before
@@ -70,14 +80,19 @@ class CopyAgent {
   // while waiting.
   Result<bool> copy(std::span<const StageCopy> copies);
 
-  struct Shared;  // the segment's layout (copy_agent.cc)
-  struct Block;   // a client's request in it
-  struct Server;  // the agent's side
+  static constexpr size_t kBuffers = 64;  // a client's allocations in its table
+  struct Shared;                          // the segment's layout (copy_agent.cc)
+  struct Block;                           // a client's request in it
+  struct Server;                          // the agent's side
 
  private:
   CopyAgent() = default;
   Result<bool> request(std::span<const StageCopy> copies);
+  void sweep(Block& b);
+  size_t entryFor(Block& b, const StageCopy& cp, const std::array<bool, kBuffers>& used);
   Result<bool> await(Block& b);
+  bool outcome(const Block& b);
+  Status abandon(Block& b, Status st);
 
   collComm* c_ = nullptr;
   int agentRank_ = -1;
@@ -87,10 +102,14 @@ class CopyAgent {
   char* area_ = nullptr;
   size_t areaBytes_ = 0;
   uint32_t seq_ = 0;
-  std::unique_ptr<Server> server_;  // on the agent
-  struct Exported;                  // a client's allocations already handed over
-  std::vector<Exported> exported_;  // by entry of the client's buffer table
-  size_t nextExport_ = 0;           // the entry a new allocation takes next
+  std::unique_ptr<Server> server_;      // on the agent
+  struct Exported;                      // a client's allocations already handed over
+  std::vector<Exported> exported_;      // by entry of the client's buffer table
+  size_t nextExport_ = 0;               // the entry a new allocation takes next
+  size_t sweepAt_ = 0;                  // the next entry sweep() checks
+  std::vector<uint64_t> unexportable_;  // ids of allocations without an IPC handle
+  bool usable_ = true;
+  bool areaRegistered_ = false;  // the area, with CUDA in this process too
   bool refusedLogged_ = false;
 };
 
