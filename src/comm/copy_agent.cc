@@ -143,9 +143,18 @@ struct CopyAgent::Server {
   void* stream = nullptr;
 #endif
 
+  // A request taken in this pass of run(): its copies queued, or why not.
+  struct Taken {
+    int client = 0;
+    uint32_t seq = 0;
+    Status st;
+    bool forGood = false;
+  };
+
   void run();
-  bool serve(int i);
-  Status copyAll(int i, const Block& b, bool* forGood);
+  void take(int i, std::vector<Taken>& taken);
+  void finish(const Taken& t, const Status& synced);
+  Status queue(int i, const Block& b, bool* forGood);
   void closeStale(int i, const Block& b);
   Result<char*> devicePointer(int i, const Block::Buffer& buf, uint32_t index);
   Status emulatedCopy(int i, const Block::Copy& cp, const Block::Buffer& buf, char* host, bool* forGood);
@@ -267,13 +276,20 @@ void CopyAgent::Server::run() {
 #endif
   Shared* seg = self->seg_;
   Waiter waiter(self->c_->spinNs);
+  std::vector<Taken> taken;
   for (;;) {
     const uint32_t rung = seg->doorbell.load(std::memory_order_seq_cst);
     const bool stopping = stop.load();
-    bool any = false;
-    for (uint32_t i = 0; i < seg->nclients; ++i) any |= serve(static_cast<int>(i));
+    // Every posted request taken and its copies queued, then one wait for all of them.
+    taken.clear();
+    for (uint32_t i = 0; i < seg->nclients; ++i) take(static_cast<int>(i), taken);
+    Status synced;
+#if COLL_HAVE_CUDA
+    if (!taken.empty() && !emulated && broken.ok()) synced = gpu::syncStream(stream);
+#endif
+    for (Taken& t : taken) finish(t, synced);
     if (stopping) return;  // the pass after `closed` was set: clients see it from here on
-    if (any) {
+    if (!taken.empty()) {
       waiter.reset();
       continue;
     }
@@ -282,65 +298,58 @@ void CopyAgent::Server::run() {
   }
 }
 
-bool CopyAgent::Server::serve(int i) {
+void CopyAgent::Server::take(int i, std::vector<Taken>& taken) {
   Block& b = self->seg_->block(i);
   uint32_t s = b.state.load(std::memory_order_seq_cst);
-  if (phaseOf(s) != kPosted) return false;
+  if (phaseOf(s) != kPosted) return;
   const uint32_t seq = s >> 3;
-  if (!b.state.compare_exchange_strong(s, stateOf(seq, kTaken))) return false;  // withdrawn
+  if (!b.state.compare_exchange_strong(s, stateOf(seq, kTaken))) return;  // withdrawn
   closeStale(i, b);
-  bool forGood = false;
-  const Status st = copyAll(i, b, &forGood);
-  b.status = st.ok() ? kCopied : forGood ? kRefusedForGood : kRefused;
-  if (!st.ok()) std::snprintf(b.why, sizeof(b.why), "%s", st.message().c_str());
-  uint32_t taken = stateOf(seq, kTaken);
-  b.state.compare_exchange_strong(taken, stateOf(seq, kDone));
-  futexWakeIfWaiting(&b.state, &b.waiters, true);
-  return true;
+  Taken& t = taken.emplace_back();
+  t.client = i;
+  t.seq = seq;
+  t.st = queue(i, b, &t.forGood);
 }
 
-// Every copy of the request (the descriptors read once, into locals: the block is the
-// client's memory), then the stream synced whatever failed, so that nothing of this
-// request lands after it is marked done.
-Status CopyAgent::Server::copyAll(int i, const Block& b, bool* forGood) {
+// Done, once its copies (and every other request's of this pass) have landed, whatever
+// failed: nothing of the request lands after it is marked done.
+void CopyAgent::Server::finish(const Taken& t, const Status& synced) {
+  Block& b = self->seg_->block(t.client);
+  const Status& st = t.st.ok() ? synced : t.st;
+  b.status = st.ok() ? kCopied : t.forGood ? kRefusedForGood : kRefused;
+  if (!st.ok()) std::snprintf(b.why, sizeof(b.why), "%s", st.message().c_str());
+  uint32_t was = stateOf(t.seq, kTaken);
+  b.state.compare_exchange_strong(was, stateOf(t.seq, kDone));
+  futexWakeIfWaiting(&b.state, &b.waiters, true);
+}
+
+// Queues every copy of a request (the descriptors read once, into locals: the block is
+// the client's memory); emulated, makes them.
+Status CopyAgent::Server::queue(int i, const Block& b, bool* forGood) {
   *forGood = !broken.ok();
   COLL_CHECK(broken);
   const uint32_t n = std::min<uint32_t>(b.ncopies, kMaxCopies);
   const size_t area = self->seg_->areaBytes;
-  Status st;
-  for (uint32_t k = 0; k < n && st.ok(); ++k) {
+  for (uint32_t k = 0; k < n; ++k) {
     const Block::Copy cp = b.copies[k];
-    if (cp.buffer >= kMaxBuffers || cp.hostOffset > area || cp.bytes > area - cp.hostOffset) {
-      st = invalidUsage("a copy request outside the client's area");
-      break;
-    }
+    if (cp.buffer >= kMaxBuffers || cp.hostOffset > area || cp.bytes > area - cp.hostOffset)
+      return invalidUsage("a copy request outside the client's area");
     const Block::Buffer buf = b.buffers[cp.buffer];
-    if (cp.offset > buf.bytes || cp.bytes > buf.bytes - cp.offset) {
-      st = invalidUsage("a copy request outside its buffer");
-      break;
-    }
+    if (cp.offset > buf.bytes || cp.bytes > buf.bytes - cp.offset)
+      return invalidUsage("a copy request outside its buffer");
     char* host = self->seg_->area(i) + cp.hostOffset;
     if (emulated) {
-      st = emulatedCopy(i, cp, buf, host, forGood);
+      COLL_CHECK(emulatedCopy(i, cp, buf, host, forGood));
       continue;
     }
 #if COLL_HAVE_CUDA
-    Result<char*> d = devicePointer(i, buf, cp.buffer);
-    if (!d.ok()) {
-      st = d.takeStatus();
-      break;
-    }
-    char* dev = *d + cp.offset;
-    st = cp.toDevice ? gpu::copyOnStream(dev, host, cp.bytes, stream) : gpu::copyOnStream(host, dev, cp.bytes, stream);
+    COLL_ASSIGN(char* d, devicePointer(i, buf, cp.buffer));
+    d += cp.offset;
+    COLL_CHECK(cp.toDevice ? gpu::copyOnStream(d, host, cp.bytes, stream)
+                           : gpu::copyOnStream(host, d, cp.bytes, stream));
 #endif
   }
-#if COLL_HAVE_CUDA
-  if (!emulated) {
-    const Status synced = gpu::syncStream(stream);
-    if (st.ok()) st = synced;
-  }
-#endif
-  return st;
+  return okStatus();
 }
 
 // Closes the mappings of entries the client has since pointed elsewhere or found freed.

@@ -23,8 +23,9 @@
 //
 // A request (one per direction of a staged launch) lives in the client's block of that
 // segment: the list of copies, then `state` set to posted. The agent's server thread,
-// woken by a doorbell, takes it (posted -> taken), makes every copy, waits for them (also
-// after one failed: nothing lands after the request is done) and marks it done with a
+// woken by a doorbell, takes it (posted -> taken) with every other client's posted one,
+// queues their copies, waits for them once (also after one failed: nothing lands after a
+// request is done) and marks each done with a
 // status: a copy the agent cannot make (an IPC handle it cannot open, a kernel refusing
 // process_vm_*) comes back refused and the client makes every copy itself, as without an
 // agent; a refusal that would recur (the agent's segment not registered, process_vm_*
