@@ -222,6 +222,13 @@ TEST_CASE("processes whose device lanes yield: small collectives staged, large o
         PCHECK(collAllReduce(buf.data(), buf.data(), count, collInt32, collSum, comm, nullptr));
         if (buf[0] != 6 || buf[count - 1] != 6) report += "allreduce of " + std::to_string(count) + " wrong; ";
       }
+      // A group of more copies than one request holds (32): each rank copies them itself.
+      std::vector<std::vector<int32_t>> many(40, std::vector<int32_t>(10, rank + 1));
+      PCHECK(collGroupStart());
+      for (auto& v : many) PCHECK(collAllReduce(v.data(), v.data(), v.size(), collInt32, collSum, comm, nullptr));
+      PCHECK(collGroupEnd());
+      for (const auto& v : many)
+        if (v[0] != 6 || v[9] != 6) report += "a grouped allreduce wrong; ";
       PCHECK(collCommDestroy(comm));
       const std::string path = "/tmp/coll-yield-test-" + std::to_string(getpid()) + ".log";
       std::ifstream f(path);
