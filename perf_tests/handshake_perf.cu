@@ -3,15 +3,22 @@
 // two streams of one GPU (two ranks as threads) through flags in device memory or in
 // mapped host memory, at system or GPU scope. The H100 run of issue 23 found ~4-8 us per
 // step of a lane even where nothing waited (docs/PERFORMANCE.md); this says which part.
+// Then what the host pays per call for what a device launch queues: a kernel launch with
+// 64 bytes of parameters and with the executor's 8 KiB image (also from two threads at
+// once, as two thread ranks launch), an event record, an 8 KiB pinned copy (the timing
+// log's "to queued" held 9.5-14.8 us of an 8-byte allreduce).
 //
 //   handshake_perf [-n rounds]      exits 2 without a usable GPU
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -100,6 +107,43 @@ __global__ void pingPong(uint32_t* mine, const uint32_t* theirs, int n, int side
     (void)go;
     __syncthreads();
   }
+}
+
+// Empty kernels taking 64 bytes and 8 KiB (the executor's plan image, dev_lane.h
+// kDevParamBytes) of parameters: the driver copies all of them per launch.
+template <int kBytes>
+struct Params {
+  uint64_t w[kBytes / 8];
+};
+template <int kBytes>
+__global__ void empty(const __grid_constant__ Params<kBytes> p) {
+  if (p.w[0] == 1 && threadIdx.x == 1024) asm volatile("trap;");  // reads the parameters
+}
+
+// Host microseconds per call of f, n calls in a row, then the stream drained.
+template <typename F>
+double hostUs(cudaStream_t s, int n, F f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) f();
+  const auto t1 = std::chrono::steady_clock::now();
+  cudaStreamSynchronize(s);
+  return std::chrono::duration<double, std::micro>(t1 - t0).count() / n;
+}
+
+template <int kBytes>
+double launchUs(cudaStream_t s, int n) {
+  Params<kBytes> p{};
+  return hostUs(s, n, [&] { empty<kBytes><<<1, 32, 0, s>>>(p); });
+}
+
+// The same from two threads at once, each on its own stream: the mean of their figures.
+template <int kBytes>
+double launchUsTwoThreads(cudaStream_t s0, cudaStream_t s1, int n) {
+  double a = 0, b = 0;
+  std::thread other([&] { b = launchUs<kBytes>(s1, n); });
+  a = launchUs<kBytes>(s0, n);
+  other.join();
+  return (a + b) / 2;
 }
 
 bool ok(cudaError_t e, const char* what) {
@@ -198,5 +242,19 @@ int main(int argc, char** argv) {
   row("round trip, device flags, gpu, nanosleep", roundTrip<false, true>(false, s0, s1, n));
   row("round trip, device flags, gpu, spin", roundTrip<false, false>(false, s0, s1, n));
   row("round trip, host flags, sys, nanosleep", roundTrip<true, true>(true, s0, s1, n));
-  return 0;
+  const int calls = std::min(n, 2000);
+  (void)launchUs<8192>(s0, 10);  // warm-up
+  row("host: launch, 64 B of parameters", launchUs<64>(s0, calls));
+  row("host: launch, 8 KiB of parameters", launchUs<8192>(s0, calls));
+  row("host: launch, 64 B, two threads at once", launchUsTwoThreads<64>(s0, s1, calls));
+  row("host: launch, 8 KiB, two threads at once", launchUsTwoThreads<8192>(s0, s1, calls));
+  cudaEvent_t e;
+  cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+  row("host: cudaEventRecord", hostUs(s0, calls, [&] { cudaEventRecord(e, s0); }));
+  cudaEventDestroy(e);
+  void *pinned = nullptr, *dev = nullptr;
+  if (ok(cudaHostAlloc(&pinned, 8192, 0), "cudaHostAlloc") && ok(cudaMalloc(&dev, 8192), "cudaMalloc"))
+    row("host: cudaMemcpyAsync, 8 KiB pinned to device",
+        hostUs(s0, calls, [&] { cudaMemcpyAsync(dev, pinned, 8192, cudaMemcpyHostToDevice, s0); }));
+  return ok(cudaGetLastError(), "the host-cost rows") ? 0 : 1;
 }

@@ -179,7 +179,7 @@ if [ "${1:-targets}" = first ]; then
   grep "device timing" "$OUT/allreduce_t2_timing.log" | tail -4 >> "$S"
   grep "staged timing" "$OUT/procs2_agent_timing.log" | tail -4 >> "$S"
   grep -E "^ *[0-9]+ " "$OUT/reduce_kernel.log" | tail -3 >> "$S"
-  grep -E "slice end|step, device" "$OUT/handshake.log" >> "$S"
+  grep -E "slice end|step, device|host:" "$OUT/handshake.log" >> "$S"
   grep -h -E "FAILED|ERROR SUMMARY|RACECHECK SUMMARY|Out of bounds" "$OUT"/gpu_tests*.log "$OUT"/*check*.log "$OUT"/procs2_*.log 2>/dev/null | head -20 >> "$S"
   cat "$S"
   echo
