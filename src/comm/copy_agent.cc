@@ -79,14 +79,14 @@ struct CopyAgent::Block {
   Buffer buffers[kMaxBuffers];
 };
 
-namespace {
-
 // The agent's entry of the setup round: its segment (name "" where it has none).
-struct SetupEntry {
+struct CopyAgent::SetupEntry {
   char name[48];
   uint64_t areaBytes;
   uint32_t nclients;
 };
+
+namespace {
 
 // The ranks of c on this rank's GPU (emulated: on its host), in rank order.
 std::vector<int> gpuGroup(const collComm* c) {
@@ -175,81 +175,95 @@ Result<std::unique_ptr<CopyAgent>> CopyAgent::create(collComm* c) {
   a->agentRank_ = agent;
   std::vector<SetupEntry> all(static_cast<size_t>(c->nranks));
   SetupEntry& mine = all[static_cast<size_t>(c->rank)];
-  if (c->rank == agent && !clients.empty() && on) {
-    const size_t area = std::min(roundUp(2 * c->deviceStageBytes + (64 << 10), kPage), kMaxAreaBytes);
-    const auto n = static_cast<uint32_t>(clients.size());
-    const size_t bytes = Shared::bytesFor(n, area);
-    Result<void*> seg = shmCreateSegment(mine.name, sizeof(mine.name), "copy", bytes);
-    if (seg.ok()) {
-      a->seg_ = static_cast<Shared*>(seg.take());
-      a->segBytes_ = bytes;
-      a->seg_->nclients = n;
-      a->seg_->areaBytes = area;
-      mine.areaBytes = area;
-      mine.nclients = n;
-    } else {
-      COLL_WARN(COLL, "rank %d: no copy agent for the ranks of other processes on its GPU (%s): each copies itself",
-                c->rank, seg.status().message().c_str());
-      mine.name[0] = 0;
-    }
-  }
+  if (c->rank == agent && !clients.empty() && on) a->createSegment(clients.size(), &mine);
   ShmUnlinkGuard unlinkOwn{mine.name};
   COLL_CHECK(c->bootstrap->allGather(all.data(), sizeof(SetupEntry), kTagCopyAgent));
-  const SetupEntry& theirs = all[static_cast<size_t>(agent)];
   const auto slot = std::find(clients.begin(), clients.end(), c->rank);
-  if (slot != clients.end() && theirs.name[0] && on) {
-    Status named = checkShmName(theirs.name, sizeof(theirs.name), "rank " + std::to_string(agent) + "'s copy agent");
-    const size_t bytes = Shared::bytesFor(theirs.nclients, theirs.areaBytes);
-    Result<void*> seg = named.ok()
-                            ? shmMapSegment(theirs.name, bytes, "rank " + std::to_string(agent) + "'s copy agent")
-                            : Result<void*>(named);
-    if (seg.ok()) {
-      a->seg_ = static_cast<Shared*>(seg.take());
-      a->segBytes_ = bytes;
-      a->slot_ = static_cast<int>(slot - clients.begin());
-      a->area_ = a->seg_->area(a->slot_);
-      a->areaBytes_ = a->seg_->areaBytes;
-      a->exported_.resize(kMaxBuffers);
-      // Yama's ptrace rules: let the agent's process_vm_* reach this process (emulation).
-      if (c->dev.emulate) (void)prctl(PR_SET_PTRACER, static_cast<unsigned long>(agentPid), 0, 0, 0);
-#if COLL_HAVE_CUDA
-      // Pinned here too: the copies this rank makes itself (whatever the agent refuses).
-      if (!c->dev.emulate) a->areaRegistered_ = gpu::mapHost(a->area_, a->areaBytes_, a->area_).ok();
-#endif
-      COLL_INFO(INIT, "rank %d: rank %d copies its staged operations in and out (%zu-byte area)", c->rank, agent,
-                a->areaBytes_);
-    } else {
-      COLL_WARN(COLL, "rank %d: %s: it copies its staged operations itself", c->rank, seg.status().message().c_str());
-    }
-  }
+  if (slot != clients.end() && all[static_cast<size_t>(agent)].name[0] && on)
+    a->mapSegment(all[static_cast<size_t>(agent)], static_cast<int>(slot - clients.begin()), agentPid);
   // The agent's segment stays named until every client has mapped it.
-  int32_t mapped = a->seg_ ? 1 : 0;
   std::vector<int32_t> maps(static_cast<size_t>(c->nranks));
-  maps[static_cast<size_t>(c->rank)] = mapped;
+  maps[static_cast<size_t>(c->rank)] = a->seg_ ? 1 : 0;
   COLL_CHECK(c->bootstrap->allGather(maps.data(), sizeof(int32_t), kTagCopyAgent | 1));
   if (!a->seg_) return std::unique_ptr<CopyAgent>();
   if (c->rank == agent) {
-    a->server_ = std::make_unique<Server>();
-    Server& s = *a->server_;
-    s.self = a.get();
-    s.dev = c->dev.cudaDev;
-    s.emulated = c->dev.emulate;
-    for (int r : clients) s.pids.push_back(peers[static_cast<size_t>(r)].pid);
-#if COLL_HAVE_CUDA
-    s.opened.resize(clients.size());
-    if (!s.emulated) {  // on failure, the server refuses every request
-      s.broken = gpu::mapHost(a->seg_, a->segBytes_, a->seg_).status();
-      s.registered = s.broken.ok();
-      Result<void*> stream = s.broken.ok() ? gpu::sideStream(s.dev) : Result<void*>(s.broken);
-      if (stream.ok()) s.stream = *stream;
-      else s.broken = stream.status();
-    }
-#endif
-    s.thread = std::thread([&s] { s.run(); });
-    COLL_INFO(INIT, "rank %d: copies the staged operations of %zu rank(s) of other processes on its GPU", c->rank,
-              clients.size());
+    std::vector<int32_t> pids;
+    for (int r : clients) pids.push_back(peers[static_cast<size_t>(r)].pid);
+    a->startServer(std::move(pids));
   }
   return a;
+}
+
+// On the agent: its segment, a block and an area per client; the name in `entry` ("" where
+// it could not).
+void CopyAgent::createSegment(size_t nclients, SetupEntry* entry) {
+  const size_t area = std::min(roundUp(2 * c_->deviceStageBytes + (64 << 10), kPage), kMaxAreaBytes);
+  const auto n = static_cast<uint32_t>(nclients);
+  const size_t bytes = Shared::bytesFor(n, area);
+  Result<void*> seg = shmCreateSegment(entry->name, sizeof(entry->name), "copy", bytes);
+  if (!seg.ok()) {
+    COLL_WARN(COLL, "rank %d: no copy agent for the ranks of other processes on its GPU (%s): each copies itself",
+              c_->rank, seg.status().message().c_str());
+    entry->name[0] = 0;
+    return;
+  }
+  seg_ = static_cast<Shared*>(seg.take());
+  segBytes_ = bytes;
+  seg_->nclients = n;
+  seg_->areaBytes = area;
+  entry->areaBytes = area;
+  entry->nclients = n;
+}
+
+// On a client: the agent's segment mapped, this rank's area in it (or, failing, nothing:
+// it copies itself).
+void CopyAgent::mapSegment(const SetupEntry& theirs, int slot, int32_t agentPid) {
+  const std::string what = "rank " + std::to_string(agentRank_) + "'s copy agent";
+  const Status named = checkShmName(theirs.name, sizeof(theirs.name), what);
+  const size_t bytes = Shared::bytesFor(theirs.nclients, theirs.areaBytes);
+  Result<void*> seg = named.ok() ? shmMapSegment(theirs.name, bytes, what) : Result<void*>(named);
+  if (!seg.ok()) {
+    COLL_WARN(COLL, "rank %d: %s: it copies its staged operations itself", c_->rank, seg.status().message().c_str());
+    return;
+  }
+  seg_ = static_cast<Shared*>(seg.take());
+  segBytes_ = bytes;
+  slot_ = slot;
+  area_ = seg_->area(slot_);
+  areaBytes_ = seg_->areaBytes;
+  exported_.resize(kMaxBuffers);
+  // Yama's ptrace rules: let the agent's process_vm_* reach this process (emulation).
+  if (c_->dev.emulate) (void)prctl(PR_SET_PTRACER, static_cast<unsigned long>(agentPid), 0, 0, 0);
+#if COLL_HAVE_CUDA
+  // Pinned here too: the copies this rank makes itself (whatever the agent refuses).
+  if (!c_->dev.emulate) areaRegistered_ = gpu::mapHost(area_, areaBytes_, area_).ok();
+#endif
+  COLL_INFO(INIT, "rank %d: rank %d copies its staged operations in and out (%zu-byte area)", c_->rank, agentRank_,
+            areaBytes_);
+}
+
+// On the agent: the segment registered with CUDA and the thread serving the clients
+// (whose pids are given, for process_vm_* under emulation).
+void CopyAgent::startServer(std::vector<int32_t> pids) {
+  server_ = std::make_unique<Server>();
+  Server& s = *server_;
+  s.self = this;
+  s.dev = c_->dev.cudaDev;
+  s.emulated = c_->dev.emulate;
+  s.pids = std::move(pids);
+#if COLL_HAVE_CUDA
+  s.opened.resize(s.pids.size());
+  if (!s.emulated) {  // on failure, the server refuses every request
+    s.broken = gpu::mapHost(seg_, segBytes_, seg_).status();
+    s.registered = s.broken.ok();
+    Result<void*> stream = s.broken.ok() ? gpu::sideStream(s.dev) : Result<void*>(s.broken);
+    if (stream.ok()) s.stream = *stream;
+    else s.broken = stream.status();
+  }
+#endif
+  s.thread = std::thread([&s] { s.run(); });
+  COLL_INFO(INIT, "rank %d: copies the staged operations of %zu rank(s) of other processes on its GPU", c_->rank,
+            s.pids.size());
 }
 
 CopyAgent::~CopyAgent() {

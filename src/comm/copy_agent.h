@@ -88,6 +88,10 @@ class CopyAgent {
 
  private:
   CopyAgent() = default;
+  struct SetupEntry;
+  void createSegment(size_t nclients, SetupEntry* entry);
+  void mapSegment(const SetupEntry& theirs, int slot, int32_t agentPid);
+  void startServer(std::vector<int32_t> pids);
   Result<bool> request(std::span<const StageCopy> copies);
   void sweep(Block& b);
   size_t entryFor(Block& b, const StageCopy& cp, const std::array<bool, kBuffers>& used);
