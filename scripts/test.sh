@@ -16,10 +16,10 @@ bash scripts/fuzz.sh "${FUZZ_SECONDS:-10}"
 # build-asan, then under AddressSanitizer+UBSan (scripts/sanitize.sh; docs/DESIGN.md
 # "Sanitizers") every Catch2 case (unit, threads-as-ranks, multi-process, net plugins,
 # verbs and ib on the emulation) and the launcher's failure tests. Measured in a
-# clean-clone run of the whole of CI on this 2-core machine, otherwise idle (2026-11-26,
-# at 7dcf6a9): 2248 s in all (37.5 min; the normal part 17 min, the fuzz smoke 2, the
-# asan build and these cases 18.5); 47.5 min with other builds running beside it. Left
-# out, to keep it under 45 min (the whole set runs with
+# clean-clone run of the whole of CI on this 2-core machine, otherwise idle (2026-11-27,
+# at 183cdb9, Ninja): 2170 s in all (36 min; the normal build 8 min and its tests 9, the
+# fuzz smoke 1.5, the asan build 12 and these cases 6); with other builds running beside
+# it, 47.5 min was seen. Left out, to keep it under 45 min (the whole set runs with
 # `bash scripts/sanitize.sh asan`):
 #  - the perf-program sweeps (ib_hosts, netns_*, launch_* that sweep sizes, perf_*), whose
 #    library paths the Catch2 cases above take with fewer bytes;
