@@ -103,18 +103,14 @@ if [ "${1:-targets}" = channels ]; then
 fi
 if [ "${1:-targets}" = first ]; then
   # What changed since the last GPU run, most important first, for a lease of a few
-  # minutes (with GPU_CHECK_DEADLINE): the one executor kernel taking its plan in its
-  # parameters or, too large for them, by address (both under memcheck, racecheck; plans
-  # in the parameters timed beside every plan in launch memory, and plans kept beside
-  # none), the direct route (values, races, speed beside the ring), the ring's pieces cut
-  # on 16 bytes, channels per rank at 256 MiB for 2 and 8 ranks, the no-hang shapes,
-  # processes (the copy agent), the token lanes (8 B), the rest of the tests, 1 rank beside NCCL; then the
-  # targets.
+  # minutes (with GPU_CHECK_DEADLINE): small operations (the exchange beside the ring, the
+  # copy agent beside each process copying itself, where the time goes), memcheck and
+  # racecheck, the target shapes (256 MiB for 2 and 8 ranks, 2 processes at 128 MiB, the
+  # no-hang shapes), the full sweep with values checked; then plans by address, the direct
+  # route beside the ring, the odd sizes, channels per rank, the rest of the tests, 1 rank
+  # beside NCCL; then the targets.
   # A slice's end with one fence and relaxed counters beside the old three release stores.
   step handshake 20 "$P/handshake_perf" -n 20000
-  step memcheck 70 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 1M -f 32 -c 1 -n 1 -w 0
-  step memcheck_memory 40 env COLL_DEVICE_PLAN_PARAMS=0 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 64K -f 8 -c 1 -n 1 -w 0
-  step racecheck 45 "$CS" --tool racecheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 1K -e 64K -f 64 -c 1 -n 1 -w 0
   step allreduce_t2_small 25 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 1
   step allreduce_t2_small_noexchange 25 env COLL_DEVICE_EXCHANGE_BYTES=0 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 0
   # 2 processes without MPS, small operations staged: rank 0 making rank 1's copies (the
@@ -122,11 +118,23 @@ if [ "${1:-targets}" = first ]; then
   step procs2_agent 30 "$B/tools/collrun" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128K -f 16 -n 20 -w 2 -c 1
   step procs2_noagent 30 env COLL_DEVICE_COPY_AGENT=0 "$B/tools/collrun" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128K -f 16 -n 20 -w 2 -c 0
   step procs2_agent_timing 25 env COLL_DEVICE_TIMING=1 COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=COLL "$B/tools/collrun" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 8 -n 20 -w 2 -c 0
+  step allreduce_t2_timing 25 env COLL_DEVICE_TIMING=1 COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=COLL "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 8 -n 20 -w 2 -c 0
+  step memcheck 70 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 1M -f 32 -c 1 -n 1 -w 0
+  step racecheck 45 "$CS" --tool racecheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 1K -e 64K -f 64 -c 1 -n 1 -w 0
+  step allreduce_256M_ch0 20 "$P/all_reduce_perf" -t 2 --mem device -b 256M -e 256M -n 5 -w 1 -c 0
+  step allreduce_256M_ring 20 env COLL_DEVICE_DIRECT_MIN_BYTES=-1 "$P/all_reduce_perf" -t 2 --mem device -b 256M -e 256M -n 5 -w 1 -c 0
+  step allreduce_t8 25 "$P/all_reduce_perf" -t 8 --mem device -b 256M -e 256M -n 10 -w 2 -c 0
+  step allreduce_t8_ring 25 env COLL_DEVICE_DIRECT_MIN_BYTES=-1 "$P/all_reduce_perf" -t 8 --mem device -b 256M -e 256M -n 10 -w 2 -c 0
+  step procs2 45 "$B/tools/collrun" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128M -f 16777216 -n 10 -w 2 -c 0
+  for c in all_reduce all_gather reduce_scatter alltoall; do
+    step "hang_t16_$c" 12 "$P/${c}_perf" -t 16 --mem device -b 8 -e 64K -f 64 -n 2 -w 1 -c 1
+    step "hang_np4_$c" 12 "$B/tools/collrun" -np 4 -- "$P/${c}_perf" --mem device -b 8 -e 64K -f 64 -n 2 -w 1 -c 1
+  done
+  step allreduce_t2 45 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 256M -f 4 -c 1
+  step memcheck_memory 40 env COLL_DEVICE_PLAN_PARAMS=0 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 64K -f 8 -c 1 -n 1 -w 0
   step allreduce_t2_small_noparams 25 env COLL_DEVICE_PLAN_PARAMS=0 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 0
   step allreduce_t2_small_nocache 25 env COLL_DEVICE_PLAN_CACHE=0 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 0
-  step allreduce_t2_timing 25 env COLL_DEVICE_TIMING=1 COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=COLL "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 8 -n 20 -w 2 -c 0
   step gpu_tests_direct 60 "$B/tests/gpu_tests" "[direct]"
-  step allreduce_t2 45 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 256M -f 4 -c 1
   step allreduce_t2_ring 45 env COLL_DEVICE_DIRECT_MIN_BYTES=-1 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 256M -f 4 -c 0
   for b in 100000000 100000012; do
     step "allreduce_odd_ring_$b" 20 env COLL_DEVICE_DIRECT_MIN_BYTES=-1 "$P/all_reduce_perf" -t 2 --mem device -b $b -e $b -n 5 -w 1 -c 1
@@ -142,21 +150,12 @@ if [ "${1:-targets}" = first ]; then
       step "${c}_odd_$b" 20 "$P/${c}_perf" -t 2 --mem device -b $b -e $b -n 5 -w 1 -c 1
     done
   done
-  step allreduce_256M_ch0 20 "$P/all_reduce_perf" -t 2 --mem device -b 256M -e 256M -n 5 -w 1 -c 0
-  step allreduce_256M_ring 20 env COLL_DEVICE_DIRECT_MIN_BYTES=-1 "$P/all_reduce_perf" -t 2 --mem device -b 256M -e 256M -n 5 -w 1 -c 0
-  step allreduce_t8 25 "$P/all_reduce_perf" -t 8 --mem device -b 256M -e 256M -n 10 -w 2 -c 0
-  step allreduce_t8_ring 25 env COLL_DEVICE_DIRECT_MIN_BYTES=-1 "$P/all_reduce_perf" -t 8 --mem device -b 256M -e 256M -n 10 -w 2 -c 0
   # Channels per rank at 256 MiB (the default: 32 for 2 ranks, 8 for 8), for the next default.
   step allreduce_256M_ch16 20 env COLL_DEVICE_NCHANNELS=16 "$P/all_reduce_perf" -t 2 --mem device -b 256M -e 256M -n 5 -w 1 -c 0
   for ch in 4 16; do
     step "allreduce_t8_ch$ch" 25 env COLL_DEVICE_NCHANNELS=$ch "$P/all_reduce_perf" -t 8 --mem device -b 256M -e 256M -n 10 -w 2 -c 0
   done
   step racecheck_direct 45 env COLL_DEVICE_DIRECT_MIN_BYTES=1 "$CS" --tool racecheck --error-exitcode 9 "$P/all_reduce_perf" -t 3 --mem device -b 1K -e 64K -f 64 -c 1 -n 1 -w 0
-  for c in all_reduce all_gather reduce_scatter alltoall; do
-    step "hang_t16_$c" 12 "$P/${c}_perf" -t 16 --mem device -b 8 -e 64K -f 64 -n 2 -w 1 -c 1
-    step "hang_np4_$c" 12 "$B/tools/collrun" -np 4 -- "$P/${c}_perf" --mem device -b 8 -e 64K -f 64 -n 2 -w 1 -c 1
-  done
-  step procs2 45 "$B/tools/collrun" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128M -f 16777216 -n 10 -w 2 -c 0
   for c in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv; do
     step "procs2_$c" 20 "$B/tools/collrun" -np 2 -- "$P/${c}_perf" --mem device -b 8 -e 1M -f 32 -n 3 -w 1 -c 1
   done
