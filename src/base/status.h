@@ -63,7 +63,11 @@ class [[nodiscard]] Result {
   Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
   Result(Status s) : v_(std::move(s)) {}     // NOLINT
   bool ok() const { return std::holds_alternative<T>(v_); }
-  const Status& status() const { return std::get<Status>(v_); }
+  // Ok where the result holds a value, so `r.status()` never throws.
+  const Status& status() const {
+    static const Status kOk;
+    return ok() ? kOk : std::get<Status>(v_);
+  }
   Status takeStatus() { return std::move(std::get<Status>(v_)); }
   T& value() { return std::get<T>(v_); }
   T&& take() { return std::move(std::get<T>(v_)); }

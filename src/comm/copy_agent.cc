@@ -13,6 +13,7 @@
 #include <cstring>
 #include <thread>
 
+#include "collectives/config.h"
 #include "base/log.h"
 #include "base/param.h"
 #include "base/wait.h"
@@ -254,10 +255,11 @@ void CopyAgent::startServer(std::vector<int32_t> pids) {
 #if COLL_HAVE_CUDA
   s.opened.resize(s.pids.size());
   if (!s.emulated) {  // on failure, the server refuses every request
-    s.broken = gpu::mapHost(seg_, segBytes_, seg_).status();
-    s.registered = s.broken.ok();
+    Result<char*> mapped = gpu::mapHost(seg_, segBytes_, seg_);
+    if (!mapped.ok()) s.broken = mapped.status();
+    s.registered = mapped.ok();
     Result<void*> stream = s.broken.ok() ? gpu::sideStream(s.dev) : Result<void*>(s.broken);
-    if (stream.ok()) s.stream = *stream;
+    if (stream.ok()) s.stream = stream.value();
     else s.broken = stream.status();
   }
 #endif
@@ -272,7 +274,7 @@ CopyAgent::~CopyAgent() {
     server_->stop.store(true);
     seg_->doorbell.fetch_add(1);
     futexWake(&seg_->doorbell, true);
-    server_->thread.join();
+    if (server_->thread.joinable()) server_->thread.join();
 #if COLL_HAVE_CUDA
     server_->opened.clear();
     if (server_->registered) gpu::unmapHost(seg_);
@@ -332,6 +334,11 @@ void CopyAgent::Server::finish(const Taken& t, const Status& synced) {
   const Status& st = t.st.ok() ? synced : t.st;
   b.status = st.ok() ? kCopied : t.forGood ? kRefusedForGood : kRefused;
   if (!st.ok()) std::snprintf(b.why, sizeof(b.why), "%s", st.message().c_str());
+  COLL_TRACE(COLL, "copy agent: client %d request %u done: %s; first bytes of area+%llu: %08x", t.client, t.seq,
+             st.ok() ? "copied" : st.message().c_str(), static_cast<unsigned long long>(b.copies[0].hostOffset),
+             b.ncopies && b.copies[0].hostOffset + 4 <= self->seg_->areaBytes
+                 ? *reinterpret_cast<const uint32_t*>(self->seg_->area(t.client) + b.copies[0].hostOffset)
+                 : 0u);
   uint32_t was = stateOf(t.seq, kTaken);
   b.state.compare_exchange_strong(was, stateOf(t.seq, kDone));
   futexWakeIfWaiting(&b.state, &b.waiters, true);
@@ -359,6 +366,10 @@ Status CopyAgent::Server::queue(int i, const Block& b, bool* forGood) {
 #if COLL_HAVE_CUDA
     COLL_ASSIGN(char* d, devicePointer(i, buf, cp.buffer));
     d += cp.offset;
+    COLL_TRACE(COLL, "copy agent: client %d copy %u: %s %p (entry %u, generation %u, +%llu) %s area+%llu, %llu bytes",
+               i, k, cp.toDevice ? "to" : "from", static_cast<void*>(d), cp.buffer, buf.generation,
+               static_cast<unsigned long long>(cp.offset), cp.toDevice ? "from" : "to",
+               static_cast<unsigned long long>(cp.hostOffset), static_cast<unsigned long long>(cp.bytes));
     COLL_CHECK(cp.toDevice ? gpu::copyOnStream(d, host, cp.bytes, stream)
                            : gpu::copyOnStream(host, d, cp.bytes, stream));
 #endif
@@ -431,7 +442,7 @@ void CopyAgent::sweep(Block& b) {
     Exported& e = exported_[j];
     if (e.base == 0) continue;
     Result<gpu::Allocation> al = gpu::allocationOf(reinterpret_cast<void*>(e.base));
-    if (al.ok() && al->base == e.base && al->id == e.id) continue;
+    if (al.ok() && al.value().base == e.base && al.value().id == e.id) continue;
     e = Exported{};
     b.buffers[j].base = b.buffers[j].bytes = 0;
     ++b.buffers[j].generation;
@@ -448,9 +459,9 @@ size_t CopyAgent::entryFor(Block& b, const StageCopy& cp, const std::array<bool,
 #if COLL_HAVE_CUDA
   if (!c_->dev.emulate) {
     Result<gpu::Allocation> al = gpu::allocationOf(cp.device);
-    if (!al.ok() || std::find(unexportable_.begin(), unexportable_.end(), al->id) != unexportable_.end())
+    if (!al.ok() || std::find(unexportable_.begin(), unexportable_.end(), al.value().id) != unexportable_.end())
       return kMaxBuffers;
-    want = {al->base, al->bytes, al->id};
+    want = {al.value().base, al.value().bytes, al.value().id};
   }
 #endif
   // The entry already naming this allocation; else the one naming a freed allocation at
@@ -475,7 +486,7 @@ size_t CopyAgent::entryFor(Block& b, const StageCopy& cp, const std::array<bool,
       unexportable_.push_back(want.id);
       return kMaxBuffers;
     }
-    std::memcpy(buf.handle, h->bytes, sizeof(buf.handle));
+    std::memcpy(buf.handle, h.value().bytes, sizeof(buf.handle));
   }
 #endif
   buf.base = want.base;
@@ -499,6 +510,13 @@ Result<bool> CopyAgent::request(std::span<const StageCopy> copies) {
                    cp.bytes};
   }
   b.ncopies = static_cast<uint32_t>(copies.size());
+  for (size_t k = 0; k < copies.size(); ++k)
+    COLL_TRACE(COLL,
+               "rank %d asks rank %d: copy %zu %s device %p (entry %u: allocation %#llx, %llu bytes) %s area+%llu",
+               c_->rank, agentRank_, k, copies[k].toDevice ? "to" : "from", copies[k].device, b.copies[k].buffer,
+               static_cast<unsigned long long>(b.buffers[b.copies[k].buffer].base),
+               static_cast<unsigned long long>(b.copies[k].bytes), copies[k].toDevice ? "from" : "to",
+               static_cast<unsigned long long>(b.copies[k].hostOffset));
   seq_ = (seq_ + 1) & 0x1fffffff;
   b.state.store(stateOf(seq_, kPosted), std::memory_order_seq_cst);
   seg_->doorbell.fetch_add(1, std::memory_order_seq_cst);
