@@ -400,6 +400,7 @@ TEST_CASE("ranks calling different counts get an error, not a hang", "[api][fail
   ScopedEnv em("COLL_DEVICE_EMULATE", emulate);
   ScopedEnv dm("COLL_DEVICE_DIRECT_MIN_BYTES", direct);
   ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  ScopedEnv ex("COLL_DEVICE_EXCHANGE_BYTES", "262144");  // off by default
   // Both one-shot, both ring, and one of each (the ranks then pick different algorithms),
   // over shared memory and over the network. (Ring counts that differ in their number
   // of channels are not detected yet: a channel only one rank uses waits forever.)
