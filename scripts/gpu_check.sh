@@ -103,7 +103,7 @@ if [ "${1:-targets}" = channels ]; then
 fi
 if [ "${1:-targets}" = first ]; then
   # What changed since the last GPU run, most important first, for a lease of a few
-  # minutes (with GPU_CHECK_DEADLINE): small operations (the exchange beside the ring, the
+  # minutes (with GPU_CHECK_DEADLINE): small operations (the ring beside the exchange, the
   # copy agent beside each process copying itself, where the time goes), memcheck and
   # racecheck, the target shapes (256 MiB for 2 and 8 ranks, 2 processes at 128 MiB, the
   # no-hang shapes), the full sweep with values checked; then plans by address, the direct
@@ -112,7 +112,7 @@ if [ "${1:-targets}" = first ]; then
   # A slice's end with one fence and relaxed counters beside the old three release stores.
   step handshake 20 "$P/handshake_perf" -n 20000
   step allreduce_t2_small 25 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 1
-  step allreduce_t2_small_noexchange 25 env COLL_DEVICE_EXCHANGE_BYTES=0 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 0
+  step allreduce_t2_small_exchange 25 env COLL_DEVICE_EXCHANGE_BYTES=262144 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 0
   # 2 processes without MPS, small operations staged: rank 0 making rank 1's copies (the
   # copy agent, comm/copy_agent.h; the 8 B target) beside each rank copying itself.
   step procs2_agent 30 "$B/tools/collrun" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128K -f 16 -n 20 -w 2 -c 1
@@ -166,7 +166,7 @@ if [ "${1:-targets}" = first ]; then
   step memcheck_direct 40 env COLL_DEVICE_DIRECT_MIN_BYTES=1 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 1K -e 1M -f 32 -c 1 -n 1 -w 0
   step gpu_tests 100 "$B/tests/gpu_tests" "~[direct]"
   one_rank_beside_nccl
-  for f in allreduce_t2_small allreduce_t2_small_noexchange procs2_agent procs2_noagent allreduce_t2_small_noparams allreduce_t2_small_nocache allreduce_t2 allreduce_t2_ring allreduce_t2_ch1; do
+  for f in allreduce_t2_small allreduce_t2_small_exchange procs2_agent procs2_noagent allreduce_t2_small_noparams allreduce_t2_small_nocache allreduce_t2 allreduce_t2_ring allreduce_t2_ch1; do
     echo "== $f" >> "$S"
     grep -E "^ +[0-9]+ " "$OUT/$f.log" | tail -16 >> "$S"
   done
