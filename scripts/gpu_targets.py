@@ -8,8 +8,10 @@ exit code; 124 is a step its time limit cut off, i.e. a hang) and prints one row
 target. A target whose logs are missing says "not run". Tables are nccl-tests' format
 (ours and NCCL's alike): the out-of-place time and busbw of each size are read.
 """
+import glob
 import os
 import re
+import statistics
 import sys
 
 HANG = 124
@@ -70,16 +72,29 @@ def size_name(b):
     return f"{b} B"
 
 
+def rounds(d, name):
+    """The tables of name.log and of name_<k>.log (rounds run side by side), those present."""
+    paths = [os.path.join(d, name + ".log")] + sorted(glob.glob(os.path.join(d, name + "_[0-9]*.log")))
+    return [t for t in (table(p) for p in paths) if t]
+
+
 def one_rank(d):
-    ours, nccl = table(os.path.join(d, "ours_1rank.log")), table(os.path.join(d, "nccl_1rank.log"))
+    # A few microseconds per call: one sample swings 2x between runs, so where the check
+    # ran several rounds, each size compares the medians of its rounds.
+    ours, nccl = rounds(d, "ours_1rank"), rounds(d, "nccl_1rank")
     if not ours or not nccl:
-        return missing(d, "ours_1rank", "nccl_1rank"), None
-    common = sorted(set(ours) & set(nccl))
+        return missing(d, "ours_1rank", "nccl_1rank", "ours_1rank_1", "nccl_1rank_1"), None
+    common = sorted(set.intersection(*(set(t) for t in ours + nccl)))
     if not common:
         return "no common sizes", None
-    worst = max(common, key=lambda b: ours[b][0] / nccl[b][0])
-    r = ours[worst][0] / nccl[worst][0]
-    return f"worst {r:.2f}x at {size_name(worst)} ({ours[worst][0]:.1f} vs {nccl[worst][0]:.1f} us)", r <= 1.1
+
+    def med(tables, b):
+        return statistics.median(t[b][0] for t in tables)
+
+    worst = max(common, key=lambda b: med(ours, b) / med(nccl, b))
+    o, n = med(ours, worst), med(nccl, worst)
+    of = f", medians of {min(len(ours), len(nccl))} rounds" if len(ours) > 1 or len(nccl) > 1 else ""
+    return f"worst {o / n:.2f}x at {size_name(worst)} ({o:.1f} vs {n:.1f} us{of})", o / n <= 1.1
 
 
 def two_threads_bw(d):

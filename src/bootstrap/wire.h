@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "bootstrap/auth.h"
@@ -40,6 +41,16 @@ struct PeerInfo {
   char busId[16];        // PCI bus id of that device ("" for host ranks): one GPU across processes
   int32_t ringPos = -1;  // that GPU's place in its host's best GPU ring (-1: unknown, host ranks)
 };
+
+// Whether two ranks run on one host; in one process of it; on one GPU of it (its bus id
+// known and the same).
+inline bool sameHost(const PeerInfo& a, const PeerInfo& b) {
+  return std::strncmp(a.hostId, b.hostId, sizeof(a.hostId)) == 0;
+}
+inline bool sameProcess(const PeerInfo& a, const PeerInfo& b) { return sameHost(a, b) && a.pid == b.pid; }
+inline bool sameGpu(const PeerInfo& a, const PeerInfo& b) {
+  return sameHost(a, b) && a.busId[0] && std::strncmp(a.busId, b.busId, sizeof(a.busId)) == 0;
+}
 
 enum class RootMsg : uint32_t {
   kJoin = 1,

@@ -69,7 +69,7 @@ constexpr uint64_t kTagMailbox = 5ull << 56;
 bool allOnOneHost(const collComm* c) {
   const auto& peers = c->bootstrap->peers();
   for (const PeerInfo& p : peers)
-    if (std::strncmp(p.hostId, peers[0].hostId, sizeof(p.hostId)) != 0) return false;
+    if (!sameHost(p, peers[0])) return false;
   return true;
 }
 
@@ -365,8 +365,7 @@ static size_t directMinBytes(const collComm* c, bool yields) {
   const auto& peers = c->bootstrap->peers();
   const PeerInfo& me = peers[static_cast<size_t>(c->rank)];
   for (const PeerInfo& p : peers) {
-    if (std::strncmp(p.hostId, me.hostId, sizeof(p.hostId)) != 0 || p.pid != me.pid) return SIZE_MAX;
-    if (!c->dev.emulate && (!me.busId[0] || std::strncmp(p.busId, me.busId, sizeof(p.busId)) != 0)) return SIZE_MAX;
+    if (!sameProcess(me, p) || (!c->dev.emulate && !sameGpu(me, p))) return SIZE_MAX;
   }
   return static_cast<size_t>(std::max<int64_t>(1, min));
 }

@@ -96,9 +96,7 @@ std::vector<int> gpuGroup(const collComm* c) {
   std::vector<int> group;
   for (int r = 0; r < c->nranks; ++r) {
     const PeerInfo& p = peers[static_cast<size_t>(r)];
-    const bool sameHost = std::strncmp(p.hostId, me.hostId, sizeof(p.hostId)) == 0;
-    const bool sameGpu = c->dev.emulate || (me.busId[0] && std::strncmp(p.busId, me.busId, sizeof(p.busId)) == 0);
-    if (sameHost && sameGpu) group.push_back(r);
+    if (c->dev.emulate ? sameHost(me, p) : sameGpu(me, p)) group.push_back(r);
   }
   return group;
 }

@@ -183,7 +183,10 @@ Status stageIn(collComm* c, std::vector<OpDesc>& ops, Staging* s) {
       ins.push_back({const_cast<char*>(from), host + l.inOff - static_cast<size_t>(l.in - from), bytes, false});
       inStreams.push_back(od.stream);
     }
-    if (l.outBytes) s->outs.push_back({l.out, host + l.outOff, l.outBytes, od.stream});
+    if (l.outBytes) {
+      s->outs.push_back({l.out, host + l.outOff, l.outBytes, true});
+      s->outStreams.push_back(od.stream);
+    }
     od.sendbuff = host + l.inOff;
     od.recvbuff = host + l.outOff;
     od.device = false;
@@ -208,16 +211,13 @@ Status stageOut(const collComm* c, const Staging& s) {
   const uint64_t ranNs = wallNs();
   bool copied = false;
   if (s.agent) {
-    std::vector<StageCopy> outs;
-    for (const Staging::Out& o : s.outs)
-      outs.push_back({o.device, const_cast<char*>(static_cast<const char*>(o.host)), o.bytes, true});
-    COLL_ASSIGN(copied, s.agent->copy(outs));
+    COLL_ASSIGN(copied, s.agent->copy(s.outs));
   }
   std::vector<void*> streams;
-  for (const Staging::Out& o : s.outs) {
-    if (copied) break;
-    COLL_CHECK(copy(o.device, o.host, o.bytes, o.stream, s.emulated));
-    if (std::find(streams.begin(), streams.end(), o.stream) == streams.end()) streams.push_back(o.stream);
+  for (size_t i = 0; i < s.outs.size() && !copied; ++i) {
+    const StageCopy& o = s.outs[i];
+    COLL_CHECK(copy(o.device, o.host, o.bytes, s.outStreams[i], s.emulated));
+    if (std::find(streams.begin(), streams.end(), s.outStreams[i]) == streams.end()) streams.push_back(s.outStreams[i]);
   }
   // The staged memory is the next launch's: the copies must have read it.
   COLL_CHECK(syncStreams(streams, s.emulated));

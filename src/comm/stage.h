@@ -33,13 +33,8 @@ namespace coll {
 
 // What a staged launch copies back when its host run is done.
 struct Staging {
-  struct Out {
-    void* device;      // the caller's output buffer
-    const void* host;  // its staged copy
-    size_t bytes;
-    void* stream;
-  };
-  std::vector<Out> outs;
+  std::vector<StageCopy> outs;         // the caller's output buffers and their staged copies
+  std::vector<void*> outStreams;       // each one's stream
   std::shared_ptr<void> memory;        // the staged buffers
   bool emulated = false;               // COLL_DEVICE_EMULATE: "device" buffers are host memory
   CopyAgent* agent = nullptr;          // staged in this client's area of the agent's segment

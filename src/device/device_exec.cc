@@ -524,13 +524,10 @@ Status runOnDevices(std::vector<DevicePart>& parts, struct ::collComm** failedCo
 
 }  // namespace
 
-int ranksOnGpu(const std::vector<PeerInfo>& peers, int rank, bool sameProcess) {
+int ranksOnGpu(const std::vector<PeerInfo>& peers, int rank, bool oneProcess) {
   const PeerInfo& me = peers[static_cast<size_t>(rank)];
-  if (!me.busId[0]) return 0;
   int n = 0;
-  for (const PeerInfo& p : peers)
-    n += std::strncmp(p.hostId, me.hostId, sizeof(p.hostId)) == 0 &&
-         std::strncmp(p.busId, me.busId, sizeof(p.busId)) == 0 && (!sameProcess || p.pid == me.pid);
+  for (const PeerInfo& p : peers) n += sameGpu(me, p) && (!oneProcess || p.pid == me.pid);
   return n;
 }
 
@@ -548,8 +545,7 @@ int deviceLaneBudget(const std::vector<PeerInfo>& peers, int rank, int cudaDev, 
     const int64_t blocks = param(IntParam::DEVICE_EMULATE_BLOCKS);
     if (blocks <= 0) return kUnlimitedLanes;
     int sharing = 0;  // the emulated GPU is the process's
-    for (const PeerInfo& p : peers)
-      sharing += std::strncmp(p.hostId, me.hostId, sizeof(p.hostId)) == 0 && p.pid == me.pid;
+    for (const PeerInfo& p : peers) sharing += sameProcess(p, me);
     return static_cast<int>(std::min<int64_t>(blocks / std::max(1, sharing), kUnlimitedLanes));
   }
 #if COLL_HAVE_CUDA

@@ -32,8 +32,8 @@ namespace coll {
 bool devicePathFor(const DeviceComm& d, const void* p);
 
 // Ranks among `peers` on the GPU of peers[rank] (one host, the same PCI bus id), itself
-// included; sameProcess: only threads of its process. 0 for a rank bound to no GPU.
-int ranksOnGpu(const std::vector<PeerInfo>& peers, int rank, bool sameProcess);
+// included; oneProcess: only threads of its process. 0 for a rank bound to no GPU.
+int ranksOnGpu(const std::vector<PeerInfo>& peers, int rank, bool oneProcess);
 
 // What to warn at init when `sharing` ranks of this process are on one GPU and the
 // device runs `queues` kernels of different streams at once: those ranks' kernels wait

@@ -107,7 +107,7 @@ class P2pPendingRecv : public PendingRecv {
 
 bool p2pPossible(const PeerInfo& self, const PeerInfo& peer, bool emulated) {
   if (param(IntParam::P2P_DISABLE) != 0) return false;
-  if (std::strncmp(self.hostId, peer.hostId, sizeof(self.hostId)) != 0) return false;
+  if (!sameHost(self, peer)) return false;
   if (emulated) return self.pid == peer.pid;  // host blocks stand in: threads of one process
 #if COLL_HAVE_CUDA
   if (self.cudaDev < 0 || peer.cudaDev < 0 || !self.busId[0] || !peer.busId[0]) return false;
@@ -125,9 +125,8 @@ bool p2pPossible(const PeerInfo& self, const PeerInfo& peer, bool emulated) {
 // PTX's GPU scope covers the kernels one program runs on a device: ranks of other
 // processes on this GPU (MPS) keep system scope.
 bool p2pSameGpu(const PeerInfo& self, const PeerInfo& peer, bool emulated) {
-  const bool oneProcess = self.pid == peer.pid && std::strncmp(self.hostId, peer.hostId, sizeof(self.hostId)) == 0;
-  if (emulated) return oneProcess;  // the emulated GPU is the process's
-  return oneProcess && self.busId[0] && std::strncmp(self.busId, peer.busId, sizeof(self.busId)) == 0;
+  if (emulated) return sameProcess(self, peer);  // the emulated GPU is the process's
+  return sameProcess(self, peer) && sameGpu(self, peer);
 }
 
 Result<std::unique_ptr<PendingRecv>> p2pSetupRecv(int peer, size_t slotBytes, int dev, bool emulated, bool sameGpu) {

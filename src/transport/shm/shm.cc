@@ -274,7 +274,7 @@ namespace {
 
 bool canConnect(const PeerInfo& self, const PeerInfo& peer, const TransportOptions&) {
   if (param(IntParam::SHM_DISABLE) != 0) return false;
-  return std::strncmp(self.hostId, peer.hostId, sizeof(self.hostId)) == 0;
+  return sameHost(self, peer);
 }
 
 Result<std::unique_ptr<PendingRecv>> setupRecv(const Link& l, size_t slotBytes) {
