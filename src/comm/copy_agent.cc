@@ -332,11 +332,8 @@ void CopyAgent::Server::finish(const Taken& t, const Status& synced) {
   const Status& st = t.st.ok() ? synced : t.st;
   b.status = st.ok() ? kCopied : t.forGood ? kRefusedForGood : kRefused;
   if (!st.ok()) std::snprintf(b.why, sizeof(b.why), "%s", st.message().c_str());
-  COLL_TRACE(COLL, "copy agent: client %d request %u done: %s; first bytes of area+%llu: %08x", t.client, t.seq,
-             st.ok() ? "copied" : st.message().c_str(), static_cast<unsigned long long>(b.copies[0].hostOffset),
-             b.ncopies && b.copies[0].hostOffset + 4 <= self->seg_->areaBytes
-                 ? *reinterpret_cast<const uint32_t*>(self->seg_->area(t.client) + b.copies[0].hostOffset)
-                 : 0u);
+  COLL_TRACE(COLL, "copy agent: client %d request %u done: %s", t.client, t.seq,
+             st.ok() ? "copied" : st.message().c_str());
   uint32_t was = stateOf(t.seq, kTaken);
   b.state.compare_exchange_strong(was, stateOf(t.seq, kDone));
   futexWakeIfWaiting(&b.state, &b.waiters, true);
