@@ -72,16 +72,14 @@ void planPreMulSum(const char* opName, at::ScalarType dtype, const RedOp& op, Re
               "torch.distributed._make_nccl_premul_sum)");
   r->preMulSum = true;
   r->op = collSum;
-  if (sup->tensor_factors.empty()) {
+  if (!sup->tensor_factor.defined()) {
     r->factor = sup->double_factor;
     return;
   }
-  const at::Tensor& f = sup->tensor_factors.front();
+  const at::Tensor& f = sup->tensor_factor;
   TORCH_CHECK(f.numel() == 1 && !f.is_complex(), "torch_collectives: ", opName,
               ": the PREMUL_SUM factor must be one real number, got a tensor of ", f.numel(), " elements of ",
               dtypeName(f.scalar_type()));
-  TORCH_CHECK(f.device().is_cpu(), "torch_collectives: ", opName, ": the PREMUL_SUM factor tensor is on ",
-              f.device().str(), "; pass it on the CPU (or as a number)");
   r->factorTensor = f;
 }
 

@@ -1,35 +1,45 @@
-// The extension module torch_collectives._C: the process group class and the creator
-// function that torch.distributed.Backend.register_backend calls (see __init__.py).
+// The extension module torch_collectives._C: the backend class, its options, and what
+// the package's creator function (see __init__.py) calls.
 #include <pybind11/chrono.h>
+#include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include "process_group.h"
 
 namespace py = pybind11;
+using torch_collectives::CollOptions;
+using torch_collectives::ProcessGroupCollectives;
 
 PYBIND11_MODULE(_C, m) {
-  m.doc() = "Collectives' c10d process group (backend name \"collectives\")";
-  // The base class must be known to pybind11 before ours is declared.
+  m.doc() = "Collectives' c10d backend (backend name \"collectives\")";
+  // The base classes must be known to pybind11 before ours are declared.
   py::module::import("torch.distributed");
-  py::class_<torch_collectives::ProcessGroupCollectives, c10d::ProcessGroup,
-             c10::intrusive_ptr<torch_collectives::ProcessGroupCollectives>>(m, "ProcessGroupCollectives")
-      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                       std::chrono::milliseconds timeout) {
-             return c10::make_intrusive<torch_collectives::ProcessGroupCollectives>(store, rank, size, timeout);
-           }),
-           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
-           py::call_guard<py::gil_scoped_release>());
-  m.def(
-      "create_process_group",
-      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-         const std::chrono::duration<float>& timeout) {
-    return c10::static_intrusive_pointer_cast<torch_collectives::ProcessGroupCollectives>(
-        torch_collectives::createProcessGroup(store, rank, size, timeout));
-      },
-      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>());
-  m.def("set_timeout", [](const c10::intrusive_ptr<torch_collectives::ProcessGroupCollectives>& pg, double seconds) {
-    collResult_t r = collCommSetTimeout(pg->comm(), seconds);
-    TORCH_CHECK(r == collSuccess, "torch_collectives.set_timeout: ", collGetLastError(pg->comm()));
+  auto pg = py::class_<ProcessGroupCollectives, c10d::Backend, c10::intrusive_ptr<ProcessGroupCollectives>>(
+      m, "ProcessGroupCollectives");
+  py::class_<CollOptions, c10d::Backend::Options, c10::intrusive_ptr<CollOptions>>(pg, "Options")
+      .def(py::init([] { return c10::make_intrusive<CollOptions>(); }))
+      .def_readwrite("compress", &CollOptions::compress)
+      .def_readwrite("deterministic", &CollOptions::deterministic)
+      .def_readwrite("net_name", &CollOptions::netName)
+      .def_readwrite("min_channels", &CollOptions::minChannels)
+      .def_readwrite("max_channels", &CollOptions::maxChannels)
+      .def_readwrite("any_source", &CollOptions::anySource)
+      .def_readwrite("group_name_", &CollOptions::groupName)
+      .def_readwrite("global_ranks_in_group_", &CollOptions::globalRanks)
+      .def_readwrite("timeout_", &CollOptions::timeout);
+  pg.def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                     const c10::intrusive_ptr<CollOptions>& options) {
+           return c10::make_intrusive<ProcessGroupCollectives>(store, rank, size, options);
+         }),
+         py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("options"),
+         py::call_guard<py::gil_scoped_release>())
+      .def("enable_collectives_timing", &ProcessGroupCollectives::enableCollectivesTiming)
+      .def_property_readonly("options", [](ProcessGroupCollectives& self) {
+        return c10::static_intrusive_pointer_cast<CollOptions>(self.getBackendOptions());
+      });
+  m.def("set_timeout", [](const c10::intrusive_ptr<ProcessGroupCollectives>& backend, double seconds) {
+    collResult_t r = collCommSetTimeout(backend->comm(), seconds);
+    TORCH_CHECK(r == collSuccess, "torch_collectives.set_timeout: ", collGetLastError(backend->comm()));
   });
   m.def("library_version", [] {
     int v = 0;

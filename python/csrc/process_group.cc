@@ -2,10 +2,12 @@
 
 #include "process_group.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <type_traits>
 
 #include <ATen/ATen.h>
 #include <c10/core/DeviceGuard.h>
@@ -98,16 +100,34 @@ std::vector<int64_t> evenSplits(int64_t rows, int size) {
 
 }  // namespace
 
+// ---- life cycle ----
+
+namespace {
+
+collCompress_t compressCode(const std::string& name) {
+  if (name.empty() || name == "none") return collCompressNone;
+  if (name == "fp16" || name == "float16" || name == "half") return collCompressFloat16;
+  if (name == "bf16" || name == "bfloat16") return collCompressBfloat16;
+  TORCH_CHECK(false, "torch_collectives: option compress=", name, " is not one of none, fp16, bf16");
+}
+
+}  // namespace
+
 ProcessGroupCollectives::ProcessGroupCollectives(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                                 std::chrono::milliseconds timeout)
-    : c10d::ProcessGroup(rank, size), store_(store), timeoutS_(static_cast<double>(timeout.count()) / 1000.0) {
+                                                 c10::intrusive_ptr<CollOptions> options)
+    : c10d::Backend(rank, size),
+      store_(store),
+      options_(std::move(options)),
+      timeoutS_(static_cast<double>(options_->timeout.count()) / 1000.0) {
+  TORCH_CHECK(size > 0 && rank >= 0 && rank < size, "torch_collectives: rank ", rank, " is not a rank of a group of ",
+              size);
   // Keys of this group's incarnation: a group made again on the same store (destroyed,
   // then initialized again) must not read the last one's ids. Every rank adds 1 before
   // its init, and no rank starts the next incarnation before every rank's init of this
   // one, so (count - 1) / size is the same on every rank of one incarnation.
   const int64_t count = store_->add("torch_collectives/instances", 1);
   keyPrefix_ = "torch_collectives/" + std::to_string((count - 1) / size) + "/";
-  comm_ = makeComm(keyPrefix_ + "unique_id", size, rank);
+  comm_ = makeComm(keyPrefix_ + "unique_id", size, rank, true);
   worker_ = std::make_unique<Worker>("coll-pg" + std::to_string(rank));
 }
 
@@ -119,20 +139,59 @@ ProcessGroupCollectives::~ProcessGroupCollectives() {
   // Python drops the last reference with the GIL held; the worker may need it to run a
   // future's Python callback before it can stop.
   PyThreadState* saved = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
+  drain(false);
+  anySourceWorker_.reset();
+  worker_.reset();
+  std::lock_guard<std::mutex> lock(lanesMu_);
+  for (auto& [key, lane] : lanes_) lane.worker.reset();
+  for (auto& [key, lane] : lanes_) release(lane.comm.exchange(nullptr), true);
+  release(comm_, false);
+  comm_ = nullptr;
+  if (saved) PyEval_RestoreThread(saved);
+}
+
+// Waits (up to a grace period, none with revoke) for what is queued, then revokes the
+// communicators if something is still running, so that it fails at once.
+void ProcessGroupCollectives::drain(bool revoke) {
   constexpr auto kGrace = std::chrono::seconds(5);
   std::lock_guard<std::mutex> lock(lanesMu_);
-  bool idle = worker_->waitIdle(kGrace);
+  bool idle = !revoke && (!worker_ || worker_->waitIdle(kGrace));
+  if (anySourceWorker_) idle = anySourceWorker_->waitIdle(idle ? kGrace : std::chrono::seconds(0)) && idle;
   for (auto& [key, lane] : lanes_) idle = lane.worker->waitIdle(idle ? kGrace : std::chrono::seconds(0)) && idle;
-  if (!idle) {
-    collCommRevoke(comm_, 0);
-    for (auto& [key, lane] : lanes_)
-      if (collComm_t c = lane.comm.load()) collCommRevoke(c, 0);
-  }
-  worker_.reset();
-  for (auto& [key, lane] : lanes_) lane.worker.reset();
-  for (auto& [key, lane] : lanes_) release(lane.comm.load(), !idle);
-  release(comm_, !idle);
+  if (idle) return;
+  if (comm_) collCommRevoke(comm_, 0);
+  for (auto& [key, lane] : lanes_)
+    if (collComm_t c = lane.comm.load()) collCommRevoke(c, 0);
+}
+
+void ProcessGroupCollectives::shutdown() {
+  if (closing_.exchange(true)) return;
+  PyThreadState* saved = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
+  drain(false);
   if (saved) PyEval_RestoreThread(saved);
+}
+
+void ProcessGroupCollectives::abort() {
+  closing_ = true;
+  drain(true);
+}
+
+void ProcessGroupCollectives::waitForPendingWorks() {
+  PyThreadState* saved = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
+  worker_->waitIdle(std::chrono::hours(24 * 365));
+  if (saved) PyEval_RestoreThread(saved);
+}
+
+void ProcessGroupCollectives::checkOpen(const char* op) const {
+  TORCH_CHECK(!closing_, "torch_collectives: ", op, " on rank ", rank_,
+              ": the group was shut down or aborted (destroy_process_group); make a new group");
+}
+
+void ProcessGroupCollectives::setTimeout(std::chrono::milliseconds timeout) {
+  timeoutS_ = static_cast<double>(timeout.count()) / 1000.0;
+  options_->timeout = timeout;
+  collResult_t r = collCommSetTimeout(comm_, timeoutS_);
+  TORCH_CHECK(r == collSuccess, "torch_collectives: set timeout ", timeoutS_, " s: ", collGetLastError(comm_));
 }
 
 // Destroys a healthy communicator, aborts one that failed or was revoked.
@@ -146,21 +205,21 @@ void ProcessGroupCollectives::release(collComm_t comm, bool revoked) {
 // Polls rather than store->get(): a TCPStore holds its one lock through a blocking get, so
 // a lane thread waiting there for its peer's id would keep this process's other lanes
 // from publishing theirs, and two ranks could wait on each other for the whole timeout.
-std::vector<uint8_t> ProcessGroupCollectives::awaitKey(const std::string& key) {
+std::vector<uint8_t> ProcessGroupCollectives::awaitKey(const std::string& key, double timeoutS) {
   const auto start = std::chrono::steady_clock::now();
   auto pause = std::chrono::microseconds(100);
   while (!store_->check({key})) {
     TORCH_CHECK(!closing_, "torch_collectives: rank ", rank_, ": the group was destroyed while waiting for ", key);
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    TORCH_CHECK(timeoutS_ <= 0 || waited < timeoutS_, "torch_collectives: rank ", rank_, ": no peer published ", key,
-                " in the store within the group's timeout (", timeoutS_, " s)");
+    TORCH_CHECK(timeoutS <= 0 || waited < timeoutS, "torch_collectives: rank ", rank_, ": no peer published ", key,
+                " in the store within the timeout (", timeoutS, " s)");
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(20000));
   }
   return store_->get(key);
 }
 
-collComm_t ProcessGroupCollectives::makeComm(const std::string& key, int nranks, int rank) {
+collComm_t ProcessGroupCollectives::makeComm(const std::string& key, int nranks, int rank, bool withConfig) {
   collUniqueId id;
   if (rank == 0) {
     collResult_t r = collGetUniqueId(&id);
@@ -169,13 +228,23 @@ collComm_t ProcessGroupCollectives::makeComm(const std::string& key, int nranks,
     const auto* p = reinterpret_cast<const uint8_t*>(&id);
     store_->set(key, std::vector<uint8_t>(p, p + sizeof id));
   } else {
-    std::vector<uint8_t> bytes = awaitKey(key);
+    std::vector<uint8_t> bytes = awaitKey(key, timeoutS_);
     TORCH_CHECK(bytes.size() == sizeof id, "torch_collectives: store key ", key, " holds ", bytes.size(),
                 " bytes, not a unique id of ", sizeof id);
     std::memcpy(&id, bytes.data(), sizeof id);
   }
+  collConfig_t config = COLL_CONFIG_INITIALIZER;
+  const CollOptions& o = *options_;
+  if (withConfig) {
+    if (!o.compress.empty()) config.compress = compressCode(o.compress);
+    if (o.deterministic >= 0) config.deterministic = o.deterministic;
+    if (!o.netName.empty()) config.netName = o.netName.c_str();
+    if (o.minChannels > 0) config.minCTAs = o.minChannels;
+    if (o.maxChannels > 0) config.maxCTAs = o.maxChannels;
+    if (!o.groupName.empty()) config.commName = o.groupName.c_str();
+  }
   collComm_t comm = nullptr;
-  collResult_t r = collCommInitRank(&comm, nranks, id, rank);
+  collResult_t r = collCommInitRankConfig(&comm, nranks, id, rank, &config);
   TORCH_CHECK(r == collSuccess, "torch_collectives: rank ", rank, " of ", nranks,
               ": collCommInitRank: ", collGetErrorString(r), ": ", collGetLastError(nullptr));
   r = collCommSetTimeout(comm, timeoutS_ > 0 ? timeoutS_ : 0);
@@ -183,48 +252,215 @@ collComm_t ProcessGroupCollectives::makeComm(const std::string& key, int nranks,
   return comm;
 }
 
+c10::intrusive_ptr<c10d::Backend> ProcessGroupCollectives::split(const c10::intrusive_ptr<c10d::Store>& store,
+                                                                 const std::vector<int>& ranks,
+                                                                 const c10::intrusive_ptr<c10d::Backend::Options>& opts) {
+  checkOpen("split");
+  auto it = std::find(ranks.begin(), ranks.end(), rank_);
+  if (it == ranks.end()) return nullptr;
+  for (int r : ranks)
+    TORCH_CHECK(r >= 0 && r < size_, "torch_collectives: split: rank ", r, " is not a rank of this group (0..",
+                size_ - 1, ")");
+  auto child = c10::make_intrusive<CollOptions>(*options_);
+  if (opts) {
+    if (auto ours = c10::dynamic_intrusive_pointer_cast<CollOptions>(opts)) child = c10::make_intrusive<CollOptions>(*ours);
+    child->timeout = opts->timeout;
+  }
+  child->globalRanks.clear();
+  for (int r : ranks)
+    child->globalRanks.push_back(options_->globalRanks.empty() ? static_cast<uint64_t>(r)
+                                                               : options_->globalRanks.at(static_cast<size_t>(r)));
+  const int newRank = static_cast<int>(it - ranks.begin());
+  return c10::make_intrusive<ProcessGroupCollectives>(store, newRank, static_cast<int>(ranks.size()), child);
+}
+
+void ProcessGroupCollectives::registerOnCompletionHook(std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) {
+  std::lock_guard<std::mutex> lock(hooksMu_);
+  hooks_.push_back(std::move(hook));
+}
+
+// ---- posting ----
+
+ProcessGroupCollectives::OpInfo ProcessGroupCollectives::info(const char* name, const at::Tensor& t) {
+  return info(name, shapeOf(t));
+}
+
+ProcessGroupCollectives::OpInfo ProcessGroupCollectives::info(const char* name, std::string what) {
+  return OpInfo{name, static_cast<int64_t>(seq_.fetch_add(1)), std::move(what)};
+}
+
+c10::intrusive_ptr<CollWork> ProcessGroupCollectives::newWork(c10d::OpType type, const OpInfo& info,
+                                                              std::vector<at::Tensor> outputs, int sourceRank) {
+  return c10::make_intrusive<CollWork>(rank_, type, static_cast<uint64_t>(std::max<int64_t>(info.seq, 0)),
+                                       std::move(outputs), timing_.load(), sourceRank);
+}
+
+// The caller's current stream writes a CUDA operation's inputs: an event recorded there
+// now is what the worker waits for (null for CPU tensors).
+std::shared_ptr<c10::Event> ProcessGroupCollectives::inputsReadyEvent(c10::Device device) {
+  if (!device.is_cuda()) return nullptr;
+  c10::impl::VirtualGuardImpl impl(device.type());
+  auto event = std::make_shared<c10::Event>(device.type());
+  event->record(impl.getStream(device));
+  return event;
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::post(c10d::OpType type, OpInfo info,
                                                              std::vector<at::Tensor> outputs, c10::Device device,
-                                                             std::function<void()> body, Worker* worker) {
-  auto work = c10::make_intrusive<CollWork>(rank_, type, nullptr, std::move(outputs));
-  std::shared_ptr<c10::Event> inputsReady;
-  if (device.is_cuda()) {  // the caller's current stream writes the inputs: wait for it there
-    c10::impl::VirtualGuardImpl impl(device.type());
-    inputsReady = std::make_shared<c10::Event>(device.type());
-    inputsReady->record(impl.getStream(device));
+                                                             Body body, Worker* worker, int sourceRank) {
+  checkOpen(info.name);
+  auto work = newWork(type, info, outputs, sourceRank);
+  if (block_.open && !worker) {  // a collective inside a coalesced block: runs at endCoalescing
+    TORCH_CHECK(!block_.device || *block_.device == device, "torch_collectives: ", info.name,
+                ": a coalesced block holds tensors of one device; this one is on ", device.str(), ", the block's on ",
+                block_.device->str());
+    block_.device = device;
+    block_.ops.emplace_back(work, std::move(body));
+    block_.outputs.insert(block_.outputs.end(), outputs.begin(), outputs.end());
+    block_.what += (block_.what.empty() ? "" : ", ") + std::string(info.name) + " #" + std::to_string(info.seq);
+    return work;
   }
-  (worker ? worker : worker_.get())->post([work, device, inputsReady, body = std::move(body)] {
+  if (block_.open) block_.transfers.push_back(work);
+  auto inputsReady = inputsReadyEvent(device);
+  (worker ? worker : worker_.get())->post([this, work, device, inputsReady, body = std::move(body)] {
     std::exception_ptr error;
+    work->markStarted();
     try {
-      at::NoGradGuard noGrad;
-      if (inputsReady) runOnDevice(device, *inputsReady, body);
-      else body();
+      runOn(device, inputsReady, [&] {
+        Finish finish = body();
+        if (finish) finish();
+      });
     } catch (...) {
       error = std::current_exception();
     }
-    work->complete(error);
+    completed(work, error);
   });
   return work;
 }
 
-// An operation on CUDA tensors, on the worker: on the tensors' device, after the event
+namespace {
+
+// A steady-clock time on the clock of To (WorkInfo's clock: steady in newer torch, the
+// system clock in 2.4).
+template <typename To>
+To onClockOf(CollWork::Clock::time_point t) {
+  if constexpr (std::is_same_v<To, CollWork::Clock::time_point>) {
+    return t;
+  } else {
+    return std::chrono::time_point_cast<typename To::duration>(To::clock::now() - (CollWork::Clock::now() - t));
+  }
+}
+
+}  // namespace
+
+// Completes work and tells the completion hooks.
+void ProcessGroupCollectives::completed(const c10::intrusive_ptr<CollWork>& work, std::exception_ptr error) {
+  work->complete(error);
+  std::vector<std::function<void(std::shared_ptr<c10d::WorkInfo>)>> hooks;
+  {
+    std::lock_guard<std::mutex> lock(hooksMu_);
+    hooks = hooks_;
+  }
+  if (hooks.empty()) return;
+  using TimePoint = decltype(c10d::WorkInfo::timeStarted);
+  auto info = std::make_shared<c10d::WorkInfo>(
+      work->opType(), work->getSequencenumber(), onClockOf<TimePoint>(work->startedAt()),
+      onClockOf<TimePoint>(work->finishedAt()), std::chrono::duration<float>(work->finishedAt() - work->startedAt()));
+  for (auto& hook : hooks) {
+    try {
+      hook(info);
+    } catch (const std::exception& e) {
+      TORCH_WARN("torch_collectives: a completion hook failed: ", e.what());
+    }
+  }
+}
+
+// An operation, on the worker. CUDA tensors: on the tensors' device, after the event
 // recorded on the caller's stream, on the legacy default stream (the library is called
 // with no stream, torch's copies here use the same), and complete only once the GPU is:
 // a Work that says it is done means its outputs are.
-void ProcessGroupCollectives::runOnDevice(c10::Device device, c10::Event& inputsReady,
-                                          const std::function<void()>& body) {
+void ProcessGroupCollectives::runOn(c10::Device device, const std::shared_ptr<c10::Event>& inputsReady,
+                                    const std::function<void()>& f) {
+  at::NoGradGuard noGrad;
+  if (!inputsReady) {
+    f();
+    return;
+  }
   c10::DeviceGuard deviceGuard(device);
   c10::impl::VirtualGuardImpl impl(device.type());
   const c10::Stream stream = impl.getDefaultStream(device);
   c10::StreamGuard streamGuard(stream);
-  inputsReady.block(stream);
-  body();
+  inputsReady->block(stream);
+  f();
   stream.synchronize();
 }
 
-ProcessGroupCollectives::OpInfo ProcessGroupCollectives::info(const char* name, const at::Tensor& t) {
-  return OpInfo{name, static_cast<int64_t>(seq_.fetch_add(1)), shapeOf(t)};
+// ---- coalesced blocks ----
+
+void ProcessGroupCollectives::startCoalescing() {
+  checkOpen("startCoalescing");
+  TORCH_CHECK(!block_.open, "torch_collectives: startCoalescing on rank ", rank_,
+              ": a coalesced block is already open (endCoalescing first)");
+  block_ = Block{};
+  block_.open = true;
 }
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::endCoalescing() {
+  TORCH_CHECK(block_.open, "torch_collectives: endCoalescing on rank ", rank_, " without startCoalescing");
+  Block block = std::move(block_);
+  block_ = Block{};
+  const c10::Device device = block.device.value_or(c10::Device(c10::kCPU));
+  OpInfo op{"coalesced block", -1, block.what.empty() ? "transfers only" : block.what};
+  if (!block.ops.empty()) op.seq = static_cast<int64_t>(block.ops.front().first->getSequencenumber());
+  auto work = newWork(c10d::OpType::COALESCED, op, block.outputs);
+  auto inputsReady = inputsReadyEvent(device);
+  worker_->post([this, work, device, inputsReady, op, block = std::move(block)] {
+    std::exception_ptr error;
+    work->markStarted();
+    for (auto& [w, body] : block.ops) w->markStarted();
+    try {
+      std::vector<Body> bodies;
+      for (auto& [w, body] : block.ops) bodies.push_back(body);
+      if (!bodies.empty()) runOn(device, inputsReady, [&] { runGroup(bodies, op); });
+    } catch (...) {
+      error = std::current_exception();
+    }
+    for (auto& [w, body] : block.ops) completed(w, error);
+    for (const auto& t : block.transfers) {  // on their lanes: the block is done when they are
+      try {
+        t->wait(std::chrono::milliseconds(0));
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+    }
+    completed(work, error);
+  });
+  return work;
+}
+
+// Inside a library group the calls only queue; everything runs at the outermost
+// collGroupEnd, so the Finishes run after it. A call refused while queueing still closes
+// the group (which then runs nothing) before its error is thrown.
+void ProcessGroupCollectives::runGroup(const std::vector<Body>& bodies, const OpInfo& block) {
+  check(collGroupStart(), block, comm_);
+  std::vector<Finish> finishes;
+  std::exception_ptr queueError;
+  for (const Body& body : bodies) {
+    try {
+      finishes.push_back(body());
+    } catch (...) {
+      queueError = std::current_exception();
+      break;
+    }
+  }
+  const collResult_t end = collGroupEnd();
+  if (queueError) std::rethrow_exception(queueError);
+  check(end, block, comm_);
+  for (Finish& f : finishes)
+    if (f) f();
+}
+
+// ---- errors ----
 
 void ProcessGroupCollectives::check(collResult_t r, const OpInfo& op, collComm_t comm) {
   if (r == collSuccess) return;
@@ -236,7 +472,6 @@ void ProcessGroupCollectives::check(collResult_t r, const OpInfo& op, collComm_t
   if (comm == comm_ && (r == collTimeout || r == collRemoteError)) s << ranksThatNeverArrived(op);
   throw std::runtime_error(s.str());
 }
-
 // Every rank whose operation #seq failed says so through the store; the ranks that have
 // not said so within a moment never reached it (stopped calling, or died before).
 std::string ProcessGroupCollectives::ranksThatNeverArrived(const OpInfo& op) {
@@ -264,10 +499,10 @@ std::string ProcessGroupCollectives::ranksThatNeverArrived(const OpInfo& op) {
 
 // ---- reductions ----
 
-// Runs call with r's library op: a PreMulSum op made for this call (and freed after it),
-// or the built-in one; throws the call's error.
-void ProcessGroupCollectives::runReduction(const Reduction& r, const OpInfo& op,
-                                           const std::function<collResult_t(collRedOp_t)>& call) {
+// Issues call with r's library op: a PreMulSum op made for this call (freed by the
+// returned Finish, once the call is complete), or the built-in one; throws its error.
+ProcessGroupCollectives::Finish ProcessGroupCollectives::runReduction(
+    const Reduction& r, const OpInfo& op, const std::function<collResult_t(collRedOp_t)>& call) {
   collRedOp_t redOp = r.op;
   if (r.preMulSum) {
     char scalar[8];
@@ -275,47 +510,59 @@ void ProcessGroupCollectives::runReduction(const Reduction& r, const OpInfo& op,
     check(collRedOpCreatePreMulSum(&redOp, scalar, r.type, collScalarHostImmediate, comm_), op, comm_);
   }
   const collResult_t res = call(redOp);
-  if (r.preMulSum) collRedOpDestroy(redOp, comm_);
+  Finish destroy;
+  if (r.preMulSum) destroy = [redOp, comm = comm_] { collRedOpDestroy(redOp, comm); };
+  if (res != collSuccess && destroy) destroy();
   check(res, op, comm_);
+  return destroy;
 }
 
-void ProcessGroupCollectives::reduceTensor(at::Tensor& t, const Reduction& r, int root, const OpInfo& op) {
+ProcessGroupCollectives::Finish ProcessGroupCollectives::reduceTensor(at::Tensor t, const Reduction& r, int root,
+                                                                      const OpInfo& op) {
   at::Tensor buf = dense(t);
   if (r.path == Path::kBitwise) {
     at::Tensor all = buf.new_empty({size_, buf.numel()});
     allgatherBytes(buf.data_ptr(), all.data_ptr(), buf.nbytes(), op);
-    if (root < 0 || root == rank_) buf.copy_(combineBitwise(all, r.bitwise).view_as(buf));
-    writeBack(buf, t);
-    return;
+    return [this, t, buf, all, r, root]() mutable {
+      if (root < 0 || root == rank_) buf.copy_(combineBitwise(all, r.bitwise).view_as(buf));
+      writeBack(buf, t);
+    };
   }
   at::Tensor low = lowered(buf, r);
   const size_t count = static_cast<size_t>(low.numel());
-  runReduction(r, op, [&](collRedOp_t redOp) {
+  Finish destroy = runReduction(r, op, [&](collRedOp_t redOp) {
     return root < 0 ? collAllReduce(low.data_ptr(), low.data_ptr(), count, r.type, redOp, comm_, nullptr)
                     : collReduce(low.data_ptr(), low.data_ptr(), count, r.type, redOp, root, comm_, nullptr);
   });
-  raise(low, buf, r);
-  writeBack(buf, t);
+  return [t, buf, low, r, destroy]() mutable {
+    if (destroy) destroy();
+    raise(low, buf, r);
+    writeBack(buf, t);
+  };
 }
 
-void ProcessGroupCollectives::reduceScatterFlat(const at::Tensor& in, at::Tensor& out, const Reduction& r,
-                                                const OpInfo& op) {
+ProcessGroupCollectives::Finish ProcessGroupCollectives::reduceScatterFlat(const at::Tensor& in, at::Tensor out,
+                                                                           const Reduction& r, const OpInfo& op) {
   at::Tensor src = dense(in), dst = dense(out);
   if (r.path == Path::kBitwise) {
     at::Tensor all = src.new_empty({size_, src.numel()});
     allgatherBytes(src.data_ptr(), all.data_ptr(), src.nbytes(), op);
-    at::Tensor mine = all.narrow(1, rank_ * dst.numel(), dst.numel());
-    dst.copy_(combineBitwise(mine, r.bitwise).view_as(dst));
-    writeBack(dst, out);
-    return;
+    return [this, out, dst, all, r]() mutable {
+      at::Tensor mine = all.narrow(1, rank_ * dst.numel(), dst.numel());
+      dst.copy_(combineBitwise(mine, r.bitwise).view_as(dst));
+      writeBack(dst, out);
+    };
   }
   at::Tensor lowIn = lowered(src, r), lowOut = lowered(dst, r);
-  runReduction(r, op, [&](collRedOp_t redOp) {
+  Finish destroy = runReduction(r, op, [&](collRedOp_t redOp) {
     return collReduceScatter(lowIn.data_ptr(), lowOut.data_ptr(), static_cast<size_t>(lowOut.numel()), r.type, redOp,
                              comm_, nullptr);
   });
-  raise(lowOut, dst, r);
-  writeBack(dst, out);
+  return [out, dst, src, lowIn, lowOut, r, destroy]() mutable {
+    if (destroy) destroy();
+    raise(lowOut, dst, r);
+    writeBack(dst, out);
+  };
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allreduce(std::vector<at::Tensor>& tensors,
@@ -323,21 +570,26 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allreduce(std::vector<at
   at::Tensor t = single("allreduce", tensors);
   Reduction r = planReduction("allreduce", t.scalar_type(), opts.reduceOp);
   OpInfo op = info("allreduce", t);
-  return post(c10d::OpType::ALLREDUCE, op, {t}, t.device(), [this, t, r, op]() mutable { reduceTensor(t, r, -1, op); });
+  return post(c10d::OpType::ALLREDUCE, op, {t}, t.device(), [this, t, r, op] { return reduceTensor(t, r, -1, op); });
 }
 
+// One library group of one reduction per tensor: a single launch for the whole list.
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   std::vector<Reduction> plans;
   for (const at::Tensor& t : tensors) {
     checkTensor("allreduce_coalesced", t);
+    TORCH_CHECK(t.device() == tensors[0].device(), "torch_collectives: allreduce_coalesced: tensors on ",
+                tensors[0].device().str(), " and ", t.device().str(), "; one device per call");
     plans.push_back(planReduction("allreduce_coalesced", t.scalar_type(), opts.reduceOp));
   }
-  OpInfo op{"allreduce_coalesced", static_cast<int64_t>(seq_.fetch_add(1)),
-            std::to_string(tensors.size()) + " tensors"};
-  return post(c10d::OpType::ALLREDUCE_COALESCED, op, tensors, deviceOf(tensors), [this, tensors, plans, op]() mutable {
-    // One reduction per tensor, in order: every rank passes the same list.
-    for (size_t i = 0; i < tensors.size(); ++i) reduceTensor(tensors[i], plans[i], -1, op);
+  OpInfo op = info("allreduce_coalesced", std::to_string(tensors.size()) + " tensors");
+  return post(c10d::OpType::ALLREDUCE_COALESCED, op, tensors, deviceOf(tensors), [this, tensors, plans, op] {
+    std::vector<Body> bodies;
+    for (size_t i = 0; i < tensors.size(); ++i)
+      bodies.push_back([this, t = tensors[i], r = plans[i], op] { return reduceTensor(t, r, -1, op); });
+    runGroup(bodies, op);
+    return Finish();
   });
 }
 
@@ -348,8 +600,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::reduce(std::vector<at::T
   Reduction r = planReduction("reduce", t.scalar_type(), opts.reduceOp);
   OpInfo op = info("reduce", t);
   const int root = static_cast<int>(opts.rootRank);
-  return post(c10d::OpType::REDUCE, op, {t}, t.device(),
-              [this, t, r, root, op]() mutable { reduceTensor(t, r, root, op); });
+  return post(c10d::OpType::REDUCE, op, {t}, t.device(), [this, t, r, root, op] { return reduceTensor(t, r, root, op); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -359,10 +610,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::reduce_scatter(std::vect
   std::vector<at::Tensor> ins = rankList("reduce_scatter", "input", inputs, out, size_);
   Reduction r = planReduction("reduce_scatter", out.scalar_type(), opts.reduceOp);
   OpInfo op = info("reduce_scatter", out);
-  return post(c10d::OpType::REDUCE_SCATTER, op, {out}, out.device(), [this, out, ins, r, op]() mutable {
+  return post(c10d::OpType::REDUCE_SCATTER, op, {out}, out.device(), [this, out, ins, r, op] {
     std::vector<at::Tensor> flat;
     for (const at::Tensor& t : ins) flat.push_back(t.reshape({-1}));
-    reduceScatterFlat(at::cat(flat), out, r, op);
+    return reduceScatterFlat(at::cat(flat), out, r, op);
   });
 }
 
@@ -373,7 +624,31 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::_reduce_scatter_base(at:
   OpInfo op = info("reduce_scatter_tensor", output);
   at::Tensor out = output, in = input;
   return post(c10d::OpType::_REDUCE_SCATTER_BASE, op, {out}, out.device(),
-              [this, out, in, r, op]() mutable { reduceScatterFlat(in, out, r, op); });
+              [this, out, in, r, op] { return reduceScatterFlat(in, out, r, op); });
+}
+
+// One library group of one reduce-scatter per (output, input) pair (FSDP's gradients).
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK(outputs.size() == inputs.size(), "torch_collectives: reduce_scatter_tensor_coalesced: ", outputs.size(),
+              " outputs for ", inputs.size(), " inputs");
+  std::vector<Reduction> plans;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkWhole("reduce_scatter_tensor_coalesced", "input", inputs[i], outputs[i], size_);
+    TORCH_CHECK(inputs[i].device() == inputs[0].device(), "torch_collectives: reduce_scatter_tensor_coalesced: ",
+                "tensors on ", inputs[0].device().str(), " and ", inputs[i].device().str(), "; one device per call");
+    plans.push_back(planReduction("reduce_scatter_tensor_coalesced", outputs[i].scalar_type(), opts.reduceOp));
+  }
+  OpInfo op = info("reduce_scatter_tensor_coalesced", std::to_string(inputs.size()) + " tensors");
+  return post(c10d::OpType::COALESCED, op, outputs, deviceOf(inputs), [this, outputs, inputs, plans, op] {
+    std::vector<Body> bodies;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      bodies.push_back([this, out = outputs[i], in = inputs[i], r = plans[i], op] {
+        return reduceScatterFlat(in, out, r, op);
+      });
+    runGroup(bodies, op);
+    return Finish();
+  });
 }
 
 // ---- copies (every dtype, as bytes) ----
@@ -388,10 +663,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::broadcast(std::vector<at
   checkRoot("broadcast", opts.rootRank, size_);
   OpInfo op = info("broadcast", t);
   const int root = static_cast<int>(opts.rootRank);
-  return post(c10d::OpType::BROADCAST, op, {t}, t.device(), [this, t, root, op]() mutable {
+  return post(c10d::OpType::BROADCAST, op, {t}, t.device(), [this, t, root, op]() -> Finish {
     at::Tensor buf = dense(t);
     check(collBroadcast(buf.data_ptr(), buf.data_ptr(), buf.nbytes(), collUint8, root, comm_, nullptr), op, comm_);
-    writeBack(buf, t);
+    return [t, buf]() mutable { writeBack(buf, t); };
   });
 }
 
@@ -401,12 +676,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather(std::vector<st
   at::Tensor in = single("allgather", inputs);
   std::vector<at::Tensor> outs = rankList("allgather", "output", outputs, in, size_);
   OpInfo op = info("allgather", in);
-  return post(c10d::OpType::ALLGATHER, op, outs, in.device(), [this, in, outs, op]() mutable {
+  return post(c10d::OpType::ALLGATHER, op, outs, in.device(), [this, in, outs, op]() -> Finish {
     at::Tensor src = dense(in);
     at::Tensor all = src.new_empty({size_, src.numel()});
     allgatherBytes(src.data_ptr(), all.data_ptr(), src.nbytes(), op);
-    for (int r = 0; r < size_; ++r) outs[r].copy_(all[r].view(outs[r].sizes()));
+    return [this, src, all, outs]() mutable {
+      for (int r = 0; r < size_; ++r) outs[r].copy_(all[r].view(outs[r].sizes()));
+    };
   });
+}
+
+std::function<void()> allgatherInto(at::Tensor out, at::Tensor in,
+                                              const std::function<void(const at::Tensor&, const at::Tensor&)>& gather) {
+  at::Tensor src = dense(in), dst = dense(out);
+  gather(src, dst);
+  return [out, src, dst]() mutable { writeBack(dst, out); };
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -414,10 +698,34 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::_allgather_base(at::Tens
   checkWhole("all_gather_into_tensor", "output", output, input, size_);
   OpInfo op = info("all_gather_into_tensor", input);
   at::Tensor out = output, in = input;
-  return post(c10d::OpType::_ALLGATHER_BASE, op, {out}, in.device(), [this, out, in, op]() mutable {
-    at::Tensor src = dense(in), dst = dense(out);
-    allgatherBytes(src.data_ptr(), dst.data_ptr(), src.nbytes(), op);
-    writeBack(dst, out);
+  return post(c10d::OpType::_ALLGATHER_BASE, op, {out}, in.device(), [this, out, in, op] {
+    return allgatherInto(out, in, [&](const at::Tensor& src, const at::Tensor& dst) {
+      allgatherBytes(src.data_ptr(), dst.data_ptr(), src.nbytes(), op);
+    });
+  });
+}
+
+// One library group of one allgather per (output, input) pair (FSDP's parameters).
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions&) {
+  TORCH_CHECK(outputs.size() == inputs.size(), "torch_collectives: allgather_into_tensor_coalesced: ", outputs.size(),
+              " outputs for ", inputs.size(), " inputs");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkWhole("allgather_into_tensor_coalesced", "output", outputs[i], inputs[i], size_);
+    TORCH_CHECK(inputs[i].device() == inputs[0].device(), "torch_collectives: allgather_into_tensor_coalesced: ",
+                "tensors on ", inputs[0].device().str(), " and ", inputs[i].device().str(), "; one device per call");
+  }
+  OpInfo op = info("allgather_into_tensor_coalesced", std::to_string(inputs.size()) + " tensors");
+  return post(c10d::OpType::COALESCED, op, outputs, deviceOf(inputs), [this, outputs, inputs, op] {
+    std::vector<Body> bodies;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      bodies.push_back([this, out = outputs[i], in = inputs[i], op] {
+        return allgatherInto(out, in, [&](const at::Tensor& src, const at::Tensor& dst) {
+          allgatherBytes(src.data_ptr(), dst.data_ptr(), src.nbytes(), op);
+        });
+      });
+    runGroup(bodies, op);
+    return Finish();
   });
 }
 
@@ -433,30 +741,33 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather_coalesced(
                 list.size(), " tensors for ", inputs.size(), " inputs");
     for (size_t i = 0; i < inputs.size(); ++i) checkSameAs("allgather_coalesced", "output", list[i], inputs[i]);
   }
-  OpInfo op{"allgather_coalesced", static_cast<int64_t>(seq_.fetch_add(1)), std::to_string(inputs.size()) + " tensors"};
+  OpInfo op = info("allgather_coalesced", std::to_string(inputs.size()) + " tensors");
   std::vector<at::Tensor> flatOuts;
   for (const auto& list : outputLists) flatOuts.insert(flatOuts.end(), list.begin(), list.end());
   return post(c10d::OpType::ALLGATHER_COALESCED, op, flatOuts, deviceOf(inputs),
-              [this, outputLists, inputs, op]() mutable {
+              [this, outputLists, inputs, op]() -> Finish {
     size_t total = 0;
     for (const at::Tensor& t : inputs) total += t.nbytes();
-    std::vector<uint8_t> mine(total), all(total * static_cast<size_t>(size_));
+    auto mine = std::make_shared<std::vector<uint8_t>>(total);
+    auto all = std::make_shared<std::vector<uint8_t>>(total * static_cast<size_t>(size_));
     size_t off = 0;
     for (const at::Tensor& t : inputs) {
       at::Tensor c = dense(t);
-      std::memcpy(mine.data() + off, c.data_ptr(), c.nbytes());
+      std::memcpy(mine->data() + off, c.data_ptr(), c.nbytes());
       off += c.nbytes();
     }
-    allgatherBytes(mine.data(), all.data(), total, op);
-    for (int r = 0; r < size_; ++r) {
-      off = total * static_cast<size_t>(r);
-      for (at::Tensor& t : outputLists[static_cast<size_t>(r)]) {
-        at::Tensor c = dense(t);
-        std::memcpy(c.data_ptr(), all.data() + off, c.nbytes());
-        off += c.nbytes();
-        writeBack(c, t);
+    allgatherBytes(mine->data(), all->data(), total, op);
+    return [this, outputLists, mine, all, total]() mutable {
+      for (int r = 0; r < size_; ++r) {
+        size_t at = total * static_cast<size_t>(r);
+        for (at::Tensor& t : outputLists[static_cast<size_t>(r)]) {
+          at::Tensor c = dense(t);
+          std::memcpy(c.data_ptr(), all->data() + at, c.nbytes());
+          at += c.nbytes();
+          writeBack(c, t);
+        }
       }
-    }
+    };
   });
 }
 
@@ -468,13 +779,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::gather(std::vector<std::
   const int root = static_cast<int>(opts.rootRank);
   std::vector<at::Tensor> outs = rootList("gather", "output", outputs, in, size_, rank_, root);
   OpInfo op = info("gather", in);
-  return post(c10d::OpType::GATHER, op, outs, in.device(), [this, in, outs, root, op]() mutable {
+  return post(c10d::OpType::GATHER, op, outs, in.device(), [this, in, outs, root, op]() -> Finish {
     at::Tensor src = dense(in);
     at::Tensor all = rank_ == root ? src.new_empty({size_, src.numel()}) : at::Tensor();
     check(collGather(src.data_ptr(), all.defined() ? all.data_ptr() : nullptr, src.nbytes(), collUint8, root, comm_,
                      nullptr),
           op, comm_);
-    for (size_t r = 0; r < outs.size(); ++r) outs[r].copy_(all[static_cast<int64_t>(r)].view(outs[r].sizes()));
+    return [src, all, outs]() mutable {
+      for (size_t r = 0; r < outs.size(); ++r) outs[r].copy_(all[static_cast<int64_t>(r)].view(outs[r].sizes()));
+    };
   });
 }
 
@@ -486,7 +799,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::scatter(std::vector<at::
   const int root = static_cast<int>(opts.rootRank);
   std::vector<at::Tensor> ins = rootList("scatter", "input", inputs, out, size_, rank_, root);
   OpInfo op = info("scatter", out);
-  return post(c10d::OpType::SCATTER, op, {out}, out.device(), [this, out, ins, root, op]() mutable {
+  return post(c10d::OpType::SCATTER, op, {out}, out.device(), [this, out, ins, root, op]() -> Finish {
     at::Tensor dst = dense(out);
     at::Tensor all;
     if (!ins.empty()) {
@@ -497,7 +810,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::scatter(std::vector<at::
     check(collScatter(all.defined() ? all.data_ptr() : nullptr, dst.data_ptr(), dst.nbytes(), collUint8, root, comm_,
                       nullptr),
           op, comm_);
-    writeBack(dst, out);
+    return [out, dst, all]() mutable { writeBack(dst, out); };
   });
 }
 
@@ -557,7 +870,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::alltoall_base(at::Tensor
   OpInfo op = info("all_to_all_single", input);
   at::Tensor out = output, in = input;
   return post(c10d::OpType::ALLTOALL_BASE, op, {out}, in.device(),
-              [this, out, in, inSplit, outSplit, inRows, outRows, op]() mutable {
+              [this, out, in, inSplit, outSplit, inRows, outRows, op]() -> Finish {
     at::Tensor src = dense(in), dst = dense(out);
     if (src.data_ptr() == dst.data_ptr()) src = src.clone();  // in place: keep the input whole
     const size_t inRow = inRows ? src.nbytes() / static_cast<size_t>(inRows) : 0;
@@ -575,7 +888,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::alltoall_base(at::Tensor
       ro += rb[p];
     }
     exchange(sp, sb, rp, rb, dst.device(), op);
-    writeBack(dst, out);
+    return [out, src, dst]() mutable { writeBack(dst, out); };
   });
 }
 
@@ -593,7 +906,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::alltoall(std::vector<at:
                 "torch_collectives: all_to_all: every tensor must have one dtype");
   }
   OpInfo op = info("all_to_all", inputs[0]);
-  return post(c10d::OpType::ALLTOALL, op, outputs, deviceOf(inputs), [this, outputs, inputs, op]() mutable {
+  return post(c10d::OpType::ALLTOALL, op, outputs, deviceOf(inputs), [this, outputs, inputs, op]() -> Finish {
     std::vector<at::Tensor> src(size_), dst(size_);
     std::vector<const char*> sp(size_);
     std::vector<char*> rp(size_);
@@ -607,16 +920,52 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::alltoall(std::vector<at:
       rb[p] = dst[p].nbytes();
     }
     exchange(sp, sb, rp, rb, deviceOf(dst), op);
-    for (int p = 0; p < size_; ++p) writeBack(dst[p], outputs[p]);
+    return [this, outputs, src, dst]() mutable {
+      for (int p = 0; p < size_; ++p) writeBack(dst[p], outputs[p]);
+    };
   });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::barrier(const c10d::BarrierOptions&) {
-  OpInfo op{"barrier", static_cast<int64_t>(seq_.fetch_add(1)), "no data"};
-  return post(c10d::OpType::BARRIER, op, {}, c10::Device(c10::kCPU), [this, op] {
-    uint8_t token = 0;
-    check(collAllReduce(&token, &token, 1, collUint8, collMax, comm_, nullptr), op, comm_);
+  OpInfo op = info("barrier", "no data");
+  return post(c10d::OpType::BARRIER, op, {}, c10::Device(c10::kCPU), [this, op]() -> Finish {
+    auto token = std::make_shared<uint8_t>(0);
+    check(collAllReduce(token.get(), token.get(), 1, collUint8, collMax, comm_, nullptr), op, comm_);
+    return [token] {};
   });
+}
+
+// Rank 0 waits for every other rank's arrival key; the others wait for rank 0's release.
+// Keys are numbered by this group's monitored barriers, the same count on every rank.
+void ProcessGroupCollectives::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
+  checkOpen("monitored_barrier");
+  const auto limit = opts.timeout.count() > 0 ? opts.timeout : options_->timeout;
+  const double limitS = static_cast<double>(limit.count()) / 1000.0;
+  const std::string base = keyPrefix_ + "monitored_barrier/" + std::to_string(monitoredBarriers_++) + "/";
+  if (rank_ != 0) {
+    store_->set(base + std::to_string(rank_), std::vector<uint8_t>{1});
+    awaitKey(base + "release", limitS);
+    return;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::vector<int> missing;
+  for (int r = 1; r < size_; ++r) {
+    const std::string key = base + std::to_string(r);
+    while (!store_->check({key}) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (store_->check({key})) continue;
+    missing.push_back(r);
+    if (!waitAllRanks) break;
+  }
+  if (missing.empty()) {
+    store_->set(base + "release", std::vector<uint8_t>{1});
+    return;
+  }
+  std::ostringstream s;
+  s << (missing.size() == 1 ? "Rank " : "Ranks ");
+  for (size_t i = 0; i < missing.size(); ++i) s << (i ? ", " : "") << missing[i];
+  s << " failed to pass monitoredBarrier in " << limit.count() << " ms";
+  TORCH_CHECK(false, "torch_collectives: ", s.str());
 }
 
 // ---- send / recv ----
@@ -628,8 +977,26 @@ ProcessGroupCollectives::Lane& ProcessGroupCollectives::lane(int peer, bool send
   return l;
 }
 
-// One transfer on the (peer, direction) lane; the lane's communicator has the sender as
-// rank 0 and is made by its first transfer.
+std::string ProcessGroupCollectives::sentKey(int src, int dst) const {
+  return keyPrefix_ + "p2p/sent/" + std::to_string(src) + "->" + std::to_string(dst);
+}
+
+// One transfer on the (peer, direction) lane, on the lane's thread; the lane's
+// communicator has the sender as rank 0 and is made by its first transfer.
+void ProcessGroupCollectives::runTransfer(Lane& l, at::Tensor t, int peer, bool sending, const OpInfo& op) {
+  const int src = sending ? rank_ : peer, dst = sending ? peer : rank_;
+  if (!l.comm.load())
+    l.comm = makeComm(keyPrefix_ + "p2p/" + std::to_string(src) + "->" + std::to_string(dst), 2, sending ? 0 : 1,
+                      false);
+  collComm_t comm = l.comm.load();
+  if (sending && options_->anySource) store_->add(sentKey(src, dst), 1);
+  at::Tensor buf = dense(t);
+  check(sending ? collSend(buf.data_ptr(), buf.nbytes(), collUint8, 1, comm, nullptr)
+                : collRecv(buf.data_ptr(), buf.nbytes(), collUint8, 0, comm, nullptr),
+        op, comm);
+  if (!sending) writeBack(buf, t);
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::transfer(std::vector<at::Tensor>& tensors, int peer,
                                                                  bool sending) {
   const char* name = sending ? "send" : "recv";
@@ -637,21 +1004,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::transfer(std::vector<at:
   checkRoot(name, peer, size_);
   TORCH_CHECK(peer != rank_, "torch_collectives: ", name, ": ", sending ? "dst " : "src ", peer, " is this rank");
   Lane& l = lane(peer, sending);
+  if (!sending && options_->anySource) {
+    std::lock_guard<std::mutex> lock(claimsMu_);
+    ++claimed_[peer];
+  }
   OpInfo op{name, -1, shapeOf(t) + (sending ? " to rank " : " from rank ") + std::to_string(peer)};
-  const int src = sending ? rank_ : peer, dst = sending ? peer : rank_;
-  const std::string key = keyPrefix_ + "p2p/" + std::to_string(src) + "->" + std::to_string(dst);
   return post(
       sending ? c10d::OpType::SEND : c10d::OpType::RECV, op, {t}, t.device(),
-      [this, &l, t, key, op, sending]() mutable {
-    if (!l.comm.load()) l.comm = makeComm(key, 2, sending ? 0 : 1);
-    collComm_t comm = l.comm.load();
-    at::Tensor buf = dense(t);
-    check(sending ? collSend(buf.data_ptr(), buf.nbytes(), collUint8, 1, comm, nullptr)
-                  : collRecv(buf.data_ptr(), buf.nbytes(), collUint8, 0, comm, nullptr),
-          op, comm);
-    if (!sending) writeBack(buf, t);
+      [this, &l, t, peer, sending, op]() -> Finish {
+        runTransfer(l, t, peer, sending, op);
+        return nullptr;
       },
-      l.worker.get());
+      l.worker.get(), sending ? -1 : peer);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::send(std::vector<at::Tensor>& tensors, int dstRank, int) {
@@ -662,10 +1026,68 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::recv(std::vector<at::Ten
   return transfer(tensors, srcRank, false);
 }
 
-c10::intrusive_ptr<c10d::ProcessGroup> createProcessGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                          int size, const std::chrono::duration<float>& timeout) {
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
-  return c10::make_intrusive<ProcessGroupCollectives>(store, rank, size, ms);
+// Waits until some peer has sent more than this rank's receives have claimed from it,
+// and claims that send (the lowest such rank first).
+int ProcessGroupCollectives::claimAnySource(const OpInfo& op) {
+  const auto start = std::chrono::steady_clock::now();
+  auto pause = std::chrono::microseconds(50);
+  for (;;) {
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      const int64_t sent = store_->add(sentKey(p, rank_), 0);
+      std::lock_guard<std::mutex> lock(claimsMu_);
+      if (sent > claimed_[p]) {
+        ++claimed_[p];
+        return p;
+      }
+    }
+    TORCH_CHECK(!closing_, "torch_collectives: ", op.name, " (", op.what, ") on rank ", rank_,
+                ": the group was destroyed while waiting for a sender");
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    TORCH_CHECK(timeoutS_ <= 0 || waited < timeoutS_, "torch_collectives: ", op.name, " (", op.what, ") on rank ",
+                rank_, ": no rank sent within the group's timeout (", timeoutS_, " s)");
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(5000));
+  }
+}
+
+// A receive from whichever rank sends first: the any-source thread picks the peer, then
+// the receive runs on that peer's lane after the receives already queued there.
+c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::recvAnysource(std::vector<at::Tensor>& tensors, int) {
+  at::Tensor t = single("recv", tensors);
+  TORCH_CHECK(options_->anySource, "torch_collectives: recv from any source (no src) on rank ", rank_,
+              ": the group was made without any_source=True (torch_collectives.Options(any_source=True), or "
+              "COLL_TORCH_ANY_SOURCE=1); with it every send also counts itself in the store");
+  checkOpen("recv");
+  OpInfo op{"recv", -1, shapeOf(t) + " from any rank"};
+  auto work = newWork(c10d::OpType::RECVANYSOURCE, op, {t});
+  {
+    std::lock_guard<std::mutex> lock(lanesMu_);
+    if (!anySourceWorker_) anySourceWorker_ = std::make_unique<Worker>("coll-anysrc");
+  }
+  auto inputsReady = inputsReadyEvent(t.device());
+  anySourceWorker_->post([this, work, t, op, inputsReady] {
+    int peer = -1;
+    try {
+      peer = claimAnySource(op);
+    } catch (...) {
+      completed(work, std::current_exception());
+      return;
+    }
+    work->setSourceRank(peer);
+    Lane& l = lane(peer, false);
+    l.worker->post([this, &l, work, t, peer, op, inputsReady] {
+      std::exception_ptr error;
+      work->markStarted();
+      try {
+        runOn(t.device(), inputsReady, [&] { runTransfer(l, t, peer, false, op); });
+      } catch (...) {
+        error = std::current_exception();
+      }
+      completed(work, error);
+    });
+  });
+  return work;
 }
 
 }  // namespace torch_collectives

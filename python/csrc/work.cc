@@ -6,10 +6,28 @@
 
 namespace torch_collectives {
 
-CollWork::CollWork(int rank, c10d::OpType type, const char* profilingTitle, std::vector<at::Tensor> outputs)
-    : c10d::Work(rank, type, profilingTitle),
+CollWork::CollWork(int rank, c10d::OpType type, uint64_t seq, std::vector<at::Tensor> outputs, bool timed,
+                   int sourceRank)
+    : c10d::Work(rank, type),
       outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))),
+      seq_(seq),
+      timed_(timed),
+      sourceRank_(sourceRank) {}
+
+int CollWork::sourceRank() const {
+  TORCH_CHECK(sourceRank_ >= 0, "torch_collectives: _source_rank() answers only for a receive, not for ",
+              c10d::opTypeToString(opType_));
+  return sourceRank_;
+}
+
+float CollWork::getDuration() const {
+  TORCH_CHECK(timed_, "torch_collectives: get_duration() needs timing enabled on the group first "
+                      "(its backend's enable_collectives_timing())");
+  TORCH_CHECK(done_.load(std::memory_order_acquire), "torch_collectives: get_duration() of ",
+              c10d::opTypeToString(opType_), " #", seq_, " before it completed (wait() first)");
+  return std::chrono::duration<float, std::milli>(finished_ - started_).count();
+}
 
 namespace {
 // How long a waiter spins before sleeping: a few wake-up latencies of this kind of VM.
@@ -28,6 +46,8 @@ bool CollWork::wait(std::chrono::milliseconds timeout) {
 }
 
 void CollWork::complete(std::exception_ptr error) {
+  finished_ = Clock::now();
+  if (started_ == Clock::time_point{}) started_ = finished_;
   // The future first: whoever wait() wakes may read the future's value at once.
   if (error) future_->setError(error);
   else future_->markCompleted(c10::IValue(outputs_));

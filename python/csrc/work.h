@@ -5,8 +5,9 @@
 // Concurrency: a Work is created on the caller's thread and completed once, on the
 // worker thread that ran its operation; c10d::Work's own mutex and condition variable
 // guard its state, and the future is completed after it (callbacks attached with
-// then() run on the worker thread). A Worker's queue is guarded by its mutex; tasks run
-// only on its thread.
+// then() run on the worker thread). The start and end times are written by the worker
+// before the Work completes and read only after it has. A Worker's queue is guarded by
+// its mutex; tasks run only on its thread.
 #pragma once
 
 #include <atomic>
@@ -27,9 +28,20 @@ namespace torch_collectives {
 
 class CollWork : public c10d::Work {
  public:
-  // outputs: what result() and the future hold once the operation is done.
-  CollWork(int rank, c10d::OpType type, const char* profilingTitle, std::vector<at::Tensor> outputs);
+  using Clock = std::chrono::steady_clock;
 
+  // outputs: what result() and the future hold once the operation is done. seq: the
+  // group's sequence number of the operation. sourceRank: the peer of a receive (-1
+  // otherwise), what Work._source_rank() answers. timed: whether getDuration() may be
+  // asked (the group's enableCollectivesTiming()).
+  CollWork(int rank, c10d::OpType type, uint64_t seq, std::vector<at::Tensor> outputs, bool timed,
+           int sourceRank = -1);
+
+  // A receive from any source learns its peer when it picks one (before it completes).
+  void setSourceRank(int peer) { sourceRank_ = peer; }
+
+  // Called by the worker when the operation starts running (for getDuration()).
+  void markStarted() { started_ = Clock::now(); }
   // Called once, by the worker: marks the Work done (or failed with error) and completes
   // the future.
   void complete(std::exception_ptr error);
@@ -39,10 +51,23 @@ class CollWork : public c10d::Work {
   bool wait(std::chrono::milliseconds timeout) override;
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  int sourceRank() const override;
+  // Milliseconds from the start of the operation on the worker to its completion;
+  // needs timing enabled on the group and a completed Work.
+  float getDuration() const override;
+  uint64_t getSequencenumber() const override { return seq_; }
+
+  c10d::OpType opType() const { return opType_; }
+  Clock::time_point startedAt() const { return started_; }
+  Clock::time_point finishedAt() const { return finished_; }
 
  private:
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  const uint64_t seq_;
+  const bool timed_;
+  std::atomic<int> sourceRank_;
+  Clock::time_point started_{}, finished_{};
   std::atomic<bool> done_{false};
 };
 
