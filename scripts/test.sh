@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs the whole test suite through CTest, then the
-# fuzz smoke, then most of the suite under AddressSanitizer+UBSan in build-asan
-# (COLL_CI_SANITIZE=0: not that).
+# Installs what is missing, builds, installs the package into .venv with pip, and runs the
+# whole test suite through CTest, then the fuzz smoke, then most of the suite under
+# AddressSanitizer+UBSan in build-asan (COLL_CI_SANITIZE=0: not that).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
+bash scripts/install_python.sh
 BUILD_DIR=${BUILD_DIR:-build}
 # Ranks are threads and processes competing for 2 cores: run test programs one at a time.
 ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 900
