@@ -5,9 +5,37 @@
 # the shared libraries the binaries need beside them.
 #
 #   bash scripts/gpu_bundle.sh        # then: run(command="bash scripts/gpu_check.sh", carry=[".gpu"])
+#   bash scripts/gpu_bundle.sh torch [PYTHON]  # .gpu/hwloc for `gpu_check.sh torch`, which builds
+#                                     # there; with PYTHON, also .gpu/prebuilt against its torch
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+if [ "${1:-}" = torch ]; then
+  # hwloc's header and library (and libudev, which it loads), copies rather than links.
+  rm -rf .gpu/hwloc
+  mkdir -p .gpu/hwloc/include .gpu/hwloc/lib
+  cp -r /usr/include/hwloc.h /usr/include/hwloc .gpu/hwloc/include/
+  cp -L /usr/lib/x86_64-linux-gnu/libhwloc.so.15 .gpu/hwloc/lib/
+  cp -L /usr/lib/x86_64-linux-gnu/libhwloc.so.15 .gpu/hwloc/lib/libhwloc.so
+  cp -L /lib/x86_64-linux-gnu/libudev.so.1 .gpu/hwloc/lib/
+  # With a Python whose torch is the GPU machine's (PYTHON), the library and the backend
+  # built here too, for the machine to fall back on where it cannot build.
+  if [ -n "${2:-}" ]; then
+    PB=build-gpu-torch
+    cmake -S . -B "$PB" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCOLL_BUILD_TESTS=OFF \
+      -DCOLL_BUILD_TOOLS=OFF -DCOLL_BUILD_PYTORCH=ON -DCOLL_TORCH_PYTHON="$2" >/dev/null
+    cmake --build "$PB" -j"$(nproc)"
+    rm -rf .gpu/prebuilt
+    mkdir -p .gpu/prebuilt/python/torch_collectives
+    cp -L "$PB/libcollectives.so.0" "$PB/libnccl.so.2" .gpu/prebuilt/
+    cp "$PB"/python/torch_collectives/* .gpu/prebuilt/python/torch_collectives/
+    strip .gpu/prebuilt/*.so* .gpu/prebuilt/python/torch_collectives/*.so
+    "$2" -c 'import sys, torch; print("built beside the source: Python", sys.version.split()[0], "torch", torch.__version__)' \
+      > .gpu/prebuilt/ORIGIN
+  fi
+  du -sh .gpu/hwloc .gpu/prebuilt 2>/dev/null
+  exit 0
+fi
 B=build-gpu
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCOLL_ENABLE_CUDA=ON >/dev/null
 TARGETS=(gpu_tests reduce_kernel_perf handshake_perf collrun colltopo all_reduce_perf all_gather_perf broadcast_perf reduce_perf

@@ -10,6 +10,11 @@
 #                                      (COLL_DEVICE_NCHANNELS), twice over, for the default
 #   bash scripts/gpu_check.sh first    what changed since the last GPU run, most important
 #                                      first; with GPU_CHECK_DEADLINE=S for a short lease
+#   bash scripts/gpu_check.sh torch    PyTorch and CuPy through the project: the library and
+#                                      torch_collectives built there against the machine's
+#                                      torch, DDP on CUDA tensors on our backend, PyTorch's
+#                                      ProcessGroupNCCL and CuPy on our libnccl.so.2
+#                                      (carry .gpu/hwloc: scripts/gpu_bundle.sh torch)
 # Logs in $OUT/logs.tar.gz (the device tool brings back at most 8 files), the summary and
 # the targets beside it; a summary last. Every step has its own time limit; each form fits
 # one 10-minute call (590 s).
@@ -52,6 +57,34 @@ step() {  # step NAME SECONDS command...
 }
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; } >> "$S" 2>&1
 P="$B/perf_tests"
+if [ "${1:-targets}" = torch ]; then
+  # Built here with this machine's cores (sm_90, no tests or tools) against the torch of
+  # its python3; hwloc from .gpu/hwloc where the machine has none.
+  TB=/tmp/coll-torch-build
+  PY="$(command -v python3)"
+  "$PY" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' >> "$S" 2>&1
+  "$PY" -c 'import cupy; print("cupy", cupy.__version__)' >> "$S" 2>&1
+  step torch_configure 120 cmake -S . -B "$TB" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DCOLL_BUILD_TESTS=OFF -DCOLL_BUILD_TOOLS=OFF -DCOLL_BUILD_PYTORCH=ON -DCOLL_TORCH_PYTHON="$PY" \
+    -DCMAKE_PREFIX_PATH="$PWD/.gpu/hwloc"
+  step torch_build 360 cmake --build "$TB" -j"$(nproc)"
+  # A build that failed here (a header missing on the machine) falls back to the one made
+  # beside the source against the same torch (scripts/gpu_bundle.sh torch PYTHON).
+  if ! ls "$TB"/python/torch_collectives/_C*.so "$TB/libnccl.so.2" > /dev/null 2>&1 && [ -d .gpu/prebuilt ]; then
+    echo "torch: not built here; using .gpu/prebuilt ($(cat .gpu/prebuilt/ORIGIN 2>/dev/null))" >> "$S"
+    TB="$PWD/.gpu/prebuilt"
+  fi
+  export LD_LIBRARY_PATH="$TB:$PWD/.gpu/hwloc/lib:$LD_LIBRARY_PATH"
+  step torch_ddp_ours 120 env PYTHONPATH="$TB/python" "$PY" tests/torch/gpu_frameworks.py ddp_ours
+  step torch_ddp_nccl 120 env LD_PRELOAD="$TB/libnccl.so.2" NCCL_DEBUG=VERSION "$PY" tests/torch/gpu_frameworks.py ddp_nccl
+  step torch_cupy 90 env LD_PRELOAD="$TB/libnccl.so.2" NCCL_DEBUG=VERSION "$PY" tests/torch/gpu_frameworks.py cupy
+  step torch_test_cuda 120 env PYTHONPATH="$TB/python" "$PY" tests/torch/test_cuda.py
+  for f in torch_configure torch_build; do tail -3 "$OUT/$f.log" | sed "s/^/$f: /" >> "$S"; done
+  grep -h -E "^RESULT|version|Version|FAIL|Error" "$OUT"/torch_ddp_*.log "$OUT"/torch_cupy.log "$OUT"/torch_test_cuda.log \
+    | sort -u | head -30 >> "$S"
+  cat "$S"
+  exit 0
+fi
 one_rank_beside_nccl() {
   # NCCL beside us, 1 rank (it refuses two on one GPU): nccl-tests from the bundle over the
   # libnccl of the machine's Python (pip nvidia-nccl), else CUDA's own; never our drop-in.
