@@ -1,9 +1,9 @@
-#!/usr/bin/python3
-"""PyTorch's view of Collectives: allreduce and DDP times, ours against Gloo, side by side.
+#!/usr/bin/env python3
+"""PyTorch's view of Collectives: collective, DDP and FSDP2 times, ours against Gloo, side by side.
 
-    PYTHONPATH=build/python /usr/bin/python3 perf_tests/torch_bench.py            # full run
-    PYTHONPATH=build/python /usr/bin/python3 perf_tests/torch_bench.py --quick    # < 1 min
-    /usr/bin/python3 perf_tests/torch_bench.py --backends gloo,gloo --quick       # plumbing only
+    .venv/bin/python perf_tests/torch_bench.py            # full run (torch_collectives installed)
+    .venv/bin/python perf_tests/torch_bench.py --quick    # a few minutes
+    .venv/bin/python perf_tests/torch_bench.py --backends gloo,gloo --quick       # plumbing only
 
 For each process count of --nprocs (default 2,4) it starts that many processes (env://
 on 127.0.0.1, a free port), unless a launcher already set RANK and WORLD_SIZE (and
@@ -19,6 +19,16 @@ falls on both alike.
     convention). Large sizes get fewer iterations (--iter-bytes). Each size and backend
     is checked once on known data first; wrong results are reported and the exit status
     is 1.
+(c) all_gather_into_tensor and reduce_scatter_tensor (FSDP's collectives), float32, the
+    whole buffer from --fsdp-minbytes to --fsdp-maxbytes by x4 (each rank's shard is
+    1/n of it); busbw = bytes / time * (n-1)/n. Checked once on known data.
+(d) coalescing: --coalesce allreduces of --coalesce-bytes each, issued one after another
+    (each waited for) and as one block (dist._coalescing_manager, one wait): time per
+    block, and how much faster the block is.
+(e) FSDP2: one training iteration of the same MLP with every Linear and the whole model
+    under fully_shard (parameters all-gathered before use, gradients reduce-scattered),
+    one copy per backend; afterwards both copies' parameters must agree (relative
+    difference < 1e-3).
 (b) DDP: one training iteration (zero_grad, forward, MSE loss, backward, SGD step) of an
     MLP of --layers Linear(--width, --width) + ReLU (6 x 2048: 25.2 M parameters, 101 MB
     of gradients, DDP's default 25 MB buckets), one DDP copy per backend. "compute" is the
@@ -147,6 +157,149 @@ def bench_allreduce(args, rank, n, groups, ctl, save):
     return result
 
 
+def alternate(fns, iters, rounds, ctl=None):
+    """Per function, the times of its calls, in rounds that alternate their order."""
+    times = [[] for _ in fns]
+    for r, chunk in enumerate(rounds_of(iters, rounds)):
+        order = list(range(len(fns)))
+        for i in (order if r % 2 == 0 else order[::-1]):
+            if ctl is not None:
+                dist.barrier(group=ctl)
+            times[i] += series(fns[i], chunk)
+    return times
+
+
+def bench_shards(args, rank, n, groups, ctl, kind):
+    """(c): all_gather_into_tensor or reduce_scatter_tensor over each size."""
+    rows = []
+    gather = kind == "all_gather_into_tensor"
+    for size in args.fsdp_sizes:
+        shard = max(1, size // 4 // n)
+        whole = torch.empty(shard * n)
+        part = torch.empty(shard)
+        iters = min(args.iters, max(args.min_iters, args.iter_bytes // (shard * n * 4)))
+
+        def call(g):
+            if gather:
+                dist.all_gather_into_tensor(whole, part, group=g)
+            else:
+                dist.reduce_scatter_tensor(part, whole, group=g)
+
+        wrong = []
+        for g in groups:  # known data first: rank r's shard holds r + 1
+            if gather:
+                part.fill_(rank + 1)
+                call(g)
+                want = torch.arange(1, n + 1, dtype=torch.float32).repeat_interleave(shard)
+                wrong.append(int((whole != want).sum()))
+            else:
+                whole.fill_(rank + 1)
+                call(g)
+                wrong.append(int((part != n * (n + 1) / 2).sum()))
+            for _ in range(max(1, args.warmup // 2)):
+                call(g)
+        times = alternate([lambda g=g: call(g) for g in groups], iters, args.rounds)
+        med = slowest([statistics.median(t) for t in times], ctl)
+        rows.append({"bytes": shard * n * 4, "iters": iters, "time_s": med,
+                     "wrong": [int(w) for w in slowest(wrong, ctl)]})
+        if rank == 0:
+            log(f"[{n} procs] {kind} {human(shard * n * 4):>8}: "
+                + ", ".join(f"{label(args.backends, i)} {med[i] * 1e6:.1f} us" for i in range(len(groups))))
+    return rows
+
+
+def bench_coalesce(args, rank, n, groups, ctl):
+    """(d): a block of small allreduces, one by one against one coalesced block."""
+    count = max(1, args.coalesce_bytes // 4)
+    tensors = [torch.full((count,), float(rank + 1)) for _ in range(args.coalesce)]
+
+    def separate(g):
+        for t in tensors:
+            dist.all_reduce(t, group=g)
+
+    def block(g):
+        with dist._coalescing_manager(group=g, async_ops=True) as cm:
+            for t in tensors:
+                dist.all_reduce(t, group=g)
+        cm.wait()
+
+    wrong = []
+    for g in groups:
+        for fn in (separate, block):
+            for t in tensors:
+                t.fill_(rank + 1)
+            fn(g)
+            wrong.append(sum(int((t != n * (n + 1) / 2).sum()) for t in tensors))
+        for t in tensors:
+            t.zero_()
+        for _ in range(args.warmup):
+            separate(g)
+            block(g)
+    fns = [lambda g=g, f=f: f(g) for g in groups for f in (separate, block)]
+    times = alternate(fns, max(args.min_iters, args.iters // 2), args.rounds)
+    med = slowest([statistics.median(t) for t in times], ctl)
+    row = {"count": args.coalesce, "bytes": count * 4, "time_s": med, "wrong": [int(w) for w in slowest(wrong, ctl)]}
+    if rank == 0:
+        log(f"[{n} procs] {args.coalesce} x {human(count * 4)} allreduce: "
+            + ", ".join(f"{label(args.backends, i)} separate {med[2 * i] * 1e6:.0f} us, block "
+                        f"{med[2 * i + 1] * 1e6:.0f} us" for i in range(len(groups))))
+    return row
+
+
+def mlp(args):
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(args.layers):
+        layers += [torch.nn.Linear(args.width, args.width), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers)
+
+
+def bench_fsdp(args, rank, n, groups, ctl):
+    """(e): FSDP2 training iterations, one model per backend."""
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import fully_shard
+    base = mlp(args)
+    gen = torch.Generator().manual_seed(1000 + rank)
+    x = torch.randn(args.batch, args.width, generator=gen)
+    y = torch.randn(args.batch, args.width, generator=gen)
+    models, opts = [], []
+    for g in groups:
+        m = copy.deepcopy(base)
+        mesh = DeviceMesh.from_group(g, "cpu")
+        for layer in m:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        fully_shard(m, mesh=mesh)
+        models.append(m)
+        opts.append(torch.optim.SGD(m.parameters(), lr=1e-4))
+
+    def step(i):
+        opts[i].zero_grad(set_to_none=False)
+        torch.nn.functional.mse_loss(models[i](x), y).backward()
+        opts[i].step()
+
+    fns = [lambda i=i: step(i) for i in range(len(groups))]
+    for fn in fns:
+        for _ in range(args.ddp_warmup):
+            fn()
+    times = alternate(fns, args.ddp_iters, args.ddp_rounds, ctl)
+    med = slowest([statistics.median(t) for t in times], ctl)
+    differ = 0.0
+    if len(groups) > 1:  # same steps on the same data: the two updates must agree
+        num = den = 0.0
+        for p0, p1, b in zip(models[0].parameters(), models[1].parameters(), base.parameters()):
+            d0 = p0.full_tensor().detach().double() - b.detach().double()
+            num += float((p1.full_tensor().detach().double() - b.detach().double() - d0).pow(2).sum())
+            den += float(d0.pow(2).sum())
+        differ = slowest([math.sqrt(num / den) if den > 0 else math.inf], ctl)[0]
+    row = {"nprocs": n, "params": sum(p.numel() for p in base.parameters()), "batch": args.batch,
+           "iters": args.ddp_iters, "time_s": med, "differ": differ}
+    if rank == 0:
+        log(f"[{n} procs] FSDP2: " + ", ".join(f"{label(args.backends, i)} {med[i] * 1e3:.1f} ms"
+                                            for i in range(len(groups))))
+    return row
+
+
 def bench_ddp(args, rank, n, groups, ctl):
     from torch.nn.parallel import DistributedDataParallel as DDP
     torch.manual_seed(0)
@@ -237,8 +390,15 @@ def worker(rank, n, args, outdir):
 
     if not args.no_allreduce:
         bench_allreduce(args, rank, n, groups, ctl, lambda rows: save("allreduce", rows))
+    if not args.no_fsdp_ops:
+        for kind in ("all_gather_into_tensor", "reduce_scatter_tensor"):
+            save(kind, bench_shards(args, rank, n, groups, ctl, kind))
+    if not args.no_coalesce:
+        save("coalesce", bench_coalesce(args, rank, n, groups, ctl))
     if not args.no_ddp:
         save("ddp", bench_ddp(args, rank, n, groups, ctl))
+    if not args.no_fsdp:
+        save("fsdp", bench_fsdp(args, rank, n, groups, ctl))
     dist.barrier(group=ctl)
     dist.destroy_process_group()
 
@@ -338,6 +498,52 @@ def report(args, outdir, counts, threads):
                 for r, ln in zip(rows, lines) if len(ln) > width]
         out.append("")
 
+    cols = [base, ours] if two else [0]
+    for kind in ("all_gather_into_tensor", "reduce_scatter_tensor"):
+        for n in counts:
+            path = os.path.join(outdir, f"{n}.{kind}.json")
+            if not os.path.exists(path):
+                continue
+            out.append(f"# {kind}: float32, size = the whole buffer (each rank's shard 1/{n}); {n} processes")
+            out.append("# time: median per call (slowest rank), us; busbw = bytes/time * (n-1)/n, GB/s")
+            headers = ["size"] + [f"{names[i]} us" for i in cols] + [f"{names[i]} busbw" for i in cols] \
+                + (["speedup"] if two else [])
+            lines = []
+            for r in json.load(open(path)):
+                t = r["time_s"]
+                line = [human(r["bytes"])] + [f"{t[i] * 1e6:.1f}" for i in cols] \
+                    + [f"{r['bytes'] / t[i] * (n - 1) / n / 1e9:.2f}" for i in cols]
+                if two:
+                    line.append(f"{t[base] / t[ours]:.2f}x")
+                lines.append(line)
+                for i, w in enumerate(r["wrong"]):
+                    if w:
+                        wrong = True
+                        out.append(f"# WRONG: {kind} {human(r['bytes'])}: {names[i]} {w} elements")
+            out.append(table(headers, lines))
+            out.append("")
+    rows = [(n, json.load(open(os.path.join(outdir, f"{n}.coalesce.json"))))
+            for n in counts if os.path.exists(os.path.join(outdir, f"{n}.coalesce.json"))]
+    if rows:
+        r0 = rows[0][1]
+        out.append(f"# coalescing: {r0['count']} allreduces of {human(r0['bytes'])}, one by one (each "
+                   "waited for) or as one dist._coalescing_manager block; us per block (slowest rank)")
+        headers = ["procs"] + sum(([f"{names[i]} separate", f"{names[i]} block", f"{names[i]} gain"]
+                                   for i in cols), [])
+        lines = []
+        for n, r in rows:
+            t = r["time_s"]
+            line = [str(n)]
+            for i in cols:
+                line += [f"{t[2 * i] * 1e6:.0f}", f"{t[2 * i + 1] * 1e6:.0f}", f"{t[2 * i] / t[2 * i + 1]:.2f}x"]
+            lines.append(line)
+            for i, w in enumerate(r["wrong"]):
+                if w:
+                    wrong = True
+                    out.append(f"# WRONG: coalescing, {n} procs: {w} elements ({names[i // 2]})")
+        out.append(table(headers, lines))
+        out.append("")
+
     ddp = [json.load(open(os.path.join(outdir, f"{n}.ddp.json")))
            for n in counts if os.path.exists(os.path.join(outdir, f"{n}.ddp.json"))]
     if ddp:
@@ -382,6 +588,28 @@ def report(args, outdir, counts, threads):
                 wrong = True
                 out.append(f"# WRONG: {d['nprocs']} procs: the replicas trained over "
                            f"{names[base]} and {names[ours]} differ (relative {d['differ']:.2g})")
+    fsdp = [json.load(open(os.path.join(outdir, f"{n}.fsdp.json")))
+            for n in counts if os.path.exists(os.path.join(outdir, f"{n}.fsdp.json"))]
+    if fsdp:
+        out.append("")
+        out.append(f"# FSDP2 iteration: the same MLP, every Linear and the model under fully_shard, "
+                   f"batch {fsdp[0]['batch']} per rank, SGD; median of {fsdp[0]['iters']} (slowest rank), ms")
+        headers = ["procs"] + [f"{names[i]} ms" for i in cols] + (["saved ms", "speedup"] if two else [])
+        lines = []
+        for d in fsdp:
+            t = d["time_s"]
+            line = [str(d["nprocs"])] + [f"{t[i] * 1e3:.1f}" for i in cols]
+            if two:
+                line += [f"{(t[base] - t[ours]) * 1e3:.1f}", f"{t[base] / t[ours]:.2f}x"]
+            lines.append(line)
+            if d["differ"] > 1e-3:
+                wrong = True
+                out.append(f"# WRONG: {d['nprocs']} procs: FSDP2 over {names[base]} and {names[ours]} "
+                           f"differ (relative {d['differ']:.2g})")
+        out.append(table(headers, lines))
+        if two:
+            out.append("# checks: the two copies' updates, relative difference: "
+                       + ", ".join(f"{d['nprocs']} procs {d['differ']:.1g}" for d in fsdp))
     print("\n".join(out), flush=True)
     return not wrong
 
@@ -413,8 +641,15 @@ def main():
     p.add_argument("--bucket-mb", type=int, default=25, help="DDP bucket_cap_mb (25)")
     p.add_argument("--threads", type=int, default=0,
                    help="torch threads per rank (default: cores / processes, at least 1)")
+    p.add_argument("--fsdp-minbytes", default="1M", help="smallest (c) buffer (default 1M)")
+    p.add_argument("--fsdp-maxbytes", default="64M", help="largest (c) buffer (default 64M)")
+    p.add_argument("--coalesce", type=int, default=32, help="allreduces per block in (d) (32)")
+    p.add_argument("--coalesce-bytes", default="1K", help="bytes of each allreduce in (d) (1K)")
     p.add_argument("--no-allreduce", action="store_true", help="skip (a)")
     p.add_argument("--no-ddp", action="store_true", help="skip (b)")
+    p.add_argument("--no-fsdp-ops", action="store_true", help="skip (c)")
+    p.add_argument("--no-coalesce", action="store_true", help="skip (d)")
+    p.add_argument("--no-fsdp", action="store_true", help="skip (e)")
     p.add_argument("--quick", action="store_true",
                    help="smoke run: 5 sizes to 16 MiB, few iterations (< 1 min)")
     p.add_argument("--timeout", type=int, default=1800,
@@ -430,9 +665,13 @@ def main():
                       if parse_size(args.minbytes) <= s <= parse_size(args.maxbytes)]
         args.iters, args.warmup, args.min_iters, args.rounds = 6, 2, 4, 2
         args.ddp_iters, args.ddp_warmup, args.ddp_rounds = 4, 1, 2
+        args.fsdp_maxbytes = "4M"
     else:
         lo, hi = max(4, parse_size(args.minbytes)), parse_size(args.maxbytes)
         args.sizes = [lo << k for k in range(64) if lo << k <= hi]
+    lo, hi = parse_size(args.fsdp_minbytes), parse_size(args.fsdp_maxbytes)
+    args.fsdp_sizes = [lo << (2 * k) for k in range(32) if lo << (2 * k) <= hi]
+    args.coalesce_bytes = parse_size(args.coalesce_bytes)
 
     def threads(n):
         return args.threads or max(1, (os.cpu_count() or 1) // n)
