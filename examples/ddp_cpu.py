@@ -1,14 +1,16 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Train a small model with PyTorch DistributedDataParallel on CPU, over Collectives.
 
-Run from the repository root, after building (cmake --build build):
+Run from the repository root, after building (cmake --build build), with the Python
+whose torch (2.x) the backend was built against:
 
-    PYTHONPATH=build/python /usr/bin/python3 examples/ddp_cpu.py               # 2 processes
-    PYTHONPATH=build/python /usr/bin/python3 examples/ddp_cpu.py --nprocs 4
-    PYTHONPATH=build/python /usr/bin/python3 examples/ddp_cpu.py --backend gloo  # PyTorch's own
+    PYTHONPATH=build/python python3 examples/ddp_cpu.py               # 2 processes
+    PYTHONPATH=build/python python3 examples/ddp_cpu.py --nprocs 4
+    PYTHONPATH=build/python python3 examples/ddp_cpu.py --backend gloo  # PyTorch's own
+    PYTHONPATH=build/python torchrun --nproc_per_node 2 examples/ddp_cpu.py
 
-The script starts its own processes, unless a launcher already set RANK, WORLD_SIZE,
-MASTER_ADDR and MASTER_PORT: then each launched process is one rank.
+The script starts its own processes, unless a launcher (torchrun) already set RANK,
+WORLD_SIZE, MASTER_ADDR and MASTER_PORT: then each launched process is one rank.
 
 Compared with a plain PyTorch DDP script, the lines marked "<-- Collectives" are all
 that changes: import torch_collectives (it registers the "collectives" backend with
@@ -23,7 +25,10 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-import torch_collectives  # noqa: F401  <-- Collectives (1/3): registers the backend
+try:
+    import torch_collectives  # noqa: F401  <-- Collectives (1/3): registers the backend
+except ImportError as e:  # only PyTorch's own backends then (--backend gloo)
+    torch_collectives, IMPORT_ERROR = None, e
 
 STEPS, BATCH, LR = 30, 32, 0.05
 
@@ -31,6 +36,8 @@ STEPS, BATCH, LR = 30, 32, 0.05
 def train(rank, world_size, backend):
     dist.init_process_group(backend, init_method="env://",   # <-- Collectives (2/3)
                             rank=rank, world_size=world_size)
+    if rank == 0:
+        print(f"{world_size} processes, backend {dist.get_backend()}", flush=True)
 
     # Synthetic regression data, the same on every rank (fixed seed): y = x @ w + noise.
     gen = torch.Generator().manual_seed(0)
@@ -69,13 +76,15 @@ def main():
     parser.add_argument("--backend", default="collectives")  # <-- Collectives (3/3)
     parser.add_argument("--nprocs", type=int, default=2)
     args = parser.parse_args()
+    if args.backend == "collectives" and torch_collectives is None:
+        parser.error(f"cannot import torch_collectives ({IMPORT_ERROR}): put the build's "
+                     "python directory (build/python) on PYTHONPATH")
 
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # started by a launcher
         train(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), args.backend)
         return
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(free_port())
-    print(f"{args.nprocs} processes, backend {args.backend}", flush=True)
     mp.spawn(train, args=(args.nprocs, args.backend), nprocs=args.nprocs)
 
 

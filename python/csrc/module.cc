@@ -10,14 +10,11 @@ namespace py = pybind11;
 using torch_collectives::CollOptions;
 using torch_collectives::ProcessGroupCollectives;
 
-PYBIND11_MODULE(_C, m) {
-  m.doc() = "Collectives' c10d backend (backend name \"collectives\")";
-  // The base classes must be known to pybind11 before ours are declared.
-  py::module::import("torch.distributed");
-  auto pg = py::class_<ProcessGroupCollectives, c10d::Backend, c10::intrusive_ptr<ProcessGroupCollectives>>(
-      m, "ProcessGroupCollectives");
-  py::class_<CollOptions, c10d::Backend::Options, c10::intrusive_ptr<CollOptions>>(pg, "Options")
-      .def(py::init([] { return c10::make_intrusive<CollOptions>(); }))
+namespace {
+
+template <typename Class>
+void bindOptions(Class&& c) {
+  c.def(py::init([] { return c10::make_intrusive<CollOptions>(); }))
       .def_readwrite("compress", &CollOptions::compress)
       .def_readwrite("deterministic", &CollOptions::deterministic)
       .def_readwrite("net_name", &CollOptions::netName)
@@ -27,6 +24,21 @@ PYBIND11_MODULE(_C, m) {
       .def_readwrite("group_name_", &CollOptions::groupName)
       .def_readwrite("global_ranks_in_group_", &CollOptions::globalRanks)
       .def_readwrite("timeout_", &CollOptions::timeout);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "Collectives' c10d backend (backend name \"collectives\")";
+  // The base classes must be known to pybind11 before ours are declared.
+  py::module::import("torch.distributed");
+  auto pg = py::class_<ProcessGroupCollectives, c10d::Backend, c10::intrusive_ptr<ProcessGroupCollectives>>(
+      m, "ProcessGroupCollectives");
+  // torch binds Backend.Options in newer releases (2.4 does not): derive from it where it is.
+  if (py::hasattr(py::module::import("torch._C._distributed_c10d").attr("Backend"), "Options"))
+    bindOptions(py::class_<CollOptions, c10d::Backend::Options, c10::intrusive_ptr<CollOptions>>(pg, "Options"));
+  else
+    bindOptions(py::class_<CollOptions, c10::intrusive_ptr<CollOptions>>(pg, "Options"));
   pg.def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                      const c10::intrusive_ptr<CollOptions>& options) {
            return c10::make_intrusive<ProcessGroupCollectives>(store, rank, size, options);

@@ -487,6 +487,8 @@ std::string ProcessGroupCollectives::ranksThatNeverArrived(const OpInfo& op) {
       if (missing.empty() || std::chrono::steady_clock::now() > deadline) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+  } catch (const c10::Error& e) {  // without torch's C++ backtrace
+    return std::string("; which ranks reached it is unknown (the store failed: ") + e.what_without_backtrace() + ")";
   } catch (const std::exception& e) {
     return std::string("; which ranks reached it is unknown (the store failed: ") + e.what() + ")";
   }

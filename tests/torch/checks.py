@@ -1,6 +1,7 @@
 # Tensor comparison and error-message checks shared by the torch_collectives tests:
 # diff() names the first differing element (index, got, expected); expect_error() checks
-# that a call raises RuntimeError whose message names what it must (op, dtype, ...).
+# that a call raises RuntimeError (or the types given) whose message names what it must
+# (op, dtype, ...).
 import re
 
 import torch
@@ -92,18 +93,20 @@ def _unravel(i, shape):
     return tuple(reversed(out))
 
 
-def expect_error(ctx, what, fn, patterns):
-    """fn() must raise RuntimeError whose message matches every regex in `patterns`
-    (a dict description -> regex). Returns the message (or None if nothing raised)."""
+def expect_error(ctx, what, fn, patterns, types=(RuntimeError,)):
+    """fn() must raise one of `types` (RuntimeError) whose message matches every regex
+    in `patterns` (a dict description -> regex). Returns the message (or None if
+    nothing raised)."""
+    names = " or ".join(t.__name__ for t in types)
     try:
         fn()
-    except RuntimeError as e:
+    except types as e:
         check_message(ctx, what, str(e), patterns)
         return str(e)
     except Exception as e:  # noqa: BLE001  (the wrong type is the failure)
-        ctx.fail(f"{what}: raised {type(e).__name__}, expected RuntimeError: {e}")
+        ctx.fail(f"{what}: raised {type(e).__name__}, expected {names}: {e}")
         return str(e)
-    ctx.fail(f"{what}: did not raise (expected RuntimeError)")
+    ctx.fail(f"{what}: did not raise (expected {names})")
     return None
 
 

@@ -11,7 +11,9 @@
 #
 # Worker: imports torch_collectives first when --backend collectives, loads the test
 # module and runs MANY cases in the same process (importing torch is slow). The module
-# provides `cases(ctx)` (a list of Case) and optionally:
+# provides `cases(ctx)` (a list of Case), may raise Skip while it is imported (this torch
+# lacks what it tests: the launch is then reported skipped, exit status 77, as it is when
+# every case skipped), and optionally:
 #   DEFAULT_PG = False  -- the harness does not create the default process group
 #   ISOLATED = True     -- one case per launch (cases that break the world: faults)
 # After every case the ranks exchange their status through a TCPStore of their own
@@ -162,6 +164,10 @@ def worker_main():
             import torch_collectives  # noqa: F401  (registers the backend)
         import datetime
         mod = _load_module(env["TC_MODULE"])
+    except Skip as e:  # the module cannot run here (the same on every rank)
+        report.write(ev="unavailable", msg=str(e))
+        report.write(ev="done")
+        return 0
     except BaseException as e:
         report.write(ev="fatal", msg=f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
         return 3
@@ -324,6 +330,8 @@ def _spawn(args, tmpdir, case_index):
 
 
 STRAGGLER_GRACE_S = 15
+# The exit status when every case was skipped (CTest's SKIP_RETURN_CODE): not a pass.
+SKIP_STATUS = 77
 
 
 def _wait_all(procs, limit, tmpdir):
@@ -384,6 +392,8 @@ def _collect(args, tmpdir, procs, killed, secs, outcome, label):
                 outcome.notes.setdefault((ev["case"], ev["msg"]), []).append(rank)
             elif ev["ev"] == "fatal":
                 outcome.problems.append(f"FATAL {label} rank {rank}: {ev['msg']}")
+            elif ev["ev"] == "unavailable" and rank == 0:
+                outcome.skipped.setdefault(ev["msg"], []).append("every case")
     for case, by_rank in results.items():
         statuses = {e["status"] for e in by_rank.values()}
         if statuses <= {"ok"}:
@@ -528,6 +538,9 @@ def main(module=None, argv=None):
     if outcome.passed == 0 and not outcome.skipped and outcome.ok:
         print("no case was run (check -k)")
         return 1
+    if outcome.passed == 0 and outcome.ok:  # nothing could run here: not a pass
+        print("skipped: no case could run here (the reasons are above)")
+        return SKIP_STATUS
     return 0 if outcome.ok else 1
 
 

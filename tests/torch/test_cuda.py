@@ -1,10 +1,10 @@
 # CUDA tensors through the backend: 2 processes sharing the GPUs there are (rank %
 # device_count), each op on device tensors written on a side stream just before the
 # call, so the backend's ordering after the caller's current stream is what is tested.
-# Exits 77 ("skipped") where torch has no CUDA or no GPU: Debian's python3-torch is a
-# CPU build, so this runs only with a CUDA torch on a GPU machine.
+# Exits 77 ("skipped") where torch has no CUDA or sees no GPU (a CPU build of torch,
+# or a machine without a GPU): it runs only with a CUDA torch on a GPU machine.
 #
-# Run: PYTHONPATH=build/python /usr/bin/python3 tests/torch/test_cuda.py
+# Run: PYTHONPATH=build/python python3 tests/torch/test_cuda.py (a Python with torch 2.x)
 import os
 import socket
 

@@ -5,10 +5,11 @@
 # equal the same DDP run over a gloo group made in the same processes. Variants:
 # bucket_cap_mb 1, 25 and a tiny one (several buckets), find_unused_parameters with an
 # unused branch, no_sync() gradient accumulation, the comm hooks allreduce_hook and
-# fp16_compress_hook (rtol 1e-3), and dist._round_robin_process_groups of two groups; and
+# fp16_compress_hook (rtol 1e-3), static_graph and gradient_as_bucket_view; and
 # COLL_COMPRESS=fp16 with no hook (the library compresses; rtol 1e-3, bits differ).
 #
-# Run: /usr/bin/python3 test_ddp.py --backend collectives|gloo --nranks N [-k REGEX]
+# Run: python3 test_ddp.py --backend collectives|gloo --nranks N [-k REGEX]
+#      (python3: one with torch 2.x, the interpreter COLL_TORCH_PYTHON names)
 import harness
 
 if __name__ == "__main__":  # the launcher: it starts the ranks, which import this file
@@ -37,7 +38,9 @@ VARIANTS = {
     "hook_allreduce": dict(hook=default_hooks.allreduce_hook),
     "hook_fp16_compress": dict(hook=default_hooks.fp16_compress_hook, rtol=FP16_RTOL,
                                atol=FP16_ATOL),
-    "round_robin_groups": dict(round_robin=2),
+    "static_graph": dict(ddp=dict(static_graph=True)),
+    "gradient_as_bucket_view": dict(ddp=dict(gradient_as_bucket_view=True,
+                                             bucket_cap_mb=0.002)),
 }
 
 
@@ -107,10 +110,7 @@ def train_ddp(ctx, v, group):
 
 
 def make_group(ctx, backend, v):
-    new = lambda: dist.new_group(backend=backend, timeout=ctx.pg_timeout)  # noqa: E731
-    if v.get("round_robin"):
-        return dist._round_robin_process_groups([new() for _ in range(v["round_robin"])])
-    return new()
+    return dist.new_group(backend=backend, timeout=ctx.pg_timeout)
 
 
 def compare(ctx, what, got, expected, v):

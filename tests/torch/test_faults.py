@@ -12,7 +12,8 @@
 #    "never arrived" followed by K.
 # A watchdog turns a survivor that neither raises nor returns into a failure.
 #
-# Run: /usr/bin/python3 test_faults.py --backend collectives --nranks 3 [-k REGEX]
+# Run: python3 test_faults.py --backend collectives --nranks 3 [-k REGEX]
+#      (python3: one with torch 2.x, the interpreter COLL_TORCH_PYTHON names)
 #      (--force runs them on gloo too, where they are expected to fail)
 import harness
 

@@ -5,7 +5,8 @@
 # torch.distributed uninitialized. Then destroy and init again, several times, in the
 # same processes, mixing methods.
 #
-# Run: /usr/bin/python3 test_init.py --backend collectives|gloo --nranks N [-k REGEX]
+# Run: python3 test_init.py --backend collectives|gloo --nranks N [-k REGEX]
+#      (python3: one with torch 2.x, the interpreter COLL_TORCH_PYTHON names)
 import harness
 
 if __name__ == "__main__":  # the launcher: it starts the ranks, which import this file

@@ -1,0 +1,216 @@
+# Coalesced operations over the backend, every result checked against values computed
+# here:
+#  coalesce/*: dist._coalescing_manager(group, device, async_ops) around 32 small
+#    all_reduce calls (mixed sizes, float32 and int64, SUM and MAX), around 8
+#    all_gather_into_tensor and around 8 reduce_scatter_tensor calls. torch issues the
+#    calls as one allreduce_coalesced / allgather_into_tensor_coalesced /
+#    reduce_scatter_tensor_coalesced; with device=cpu it also brackets them with the
+#    backend's startCoalescing/endCoalescing, whose Work is what cm.wait() waits for.
+#    async_ops=True (cm.wait()) and False; on the default group and on a subgroup.
+#  batch_p2p/*: batch_isend_irecv rings: both directions with two messages per peer
+#    (matched in order), 1 to 1M elements, several dtypes, a ring on a subgroup (group
+#    peers), 20 rounds passing a buffer on (a pipeline), and collectives afterwards.
+#
+# Run: python3 test_coalesce.py --backend collectives|gloo --nranks N [-k REGEX]
+#      (python3: one with torch 2.x, the interpreter COLL_TORCH_PYTHON names)
+import harness
+
+if __name__ == "__main__":  # the launcher: it starts the ranks, which import this file
+    raise SystemExit(harness.main(__file__))
+
+import torch
+import torch.distributed as dist
+
+from harness import Case, Skip
+
+CPU = torch.device("cpu")
+SIZES = [1, 3, 7, 16, 31, 64, 100, 257]  # cycled over the 32 calls
+
+
+def value(dtype, k, rank, count):
+    """Call k's input on `rank`: small integers, exact in every dtype here."""
+    i = torch.arange(count, dtype=torch.int64)
+    return ((i * 3 + k * 7 + rank * 11) % 41 - 20).to(dtype)
+
+
+def reduced(op, dtype, k, count, ranks):
+    s = torch.stack([value(dtype, k, r, count) for r in ranks])
+    return (s.sum(0) if op == "SUM" else s.amax(0)).to(dtype)
+
+
+def group_for(ctx, which, with_device):
+    """(group, its global ranks): the default group or all ranks but rank 0. Skips,
+    on every rank alike, what cannot run."""
+    if with_device and ctx.backend == "gloo":
+        raise Skip("gloo: no startCoalescing (_coalescing_manager with a device)")
+    if which == "world":
+        return None, list(range(ctx.world))
+    if ctx.world < 2:
+        raise Skip("needs 2 ranks for a subgroup")
+    members = list(range(1, ctx.world))
+    return dist.new_group(members, backend=ctx.backend, timeout=ctx.pg_timeout), members
+
+
+def manager(ctx, group, with_device, async_ops):
+    """The coalescing manager; device=cpu also needs the backend's startCoalescing."""
+    g = group or dist.distributed_c10d._get_default_group()
+    return dist._coalescing_manager(g, device=CPU if with_device else None,
+                                    async_ops=async_ops)
+
+
+def finish(ctx, what, cm, async_ops):
+    if async_ops:
+        ctx.expect(f"{what}: the manager holds a Work", len(cm.works) >= 1,
+                   f"{len(cm.works)} works")
+        cm.wait()
+
+
+def all_reduce_x32(ctx, which, with_device, async_ops, dtype, op):
+    group, members = group_for(ctx, which, with_device)
+    if ctx.rank not in members:
+        return
+    redop = dist.ReduceOp.SUM if op == "SUM" else dist.ReduceOp.MAX
+    counts = [SIZES[k % len(SIZES)] for k in range(32)]
+    ts = [value(dtype, k, ctx.rank, c) for k, c in enumerate(counts)]
+    what = f"32 all_reduce {op} {str(dtype)[6:]} in a coalescing manager"
+    with manager(ctx, group, with_device, async_ops) as cm:
+        for t in ts:
+            dist.all_reduce(t, op=redop, group=group)
+    finish(ctx, what, cm, async_ops)
+    for k, (t, c) in enumerate(zip(ts, counts)):
+        ctx.check(f"{what}: tensor {k}", t, reduced(op, dtype, k, c, members))
+
+
+def all_gather_x8(ctx, which, with_device, async_ops):
+    group, members = group_for(ctx, which, with_device)
+    if ctx.rank not in members:
+        return
+    n = len(members)
+    counts = [SIZES[k] for k in range(8)]
+    ins = [value(torch.float32, k, ctx.rank, c) for k, c in enumerate(counts)]
+    outs = [torch.full((n * c,), -99.0) for c in counts]
+    what = "8 all_gather_into_tensor in a coalescing manager"
+    with manager(ctx, group, with_device, async_ops) as cm:
+        for o, i in zip(outs, ins):
+            dist.all_gather_into_tensor(o, i, group=group)
+    finish(ctx, what, cm, async_ops)
+    for k, (o, c) in enumerate(zip(outs, counts)):
+        ctx.check(f"{what}: tensor {k}", o,
+                  torch.cat([value(torch.float32, k, r, c) for r in members]))
+
+
+def reduce_scatter_x8(ctx, which, with_device, async_ops):
+    group, members = group_for(ctx, which, with_device)
+    if ctx.rank not in members:
+        return
+    n, me = len(members), members.index(ctx.rank)
+    counts = [SIZES[k] for k in range(8)]
+    ins = [value(torch.float32, k, ctx.rank, n * c) for k, c in enumerate(counts)]
+    outs = [torch.full((c,), -99.0) for c in counts]
+    what = "8 reduce_scatter_tensor in a coalescing manager"
+    with manager(ctx, group, with_device, async_ops) as cm:
+        for o, i in zip(outs, ins):
+            dist.reduce_scatter_tensor(o, i, group=group)
+    finish(ctx, what, cm, async_ops)
+    for k, (o, c) in enumerate(zip(outs, counts)):
+        full = reduced("SUM", torch.float32, k, n * c, members)
+        ctx.check(f"{what}: tensor {k}", o, full[me * c:(me + 1) * c])
+
+
+# ------------------------------------------------------------------ batch_isend_irecv
+
+
+def msg(dtype, count, src, dst, salt):
+    i = torch.arange(count, dtype=torch.int64)
+    v = (i * 5 + src * 17 + dst * 3 + salt * 29) % 97
+    return (v % 2 == 1) if dtype == torch.bool else v.to(dtype)
+
+
+def ring(ctx, dtype, count):
+    """Each rank sends messages 0 and 1 to the next rank and 2 and 3 to the previous
+    one, and receives as many from each, all in one batch (receives listed first).
+    Messages between two ranks match in the order listed: with 2 ranks, where both
+    neighbours are the same rank, messages 0-3 arrive in that order."""
+    if ctx.world < 2:
+        raise Skip("needs 2 ranks")
+    n, me = ctx.world, ctx.rank
+    nxt, prv = (me + 1) % n, (me - 1) % n
+    expect = [(prv, 0), (prv, 1), (nxt, 2), (nxt, 3)]  # (sender, message)
+    outs = [torch.zeros(count, dtype=dtype) for _ in expect]
+    ops = [dist.P2POp(dist.irecv, o, src) for o, (src, _) in zip(outs, expect)]
+    ops += [dist.P2POp(dist.isend, msg(dtype, count, me, dst, k), dst)
+            for dst, k in ((nxt, 0), (nxt, 1), (prv, 2), (prv, 3))]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    what = f"batch_isend_irecv ring {str(dtype)[6:]} x{count}"
+    for o, (src, k) in zip(outs, expect):
+        ctx.check(f"{what}: message {k} from rank {src}", o, msg(dtype, count, src, me, k))
+
+
+def ring_subgroup(ctx):
+    """A ring on a subgroup of all ranks but rank 0, peers given as group ranks."""
+    if ctx.world < 3:
+        raise Skip("needs 3 ranks (a subgroup of 2)")
+    members = list(range(1, ctx.world))
+    g = dist.new_group(members, backend=ctx.backend, timeout=ctx.pg_timeout)
+    if ctx.rank not in members:
+        return
+    n, me = len(members), members.index(ctx.rank)
+    nxt, prv = (me + 1) % n, (me - 1) % n
+    out = torch.zeros(50, dtype=torch.float32)
+    ops = [dist.P2POp(dist.isend, msg(torch.float32, 50, ctx.rank, 0, 0), group=g,
+                      group_peer=nxt),
+           dist.P2POp(dist.irecv, out, group=g, group_peer=prv)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    ctx.check("batch_isend_irecv ring on a subgroup (group peers)", out,
+              msg(torch.float32, 50, members[prv], 0, 0))
+
+
+def pipeline(ctx, rounds=20):
+    """A buffer goes round the ring `rounds` times, each rank adding its rank + 1 to it
+    before passing it on in the next batch; then the group still runs collectives."""
+    if ctx.world < 2:
+        raise Skip("needs 2 ranks")
+    n, me = ctx.world, ctx.rank
+    buf = torch.full((1000,), float(me))
+    for _ in range(rounds):
+        out = torch.empty_like(buf)
+        works = dist.batch_isend_irecv([dist.P2POp(dist.irecv, out, (me - 1) % n),
+                                        dist.P2POp(dist.isend, buf + me + 1, (me + 1) % n)])
+        for w in works:
+            w.wait()
+        buf = out
+    # After r rounds the buffer here started at rank (me - r) and each hop added the
+    # sender's rank + 1.
+    start = (me - rounds) % n
+    added = sum(((me - j) % n) + 1 for j in range(1, rounds + 1))
+    ctx.check(f"a buffer passed round the ring {rounds} times", buf,
+              torch.full((1000,), float(start + added)))
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    ctx.check("all_reduce after the batches", t, torch.full((3,), float(n)))
+
+
+def cases(ctx):
+    out = []
+    for which in ("world", "subgroup"):
+        for dev in (False, True):
+            for a in (True, False):
+                tag = f"{which}/{'device_cpu' if dev else 'no_device'}/{'async' if a else 'sync'}"
+                out.append(Case(f"coalesce/all_reduce_x32/float32/SUM/{tag}", all_reduce_x32,
+                                which, dev, a, torch.float32, "SUM"))
+                out += [Case(f"coalesce/all_gather_into_tensor_x8/{tag}", all_gather_x8,
+                             which, dev, a),
+                        Case(f"coalesce/reduce_scatter_tensor_x8/{tag}", reduce_scatter_x8,
+                             which, dev, a)]
+    for dev in (False, True):
+        tag = "device_cpu" if dev else "no_device"
+        out += [Case(f"coalesce/all_reduce_x32/int64/MAX/world/{tag}/async", all_reduce_x32,
+                     "world", dev, True, torch.int64, "MAX")]
+    for dtype, count in ((torch.float32, 1), (torch.float32, 1 << 20), (torch.int64, 33),
+                         (torch.float16, 1000), (torch.bool, 7)):
+        out.append(Case(f"batch_p2p/ring/{str(dtype)[6:]}/c{count}", ring, dtype, count))
+    out += [Case("batch_p2p/ring_subgroup", ring_subgroup),
+            Case("batch_p2p/pipeline_20_rounds", pipeline)]
+    return out
