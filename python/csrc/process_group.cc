@@ -289,10 +289,42 @@ ProcessGroupCollectives::OpInfo ProcessGroupCollectives::info(const char* name, 
   return OpInfo{name, static_cast<int64_t>(seq_.fetch_add(1)), std::move(what)};
 }
 
+namespace {
+
+// The name the profiler records an operation under ("collectives:all_reduce"), as c10d's
+// built-in backends name theirs.
+const char* profilingTitle(c10d::OpType type) {
+  switch (type) {
+    case c10d::OpType::BROADCAST: return "collectives:broadcast";
+    case c10d::OpType::ALLREDUCE: return "collectives:all_reduce";
+    case c10d::OpType::ALLREDUCE_COALESCED: return "collectives:all_reduce_coalesced";
+    case c10d::OpType::REDUCE: return "collectives:reduce";
+    case c10d::OpType::ALLGATHER: return "collectives:all_gather";
+    case c10d::OpType::_ALLGATHER_BASE: return "collectives:all_gather_into_tensor";
+    case c10d::OpType::ALLGATHER_COALESCED: return "collectives:all_gather_coalesced";
+    case c10d::OpType::GATHER: return "collectives:gather";
+    case c10d::OpType::SCATTER: return "collectives:scatter";
+    case c10d::OpType::REDUCE_SCATTER: return "collectives:reduce_scatter";
+    case c10d::OpType::_REDUCE_SCATTER_BASE: return "collectives:reduce_scatter_tensor";
+    case c10d::OpType::ALLTOALL_BASE:
+    case c10d::OpType::ALLTOALL: return "collectives:all_to_all";
+    case c10d::OpType::SEND: return "collectives:send";
+    case c10d::OpType::RECV: return "collectives:recv";
+    case c10d::OpType::RECVANYSOURCE: return "collectives:recvAnySource";
+    case c10d::OpType::BARRIER: return "collectives:barrier";
+    default: return "collectives:coalesced";
+  }
+}
+
+}  // namespace
+
 c10::intrusive_ptr<CollWork> ProcessGroupCollectives::newWork(c10d::OpType type, const OpInfo& info,
                                                               std::vector<at::Tensor> outputs, int sourceRank) {
-  return c10::make_intrusive<CollWork>(rank_, type, static_cast<uint64_t>(std::max<int64_t>(info.seq, 0)),
-                                       std::move(outputs), timing_.load(), sourceRank);
+  // A copy: outputs is moved into the Work's by-value parameter before its base records these.
+  const std::vector<at::Tensor> inputs = info.inputs.empty() ? outputs : info.inputs;
+  return c10::make_intrusive<CollWork>(rank_, type, profilingTitle(type), inputs,
+                                       static_cast<uint64_t>(std::max<int64_t>(info.seq, 0)), std::move(outputs),
+                                       timing_.load(), sourceRank);
 }
 
 // The caller's current stream writes a CUDA operation's inputs: an event recorded there
@@ -612,6 +644,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::reduce_scatter(std::vect
   std::vector<at::Tensor> ins = rankList("reduce_scatter", "input", inputs, out, size_);
   Reduction r = planReduction("reduce_scatter", out.scalar_type(), opts.reduceOp);
   OpInfo op = info("reduce_scatter", out);
+  op.inputs = ins;
   return post(c10d::OpType::REDUCE_SCATTER, op, {out}, out.device(), [this, out, ins, r, op] {
     std::vector<at::Tensor> flat;
     for (const at::Tensor& t : ins) flat.push_back(t.reshape({-1}));
@@ -624,6 +657,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::_reduce_scatter_base(at:
   checkWhole("reduce_scatter_tensor", "input", input, output, size_);
   Reduction r = planReduction("reduce_scatter_tensor", output.scalar_type(), opts.reduceOp);
   OpInfo op = info("reduce_scatter_tensor", output);
+  op.inputs = {input};
   at::Tensor out = output, in = input;
   return post(c10d::OpType::_REDUCE_SCATTER_BASE, op, {out}, out.device(),
               [this, out, in, r, op] { return reduceScatterFlat(in, out, r, op); });
@@ -642,6 +676,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::reduce_scatter_tensor_co
     plans.push_back(planReduction("reduce_scatter_tensor_coalesced", outputs[i].scalar_type(), opts.reduceOp));
   }
   OpInfo op = info("reduce_scatter_tensor_coalesced", std::to_string(inputs.size()) + " tensors");
+  op.inputs = inputs;
   return post(c10d::OpType::COALESCED, op, outputs, deviceOf(inputs), [this, outputs, inputs, plans, op] {
     std::vector<Body> bodies;
     for (size_t i = 0; i < inputs.size(); ++i)
@@ -678,6 +713,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather(std::vector<st
   at::Tensor in = single("allgather", inputs);
   std::vector<at::Tensor> outs = rankList("allgather", "output", outputs, in, size_);
   OpInfo op = info("allgather", in);
+  op.inputs = {in};
   return post(c10d::OpType::ALLGATHER, op, outs, in.device(), [this, in, outs, op]() -> Finish {
     at::Tensor src = dense(in);
     at::Tensor all = src.new_empty({size_, src.numel()});
@@ -699,6 +735,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::_allgather_base(at::Tens
                                                                         const c10d::AllgatherOptions&) {
   checkWhole("all_gather_into_tensor", "output", output, input, size_);
   OpInfo op = info("all_gather_into_tensor", input);
+  op.inputs = {input};
   at::Tensor out = output, in = input;
   return post(c10d::OpType::_ALLGATHER_BASE, op, {out}, in.device(), [this, out, in, op] {
     return allgatherInto(out, in, [&](const at::Tensor& src, const at::Tensor& dst) {
@@ -718,6 +755,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather_into_tensor_co
                 "tensors on ", inputs[0].device().str(), " and ", inputs[i].device().str(), "; one device per call");
   }
   OpInfo op = info("allgather_into_tensor_coalesced", std::to_string(inputs.size()) + " tensors");
+  op.inputs = inputs;
   return post(c10d::OpType::COALESCED, op, outputs, deviceOf(inputs), [this, outputs, inputs, op] {
     std::vector<Body> bodies;
     for (size_t i = 0; i < inputs.size(); ++i)
@@ -744,6 +782,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather_coalesced(
     for (size_t i = 0; i < inputs.size(); ++i) checkSameAs("allgather_coalesced", "output", list[i], inputs[i]);
   }
   OpInfo op = info("allgather_coalesced", std::to_string(inputs.size()) + " tensors");
+  op.inputs = inputs;
   std::vector<at::Tensor> flatOuts;
   for (const auto& list : outputLists) flatOuts.insert(flatOuts.end(), list.begin(), list.end());
   return post(c10d::OpType::ALLGATHER_COALESCED, op, flatOuts, deviceOf(inputs),
@@ -781,6 +820,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::gather(std::vector<std::
   const int root = static_cast<int>(opts.rootRank);
   std::vector<at::Tensor> outs = rootList("gather", "output", outputs, in, size_, rank_, root);
   OpInfo op = info("gather", in);
+  op.inputs = {in};
   return post(c10d::OpType::GATHER, op, outs, in.device(), [this, in, outs, root, op]() -> Finish {
     at::Tensor src = dense(in);
     at::Tensor all = rank_ == root ? src.new_empty({size_, src.numel()}) : at::Tensor();
@@ -801,6 +841,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::scatter(std::vector<at::
   const int root = static_cast<int>(opts.rootRank);
   std::vector<at::Tensor> ins = rootList("scatter", "input", inputs, out, size_, rank_, root);
   OpInfo op = info("scatter", out);
+  op.inputs = ins;
   return post(c10d::OpType::SCATTER, op, {out}, out.device(), [this, out, ins, root, op]() -> Finish {
     at::Tensor dst = dense(out);
     at::Tensor all;
@@ -870,6 +911,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::alltoall_base(at::Tensor
   std::vector<int64_t> inSplit = splits(inputSplitSizes, inRows, "input");
   std::vector<int64_t> outSplit = splits(outputSplitSizes, outRows, "output");
   OpInfo op = info("all_to_all_single", input);
+  op.inputs = {input};
   at::Tensor out = output, in = input;
   return post(c10d::OpType::ALLTOALL_BASE, op, {out}, in.device(),
               [this, out, in, inSplit, outSplit, inRows, outRows, op]() -> Finish {
@@ -908,6 +950,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::alltoall(std::vector<at:
                 "torch_collectives: all_to_all: every tensor must have one dtype");
   }
   OpInfo op = info("all_to_all", inputs[0]);
+  op.inputs = inputs;
   return post(c10d::OpType::ALLTOALL, op, outputs, deviceOf(inputs), [this, outputs, inputs, op]() -> Finish {
     std::vector<at::Tensor> src(size_), dst(size_);
     std::vector<const char*> sp(size_);
@@ -941,7 +984,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::barrier(const c10d::Barr
 // Keys are numbered by this group's monitored barriers, the same count on every rank.
 void ProcessGroupCollectives::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
   checkOpen("monitored_barrier");
-  const auto limit = opts.timeout.count() > 0 ? opts.timeout : options_->timeout;
+  const auto limit = opts.timeout.count() >= 0 ? opts.timeout : options_->timeout;  // unset: negative
   const double limitS = static_cast<double>(limit.count()) / 1000.0;
   const std::string base = keyPrefix_ + "monitored_barrier/" + std::to_string(monitoredBarriers_++) + "/";
   if (rank_ != 0) {
@@ -987,11 +1030,13 @@ std::string ProcessGroupCollectives::sentKey(int src, int dst) const {
 // communicator has the sender as rank 0 and is made by its first transfer.
 void ProcessGroupCollectives::runTransfer(Lane& l, at::Tensor t, int peer, bool sending, const OpInfo& op) {
   const int src = sending ? rank_ : peer, dst = sending ? peer : rank_;
+  // Counted before the lane's first transfer makes its communicator, which waits for the
+  // receiver: a receiver from any source learns from the count which lane to join.
+  if (sending && options_->anySource) store_->add(sentKey(src, dst), 1);
   if (!l.comm.load())
     l.comm = makeComm(keyPrefix_ + "p2p/" + std::to_string(src) + "->" + std::to_string(dst), 2, sending ? 0 : 1,
                       false);
   collComm_t comm = l.comm.load();
-  if (sending && options_->anySource) store_->add(sentKey(src, dst), 1);
   at::Tensor buf = dense(t);
   check(sending ? collSend(buf.data_ptr(), buf.nbytes(), collUint8, 1, comm, nullptr)
                 : collRecv(buf.data_ptr(), buf.nbytes(), collUint8, 0, comm, nullptr),

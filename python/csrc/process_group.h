@@ -153,6 +153,7 @@ class ProcessGroupCollectives : public c10d::Backend {
     const char* name;
     int64_t seq;       // this group's operation number, from 0 (-1 for send/recv)
     std::string what;  // e.g. "float32[1024]"
+    std::vector<at::Tensor> inputs = {};  // what the profiler records (empty: the outputs)
   };
   // What runs after an operation's library calls are complete (nullptr: nothing).
   using Finish = std::function<void()>;

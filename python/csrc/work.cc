@@ -6,9 +6,9 @@
 
 namespace torch_collectives {
 
-CollWork::CollWork(int rank, c10d::OpType type, uint64_t seq, std::vector<at::Tensor> outputs, bool timed,
-                   int sourceRank)
-    : c10d::Work(rank, type),
+CollWork::CollWork(int rank, c10d::OpType type, const char* profilingTitle, const std::vector<at::Tensor>& inputs,
+                   uint64_t seq, std::vector<at::Tensor> outputs, bool timed, int sourceRank)
+    : c10d::Work(rank, type, profilingTitle, inputs),
       outputs_(std::move(outputs)),
       future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))),
       seq_(seq),

@@ -30,12 +30,14 @@ class CollWork : public c10d::Work {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // outputs: what result() and the future hold once the operation is done. seq: the
-  // group's sequence number of the operation. sourceRank: the peer of a receive (-1
-  // otherwise), what Work._source_rank() answers. timed: whether getDuration() may be
+  // profilingTitle: what the profiler records the operation as (from creation to
+  // complete(), with the shapes of inputs). outputs: what result() and the future hold
+  // once the operation is done.
+  // seq: the group's sequence number of the operation. sourceRank: the peer of a receive
+  // (-1 otherwise), what Work._source_rank() answers. timed: whether getDuration() may be
   // asked (the group's enableCollectivesTiming()).
-  CollWork(int rank, c10d::OpType type, uint64_t seq, std::vector<at::Tensor> outputs, bool timed,
-           int sourceRank = -1);
+  CollWork(int rank, c10d::OpType type, const char* profilingTitle, const std::vector<at::Tensor>& inputs,
+           uint64_t seq, std::vector<at::Tensor> outputs, bool timed, int sourceRank = -1);
 
   // A receive from any source learns its peer when it picks one (before it completes).
   void setSourceRank(int peer) { sourceRank_ = peer; }
