@@ -37,8 +37,7 @@ PYBIND11_MODULE(_C, m) {
   // torch binds Backend.Options in newer releases (2.4 does not): derive from it where it is.
   if (py::hasattr(py::module::import("torch._C._distributed_c10d").attr("Backend"), "Options"))
     bindOptions(py::class_<CollOptions, c10d::Backend::Options, c10::intrusive_ptr<CollOptions>>(pg, "Options"));
-  else
-    bindOptions(py::class_<CollOptions, c10::intrusive_ptr<CollOptions>>(pg, "Options"));
+  else bindOptions(py::class_<CollOptions, c10::intrusive_ptr<CollOptions>>(pg, "Options"));
   pg.def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                      const c10::intrusive_ptr<CollOptions>& options) {
            return c10::make_intrusive<ProcessGroupCollectives>(store, rank, size, options);

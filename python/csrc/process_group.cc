@@ -252,9 +252,9 @@ collComm_t ProcessGroupCollectives::makeComm(const std::string& key, int nranks,
   return comm;
 }
 
-c10::intrusive_ptr<c10d::Backend> ProcessGroupCollectives::split(const c10::intrusive_ptr<c10d::Store>& store,
-                                                                 const std::vector<int>& ranks,
-                                                                 const c10::intrusive_ptr<c10d::Backend::Options>& opts) {
+c10::intrusive_ptr<c10d::Backend>
+ProcessGroupCollectives::split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+                               const c10::intrusive_ptr<c10d::Backend::Options>& opts) {
   checkOpen("split");
   auto it = std::find(ranks.begin(), ranks.end(), rank_);
   if (it == ranks.end()) return nullptr;
@@ -263,7 +263,8 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupCollectives::split(const c10::intr
                 size_ - 1, ")");
   auto child = c10::make_intrusive<CollOptions>(*options_);
   if (opts) {
-    if (auto ours = c10::dynamic_intrusive_pointer_cast<CollOptions>(opts)) child = c10::make_intrusive<CollOptions>(*ours);
+    if (auto ours = c10::dynamic_intrusive_pointer_cast<CollOptions>(opts))
+      child = c10::make_intrusive<CollOptions>(*ours);
     child->timeout = opts->timeout;
   }
   child->globalRanks.clear();
@@ -395,9 +396,10 @@ void ProcessGroupCollectives::completed(const c10::intrusive_ptr<CollWork>& work
   }
   if (hooks.empty()) return;
   using TimePoint = decltype(c10d::WorkInfo::timeStarted);
-  auto info = std::make_shared<c10d::WorkInfo>(
-      work->opType(), work->getSequencenumber(), onClockOf<TimePoint>(work->startedAt()),
-      onClockOf<TimePoint>(work->finishedAt()), std::chrono::duration<float>(work->finishedAt() - work->startedAt()));
+  auto info = std::make_shared<c10d::WorkInfo>(work->opType(), work->getSequencenumber(),
+                                               onClockOf<TimePoint>(work->startedAt()),
+                                               onClockOf<TimePoint>(work->finishedAt()),
+                                               std::chrono::duration<float>(work->finishedAt() - work->startedAt()));
   for (auto& hook : hooks) {
     try {
       hook(info);
@@ -634,7 +636,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::reduce(std::vector<at::T
   Reduction r = planReduction("reduce", t.scalar_type(), opts.reduceOp);
   OpInfo op = info("reduce", t);
   const int root = static_cast<int>(opts.rootRank);
-  return post(c10d::OpType::REDUCE, op, {t}, t.device(), [this, t, r, root, op] { return reduceTensor(t, r, root, op); });
+  return post(c10d::OpType::REDUCE, op, {t}, t.device(),
+              [this, t, r, root, op] { return reduceTensor(t, r, root, op); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -671,8 +674,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::reduce_scatter_tensor_co
   std::vector<Reduction> plans;
   for (size_t i = 0; i < inputs.size(); ++i) {
     checkWhole("reduce_scatter_tensor_coalesced", "input", inputs[i], outputs[i], size_);
-    TORCH_CHECK(inputs[i].device() == inputs[0].device(), "torch_collectives: reduce_scatter_tensor_coalesced: ",
-                "tensors on ", inputs[0].device().str(), " and ", inputs[i].device().str(), "; one device per call");
+    TORCH_CHECK(inputs[i].device() == inputs[0].device(),
+                "torch_collectives: reduce_scatter_tensor_coalesced: ", "tensors on ", inputs[0].device().str(),
+                " and ", inputs[i].device().str(), "; one device per call");
     plans.push_back(planReduction("reduce_scatter_tensor_coalesced", outputs[i].scalar_type(), opts.reduceOp));
   }
   OpInfo op = info("reduce_scatter_tensor_coalesced", std::to_string(inputs.size()) + " tensors");
@@ -725,7 +729,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather(std::vector<st
 }
 
 std::function<void()> allgatherInto(at::Tensor out, at::Tensor in,
-                                              const std::function<void(const at::Tensor&, const at::Tensor&)>& gather) {
+                                    const std::function<void(const at::Tensor&, const at::Tensor&)>& gather) {
   at::Tensor src = dense(in), dst = dense(out);
   gather(src, dst);
   return [out, src, dst]() mutable { writeBack(dst, out); };
@@ -751,8 +755,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather_into_tensor_co
               " outputs for ", inputs.size(), " inputs");
   for (size_t i = 0; i < inputs.size(); ++i) {
     checkWhole("allgather_into_tensor_coalesced", "output", outputs[i], inputs[i], size_);
-    TORCH_CHECK(inputs[i].device() == inputs[0].device(), "torch_collectives: allgather_into_tensor_coalesced: ",
-                "tensors on ", inputs[0].device().str(), " and ", inputs[i].device().str(), "; one device per call");
+    TORCH_CHECK(inputs[i].device() == inputs[0].device(),
+                "torch_collectives: allgather_into_tensor_coalesced: ", "tensors on ", inputs[0].device().str(),
+                " and ", inputs[i].device().str(), "; one device per call");
   }
   OpInfo op = info("allgather_into_tensor_coalesced", std::to_string(inputs.size()) + " tensors");
   op.inputs = inputs;
@@ -787,29 +792,29 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather_coalesced(
   for (const auto& list : outputLists) flatOuts.insert(flatOuts.end(), list.begin(), list.end());
   return post(c10d::OpType::ALLGATHER_COALESCED, op, flatOuts, deviceOf(inputs),
               [this, outputLists, inputs, op]() -> Finish {
-    size_t total = 0;
-    for (const at::Tensor& t : inputs) total += t.nbytes();
-    auto mine = std::make_shared<std::vector<uint8_t>>(total);
-    auto all = std::make_shared<std::vector<uint8_t>>(total * static_cast<size_t>(size_));
-    size_t off = 0;
-    for (const at::Tensor& t : inputs) {
-      at::Tensor c = dense(t);
-      std::memcpy(mine->data() + off, c.data_ptr(), c.nbytes());
-      off += c.nbytes();
-    }
-    allgatherBytes(mine->data(), all->data(), total, op);
-    return [this, outputLists, mine, all, total]() mutable {
-      for (int r = 0; r < size_; ++r) {
-        size_t at = total * static_cast<size_t>(r);
-        for (at::Tensor& t : outputLists[static_cast<size_t>(r)]) {
-          at::Tensor c = dense(t);
-          std::memcpy(c.data_ptr(), all->data() + at, c.nbytes());
-          at += c.nbytes();
-          writeBack(c, t);
-        }
-      }
-    };
-  });
+                size_t total = 0;
+                for (const at::Tensor& t : inputs) total += t.nbytes();
+                auto mine = std::make_shared<std::vector<uint8_t>>(total);
+                auto all = std::make_shared<std::vector<uint8_t>>(total * static_cast<size_t>(size_));
+                size_t off = 0;
+                for (const at::Tensor& t : inputs) {
+                  at::Tensor c = dense(t);
+                  std::memcpy(mine->data() + off, c.data_ptr(), c.nbytes());
+                  off += c.nbytes();
+                }
+                allgatherBytes(mine->data(), all->data(), total, op);
+                return [this, outputLists, mine, all, total]() mutable {
+                  for (int r = 0; r < size_; ++r) {
+                    size_t at = total * static_cast<size_t>(r);
+                    for (at::Tensor& t : outputLists[static_cast<size_t>(r)]) {
+                      at::Tensor c = dense(t);
+                      std::memcpy(c.data_ptr(), all->data() + at, c.nbytes());
+                      at += c.nbytes();
+                      writeBack(c, t);
+                    }
+                  }
+                };
+              });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -915,25 +920,25 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::alltoall_base(at::Tensor
   at::Tensor out = output, in = input;
   return post(c10d::OpType::ALLTOALL_BASE, op, {out}, in.device(),
               [this, out, in, inSplit, outSplit, inRows, outRows, op]() -> Finish {
-    at::Tensor src = dense(in), dst = dense(out);
-    if (src.data_ptr() == dst.data_ptr()) src = src.clone();  // in place: keep the input whole
-    const size_t inRow = inRows ? src.nbytes() / static_cast<size_t>(inRows) : 0;
-    const size_t outRow = outRows ? dst.nbytes() / static_cast<size_t>(outRows) : 0;
-    std::vector<const char*> sp(size_);
-    std::vector<char*> rp(size_);
-    std::vector<size_t> sb(size_), rb(size_);
-    size_t so = 0, ro = 0;
-    for (int p = 0; p < size_; ++p) {
-      sp[p] = static_cast<const char*>(src.data_ptr()) + so;
-      rp[p] = static_cast<char*>(dst.data_ptr()) + ro;
-      sb[p] = static_cast<size_t>(inSplit[p]) * inRow;
-      rb[p] = static_cast<size_t>(outSplit[p]) * outRow;
-      so += sb[p];
-      ro += rb[p];
-    }
-    exchange(sp, sb, rp, rb, dst.device(), op);
-    return [out, src, dst]() mutable { writeBack(dst, out); };
-  });
+                at::Tensor src = dense(in), dst = dense(out);
+                if (src.data_ptr() == dst.data_ptr()) src = src.clone();  // in place: keep the input whole
+                const size_t inRow = inRows ? src.nbytes() / static_cast<size_t>(inRows) : 0;
+                const size_t outRow = outRows ? dst.nbytes() / static_cast<size_t>(outRows) : 0;
+                std::vector<const char*> sp(size_);
+                std::vector<char*> rp(size_);
+                std::vector<size_t> sb(size_), rb(size_);
+                size_t so = 0, ro = 0;
+                for (int p = 0; p < size_; ++p) {
+                  sp[p] = static_cast<const char*>(src.data_ptr()) + so;
+                  rp[p] = static_cast<char*>(dst.data_ptr()) + ro;
+                  sb[p] = static_cast<size_t>(inSplit[p]) * inRow;
+                  rb[p] = static_cast<size_t>(outSplit[p]) * outRow;
+                  so += sb[p];
+                  ro += rb[p];
+                }
+                exchange(sp, sb, rp, rb, dst.device(), op);
+                return [out, src, dst]() mutable { writeBack(dst, out); };
+              });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::alltoall(std::vector<at::Tensor>& outputs,

@@ -131,8 +131,9 @@ class ProcessGroupCollectives : public c10d::Backend {
   virtual bool supportsSplitting() const { return true; }
   // A group of `ranks` (ranks of this group) made through `store`; null where this rank
   // is not one of them.
-  virtual c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
-                                          const c10::intrusive_ptr<c10d::Backend::Options>& opts);
+  virtual c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                                  const std::vector<int>& ranks,
+                                                  const c10::intrusive_ptr<c10d::Backend::Options>& opts);
 
   uint64_t getSequenceNumberForGroup() override { return seq_.load(); }
   void setSequenceNumberForGroup() override {}  // every group starts at 0 on every rank
@@ -151,8 +152,8 @@ class ProcessGroupCollectives : public c10d::Backend {
   // What an operation's errors name.
   struct OpInfo {
     const char* name;
-    int64_t seq;       // this group's operation number, from 0 (-1 for send/recv)
-    std::string what;  // e.g. "float32[1024]"
+    int64_t seq;                          // this group's operation number, from 0 (-1 for send/recv)
+    std::string what;                     // e.g. "float32[1024]"
     std::vector<at::Tensor> inputs = {};  // what the profiler records (empty: the outputs)
   };
   // What runs after an operation's library calls are complete (nullptr: nothing).
@@ -168,7 +169,7 @@ class ProcessGroupCollectives : public c10d::Backend {
   struct Block {
     bool open = false;
     std::vector<std::pair<c10::intrusive_ptr<CollWork>, Body>> ops;  // collectives: one library group
-    std::vector<c10::intrusive_ptr<CollWork>> transfers;            // on their lanes
+    std::vector<c10::intrusive_ptr<CollWork>> transfers;             // on their lanes
     std::vector<at::Tensor> outputs;
     std::optional<c10::Device> device;
     std::string what;  // "allreduce #3, allreduce #4, ..."

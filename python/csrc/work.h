@@ -36,8 +36,8 @@ class CollWork : public c10d::Work {
   // seq: the group's sequence number of the operation. sourceRank: the peer of a receive
   // (-1 otherwise), what Work._source_rank() answers. timed: whether getDuration() may be
   // asked (the group's enableCollectivesTiming()).
-  CollWork(int rank, c10d::OpType type, const char* profilingTitle, const std::vector<at::Tensor>& inputs,
-           uint64_t seq, std::vector<at::Tensor> outputs, bool timed, int sourceRank = -1);
+  CollWork(int rank, c10d::OpType type, const char* profilingTitle, const std::vector<at::Tensor>& inputs, uint64_t seq,
+           std::vector<at::Tensor> outputs, bool timed, int sourceRank = -1);
 
   // A receive from any source learns its peer when it picks one (before it completes).
   void setSourceRank(int peer) { sourceRank_ = peer; }
