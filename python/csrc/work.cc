@@ -40,6 +40,57 @@ void spinUntil(Ready ready) {
 }
 }  // namespace
 
+// Completes futures, and so runs their callbacks, off the workers: a callback may wait
+// for a later operation of the same group (PowerSGD's hook does), which the group's
+// worker must be free to run. A thread is added whenever every thread is busy (a
+// callback waiting holds one), up to kMaxThreads; idle threads sleep. Never destroyed:
+// at exit a thread may still be inside a Python callback.
+class Completer {
+ public:
+  static Completer& instance() {
+    static Completer* completer = new Completer();
+    return *completer;
+  }
+
+  void post(std::function<void()> task) {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(task));
+    if (idle_ == 0 && threads_ < kMaxThreads) {
+      ++threads_;
+      std::thread([this] { run(); }).detach();
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  static constexpr int kMaxThreads = 32;
+
+  void run() {
+    pthread_setname_np(pthread_self(), "coll-futures");
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      ++idle_;
+      cv_.wait(lock, [this] { return !queue_.empty(); });
+      --idle_;
+      std::function<void()> task = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      task();  // completes a future: its callbacks catch their own errors
+      lock.lock();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  int threads_ = 0, idle_ = 0;
+};
+
+c10::intrusive_ptr<c10::ivalue::Future> CollWork::getFuture() {
+  futureTaken_.store(true, std::memory_order_release);
+  return future_;
+}
+
 bool CollWork::wait(std::chrono::milliseconds timeout) {
   spinUntil([this] { return done_.load(std::memory_order_acquire); });
   return c10d::Work::wait(timeout);
@@ -48,11 +99,18 @@ bool CollWork::wait(std::chrono::milliseconds timeout) {
 void CollWork::complete(std::exception_ptr error) {
   finished_ = Clock::now();
   if (started_ == Clock::time_point{}) started_ = finished_;
-  // The future first: whoever wait() wakes may read the future's value at once.
-  if (error) future_->setError(error);
-  else future_->markCompleted(c10::IValue(outputs_));
-  finish(error);
-  done_.store(true, std::memory_order_release);
+  // The future first, then the Work: whoever sees the Work done may read the future's
+  // value at once (and a future's callbacks run before the Work is done, as Gloo's).
+  auto finishBoth = [self = c10::intrusive_ptr<CollWork>::reclaim_copy(this), error] {
+    if (error) self->future_->setError(error);
+    else self->future_->markCompleted(c10::IValue(self->outputs_));
+    self->finish(error);
+    self->done_.store(true, std::memory_order_release);
+  };
+  // Nobody holds the future yet (no callback can be attached): complete both here; a
+  // then() attached later runs at once. Otherwise on the completer, with the callbacks.
+  if (futureTaken_.load(std::memory_order_acquire)) Completer::instance().post(std::move(finishBoth));
+  else finishBoth();
 }
 
 Worker::Worker(std::string name) : name_(std::move(name)), thread_([this] { run(); }) {}

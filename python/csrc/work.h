@@ -4,8 +4,10 @@
 //
 // Concurrency: a Work is created on the caller's thread and completed once, on the
 // worker thread that ran its operation; c10d::Work's own mutex and condition variable
-// guard its state, and the future is completed after it (callbacks attached with
-// then() run on the worker thread). The start and end times are written by the worker
+// guard its state. Its future is completed after it: on the worker when nobody has
+// asked for the future yet, else on a completer thread (work.cc), where the callbacks
+// attached with then() run, so that a callback waiting for a later operation of the
+// group does not hold up the worker that must run it. The start and end times are written by the worker
 // before the Work completes and read only after it has. A Worker's queue is guarded by
 // its mutex; tasks run only on its thread.
 #pragma once
@@ -52,7 +54,7 @@ class CollWork : public c10d::Work {
   // waking a sleeping thread costs more than the operation itself.
   bool wait(std::chrono::milliseconds timeout) override;
   std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   int sourceRank() const override;
   // Milliseconds from the start of the operation on the worker to its completion;
   // needs timing enabled on the group and a completed Work.
@@ -71,6 +73,7 @@ class CollWork : public c10d::Work {
   std::atomic<int> sourceRank_;
   Clock::time_point started_{}, finished_{};
   std::atomic<bool> done_{false};
+  std::atomic<bool> futureTaken_{false};  // getFuture() was called: callbacks may be attached
 };
 
 // One thread running posted tasks in order. The destructor runs what is queued, then
