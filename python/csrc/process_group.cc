@@ -501,8 +501,9 @@ void ProcessGroupCollectives::check(collResult_t r, const OpInfo& op, collComm_t
   std::ostringstream s;
   s << "torch_collectives: " << op.name;
   if (op.seq >= 0) s << " #" << op.seq;
-  s << " (" << op.what << ") failed on rank " << rank_ << " of " << size_ << ": " << collGetErrorString(r) << ": "
-    << collGetLastError(comm);
+  s << " (" << op.what << ") failed on rank " << rank_ << " of " << size_ << ": " << collGetErrorString(r);
+  if (r == collTimeout) s << " (group timeout " << timeoutS_ << " s)";
+  s << ": " << collGetLastError(comm);
   if (comm == comm_ && (r == collTimeout || r == collRemoteError)) s << ranksThatNeverArrived(op);
   throw std::runtime_error(s.str());
 }
@@ -1012,7 +1013,8 @@ void ProcessGroupCollectives::monitoredBarrier(const c10d::BarrierOptions& opts,
     return;
   }
   std::ostringstream s;
-  s << (missing.size() == 1 ? "Rank " : "Ranks ");
+  s << "Rank 0 timed out in monitoredBarrier after " << limit.count() << " ms: "
+    << (missing.size() == 1 ? "Rank " : "Ranks ");
   for (size_t i = 0; i < missing.size(); ++i) s << (i ? ", " : "") << missing[i];
   s << " failed to pass monitoredBarrier in " << limit.count() << " ms";
   TORCH_CHECK(false, "torch_collectives: ", s.str());
