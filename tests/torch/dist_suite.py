@@ -518,7 +518,7 @@ class _Events:
 
 
 def _kill_group(proc):
-    """Kills the test process and every rank it started (they share its session)."""
+    """Kills the test process and every rank it started (they are in its POSIX process group)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
