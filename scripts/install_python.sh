@@ -8,5 +8,5 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 VENV=${COLL_VENV:-.venv}
 "$VENV/bin/pip" install -q --disable-pip-version-check --no-build-isolation --no-deps \
-  -C build-dir="$BUILD_DIR" -C cmake.define.COLL_BUILD_TESTS=ON .
+  --config-settings=build-dir="$BUILD_DIR" --config-settings=cmake.define.COLL_BUILD_TESTS=ON .
 "$VENV/bin/python" -c "import torch, torch_collectives as t; print('torch_collectives installed in $VENV: torch', torch.__version__, '- library', t.library_version())"

@@ -3,7 +3,10 @@
 # dist.FileStore); after each, collectives (and a new_group) must give the right values,
 # get_backend/get_rank/get_world_size must answer, and destroy_process_group must leave
 # torch.distributed uninitialized. Then destroy and init again, several times, in the
-# same processes, mixing methods.
+# same processes, mixing methods. For the backend's own options: pg_options as
+# torch_collectives.Options or a dict work, and an unknown option, a value of the wrong
+# kind or another backend's options raise RuntimeError naming them; an operation on a
+# group that was destroyed raises RuntimeError naming the operation.
 #
 # Run: python3 test_init.py --backend collectives|gloo --nranks N [-k REGEX]
 #      (python3: one with torch 2.x, the interpreter COLL_TORCH_PYTHON names)
@@ -18,7 +21,8 @@ import time
 import torch
 import torch.distributed as dist
 
-from harness import Case
+import checks
+from harness import Case, Skip
 
 DEFAULT_PG = False  # the cases create (and destroy) it themselves
 
@@ -88,8 +92,37 @@ def reinit_cycle(ctx, methods, first_slot):
 METHODS = ["env", "tcp", "file", "tcpstore", "filestore"]
 
 
+def options(ctx, slot):
+    if ctx.backend != "collectives":
+        raise Skip("torch_collectives.Options are this backend's")
+    import torch_collectives as tc
+
+    checks.expect_error(ctx, "Options(colour=3)", lambda: tc.Options(colour=3),
+                        {"the option": r"colour", "its value": r"=3", "the known ones": r"known: .*compress"})
+    checks.expect_error(ctx, "Options(compress='fp8')", lambda: tc.Options(compress="fp8"),
+                        {"the option": r"compress", "its value": r"'fp8'"})
+    checks.expect_error(ctx, "Options(max_channels=0)", lambda: tc.Options(max_channels=0),
+                        {"the option": r"max_channels", "its value": r"=0"})
+    checks.expect_error(ctx, "pg_options of another kind", lambda: tc._options_of(["compress"]),
+                        {"the argument": r"pg_options", "its type": r"list"})
+    # A group with options (as a dict) works; its backend keeps them.
+    dist.init_process_group(ctx.backend, rank=ctx.rank, world_size=ctx.world, timeout=ctx.pg_timeout,
+                            pg_options={"deterministic": True, "max_channels": 2},
+                            **_init_kwargs(ctx, "tcpstore", slot))
+    use_group(ctx, "init with pg_options")
+    be = tc.backend_of()
+    ctx.expect("the backend keeps its options", be.options.deterministic == 1 and be.options.max_channels == 2,
+               f"deterministic {be.options.deterministic}, max_channels {be.options.max_channels}")
+    dist.destroy_process_group()
+    # The backend object outlives its group: an operation on it names itself and why.
+    t = torch.ones(3)
+    checks.expect_error(ctx, "allreduce on a destroyed group", lambda: be.allreduce([t]).wait(),
+                        {"the operation": r"allreduce", "the cause": r"shut down"})
+
+
 def cases(ctx):
     out = [Case(f"init/{m}", init_use_destroy, m, slot) for slot, m in enumerate(METHODS)]
+    out.append(Case("options/and_destroyed_group", options, 12))
     out.append(Case("reinit/same_method_3x", reinit_cycle, ["tcpstore"] * 3, 5))
     out.append(Case("reinit/mixed", reinit_cycle, ["filestore", "env", "tcp", "file"], 8))
     return out
