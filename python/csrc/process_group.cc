@@ -1013,8 +1013,8 @@ void ProcessGroupCollectives::monitoredBarrier(const c10d::BarrierOptions& opts,
     return;
   }
   std::ostringstream s;
-  s << "Rank 0 timed out in monitoredBarrier after " << limit.count() << " ms: "
-    << (missing.size() == 1 ? "Rank " : "Ranks ");
+  s << "Rank 0 timed out in monitoredBarrier after " << limit.count()
+    << " ms: " << (missing.size() == 1 ? "Rank " : "Ranks ");
   for (size_t i = 0; i < missing.size(); ++i) s << (i ? ", " : "") << missing[i];
   s << " failed to pass monitoredBarrier in " << limit.count() << " ms";
   TORCH_CHECK(false, "torch_collectives: ", s.str());

@@ -23,8 +23,9 @@ cc -std=c99 -Wall -Wextra -pedantic -Werror "$src/tests/consumer/nccl_main.c" -o
 COLL_SOCKET_IFNAME=lo LD_LIBRARY_PATH="$libs" "$prefix/nccl_pc"
 
 # torch_collectives as installed (when built): it loads libcollectives from the prefix
-# with no LD_LIBRARY_PATH, registers its backend, and for the default prefix its folder
-# is on the system Python's path (so no PYTHONPATH is needed there).
+# with no LD_LIBRARY_PATH, registers its backend, and installed with the prefix of the
+# Python environment it was built for (cmake --install build --prefix .venv) its folder
+# is on that environment's path (so no PYTHONPATH is needed there).
 if [ -d "$build/python/torch_collectives" ]; then
   pydir=$(sed -n 's/^COLL_PYTHON_INSTALL_DIR:STRING=//p' "$build/CMakeCache.txt")
   python=$(sed -n 's/^COLL_TORCH_PYTHON:FILEPATH=//p' "$build/CMakeCache.txt")
@@ -34,5 +35,5 @@ import torch.distributed as dist, torch_collectives
 assert torch_collectives.__file__.startswith('$prefix'), torch_collectives.__file__
 assert 'COLLECTIVES' in dist.Backend._plugins
 print('torch_collectives installed: library version', torch_collectives.library_version())"
-  "$python" -c "import sys; d='/usr/local/$pydir'; assert d in sys.path, d + ' is not on ' + str(sys.path)"
+  "$python" -c "import os, sys; d=os.path.join(sys.prefix, '$pydir'); assert d in sys.path, d + ' is not on ' + str(sys.path)"
 fi
