@@ -75,13 +75,21 @@ if [ "${1:-targets}" = torch ]; then
     TB="$PWD/.gpu/prebuilt"
   fi
   export LD_LIBRARY_PATH="$TB:$PWD/.gpu/hwloc/lib:$LD_LIBRARY_PATH"
+  # One rank step by step first, under gdb where the machine has it (a native stack at
+  # a crash), with the library's INFO lines.
+  DBG=()
+  command -v gdb > /dev/null && DBG=(gdb -q -batch -ex run -ex bt -ex "info sharedlibrary" --args)
+  step torch_one_rank 90 env PYTHONPATH="$TB/python" COLL_DEBUG=INFO PYTHONFAULTHANDLER=1 \
+    "${DBG[@]}" "$PY" tests/torch/gpu_frameworks.py one_rank
   step torch_ddp_ours 120 env PYTHONPATH="$TB/python" "$PY" tests/torch/gpu_frameworks.py ddp_ours
   step torch_ddp_nccl 120 env LD_PRELOAD="$TB/libnccl.so.2" NCCL_DEBUG=VERSION "$PY" tests/torch/gpu_frameworks.py ddp_nccl
   step torch_cupy 90 env LD_PRELOAD="$TB/libnccl.so.2" NCCL_DEBUG=VERSION "$PY" tests/torch/gpu_frameworks.py cupy
   step torch_test_cuda 120 env PYTHONPATH="$TB/python" "$PY" tests/torch/test_cuda.py
+  step torch_per_device 120 env PYTHONPATH="$TB/python" "$PY" tests/torch/test_groups.py --nranks 2 -k per_device
   for f in torch_configure torch_build; do tail -3 "$OUT/$f.log" | sed "s/^/$f: /" >> "$S"; done
-  grep -h -E "^RESULT|version|Version|FAIL|Error" "$OUT"/torch_ddp_*.log "$OUT"/torch_cupy.log "$OUT"/torch_test_cuda.log \
-    | sort -u | head -30 >> "$S"
+  grep -h -E "^RESULT|^STEP|^#[0-9]|version|Version|FAIL|Error|passed" "$OUT"/torch_one_rank.log "$OUT"/torch_ddp_*.log \
+    "$OUT"/torch_cupy.log "$OUT"/torch_test_cuda.log "$OUT"/torch_per_device.log \
+    | awk '!seen[$0]++' | head -40 >> "$S"
   cat "$S"
   exit 0
 fi

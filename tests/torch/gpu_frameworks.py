@@ -3,13 +3,16 @@
     python3 tests/torch/gpu_frameworks.py ddp_ours    # needs torch_collectives importable
     python3 tests/torch/gpu_frameworks.py ddp_nccl    # run with LD_PRELOAD=<build>/libnccl.so.2
     python3 tests/torch/gpu_frameworks.py cupy        # run with LD_PRELOAD=<build>/libnccl.so.2
+    python3 tests/torch/gpu_frameworks.py one_rank    # needs torch_collectives importable
 
 ddp_ours: DDP on CUDA tensors over the backend "collectives", 2 processes on one GPU,
 against one process training on the whole batch: the losses and parameters must agree.
 ddp_nccl: the same training through PyTorch's own ProcessGroupNCCL, which then runs on
 the preloaded drop-in libnccl.so.2 (NVIDIA's NCCL refuses two ranks on one GPU; ours
 does not); the NCCL version torch reports and the library banner (NCCL_DEBUG=VERSION)
-show which NCCL ran. cupy: CuPy's cupy.cuda.nccl allreduce of 2 processes on the drop-in.
+show which NCCL ran. cupy: CuPy's cupy.cuda.nccl allreduce of 2 processes on the drop-in
+(torch is not imported). one_rank: one process through init, a CPU and a CUDA all_reduce
+and destroy, announcing each step, to tell where a crash happens.
 Each prints one line "RESULT <check> PASS|FAIL <details>"; exit 0 only on PASS, 77 where
 there is no GPU.
 """
@@ -133,15 +136,53 @@ def run_cupy():
     return ok
 
 
+def one_rank():
+    """One rank, one CUDA all_reduce, each step announced before it runs (with
+    COLL_DEBUG=INFO, the library's lines between them): where a process dies, the last
+    line says in which step."""
+    import torch
+    import torch.distributed as dist
+
+    def step(what):
+        print(f"STEP {what}", flush=True)
+
+    step("import torch_collectives")
+    import torch_collectives  # noqa: F401
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    torch.cuda.set_device(0)
+    step("init_process_group (the CPU backend)")
+    dist.init_process_group("collectives", rank=0, world_size=1)
+    step("all_reduce of a CPU tensor")
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    step("all_reduce of a CUDA tensor (makes the CUDA backend)")
+    x = torch.ones(1 << 10, device="cuda")
+    dist.all_reduce(x)
+    torch.cuda.synchronize()
+    ok = bool(torch.all(x == 1).item()) and bool(torch.all(t == 1).item())
+    step("destroy_process_group")
+    dist.destroy_process_group()
+    print(f"RESULT one_rank {'PASS' if ok else 'FAIL'}")
+    return ok
+
+
 def main():
     which = sys.argv[1] if len(sys.argv) > 1 else "ddp_ours"
+    if which == "cupy":  # without torch: CuPy alone on the drop-in
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() == 0:
+            print("RESULT cupy SKIP no GPU")
+            return 77
+        return 0 if run_cupy() else 1
     import torch
 
     if not torch.cuda.is_available():
         print(f"RESULT {which} SKIP no GPU")
         return 77
-    if which == "cupy":
-        return 0 if run_cupy() else 1
+    if which == "one_rank":
+        return 0 if one_rank() else 1
     return 0 if run_ddp("collectives" if which == "ddp_ours" else "nccl") else 1
 
 

@@ -32,9 +32,16 @@ DEFAULT_PG = False  # each case creates (and destroys) its default group
 CPU = torch.device("cpu")
 
 
+_worlds = 0
+
+
 def init(ctx, backend, name):
-    """The default group over a FileStore of this case's own (no port to race for)."""
-    store = dist.FileStore(os.path.join(ctx.tmpdir, f"store_{name}"), ctx.world)
+    """The default group over a FileStore of this world's own (no port to race for; a file
+    two worlds shared would hand the second the first one's keys while a rank of the first
+    still holds it)."""
+    global _worlds
+    _worlds += 1
+    store = dist.FileStore(os.path.join(ctx.tmpdir, f"store_{name}_{_worlds}"), ctx.world)
     dist.init_process_group(backend, store=store, rank=ctx.rank, world_size=ctx.world,
                             timeout=ctx.pg_timeout)
 
@@ -199,6 +206,17 @@ def new_subgroups_by_enumeration(ctx):
 # ---------------------------------------------------------------------- split_group
 
 
+def needs_split():
+    """Skip where this torch cannot split: older ones lack dist.split_group(split_ranks=);
+    some (2.11) split only a default group bound to an accelerator (init_process_group's
+    device_id), which a CPU-only job cannot have, so Gloo's groups cannot be split there
+    either."""
+    needs("split_group", "split_ranks")
+    bound = dist.distributed_c10d._get_default_group().bound_device_id
+    if not bound and "No device associated with the default pg" in inspect.getsource(dist.split_group):
+        raise Skip(f"torch {torch.__version__} splits only a default group bound to an accelerator")
+
+
 def _split(ctx, what, parent, split_ranks, parent_members):
     """split_ranks are group ranks of `parent`; check the split this rank lands in."""
     g = dist.split_group(parent, split_ranks=split_ranks, timeout=ctx.pg_timeout)
@@ -211,7 +229,7 @@ def _split(ctx, what, parent, split_ranks, parent_members):
 
 @with_world(None, "split")
 def split_world(ctx):
-    needs("split_group", "split_ranks")
+    needs_split()
     backend = dist.distributed_c10d._get_default_group()._get_backend(CPU)
     if not backend.supports_splitting:
         ctx.fail(f"the backend's supports_splitting is False ({type(backend).__name__}): "
@@ -233,7 +251,7 @@ def split_subgroup(ctx):
     """A split of a new_group: split_ranks are the subgroup's group ranks."""
     if ctx.world < 2:
         raise Skip("needs 2 ranks")
-    needs("split_group", "split_ranks")
+    needs_split()
     sub = list(range(1, ctx.world)) if ctx.world > 2 else [0, 1]
     parent = dist.new_group(sub, backend=ctx.backend, timeout=ctx.pg_timeout)
     if ctx.rank not in sub:
