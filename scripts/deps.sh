@@ -24,12 +24,18 @@ fi
 # The Python environment: Debian's python3 (3.11) with the pinned requirements. A stamp
 # holding the requirements' checksum skips pip when nothing changed (about 1 minute
 # from PyPI, seconds from pip's cache, when it runs).
+# NVIDIA's NCCL release the drop-in implements (python/nccl_reference.txt) goes into its
+# own folder, $VENV/nccl-reference, not into the environment (torch pins another NCCL):
+# its nccl.h is what tests/nccl compares the drop-in's symbols, layouts and calls with.
 VENV=${COLL_VENV:-.venv}
 stamp="$VENV/.requirements.sha256"
-want=$(sha256sum python/requirements.txt | cut -d' ' -f1)
+want=$(cat python/requirements.txt python/nccl_reference.txt | sha256sum | cut -d' ' -f1)
 if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "setting up $VENV (python/requirements.txt)"
+  echo "setting up $VENV (python/requirements.txt, python/nccl_reference.txt)"
   /usr/bin/python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --disable-pip-version-check -r python/requirements.txt
+  rm -rf "$VENV/nccl-reference"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --target "$VENV/nccl-reference" \
+    -r python/nccl_reference.txt
   echo "$want" > "$stamp"
 fi

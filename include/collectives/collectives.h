@@ -40,6 +40,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,6 +64,10 @@ typedef struct collComm* collComm_t;
 typedef struct collWindow* collWindow_t;
 #define COLL_WIN_DEFAULT 0x00
 #define COLL_WIN_COLL_SYMMETRIC 0x01
+/* NCCL's window hints for its NVLink and GPU-initiated paths: accepted, no effect here. */
+#define COLL_WIN_STRICT_ORDERING 0x02
+#define COLL_WIN_GIN_ONLY 0x04
+#define COLL_WIN_CFT_COUNTED 0x08
 #define COLL_WIN_REQUIRED_ALIGNMENT 4096
 
 /* collCommShrink() flags. */
@@ -241,6 +246,67 @@ typedef struct collSimInfo_v22200 {
 #define COLL_SIM_INFO_INITIALIZER \
   { sizeof(collSimInfo_t), COLL_SIM_INFO_MAGIC, COLL_SIM_INFO_VERSION, -1.0f }
 
+/* Options of one collective call (the coll*Config functions), NCCL's ncclCollConfig_t
+ * of NCCL 2.32 (same layout; later versions append). Start from
+ * COLL_COLLCONFIG_INITIALIZER; every rank passes the same values. What each does here:
+ *   ext          vendor options (collConfigExt_t list): none are read.
+ *   minCTAs, maxCTAs
+ *                bounds on the channels (rings) this call uses, within the
+ *                communicator's: maxCTAs above the communicator's channels is
+ *                collInvalidArgument, minCTAs above maxCTAs too.
+ *   algSelection the algorithms this call may use, in COLL_ALGO's syntax ("ring",
+ *                "tree", "^tree"; collective prefixes allowed), applied on top of
+ *                COLL_ALGO. NULL or "": the tuner's choice.
+ *   forceAlgSelection
+ *                1 (default): a selection nothing can satisfy fails the call
+ *                (collInvalidArgument); 0: the tuner's choice instead.
+ *   CTAPolicy    a COLL_CTA_POLICY_* mask: checked, then accepted (no effect here).
+ *   nvlsCTAs, cgaClusterSize
+ *                accepted (no effect here).
+ *   userProfilerTag
+ *                kept with the call's operations for profilers.
+ *   launchCompletionEvent
+ *                must be NULL: collInvalidUsage otherwise (not supported). */
+typedef struct collConfigExt {
+  struct collConfigExt* next;
+  struct {
+    int vendorId;
+    int optionId;
+  } key;
+  union {
+    int i;
+    const char* s;
+    void* raw;
+  } val;
+} collConfigExt_t;
+#define COLL_COLLCONFIG_VERSION 23203
+#define COLL_CTA_POLICY_DEFAULT 0x00
+#define COLL_CTA_POLICY_EFFICIENCY 0x01
+#define COLL_CTA_POLICY_ZERO 0x02
+typedef struct collCollConfig_v23200 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  collConfigExt_t* ext;
+  int minCTAs;
+  int maxCTAs;
+  int nvlsCTAs;
+  int cgaClusterSize;
+  const char* algSelection;
+  int forceAlgSelection;
+  int CTAPolicy;
+  uint64_t userProfilerTag;
+  void* launchCompletionEvent; /* a cudaEvent_t */
+} collCollConfig_t;
+#define COLL_COLLCONFIG_INITIALIZER                                                                                 \
+  {                                                                                                                 \
+    sizeof(collCollConfig_t), COLL_CONFIG_MAGIC, COLL_COLLCONFIG_VERSION, COLL_CONFIG_UNDEF_PTR /* ext */,          \
+        COLL_CONFIG_UNDEF_INT /* minCTAs */, COLL_CONFIG_UNDEF_INT /* maxCTAs */,                                   \
+        COLL_CONFIG_UNDEF_INT /* nvlsCTAs */, COLL_CONFIG_UNDEF_INT /* cgaClusterSize */,                           \
+        COLL_CONFIG_UNDEF_PTR /* algSelection */, 1 /* forceAlgSelection */, COLL_CONFIG_UNDEF_INT /* CTAPolicy */, \
+        0 /* userProfilerTag */, COLL_CONFIG_UNDEF_PTR /* launchCompletionEvent */                                  \
+  }
+
 /* Stores COLL_VERSION_CODE of the loaded library in *version. */
 collResult_t collGetVersion(int* version);
 
@@ -375,11 +441,13 @@ collResult_t collCommRegister(const collComm_t comm, void* buff, size_t size, vo
 collResult_t collCommDeregister(const collComm_t comm, void* handle);
 
 /* Registers a window: collCommRegister() plus NCCL's rules for windows. buff must be
- * COLL_WIN_REQUIRED_ALIGNMENT-aligned; winFlags COLL_WIN_DEFAULT or
+ * COLL_WIN_REQUIRED_ALIGNMENT-aligned; winFlags COLL_WIN_DEFAULT, or with
  * COLL_WIN_COLL_SYMMETRIC (every rank registers a window of the same size, collective
  * over comm: the sizes are checked). */
 collResult_t collCommWindowRegister(collComm_t comm, void* buff, size_t size, collWindow_t* win, int winFlags);
 collResult_t collCommWindowDeregister(collComm_t comm, collWindow_t win);
+/* The buffer win was registered with (its start). */
+collResult_t collWinGetUserPtr(collComm_t comm, collWindow_t win, void** outUserPtr);
 
 /* Makes a reduction op for comm: each rank multiplies its input by *scalar (of
  * datatype, the operation's type), then the results are summed. residence says when
@@ -477,6 +545,28 @@ collResult_t collGather(const void* sendbuff, void* recvbuff, size_t count, coll
 collResult_t collScatter(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
                          collComm_t comm, collStream_t stream);
 
+/* The collectives above with a per-call config (collCollConfig_t; NULL: as without). */
+collResult_t collAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
+                                 collRedOp_t op, collComm_t comm, collStream_t stream, const collCollConfig_t* config);
+collResult_t collBroadcastConfig(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
+                                 collComm_t comm, collStream_t stream, const collCollConfig_t* config);
+collResult_t collReduceConfig(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
+                              collRedOp_t op, int root, collComm_t comm, collStream_t stream,
+                              const collCollConfig_t* config);
+collResult_t collAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount, collDataType_t datatype,
+                                 collComm_t comm, collStream_t stream, const collCollConfig_t* config);
+collResult_t collReduceScatterConfig(const void* sendbuff, void* recvbuff, size_t recvcount, collDataType_t datatype,
+                                     collRedOp_t op, collComm_t comm, collStream_t stream,
+                                     const collCollConfig_t* config);
+/* Alltoall, gather and scatter are sends and receives: their config is checked, and
+ * only userProfilerTag applies. */
+collResult_t collAlltoAllConfig(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
+                                collComm_t comm, collStream_t stream, const collCollConfig_t* config);
+collResult_t collGatherConfig(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
+                              collComm_t comm, collStream_t stream, const collCollConfig_t* config);
+collResult_t collScatterConfig(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
+                               collComm_t comm, collStream_t stream, const collCollConfig_t* config);
+
 /* Sends count elements to peer, which must post a matching collRecv(). Outside a group
  * the call returns when the peer has received the data; inside a group, sends and
  * receives never deadlock whatever their order. */
@@ -503,6 +593,64 @@ collResult_t collGroupEnd(void);
  * microseconds the tuner's cost model predicts for it (the same model that picks
  * algorithms). simInfo must come from COLL_SIM_INFO_INITIALIZER. */
 collResult_t collGroupSimulateEnd(collSimInfo_t* simInfo);
+
+/* Suspending a communicator releases the GPU memory it holds until collCommResume; in
+ * between, its operations are refused (collInvalidUsage). flags: COLL_SUSPEND_MEM. A
+ * host-memory rank holds no GPU memory: it suspends and resumes at once. A device rank's
+ * memory cannot be released yet (collInvalidUsage says so). collCommMemStats reports the
+ * GPU memory the communicator holds, in bytes (Suspended: 1 while suspended, else 0);
+ * device ranks: collInvalidUsage (not tracked yet). */
+#define COLL_SUSPEND_MEM 0x01
+typedef enum {
+  collStatGpuMemSuspend = 0,   /* held and releasable by a suspend */
+  collStatGpuMemSuspended = 1, /* 1 while suspended */
+  collStatGpuMemPersist = 2,   /* held and not releasable */
+  collStatGpuMemTotal = 3      /* everything held */
+} collCommMemStat_t;
+collResult_t collCommSuspend(collComm_t comm, int flags);
+collResult_t collCommResume(collComm_t comm);
+collResult_t collCommMemStats(collComm_t comm, collCommMemStat_t stat, uint64_t* value);
+
+/* For API layers built on this one (the NCCL drop-in): records text as comm's last error
+ * (NULL comm: the calling thread's), as a failed call of this library does, and returns
+ * code. */
+collResult_t collRecordError(collComm_t comm, collResult_t code, const char* text);
+
+/* Growing a communicator: one of its ranks makes an id with collCommGetUniqueId (one at
+ * a time: a second before the grow that consumes the first is collInvalidUsage) and
+ * hands it to the processes of the new ranks. Then every rank calls collCommGrow: the
+ * communicator's ranks with comm, rank -1 and uniqueId NULL except the one that made
+ * it; each new rank with comm NULL, the id and its rank (nranks of comm and up). The
+ * result is a new communicator of nRanks in which old ranks keep their numbers; comm
+ * stays usable. config NULL: comm's options (new ranks: the defaults). */
+collResult_t collCommGetUniqueId(collComm_t comm, collUniqueId* uniqueId);
+collResult_t collCommGrow(collComm_t comm, int nRanks, const collUniqueId* uniqueId, int rank, collComm_t* newcomm,
+                          collConfig_t* config);
+
+/* The library's parameters (COLL_<NAME> / NCCL_<NAME>, as `collinfo` lists them) by
+ * name: "BUFFSIZE", "COLL_BUFFSIZE" or "NCCL_BUFFSIZE". A handle is bound once and read
+ * typed (integer parameters; a value the type cannot hold is collInvalidArgument, a
+ * string parameter is collInvalidUsage) or as text (any parameter). collParamGet copies
+ * the text with its NUL into out (maxLen bytes; *len the bytes needed); the strings
+ * returned stay valid until the same function is called again on the same thread. */
+typedef struct collParamHandle* collParamHandle_t;
+collResult_t collParamBind(collParamHandle_t* out, const char* key);
+collResult_t collParamGetI8(collParamHandle_t h, int8_t* out);
+collResult_t collParamGetI16(collParamHandle_t h, int16_t* out);
+collResult_t collParamGetI32(collParamHandle_t h, int32_t* out);
+collResult_t collParamGetI64(collParamHandle_t h, int64_t* out);
+collResult_t collParamGetU8(collParamHandle_t h, uint8_t* out);
+collResult_t collParamGetU16(collParamHandle_t h, uint16_t* out);
+collResult_t collParamGetU32(collParamHandle_t h, uint32_t* out);
+collResult_t collParamGetU64(collParamHandle_t h, uint64_t* out);
+collResult_t collParamGetStr(collParamHandle_t h, const char** out);
+collResult_t collParamGet(collParamHandle_t h, void* out, int maxLen, int* len);
+/* The value of the parameter named key, as text (*valueLen: its length). */
+collResult_t collParamGetParameter(const char* key, const char** value, int* valueLen);
+/* Every parameter's name with prefix (the NCCL_ names, prefix "NCCL_", or "COLL_"). */
+collResult_t collParamGetAllParameterKeys(const char* prefix, const char*** table, int* tableLen);
+/* Logs every parameter with its value and where it came from, at INFO (subsystem ENV). */
+void collParamDumpAll(void);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -29,8 +29,9 @@ struct BuildInput {
 };
 
 // Number of channels an operation of `bytes` bytes spreads over: one per
-// COLL_CHUNK_MIN_BYTES, at most the channels of the set.
-int channelsFor(const BuildInput& in, size_t bytes);
+// COLL_CHUNK_MIN_BYTES, at most the channels of the set, within od's bounds where its
+// call set them (coll*Config).
+int channelsFor(const BuildInput& in, const OpDesc& od, size_t bytes);
 
 // [begin, end) of part i when `total` is split into n nearly equal parts.
 inline size_t partBegin(size_t total, size_t n, size_t i) { return i * (total / n) + std::min(i, total % n); }

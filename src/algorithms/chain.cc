@@ -17,7 +17,7 @@ namespace {
 template <typename F>
 void forEachPiece(const BuildInput& in, const OpDesc& od, F f) {
   const size_t es = dataTypeSize(od.dtype);
-  const int nch = channelsFor(in, od.count * es);
+  const int nch = channelsFor(in, od, od.count * es);
   for (int ch = 0; ch < nch; ++ch) {
     size_t b = partBegin(od.count, nch, ch), e = partBegin(od.count, nch, ch + 1);
     f(ch, b * es, (e - b) * es);

@@ -53,7 +53,7 @@ void buildDirectAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opInd
   const size_t es = dataTypeSize(od.dtype);
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
-  const int nch = channelsFor(in, od.count * es);
+  const int nch = channelsFor(in, od, od.count * es);
   const size_t b = partBegin(od.count, static_cast<size_t>(n), static_cast<size_t>(r));
   const size_t e = partBegin(od.count, static_cast<size_t>(n), static_cast<size_t>(r) + 1);
   for (int ch = 0; ch < nch; ++ch) {

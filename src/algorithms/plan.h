@@ -61,11 +61,18 @@ struct OpDesc {
   collRedOp_t op;
   int root;  // broadcast/reduce root; send/recv peer
   uint64_t seq;
-  bool device = false;           // runs on the device path (device/device_exec.h)
-  void* stream = nullptr;        // its cudaStream_t
-  const char* via = nullptr;     // the call this send/recv is part of ("collAlltoAll"), for errors
-  bool registered = false;       // a send from memory registered with collCommRegister
-  uint8_t wire = 0;              // WireType: fp32 data carried compressed (kernels/compress.h)
+  bool device = false;        // runs on the device path (device/device_exec.h)
+  void* stream = nullptr;     // its cudaStream_t
+  const char* via = nullptr;  // the call this send/recv is part of ("collAlltoAll"), for errors
+  bool registered = false;    // a send from memory registered with collCommRegister
+  uint8_t wire = 0;           // WireType: fp32 data carried compressed (kernels/compress.h)
+  // A per-call config (coll*Config): an algorithm filter on top of the communicator's
+  // (an AllowMask, algorithms/tuner.h), whether one nothing satisfies fails the call (else
+  // the tuner's choice stands), channel bounds (0: the communicator's), a profiler's tag.
+  uint64_t algos = ~uint64_t{0};
+  bool forceAlgos = true;
+  int minChannels = 0, maxChannels = 0;
+  uint64_t profilerTag = 0;
   std::shared_ptr<void> keep{};  // memory the op reads that the library made (staged inputs)
   // Work due when the op runs rather than when it is called (a PreMulSum op's scaling,
   // which reads its scalar then): the launch calls it first.

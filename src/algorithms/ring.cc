@@ -49,11 +49,12 @@
 
 namespace coll {
 
-int channelsFor(const BuildInput& in, size_t bytes) {
-  const size_t have = in.conns->channels.size();
-  int64_t want = static_cast<int64_t>(bytes) / in.chunkMinBytes;
-  return static_cast<int>(std::clamp<int64_t>(want, std::min<int64_t>(in.minChannels, static_cast<int64_t>(have)),
-                                              static_cast<int64_t>(have)));
+int channelsFor(const BuildInput& in, const OpDesc& od, size_t bytes) {
+  const int64_t have = static_cast<int64_t>(in.conns->channels.size());
+  const int64_t hi = od.maxChannels > 0 ? std::min<int64_t>(od.maxChannels, have) : have;
+  const int64_t lo = std::min<int64_t>(od.minChannels > 0 ? od.minChannels : in.minChannels, hi);
+  const int64_t want = static_cast<int64_t>(bytes) / in.chunkMinBytes;
+  return static_cast<int>(std::clamp<int64_t>(want, lo, hi));
 }
 
 namespace {
@@ -165,7 +166,7 @@ void buildRingAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex
   const size_t es = dataTypeSize(od.dtype);
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
-  const int nch = channelsFor(in, od.count * es);
+  const int nch = channelsFor(in, od, od.count * es);
   if (n == 1) {
     for (int ch = 0; ch < nch; ++ch) {
       Piece p = piece(0, od.count, es, nch, ch);
@@ -209,7 +210,7 @@ template <typename F>
 void forEachBlockPiece(const BuildInput& in, const OpDesc& od, std::vector<Program>& progs, F f) {
   const int n = in.nranks;
   const size_t es = dataTypeSize(od.dtype);
-  const int nch = channelsFor(in, od.count * es * n);
+  const int nch = channelsFor(in, od, od.count * es * n);
   const size_t nloops = n > 1 ? loopsFor(in, od.count, nch, es) : 1;
   for (int ch = 0; ch < nch; ++ch) {
     SendConnector* s = n > 1 ? in.conns->channels[static_cast<size_t>(ch)].send.get() : nullptr;

@@ -82,7 +82,7 @@ void buildTreeAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
   // Trees exist per host channel; the device set may have more channels than trees.
-  const int nch = std::min(channelsFor(in, od.count * es), static_cast<int>(in.conns->trees.size()));
+  const int nch = std::min(channelsFor(in, od, od.count * es), static_cast<int>(in.conns->trees.size()));
   for (int ch = 0; ch < nch; ++ch) {
     size_t b = partBegin(od.count, nch, ch) * es, e = partBegin(od.count, nch, ch + 1) * es;
     if (e == b) continue;

@@ -318,6 +318,43 @@ collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
                stream, checkArgs);
 }
 
+collResult_t collAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
+                                 collRedOp_t op, collComm_t comm, collStream_t stream, const collCollConfig_t* config) {
+  return runOp("collAllReduceConfig", comm,
+               opCall(coll::CollKind::kAllReduce, sendbuff, recvbuff, count, rawArg(datatype), rawArg(op), -1), stream,
+               checkArgs, config);
+}
+
+collResult_t collBroadcastConfig(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
+                                 collComm_t comm, collStream_t stream, const collCollConfig_t* config) {
+  return runOp("collBroadcastConfig", comm,
+               opCall(coll::CollKind::kBroadcast, sendbuff, recvbuff, count, rawArg(datatype), collSum, root), stream,
+               checkArgs, config);
+}
+
+collResult_t collReduceConfig(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
+                              collRedOp_t op, int root, collComm_t comm, collStream_t stream,
+                              const collCollConfig_t* config) {
+  return runOp("collReduceConfig", comm,
+               opCall(coll::CollKind::kReduce, sendbuff, recvbuff, count, rawArg(datatype), rawArg(op), root), stream,
+               checkArgs, config);
+}
+
+collResult_t collAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount, collDataType_t datatype,
+                                 collComm_t comm, collStream_t stream, const collCollConfig_t* config) {
+  return runOp("collAllGatherConfig", comm,
+               opCall(coll::CollKind::kAllGather, sendbuff, recvbuff, sendcount, rawArg(datatype), collSum, -1), stream,
+               checkArgs, config);
+}
+
+collResult_t collReduceScatterConfig(const void* sendbuff, void* recvbuff, size_t recvcount, collDataType_t datatype,
+                                     collRedOp_t op, collComm_t comm, collStream_t stream,
+                                     const collCollConfig_t* config) {
+  return runOp("collReduceScatterConfig", comm,
+               opCall(coll::CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, rawArg(datatype), rawArg(op), -1),
+               stream, checkArgs, config);
+}
+
 collResult_t collSend(const void* sendbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
                       collStream_t stream) {
   return runOp("collSend", comm,

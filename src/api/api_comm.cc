@@ -1,5 +1,5 @@
 // Entry points that make and unmake communicators from options: init with a config
-// (blocking or not), scalable init, shrink, revoke; and the process-wide calls that go
+// (blocking or not), scalable init, shrink, grow, revoke; and the process-wide calls that go
 // with them (debug reset, CUDA device count).
 #include <algorithm>
 #include <cmath>
@@ -178,6 +178,107 @@ collResult_t collCommSetTimeout(collComm_t comm, double seconds) {
     comm->opTimeoutS.store(seconds, std::memory_order_relaxed);
     return coll::okStatus();
   });
+}
+
+collResult_t collCommGetUniqueId(collComm_t comm, collUniqueId* uniqueId) {
+  CommUse use(comm);
+  return guarded("collCommGetUniqueId", comm, [&]() -> Status {
+    COLL_CHECK(use.ready());
+    if (!uniqueId) return coll::invalidArgument("uniqueId is NULL");
+    COLL_ASSIGN(coll::UniqueIdData id, coll::commGrowId(comm));
+    std::memset(uniqueId, 0, sizeof(*uniqueId));
+    std::memcpy(uniqueId->internal, &id, sizeof(id));
+    return coll::okStatus();
+  });
+}
+
+collResult_t collCommGrow(collComm_t comm, int nRanks, const collUniqueId* uniqueId, int rank, collComm_t* newcomm,
+                          collConfig_t* config) {
+  if (!comm) {  // a new rank: an init on the grow's id
+    return guarded("collCommGrow", nullptr, [&]() -> Status {
+      COLL_CHECK(checkInitArgs(newcomm, nRanks, rank));
+      if (!uniqueId) return coll::invalidArgument("uniqueId is NULL for a new rank (comm NULL)");
+      coll::UniqueIdData id;
+      COLL_CHECK(checkId(*uniqueId, "uniqueId", &id));
+      return initRank(newcomm, nRanks, id, rank, config);
+    });
+  }
+  CommUse use(comm);
+  return guarded("collCommGrow", comm, [&]() -> Status {
+    COLL_CHECK(use.ready());
+    if (!newcomm) return coll::invalidArgument("newcomm is NULL");
+    *newcomm = nullptr;
+    if (rank != -1)
+      return coll::invalidArgument("rank " + std::to_string(rank) +
+                                   " is not -1: the communicator's ranks keep their ranks (new ranks pass comm NULL)");
+    if (nRanks <= comm->nranks || nRanks > coll::kMaxRanks)
+      return coll::invalidArgument("nRanks " + std::to_string(nRanks) + " is not above the communicator's " +
+                                   std::to_string(comm->nranks) + " ranks (and at most " +
+                                   std::to_string(coll::kMaxRanks) + ")");
+    coll::UniqueIdData parsed;
+    if (uniqueId) COLL_CHECK(checkId(*uniqueId, "uniqueId", &parsed));
+    const coll::UniqueIdData* id = uniqueId ? &parsed : nullptr;
+    COLL_ASSIGN(coll::CommOptions opts, optionsFromConfig(config, &comm->options));
+    opts.blocking = true;
+    if (coll::inGroup()) {
+      deferToGroupEnd(comm, newcomm, [comm, nRanks, parsed, held = id != nullptr, opts] {
+        return coll::commGrow(comm, nRanks, held ? &parsed : nullptr, opts);
+      });
+      return coll::okStatus();
+    }
+    COLL_ASSIGN(*newcomm, coll::commGrow(comm, nRanks, id, opts));
+    return coll::okStatus();
+  });
+}
+
+collResult_t collCommSuspend(collComm_t comm, int flags) {
+  CommUse use(comm);
+  return guarded("collCommSuspend", comm, [&]() -> Status {
+    COLL_CHECK(use.ready());
+    if (flags != COLL_SUSPEND_MEM)
+      return coll::invalidArgument("flags " + std::to_string(flags) + " is not COLL_SUSPEND_MEM (1)");
+    if (comm->dev.cudaDev >= 0)
+      return coll::invalidUsage("rank " + std::to_string(comm->rank) + " is bound to CUDA device " +
+                                std::to_string(comm->dev.cudaDev) +
+                                ": releasing a device rank's memory is not supported by this library");
+    comm->suspended.store(true);  // a host-memory rank holds no GPU memory: nothing to release
+    return coll::okStatus();
+  });
+}
+
+collResult_t collCommResume(collComm_t comm) {
+  CommUse use(comm);
+  return guarded("collCommResume", comm, [&]() -> Status {
+    COLL_CHECK(use.check());
+    if (!comm->suspended.exchange(false)) return coll::invalidUsage("comm is not suspended");
+    return coll::okStatus();
+  });
+}
+
+collResult_t collCommMemStats(collComm_t comm, collCommMemStat_t stat, uint64_t* value) {
+  CommUse use(comm);
+  return guarded("collCommMemStats", comm, [&]() -> Status {
+    COLL_CHECK(use.check());
+    if (!value) return coll::invalidArgument("value is NULL");
+    const int which = rawArg(stat);
+    if (which < collStatGpuMemSuspend || which > collStatGpuMemTotal)
+      return coll::invalidArgument("stat " + std::to_string(which) + " is not a collCommMemStat_t (0..3)");
+    if (comm->dev.cudaDev >= 0)
+      return coll::invalidUsage("rank " + std::to_string(comm->rank) +
+                                " is a device rank, whose GPU memory this library does not count yet");
+    *value = which == collStatGpuMemSuspended && comm->suspended.load() ? 1 : 0;  // no GPU memory held
+    return coll::okStatus();
+  });
+}
+
+collResult_t collRecordError(collComm_t comm, collResult_t code, const char* text) {
+  try {
+    std::string what = text ? text : "";
+    if (comm && coll::isLiveComm(comm)) comm->lastError = what;
+    lastErrorText() = what;
+  } catch (...) {
+  }
+  return code;
 }
 
 void collResetDebugInit(void) {

@@ -164,14 +164,17 @@ collResult_t collCommWindowRegister(collComm_t comm, void* buff, size_t size, co
     COLL_CHECK(use.ready());
     if (!win) return coll::invalidArgument("win is NULL");
     *win = nullptr;
-    if (winFlags != COLL_WIN_DEFAULT && winFlags != COLL_WIN_COLL_SYMMETRIC)
+    constexpr int kKnown = COLL_WIN_COLL_SYMMETRIC | COLL_WIN_STRICT_ORDERING | COLL_WIN_GIN_ONLY |
+                           COLL_WIN_CFT_COUNTED;
+    if ((winFlags & ~kKnown) != 0)
       return coll::invalidArgument("winFlags " + std::to_string(winFlags) +
-                                   " is not COLL_WIN_DEFAULT (0) or COLL_WIN_COLL_SYMMETRIC (1)");
+                                   " is not a mask of COLL_WIN_COLL_SYMMETRIC (1), STRICT_ORDERING (2), GIN_ONLY (4) "
+                                   "and CFT_COUNTED (8)");
     std::string bad = checkRange(buff, size);
     if (bad.empty() && reinterpret_cast<uintptr_t>(buff) % COLL_WIN_REQUIRED_ALIGNMENT != 0)
       bad = "buff " + ptrStr(buff) + " is not aligned to COLL_WIN_REQUIRED_ALIGNMENT (" +
             std::to_string(COLL_WIN_REQUIRED_ALIGNMENT) + " bytes; collMemAlloc's are)";
-    if (winFlags == COLL_WIN_DEFAULT) {
+    if ((winFlags & COLL_WIN_COLL_SYMMETRIC) == 0) {
       if (!bad.empty()) return coll::invalidArgument(bad);
     } else if (coll::inGroup()) {
       // Collective, and one thread may register every rank's window in a group (nccl-tests
@@ -184,6 +187,21 @@ collResult_t collCommWindowRegister(collComm_t comm, void* buff, size_t size, co
       COLL_CHECK(coll::commAgreeWindow(comm, size, bad));
     }
     *win = reinterpret_cast<collWindow_t>(addRegistration(comm, buff, size, true));
+    return coll::okStatus();
+  });
+}
+
+collResult_t collWinGetUserPtr(collComm_t comm, collWindow_t win, void** outUserPtr) {
+  CommUse use(comm);
+  return guarded("collWinGetUserPtr", comm, [&]() -> Status {
+    COLL_CHECK(use.check());
+    if (!outUserPtr) return coll::invalidArgument("outUserPtr is NULL");
+    *outUserPtr = nullptr;
+    auto it = comm->registrations.find(reinterpret_cast<uintptr_t>(win));
+    if (it == comm->registrations.end() || !it->second.window)
+      return coll::invalidArgument("win " + ptrStr(win) +
+                                   " is not a window of this communicator (already deregistered, or made elsewhere)");
+    *outUserPtr = const_cast<char*>(it->second.base);
     return coll::okStatus();
   });
 }

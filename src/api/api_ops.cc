@@ -107,6 +107,7 @@ struct Rooted {
   int dtype;  // rawArg
   int root;
   collStream_t stream;
+  const collCollConfig_t* config;
 };
 
 // Gather (every rank's one block to the root's n blocks) or scatter (the reverse), as
@@ -124,6 +125,7 @@ Status runRooted(const char* fn, collComm* comm, const CommUse& use, const Roote
   if (isRoot) COLL_CHECK(checkBlocks(manyArg, many, a.count, comm, &kinds));
   COLL_CHECK(checkBuf(oneArg, one, a.count, comm, &kinds));
   COLL_CHECK(placeOp(&base, kinds, a.stream));
+  COLL_CHECK(applyCollConfig(a.config, comm, &base));
   base.via = fn;
   const size_t block = a.count * coll::dataTypeSize(base.dtype);
   const bool inPlace = isRoot && one == many + block * static_cast<size_t>(a.root);
@@ -134,6 +136,49 @@ Status runRooted(const char* fn, collComm* comm, const CommUse& use, const Roote
   for (int p = 0; isRoot && p < comm->nranks; ++p)
     if (!(inPlace && p == a.root)) parts.push_back(p2pPart(base, atRoot, many, p, block * static_cast<size_t>(p)));
   return runP2p(fn, comm, parts);
+}
+
+// Alltoall as one group of sends and receives, under the name fn (the plain call or its
+// per-call config variant).
+collResult_t runAlltoAll(const char* fn, const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
+                         collComm* comm, collStream_t stream, const collCollConfig_t* config) {
+  CommUse use(comm);
+  return guarded(fn, comm, [&]() -> Status {
+    OpDesc base{};  // its parts' kinds, buffers and peers are set by p2pPart
+    COLL_CHECK(checkSpread(comm, use, rawArg(datatype), count, &base));
+    const size_t n = static_cast<size_t>(comm->nranks), total = count * n;
+    BufKinds kinds;
+    COLL_CHECK(checkBlocks("sendbuff", sendbuff, count, comm, &kinds));
+    COLL_CHECK(checkBlocks("recvbuff", recvbuff, count, comm, &kinds));
+    COLL_CHECK(placeOp(&base, kinds, stream));
+    COLL_CHECK(applyCollConfig(config, comm, &base));
+    base.via = fn;
+    const size_t block = count * coll::dataTypeSize(base.dtype);
+    const char* src = static_cast<const char*>(sendbuff);
+    if (sendbuff == recvbuff && total > 0) {
+      // In place: every block is read after others may have landed on it, so the input
+      // is staged first (host memory; device buffers have no staging here).
+      if (base.device && !comm->dev.emulate)
+        return coll::invalidArgument("sendbuff == recvbuff: in-place alltoall is supported on host buffers "
+                                     "only; pass separate device buffers");
+      std::shared_ptr<char> staged = comm->scratch->take(block * n);
+      std::memcpy(staged.get(), sendbuff, block * n);
+      src = staged.get();
+      base.keep = std::move(staged);
+    }
+    std::vector<OpDesc> parts;
+    for (int p = 0; p < comm->nranks; ++p) {
+      parts.push_back(p2pPart(base, coll::CollKind::kSend, src, p, block * static_cast<size_t>(p)));
+      parts.push_back(p2pPart(base, coll::CollKind::kRecv, static_cast<const char*>(recvbuff), p,
+                              block * static_cast<size_t>(p)));
+    }
+    return runP2p(fn, comm, parts);
+  });
+}
+
+collResult_t runRootedCall(const char* fn, collComm* comm, const Rooted& a, bool gather) {
+  CommUse use(comm);
+  return guarded(fn, comm, [&]() -> Status { return runRooted(fn, comm, use, a, gather); });
 }
 
 }  // namespace
@@ -215,53 +260,35 @@ collResult_t collRedOpDestroy(collRedOp_t op, collComm_t comm) {
 
 collResult_t collAlltoAll(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collComm_t comm,
                           collStream_t stream) {
-  CommUse use(comm);
-  return guarded("collAlltoAll", comm, [&]() -> Status {
-    OpDesc base{};  // its parts' kinds, buffers and peers are set by p2pPart
-    COLL_CHECK(checkSpread(comm, use, rawArg(datatype), count, &base));
-    const size_t n = static_cast<size_t>(comm->nranks), total = count * n;
-    BufKinds kinds;
-    COLL_CHECK(checkBlocks("sendbuff", sendbuff, count, comm, &kinds));
-    COLL_CHECK(checkBlocks("recvbuff", recvbuff, count, comm, &kinds));
-    COLL_CHECK(placeOp(&base, kinds, stream));
-    base.via = "collAlltoAll";
-    const size_t block = count * coll::dataTypeSize(base.dtype);
-    const char* src = static_cast<const char*>(sendbuff);
-    if (sendbuff == recvbuff && total > 0) {
-      // In place: every block is read after others may have landed on it, so the input
-      // is staged first (host memory; device buffers have no staging here).
-      if (base.device && !comm->dev.emulate)
-        return coll::invalidArgument("sendbuff == recvbuff: in-place collAlltoAll is supported on host buffers "
-                                     "only; pass separate device buffers");
-      std::shared_ptr<char> staged = comm->scratch->take(block * n);
-      std::memcpy(staged.get(), sendbuff, block * n);
-      src = staged.get();
-      base.keep = std::move(staged);
-    }
-    std::vector<OpDesc> parts;
-    for (int p = 0; p < comm->nranks; ++p) {
-      parts.push_back(p2pPart(base, coll::CollKind::kSend, src, p, block * static_cast<size_t>(p)));
-      parts.push_back(p2pPart(base, coll::CollKind::kRecv, static_cast<const char*>(recvbuff), p,
-                              block * static_cast<size_t>(p)));
-    }
-    return runP2p("collAlltoAll", comm, parts);
-  });
+  return runAlltoAll("collAlltoAll", sendbuff, recvbuff, count, datatype, comm, stream, nullptr);
+}
+
+collResult_t collAlltoAllConfig(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
+                                collComm_t comm, collStream_t stream, const collCollConfig_t* config) {
+  return runAlltoAll("collAlltoAllConfig", sendbuff, recvbuff, count, datatype, comm, stream, config);
 }
 
 collResult_t collGather(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
                         collComm_t comm, collStream_t stream) {
-  CommUse use(comm);
-  return guarded("collGather", comm, [&]() -> Status {
-    return runRooted("collGather", comm, use, {sendbuff, recvbuff, count, rawArg(datatype), root, stream}, true);
-  });
+  return runRootedCall("collGather", comm, {sendbuff, recvbuff, count, rawArg(datatype), root, stream, nullptr}, true);
+}
+
+collResult_t collGatherConfig(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
+                              collComm_t comm, collStream_t stream, const collCollConfig_t* config) {
+  return runRootedCall("collGatherConfig", comm, {sendbuff, recvbuff, count, rawArg(datatype), root, stream, config},
+                       true);
 }
 
 collResult_t collScatter(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
                          collComm_t comm, collStream_t stream) {
-  CommUse use(comm);
-  return guarded("collScatter", comm, [&]() -> Status {
-    return runRooted("collScatter", comm, use, {sendbuff, recvbuff, count, rawArg(datatype), root, stream}, false);
-  });
+  return runRootedCall("collScatter", comm, {sendbuff, recvbuff, count, rawArg(datatype), root, stream, nullptr},
+                       false);
+}
+
+collResult_t collScatterConfig(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
+                               collComm_t comm, collStream_t stream, const collCollConfig_t* config) {
+  return runRootedCall("collScatterConfig", comm, {sendbuff, recvbuff, count, rawArg(datatype), root, stream, config},
+                       false);
 }
 
 collResult_t collGroupSimulateEnd(collSimInfo_t* simInfo) {
@@ -271,8 +298,9 @@ collResult_t collGroupSimulateEnd(collSimInfo_t* simInfo) {
     Status closed = coll::groupSimulateEnd(&us);
     if (!simInfo) return coll::invalidArgument("simInfo is NULL");
     const size_t need = offsetof(collSimInfo_t, estimatedTime) + sizeof(float);
+    // Later headers keep this layout (its name still says 2.22), so any version from 2.22 on.
     if (simInfo->size < need || simInfo->size > sizeof(collSimInfo_t) || simInfo->magic != COLL_SIM_INFO_MAGIC ||
-        simInfo->version > COLL_SIM_INFO_VERSION || simInfo->version < 22200)
+        simInfo->version < 22200)
       return coll::invalidArgument("simInfo (size " + std::to_string(simInfo->size) + ", magic " +
                                    std::to_string(simInfo->magic) + ", version " + std::to_string(simInfo->version) +
                                    ") was not made from COLL_SIM_INFO_INITIALIZER / NCCL_SIM_INFO_INITIALIZER");

@@ -95,6 +95,9 @@ class CommUse {
                           " is still initializing (a non-blocking init: poll collCommGetAsyncError until it no "
                           "longer returns collInProgress; or an init inside a group that has not ended)");
     if (state != collSuccess) return c_->abort->status().prefix(std::string(arg) + " failed its init: ");
+    if (c_->suspended.load(std::memory_order_relaxed))
+      return invalidUsage(std::string(arg) + " " + ptrStr(c_) +
+                          " is suspended (collCommSuspend): collCommResume first");
     return okStatus();
   }
 
@@ -286,10 +289,14 @@ Status checkCompressed(const OpCall& call, int wiretype);
 // The wire type comm's default compression gives od (kWireNone where it does not apply).
 uint8_t defaultWire(const collComm* comm, const OpDesc& od);
 
+// A per-call config onto a placed operation (options.cc).
+Status applyCollConfig(const collCollConfig_t* config, collComm* comm, OpDesc* od);
+
 // Checks call (its datatype, then validate(call, comm, &kinds), which checks the rest, its
-// op included) and enqueues it.
+// op included) and its per-call config, and enqueues it.
 template <typename Validate>
-collResult_t runOp(const char* fn, collComm* comm, const OpCall& call, collStream_t stream, Validate&& validate) {
+collResult_t runOp(const char* fn, collComm* comm, const OpCall& call, collStream_t stream, Validate&& validate,
+                   const collCollConfig_t* config = nullptr) {
   CommUse use(comm);
   return guarded(fn, comm, [&]() -> Status {
     COLL_CHECK(use.ready());
@@ -298,6 +305,7 @@ collResult_t runOp(const char* fn, collComm* comm, const OpCall& call, collStrea
     COLL_CHECK(validate(call, comm, &kinds));
     OpDesc od = call.desc();
     COLL_CHECK(placeOp(&od, kinds, stream));
+    COLL_CHECK(applyCollConfig(config, comm, &od));
     if (od.wire == 0) od.wire = defaultWire(comm, od);
     COLL_CHECK(checkElementAlignment(od, comm->rank));
     size_t inputCount = od.count;

@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "algorithms/tuner.h"
 #include "base/log.h"
 #include "transport/net/net.h"
 
@@ -115,6 +116,69 @@ Result<CommOptions> optionsFromConfig(const collConfig_t* c, const CommOptions* 
   for (const auto& f : unused)
     if (f.value != undef) noteUnused(f.name, f.value);
   return o;
+}
+
+namespace {
+
+constexpr unsigned kFirstCollConfigVersion = 23200;  // NCCL 2.32's, the first
+
+Status checkCollConfigHeader(const collCollConfig_t* c) {
+  if (c->size < offsetof(collCollConfig_t, minCTAs))
+    return invalidArgument("config->size " + std::to_string(c->size) +
+                           " is too small for a per-call config: start from COLL_COLLCONFIG_INITIALIZER / "
+                           "NCCL_COLLCONFIG_INITIALIZER");
+  if (c->magic != COLL_CONFIG_MAGIC || c->version < kFirstCollConfigVersion)
+    return invalidArgument("config (magic " + std::to_string(c->magic) + ", version " + std::to_string(c->version) +
+                           ") was not made from COLL_COLLCONFIG_INITIALIZER / NCCL_COLLCONFIG_INITIALIZER");
+  return okStatus();
+}
+
+// minCTAs/maxCTAs within 1..the channels comm has for od's kind of buffers.
+Status applyChannelBounds(int minCTAs, int maxCTAs, collComm* comm, OpDesc* od) {
+  const int undef = COLL_CONFIG_UNDEF_INT;
+  const ConnectorSet* conns = od->device ? comm->dev.conns.get() : &comm->hostConns;
+  const int have = conns ? static_cast<int>(conns->channels.size()) : kMaxChannels;
+  for (auto [name, v] : {std::pair<const char*, int>{"minCTAs", minCTAs}, {"maxCTAs", maxCTAs}})
+    if (v != undef && (v < 1 || v > have))
+      return invalidArgument(std::string("config->") + name + " " + std::to_string(v) + " is outside 1.." +
+                             std::to_string(have) + " (the communicator's channels)");
+  if (minCTAs != undef && maxCTAs != undef && minCTAs > maxCTAs)
+    return invalidArgument("config->minCTAs " + std::to_string(minCTAs) + " is above config->maxCTAs " +
+                           std::to_string(maxCTAs));
+  if (minCTAs != undef) od->minChannels = minCTAs;
+  if (maxCTAs != undef) od->maxChannels = maxCTAs;
+  return okStatus();
+}
+
+}  // namespace
+
+Status applyCollConfig(const collCollConfig_t* c, collComm* comm, OpDesc* od) {
+  if (!c) return okStatus();
+  COLL_CHECK(checkCollConfigHeader(c));
+  auto has = [c](size_t offset, size_t width) { return offset + width <= c->size; };
+  const int undef = COLL_CONFIG_UNDEF_INT;
+#define COLL_CC(field, none) (has(offsetof(collCollConfig_t, field), sizeof(c->field)) ? c->field : (none))
+  COLL_CHECK(applyChannelBounds(COLL_CC(minCTAs, undef), COLL_CC(maxCTAs, undef), comm, od));
+  const int force = COLL_CC(forceAlgSelection, 1);
+  if (force != 0 && force != 1)
+    return invalidArgument("config->forceAlgSelection " + std::to_string(force) + " is not 0 or 1");
+  od->forceAlgos = force == 1;
+  if (const char* sel = COLL_CC(algSelection, nullptr); sel && *sel) {
+    Result<uint64_t> mask = parseAlgoFilter(sel);
+    if (!mask.ok())
+      return invalidArgument(std::string("config->algSelection \"") + sel + "\": " + mask.status().message());
+    od->algos = mask.value();
+  }
+  const int policy = COLL_CC(CTAPolicy, undef);
+  constexpr int kPolicies = COLL_CTA_POLICY_EFFICIENCY | COLL_CTA_POLICY_ZERO;
+  if (policy != undef && (policy & ~kPolicies) != 0)
+    return invalidArgument("config->CTAPolicy " + std::to_string(policy) +
+                           " is not a mask of COLL_CTA_POLICY_EFFICIENCY (1) and COLL_CTA_POLICY_ZERO (2)");
+  if (COLL_CC(launchCompletionEvent, nullptr))
+    return invalidUsage("config->launchCompletionEvent is not supported by this library: pass NULL");
+  od->profilerTag = COLL_CC(userProfilerTag, uint64_t{0});
+#undef COLL_CC
+  return okStatus();
 }
 
 }  // namespace coll::api

@@ -38,6 +38,7 @@ constexpr uint64_t kTagConfig = 3ull << 56;
 constexpr uint64_t kTagSplit = 4ull << 56;
 constexpr uint64_t kTagShrink = 8ull << 56;
 constexpr uint64_t kTagWindow = 9ull << 56;
+constexpr uint64_t kTagGrow = 11ull << 56;
 
 // Settings every rank must agree on, checked at init.
 struct SharedConfig {
@@ -685,6 +686,54 @@ Result<collComm*> commSplit(collComm* comm, int color, int key, const CommOption
   }
   id.key = childKey;
   return commInit(id, n, newRank, comm->dev.cudaDev, opts);
+}
+
+namespace {
+
+// The grown communicator's key: every rank of comm derives it, so the id that goes from
+// the rank that made it to the others carries none; new ranks read it from the id.
+AuthKey growKey(const collComm* comm) {
+  return childAuthKey(comm->bootstrap->authKey(), kTagGrow, static_cast<int64_t>(comm->grows));
+}
+
+}  // namespace
+
+Result<UniqueIdData> commGrowId(collComm* comm) {
+  if (comm->growIdPending)
+    return invalidUsage("rank " + std::to_string(comm->rank) +
+                        " made a grow id that no collCommGrow has used yet: one grow at a time");
+  const AuthKey key = growKey(comm);
+  COLL_ASSIGN(UniqueIdData id, startRootAt(comm->bootstrap->peers()[comm->rank].bootAddr, &key));
+  comm->growIdPending = true;
+  return id;
+}
+
+Result<collComm*> commGrow(collComm* comm, int nranks, const UniqueIdData* id, const CommOptions& opts) {
+  struct Entry {
+    uint32_t holds;
+    UniqueIdData id;
+  };
+  std::vector<Entry> all(static_cast<size_t>(comm->nranks), Entry{});
+  Entry& mine = all[static_cast<size_t>(comm->rank)];
+  if (id) mine = {1, *id};
+  mine.id.key = {};
+  const bool held = comm->growIdPending;
+  comm->growIdPending = false;  // used (or failed) by this grow either way
+  COLL_CHECK(comm->bootstrap->allGather(all.data(), sizeof(Entry), kTagGrow | (comm->mgmtSeq++ << 8)));
+  std::vector<int> holders;
+  for (int r = 0; r < comm->nranks; ++r)
+    if (all[static_cast<size_t>(r)].holds) holders.push_back(r);
+  if (holders.size() != 1)
+    return invalidUsage(std::to_string(holders.size()) +
+                        " ranks of the communicator passed a uniqueId: exactly one must (the rank whose "
+                        "collCommGetUniqueId made it), the others NULL");
+  if (holders[0] == comm->rank && !held)
+    return invalidUsage("rank " + std::to_string(comm->rank) +
+                        " passed a uniqueId its collCommGetUniqueId did not make (or one already used)");
+  UniqueIdData grown = all[static_cast<size_t>(holders[0])].id;
+  grown.key = growKey(comm);
+  ++comm->grows;
+  return commInit(grown, nranks, comm->rank, comm->dev.cudaDev, opts);
 }
 
 Status commAgreeWindow(collComm* comm, size_t bytes, const std::string& localError) {

@@ -154,8 +154,11 @@ struct collComm {
   // collInProgress while a non-blocking init runs on initThread, then its result.
   std::atomic<int> initState{collSuccess};
   std::thread initThread;
-  std::atomic<bool> revoked{false};  // stopped by collCommRevoke (an intended state, not an error)
-  uint64_t shrinks = 0;              // collCommShrink calls: tags their rendezvous (op seq may differ after a failure)
+  std::atomic<bool> revoked{false};    // stopped by collCommRevoke (an intended state, not an error)
+  std::atomic<bool> suspended{false};  // between collCommSuspend and collCommResume
+  uint64_t shrinks = 0;        // collCommShrink calls: tags their rendezvous (op seq may differ after a failure)
+  uint64_t grows = 0;          // collCommGrow calls: their communicators' keys derive from it
+  bool growIdPending = false;  // this rank made an id (collCommGetUniqueId) no grow has used yet
   // Collective management calls (split, symmetric windows): tags their bootstrap
   // exchanges. Not the op sequence: a gather takes n+1 numbers on its root, 1 elsewhere.
   uint64_t mgmtSeq = 0;
@@ -211,6 +214,12 @@ Result<collComm*> commSplit(collComm* comm, int color, int key, const CommOption
 // The ranks of comm not in `exclude`, in order, as a new communicator: called by those
 // ranks only, works when excluded ranks are dead or comm is revoked.
 Result<collComm*> commShrink(collComm* comm, const std::vector<int>& exclude, const CommOptions& opts);
+// An id for growing comm (collCommGetUniqueId): a fresh root in this process, the key
+// the communicator's ranks derive alike. One at a time.
+Result<UniqueIdData> commGrowId(collComm* comm);
+// comm's ranks' side of a grow to nranks: the one rank holding the id (`id`; NULL on the
+// others) hands it to the rest, and all join the new communicator with their ranks.
+Result<collComm*> commGrow(collComm* comm, int nranks, const UniqueIdData* id, const CommOptions& opts);
 // A symmetric window's agreement, collective over comm: every rank passes its window's
 // size and whether its own checks passed (`localError` empty); all ranks fail alike,
 // naming the first rank that differs or failed.

@@ -87,12 +87,22 @@ Result<Route> routeFor(collComm* c, const OpDesc& od) {
   if (od.kind == CollKind::kSend || od.kind == CollKind::kRecv || c->nranks == 1) return Route::kRing;
   const bool oneShot = !od.device && oneShotEligible(oneShotContext(c), od);
   size_t bytes = od.count * dataTypeSize(od.dtype);
+  // A call's own algorithm filter narrows the communicator's.
+  TunerInput tuner = c->tuner;
+  tuner.algos &= od.algos;
   // Its bits are the ring's: where COLL_ALGO rules the ring out, so is it.
   if (od.device && od.kind == CollKind::kAllReduce && od.wire == kWireNone && bytes >= c->deviceDirectMinBytes &&
-      allowed(c->tuner.algos, od.kind, static_cast<int>(Algo::kRing)))
+      allowed(tuner.algos, od.kind, static_cast<int>(Algo::kRing)))
     return Route::kDirect;
   if (od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter) bytes *= static_cast<size_t>(c->nranks);
-  COLL_ASSIGN(Choice ch, tunerChoose(c->tuner, od.kind, bytes, oneShot ? 1 : 0));
+  Result<Choice> chosen = tunerChoose(tuner, od.kind, bytes, oneShot ? 1 : 0);
+  if (!chosen.ok() && od.algos != ~AllowMask{0}) {
+    if (od.forceAlgos)
+      return invalidArgument("its config's algSelection leaves no algorithm this operation runs on "
+                             "(with forceAlgSelection 0 the automatic choice would stand)");
+    chosen = tunerChoose(c->tuner, od.kind, bytes, oneShot ? 1 : 0);
+  }
+  COLL_ASSIGN(Choice ch, std::move(chosen));
   COLL_INFO(TUNING, "rank %d: %s -> %s/%s, predicted %.1f us", c->rank, od.describe().c_str(), algoName(ch.algo),
             protoName(ch.proto), ch.us);
   if (ch.proto == Proto::kOneShot) return Route::kOneShot;
@@ -101,9 +111,9 @@ Result<Route> routeFor(collComm* c, const OpDesc& od) {
 
 // True when the one-shot fast path may skip the tuner: nothing filters the one-shot out
 // (the model prefers it wherever it applies; tests/test_topology.cc checks that).
-bool oneShotUnfiltered(const collComm* c, CollKind k) {
-  return allowed(c->tuner.algos, k, static_cast<int>(Algo::kRing)) &&
-         allowed(c->tuner.protos, k, static_cast<int>(Proto::kOneShot));
+bool oneShotUnfiltered(const collComm* c, const OpDesc& od) {
+  return allowed(c->tuner.algos & od.algos, od.kind, static_cast<int>(Algo::kRing)) &&
+         allowed(c->tuner.protos, od.kind, static_cast<int>(Proto::kOneShot));
 }
 
 // Adds this rank's tree edges of every channel to a connection job (kTagTree, one tag
@@ -742,7 +752,7 @@ Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {
     return okStatus();
   }
   const OneShotContext ctx = oneShotContext(comm);
-  if (!op.device && oneShotEligible(ctx, op) && oneShotUnfiltered(comm, op.kind)) {
+  if (!op.device && oneShotEligible(ctx, op) && oneShotUnfiltered(comm, op)) {
     if (comm->abort->raised()) {
       *failedComm = comm;
       return watchUnusable(comm);

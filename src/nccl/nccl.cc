@@ -1,11 +1,15 @@
-// The NCCL drop-in: libnccl.so.2's entry points, each a call of the coll API with the
-// same meaning (collectives.h documents them; docs/NCCL.md lists the differences from
-// NVIDIA's library). Nothing is implemented here that the coll API lacks: the handles,
-// enums and structs have NCCL's values and layouts in both APIs (checked below), so this
-// layer only renames, maps collTimeout (which NCCL 2.28 lacks) and fills in NCCL's
-// defaults where the two APIs differ (ncclBcast, ncclCommInitAll without a devlist).
-// Every ncclX has a pncclX alias, as NCCL exports for profilers.
+// The NCCL drop-in: libnccl.so.2's entry points (NCCL 2.32), each a call of the coll API
+// with the same meaning (collectives.h documents them; docs/NCCL.md lists the differences
+// from NVIDIA's library). Nothing is implemented here that the coll API lacks: the
+// handles, enums and structs have NCCL's values and layouts in both APIs (checked below),
+// so this layer renames, reads an ncclConfig_t of any NCCL version into the coll API's
+// config, and fills in NCCL's defaults where the two APIs differ (ncclBcast,
+// ncclCommInitAll without a devlist). The calls this library cannot honour (one-sided
+// signals, the device API's kernels: nccl_device.cc) fail with ncclInvalidUsage and a
+// last error saying why. Every ncclX has a pncclX alias, as NCCL exports for profilers.
+#include <algorithm>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -15,12 +19,17 @@
 
 namespace {
 
-// collConfig_t is ncclConfig_t plus fields of this library's after it (config->size says
-// which a caller has).
-static_assert(offsetof(collConfig_t, compress) == sizeof(ncclConfig_t) &&
+// collConfig_t begins with NCCL 2.28's ncclConfig_t (later NCCL versions append fields
+// where collConfig_t has this library's own): ConfigIn copies that common part.
+constexpr size_t kCommonConfig = offsetof(collConfig_t, compress);
+static_assert(offsetof(ncclConfig_t, graphUsageMode) == kCommonConfig &&
               offsetof(ncclConfig_t, nvlinkCentricSched) == offsetof(collConfig_t, nvlinkCentricSched));
 static_assert(offsetof(ncclConfig_t, netName) == offsetof(collConfig_t, netName) &&
               offsetof(ncclConfig_t, commName) == offsetof(collConfig_t, commName));
+static_assert(sizeof(ncclCollConfig_t) == sizeof(collCollConfig_t) &&
+              offsetof(ncclCollConfig_t, algSelection) == offsetof(collCollConfig_t, algSelection) &&
+              offsetof(ncclCollConfig_t, userProfilerTag) == offsetof(collCollConfig_t, userProfilerTag) &&
+              offsetof(ncclCollConfig_t, launchCompletionEvent) == offsetof(collCollConfig_t, launchCompletionEvent));
 static_assert(sizeof(ncclSimInfo_t) == sizeof(collSimInfo_t) &&
               offsetof(ncclSimInfo_t, estimatedTime) == offsetof(collSimInfo_t, estimatedTime));
 static_assert(sizeof(ncclUniqueId) == sizeof(collUniqueId));
@@ -29,22 +38,62 @@ static_assert(static_cast<int>(ncclNumTypes) == static_cast<int>(collNumTypes) &
 static_assert(static_cast<int>(ncclNumOps) == static_cast<int>(collNumOps) &&
               static_cast<int>(ncclAvg) == static_cast<int>(collAvg));
 static_assert(static_cast<int>(ncclInProgress) == static_cast<int>(collInProgress) &&
+              static_cast<int>(ncclTimeout) == static_cast<int>(collTimeout) &&
               static_cast<int>(ncclScalarHostImmediate) == static_cast<int>(collScalarHostImmediate));
+static_assert(static_cast<int>(ncclStatGpuMemTotal) == static_cast<int>(collStatGpuMemTotal) &&
+              NCCL_SUSPEND_MEM == COLL_SUSPEND_MEM && NCCL_WIN_CFT_COUNTED == COLL_WIN_CFT_COUNTED);
 
-// Result codes are equal except collTimeout: NCCL reports a peer that never answered as a
-// remote error.
-ncclResult_t res(collResult_t r) { return r == collTimeout ? ncclRemoteError : static_cast<ncclResult_t>(r); }
+ncclResult_t res(collResult_t r) { return static_cast<ncclResult_t>(r); }
 collComm_t C(ncclComm_t c) { return reinterpret_cast<collComm_t>(c); }
 collComm_t* C(ncclComm_t* c) { return reinterpret_cast<collComm_t*>(c); }
 collDataType_t T(ncclDataType_t t) { return static_cast<collDataType_t>(t); }
 collRedOp_t O(ncclRedOp_t o) { return static_cast<collRedOp_t>(o); }
-collConfig_t* Cfg(ncclConfig_t* c) { return reinterpret_cast<collConfig_t*>(c); }
+const collCollConfig_t* CC(const ncclCollConfig_t* c) { return reinterpret_cast<const collCollConfig_t*>(c); }
 collStream_t S(cudaStream_t s) { return reinterpret_cast<collStream_t>(s); }
 collUniqueId Id(const ncclUniqueId& id) {
   collUniqueId out;
   std::memcpy(&out, &id, sizeof(out));
   return out;
 }
+
+// An ncclConfig_t of any NCCL version as the coll API's config: the part both layouts
+// share is copied (a smaller, older config: what it has), the version capped at the one
+// collConfig_t names, the coll API then checks size, magic and version. The fields NCCL
+// added after 2.28 (graphUsageMode .. nvlsHostMode) have no use here (docs/NCCL.md).
+// An ncclConfig_t of any NCCL version from 2.14 to this header's as the coll API's
+// config (*use; NULL for none): the part both layouts share is copied (a smaller, older
+// config: what it has), the version capped at the one collConfig_t names; the coll API
+// then checks the fields. The fields NCCL added after 2.28 (graphUsageMode .. nvlsHostMode)
+// have no use here (docs/NCCL.md). A size or version no NCCL header made is refused.
+ncclResult_t readConfig(const char* fn, ncclComm_t comm, const ncclConfig_t* in, collConfig_t* out,
+                        collConfig_t** use) {
+  *use = nullptr;
+  if (!in) return ncclSuccess;
+  constexpr size_t kSmallest = offsetof(ncclConfig_t, minCTAs);
+  char text[256] = "";
+  if (in->size < kSmallest || in->size > sizeof(ncclConfig_t))
+    std::snprintf(text, sizeof(text),
+                  "%s: config->size %zu is not the size of an ncclConfig_t (%zu..%zu bytes): start from "
+                  "NCCL_CONFIG_INITIALIZER",
+                  fn, in->size, kSmallest, sizeof(ncclConfig_t));
+  else if (in->version < NCCL_VERSION(2, 14, 0) || in->version > NCCL_VERSION_CODE)
+    std::snprintf(text, sizeof(text),
+                  "%s: config->version %u is not an NCCL version from 2.14 to %d: start from NCCL_CONFIG_INITIALIZER",
+                  fn, in->version, NCCL_VERSION_CODE);
+  if (text[0]) return res(collRecordError(C(comm), collInvalidArgument, text));
+  *out = collConfig_t{};
+  std::memcpy(out, in, std::min(in->size, kCommonConfig));
+  out->size = std::min(in->size, kCommonConfig);
+  out->version = std::min<unsigned>(in->version, COLL_CONFIG_VERSION);
+  *use = out;
+  return ncclSuccess;
+}
+
+// The config of call fn as the coll API's (`cfg`, `use`), or returns its error.
+#define NCCL_READ_CONFIG(fn, comm, config) \
+  collConfig_t cfg;                        \
+  collConfig_t* use;                       \
+  if (ncclResult_t bad = readConfig(fn, comm, config, &cfg, &use); bad != ncclSuccess) return bad
 
 }  // namespace
 
@@ -66,7 +115,9 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
 }
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config) {
-  return res(collCommInitRankConfig(C(comm), nranks, Id(commId), rank, Cfg(config)));
+  if (comm) *comm = nullptr;
+  NCCL_READ_CONFIG("ncclCommInitRankConfig", nullptr, config);
+  return res(collCommInitRankConfig(C(comm), nranks, Id(commId), rank, use));
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
@@ -87,8 +138,20 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
 
 ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
                                       ncclConfig_t* config) {
-  return res(collCommInitRankScalable(C(newcomm), nranks, myrank, nId, reinterpret_cast<collUniqueId*>(commIds),
-                                      Cfg(config)));
+  if (newcomm) *newcomm = nullptr;
+  NCCL_READ_CONFIG("ncclCommInitRankScalable", nullptr, config);
+  return res(collCommInitRankScalable(C(newcomm), nranks, myrank, nId, reinterpret_cast<collUniqueId*>(commIds), use));
+}
+
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
+  return res(collCommGetUniqueId(C(comm), reinterpret_cast<collUniqueId*>(uniqueId)));
+}
+
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+                          ncclConfig_t* config) {
+  if (newcomm) *newcomm = nullptr;
+  NCCL_READ_CONFIG("ncclCommGrow", comm, config);
+  return res(collCommGrow(C(comm), nRanks, reinterpret_cast<const collUniqueId*>(uniqueId), rank, C(newcomm), use));
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) { return res(collCommFinalize(C(comm))); }
@@ -97,12 +160,16 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) { return res(collCommAbort(C(comm)))
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) { return res(collCommRevoke(C(comm), revokeFlags)); }
 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
-  return res(collCommSplit(C(comm), color, key, C(newcomm), Cfg(config)));
+  if (newcomm) *newcomm = nullptr;
+  NCCL_READ_CONFIG("ncclCommSplit", comm, config);
+  return res(collCommSplit(C(comm), color, key, C(newcomm), use));
 }
 
 ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
                             ncclConfig_t* config, int shrinkFlags) {
-  return res(collCommShrink(C(comm), excludeRanksList, excludeRanksCount, C(newcomm), Cfg(config), shrinkFlags));
+  if (newcomm) *newcomm = nullptr;
+  NCCL_READ_CONFIG("ncclCommShrink", comm, config);
+  return res(collCommShrink(C(comm), excludeRanksList, excludeRanksCount, C(newcomm), use, shrinkFlags));
 }
 
 const char* ncclGetErrorString(ncclResult_t result) { return collGetErrorString(static_cast<collResult_t>(result)); }
@@ -143,6 +210,15 @@ ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, nc
 }
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   return res(collCommWindowDeregister(C(comm), reinterpret_cast<collWindow_t>(win)));
+}
+ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
+  return res(collWinGetUserPtr(C(comm), reinterpret_cast<collWindow_t>(win), outUserPtr));
+}
+
+ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) { return res(collCommSuspend(C(comm), flags)); }
+ncclResult_t ncclCommResume(ncclComm_t comm) { return res(collCommResume(C(comm))); }
+ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
+  return res(collCommMemStats(C(comm), static_cast<collCommMemStat_t>(stat), value));
 }
 
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
@@ -188,6 +264,42 @@ ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncc
                          ncclComm_t comm, cudaStream_t stream) {
   return res(collScatter(sendbuff, recvbuff, count, T(datatype), root, C(comm), S(stream)));
 }
+ncclResult_t ncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return res(collAllReduceConfig(sendbuff, recvbuff, count, T(datatype), O(op), C(comm), S(stream), CC(config)));
+}
+ncclResult_t ncclBroadcastConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                                 ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return res(collBroadcastConfig(sendbuff, recvbuff, count, T(datatype), root, C(comm), S(stream), CC(config)));
+}
+ncclResult_t ncclReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                              ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream,
+                              const ncclCollConfig_t* config) {
+  return res(collReduceConfig(sendbuff, recvbuff, count, T(datatype), O(op), root, C(comm), S(stream), CC(config)));
+}
+ncclResult_t ncclAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                 ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return res(collAllGatherConfig(sendbuff, recvbuff, sendcount, T(datatype), C(comm), S(stream), CC(config)));
+}
+ncclResult_t ncclReduceScatterConfig(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                                     ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+                                     const ncclCollConfig_t* config) {
+  return res(collReduceScatterConfig(sendbuff, recvbuff, recvcount, T(datatype), O(op), C(comm), S(stream),
+                                     CC(config)));
+}
+ncclResult_t ncclAlltoAllConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return res(collAlltoAllConfig(sendbuff, recvbuff, count, T(datatype), C(comm), S(stream), CC(config)));
+}
+ncclResult_t ncclGatherConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                              ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return res(collGatherConfig(sendbuff, recvbuff, count, T(datatype), root, C(comm), S(stream), CC(config)));
+}
+ncclResult_t ncclScatterConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                               ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return res(collScatterConfig(sendbuff, recvbuff, count, T(datatype), root, C(comm), S(stream), CC(config)));
+}
+
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
   return res(collSend(sendbuff, count, T(datatype), peer, C(comm), S(stream)));
@@ -203,6 +315,65 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   return res(collGroupSimulateEnd(reinterpret_cast<collSimInfo_t*>(simInfo)));
 }
 
+// One-sided puts and signals on windows: not implemented by this library.
+ncclResult_t ncclPutSignal(const void*, size_t, ncclDataType_t, int, ncclWindow_t, size_t, int, int, unsigned int,
+                           ncclComm_t comm, cudaStream_t) {
+  return res(collRecordError(C(comm), collInvalidUsage,
+                             "ncclPutSignal: one-sided puts and signals are not supported by this library"));
+}
+ncclResult_t ncclSignal(int, int, int, unsigned int, ncclComm_t comm, cudaStream_t) {
+  return res(collRecordError(C(comm), collInvalidUsage,
+                             "ncclSignal: one-sided puts and signals are not supported by this library"));
+}
+ncclResult_t ncclWaitSignal(int, ncclWaitSignalDesc_t*, ncclComm_t comm, cudaStream_t) {
+  return res(collRecordError(C(comm), collInvalidUsage,
+                             "ncclWaitSignal: one-sided puts and signals are not supported by this library"));
+}
+
+// The connections are authenticated (NCCL_AUTH_KEY), never encrypted.
+ncclResult_t ncclSetEncryption(const ncclEncryptionConfig_t* config) {
+  if (!config) return res(collRecordError(nullptr, collInvalidArgument, "ncclSetEncryption: config is NULL"));
+  if (config->size < offsetof(ncclEncryptionConfig_t, psk) || config->magic != NCCL_API_MAGIC)
+    return res(collRecordError(nullptr, collInvalidArgument,
+                               "ncclSetEncryption: config was not made from NCCL_ENCRYPTION_CONFIG_INITIALIZER"));
+  if (config->mode == NCCL_ENCRYPTION_MODE_NONE) return ncclSuccess;
+  const bool psk = config->mode == NCCL_ENCRYPTION_MODE_PSK;
+  char text[256];
+  std::snprintf(text, sizeof(text), "ncclSetEncryption: config->mode %d%s", config->mode,
+                psk ? ": this library does not encrypt its traffic (its connections authenticate with "
+                      "NCCL_AUTH_KEY); only NCCL_ENCRYPTION_MODE_NONE is accepted"
+                    : " is not an ncclEncryptionMode_t");
+  return res(collRecordError(nullptr, psk ? collInvalidUsage : collInvalidArgument, text));
+}
+
+ncclResult_t ncclParamBind(ncclParamHandle_t* out, const char* key) {
+  return res(collParamBind(reinterpret_cast<collParamHandle_t*>(out), key));
+}
+#define NCCL_PARAM_GET(suffix, type)                                               \
+  ncclResult_t ncclParamGet##suffix(ncclParamHandle_t h, type* out) {              \
+    return res(collParamGet##suffix(reinterpret_cast<collParamHandle_t>(h), out)); \
+  }
+NCCL_PARAM_GET(I8, int8_t)
+NCCL_PARAM_GET(I16, int16_t)
+NCCL_PARAM_GET(I32, int32_t)
+NCCL_PARAM_GET(I64, int64_t)
+NCCL_PARAM_GET(U8, uint8_t)
+NCCL_PARAM_GET(U16, uint16_t)
+NCCL_PARAM_GET(U32, uint32_t)
+NCCL_PARAM_GET(U64, uint64_t)
+NCCL_PARAM_GET(Str, const char*)
+#undef NCCL_PARAM_GET
+ncclResult_t ncclParamGet(ncclParamHandle_t h, void* out, int maxLen, int* len) {
+  return res(collParamGet(reinterpret_cast<collParamHandle_t>(h), out, maxLen, len));
+}
+ncclResult_t ncclParamGetParameter(const char* key, const char** value, int* valueLen) {
+  return res(collParamGetParameter(key, value, valueLen));
+}
+ncclResult_t ncclParamGetAllParameterKeys(const char*** table, int* tableLen) {
+  return res(collParamGetAllParameterKeys("NCCL_", table, tableLen));
+}
+void ncclParamDumpAll(void) { collParamDumpAll(); }
+
 // The profiling names: the same functions under a second symbol.
 #define PNCCL(ret, name, params) ret p##name params __attribute__((alias(#name)));
 PNCCL(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size))
@@ -213,6 +384,8 @@ PNCCL(ncclResult_t, ncclCommInitRankConfig, (ncclComm_t*, int, ncclUniqueId, int
 PNCCL(ncclResult_t, ncclCommInitRank, (ncclComm_t*, int, ncclUniqueId, int))
 PNCCL(ncclResult_t, ncclCommInitAll, (ncclComm_t*, int, const int*))
 PNCCL(ncclResult_t, ncclCommInitRankScalable, (ncclComm_t*, int, int, int, ncclUniqueId*, ncclConfig_t*))
+PNCCL(ncclResult_t, ncclCommGetUniqueId, (ncclComm_t, ncclUniqueId*))
+PNCCL(ncclResult_t, ncclCommGrow, (ncclComm_t, int, const ncclUniqueId*, int, ncclComm_t*, ncclConfig_t*))
 PNCCL(ncclResult_t, ncclCommFinalize, (ncclComm_t))
 PNCCL(ncclResult_t, ncclCommDestroy, (ncclComm_t))
 PNCCL(ncclResult_t, ncclCommAbort, (ncclComm_t))
@@ -230,6 +403,10 @@ PNCCL(ncclResult_t, ncclCommRegister, (const ncclComm_t, void*, size_t, void**))
 PNCCL(ncclResult_t, ncclCommDeregister, (const ncclComm_t, void*))
 PNCCL(ncclResult_t, ncclCommWindowRegister, (ncclComm_t, void*, size_t, ncclWindow_t*, int))
 PNCCL(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t, ncclWindow_t))
+PNCCL(ncclResult_t, ncclWinGetUserPtr, (ncclComm_t, ncclWindow_t, void**))
+PNCCL(ncclResult_t, ncclCommSuspend, (ncclComm_t, int))
+PNCCL(ncclResult_t, ncclCommResume, (ncclComm_t))
+PNCCL(ncclResult_t, ncclCommMemStats, (ncclComm_t, ncclCommMemStat_t, uint64_t*))
 PNCCL(ncclResult_t, ncclRedOpCreatePreMulSum, (ncclRedOp_t*, void*, ncclDataType_t, ncclScalarResidence_t, ncclComm_t))
 PNCCL(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t, ncclComm_t))
 PNCCL(ncclResult_t, ncclReduce,
@@ -243,11 +420,47 @@ PNCCL(ncclResult_t, ncclAllGather, (const void*, void*, size_t, ncclDataType_t, 
 PNCCL(ncclResult_t, ncclAlltoAll, (const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))
 PNCCL(ncclResult_t, ncclGather, (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
 PNCCL(ncclResult_t, ncclScatter, (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
+PNCCL(ncclResult_t, ncclAllReduceConfig,
+      (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t, const ncclCollConfig_t*))
+PNCCL(ncclResult_t, ncclBroadcastConfig,
+      (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t, const ncclCollConfig_t*))
+PNCCL(ncclResult_t, ncclReduceConfig,
+      (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t, const ncclCollConfig_t*))
+PNCCL(ncclResult_t, ncclAllGatherConfig,
+      (const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t, const ncclCollConfig_t*))
+PNCCL(ncclResult_t, ncclReduceScatterConfig,
+      (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t, const ncclCollConfig_t*))
+PNCCL(ncclResult_t, ncclAlltoAllConfig,
+      (const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t, const ncclCollConfig_t*))
+PNCCL(ncclResult_t, ncclGatherConfig,
+      (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t, const ncclCollConfig_t*))
+PNCCL(ncclResult_t, ncclScatterConfig,
+      (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t, const ncclCollConfig_t*))
 PNCCL(ncclResult_t, ncclSend, (const void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
 PNCCL(ncclResult_t, ncclRecv, (void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
 PNCCL(ncclResult_t, ncclGroupStart, (void))
 PNCCL(ncclResult_t, ncclGroupEnd, (void))
 PNCCL(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t*))
+PNCCL(ncclResult_t, ncclPutSignal,
+      (const void*, size_t, ncclDataType_t, int, ncclWindow_t, size_t, int, int, unsigned int, ncclComm_t,
+       cudaStream_t))
+PNCCL(ncclResult_t, ncclSignal, (int, int, int, unsigned int, ncclComm_t, cudaStream_t))
+PNCCL(ncclResult_t, ncclWaitSignal, (int, ncclWaitSignalDesc_t*, ncclComm_t, cudaStream_t))
+PNCCL(ncclResult_t, ncclSetEncryption, (const ncclEncryptionConfig_t*))
+PNCCL(ncclResult_t, ncclParamBind, (ncclParamHandle_t*, const char*))
+PNCCL(ncclResult_t, ncclParamGetI8, (ncclParamHandle_t, int8_t*))
+PNCCL(ncclResult_t, ncclParamGetI16, (ncclParamHandle_t, int16_t*))
+PNCCL(ncclResult_t, ncclParamGetI32, (ncclParamHandle_t, int32_t*))
+PNCCL(ncclResult_t, ncclParamGetI64, (ncclParamHandle_t, int64_t*))
+PNCCL(ncclResult_t, ncclParamGetU8, (ncclParamHandle_t, uint8_t*))
+PNCCL(ncclResult_t, ncclParamGetU16, (ncclParamHandle_t, uint16_t*))
+PNCCL(ncclResult_t, ncclParamGetU32, (ncclParamHandle_t, uint32_t*))
+PNCCL(ncclResult_t, ncclParamGetU64, (ncclParamHandle_t, uint64_t*))
+PNCCL(ncclResult_t, ncclParamGetStr, (ncclParamHandle_t, const char**))
+PNCCL(ncclResult_t, ncclParamGet, (ncclParamHandle_t, void*, int, int*))
+PNCCL(ncclResult_t, ncclParamGetParameter, (const char*, const char**, int*))
+PNCCL(ncclResult_t, ncclParamGetAllParameterKeys, (const char***, int*))
+PNCCL(void, ncclParamDumpAll, (void))
 #undef PNCCL
 
 }  // extern "C"

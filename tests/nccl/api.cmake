@@ -1,7 +1,7 @@
 # api_test.cc, written only against nccl.h, built against each header and linked only
 # with the drop-in (libnccl.so.2; it finds libcollectives beside itself):
 #   nccl_api_test_ours    Collectives' include/collectives/nccl/nccl.h (no CUDA needed)
-#   nccl_api_test_nvidia  NVIDIA's /usr/local/cuda/include/nccl.h, where it exists
+#   nccl_api_test_nvidia  NVIDIA's nccl.h (NCCL_NVIDIA_HEADER, symbols.cmake), where it exists
 # Each runs as CTest tests nccl_api_<variant>_<mode>:
 #   local          process-level calls, InitAll, one-thread groups of ranks (3 ranks)
 #   threads        4 ranks as threads of one process
@@ -16,11 +16,17 @@
 set(NCCL_API_TEST_VARIANTS ours)
 add_executable(nccl_api_test_ours ${CMAKE_CURRENT_SOURCE_DIR}/api_test.cc)
 target_include_directories(nccl_api_test_ours PRIVATE ${CMAKE_SOURCE_DIR}/include/collectives/nccl)
-if(EXISTS /usr/local/cuda/include/nccl.h)
+if(EXISTS ${NCCL_NVIDIA_HEADER})
   add_executable(nccl_api_test_nvidia ${CMAKE_CURRENT_SOURCE_DIR}/api_test.cc)
   # NVIDIA's header includes cuda_runtime.h: CUDA's include folder, not its libraries.
-  target_include_directories(nccl_api_test_nvidia PRIVATE /usr/local/cuda/include)
+  target_include_directories(nccl_api_test_nvidia PRIVATE ${NCCL_NVIDIA_INCLUDE} /usr/local/cuda/include)
   list(APPEND NCCL_API_TEST_VARIANTS nvidia)
+  # The device API's host calls, against NVIDIA's nccl_device/host.h (C++).
+  add_executable(nccl_device_api_test ${CMAKE_CURRENT_SOURCE_DIR}/device_api_test.cc)
+  target_include_directories(nccl_device_api_test PRIVATE ${NCCL_NVIDIA_INCLUDE} /usr/local/cuda/include)
+  target_link_libraries(nccl_device_api_test PRIVATE nccl_dropin)
+  add_test(NAME nccl_device_api COMMAND nccl_device_api_test)
+  set_tests_properties(nccl_device_api PROPERTIES TIMEOUT 60 ENVIRONMENT "NCCL_SOCKET_IFNAME=lo")
 endif()
 
 # Rendezvous on loopback; dead peers and missing ranks are reported within seconds.

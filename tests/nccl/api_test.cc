@@ -208,6 +208,7 @@ const char* resultName(ncclResult_t r) {
     case ncclInvalidUsage: return "ncclInvalidUsage";
     case ncclRemoteError: return "ncclRemoteError";
     case ncclInProgress: return "ncclInProgress";
+    case ncclTimeout: return "ncclTimeout";
     default: return "(not an ncclResult_t)";
   }
 }
@@ -459,11 +460,11 @@ bool allreduceWorks(Ctx& c, ncclComm_t comm, const char* what) {
 void caseVersion(Ctx& c) {
   int v = -1;
   OK(ncclGetVersion(&v));
-  EXPECTL(v == 22809, "ncclGetVersion gave %d, want 22809", v);
-  EXPECTL(NCCL_VERSION_CODE == 22809, "NCCL_VERSION_CODE is %d", NCCL_VERSION_CODE);
+  EXPECTL(v == 23203, "ncclGetVersion gave %d, want 23203", v);
+  EXPECTL(NCCL_VERSION_CODE == 23203, "NCCL_VERSION_CODE is %d", NCCL_VERSION_CODE);
   EXPECTL(NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH) == v, "NCCL_VERSION(major, minor, patch) != %d", v);
   OK(pncclGetVersion(&v));
-  EXPECTL(v == 22809, "pncclGetVersion gave %d", v);
+  EXPECTL(v == 23203, "pncclGetVersion gave %d", v);
   BADARG(nullptr, "version", ncclGetVersion(nullptr));
 }
 
@@ -2117,6 +2118,235 @@ struct Case {
   Where where;
   double timeoutS;
 };
+// ---------------------------------------------------------------------------------------
+// NCCL 2.29-2.32 additions.
+
+// Parameters by NCCL name: typed and text reads, a value read where it is set, misuse.
+void caseParams(Ctx& c) {
+  setenv("NCCL_BUFFSIZE", "12345", 1);
+  unsetenv("COLL_BUFFSIZE");
+  ncclParamHandle_t h = nullptr;
+  if (OKC(nullptr, ncclParamBind(&h, "NCCL_BUFFSIZE")) && h) {
+    int64_t v64 = 0;
+    int32_t v32 = 0;
+    uint16_t v16 = 0;
+    OKC(nullptr, ncclParamGetI64(h, &v64));
+    OKC(nullptr, pncclParamGetI32(h, &v32));
+    OKC(nullptr, ncclParamGetU16(h, &v16));
+    EXPECTL(v64 == 12345 && v32 == 12345 && v16 == 12345, "NCCL_BUFFSIZE=12345 read as %lld %d %u",
+            static_cast<long long>(v64), v32, v16);
+    int8_t v8 = 0;
+    BADARG(nullptr, "fit|8", ncclParamGetI8(h, &v8));
+    EXPECTL(v8 == 0, "a failed ncclParamGetI8 wrote %d", v8);
+    const char* text = nullptr;
+    if (OKC(nullptr, ncclParamGetStr(h, &text))) EXPECTL(text && std::strcmp(text, "12345") == 0, "text %s", text);
+    char small[3];
+    int len = 0;
+    BADARG(nullptr, "maxlen", ncclParamGet(h, small, sizeof(small), &len));
+    EXPECTL(len == 6, "ncclParamGet needs %d bytes, want 6", len);
+    char big[16];
+    if (OKC(nullptr, ncclParamGet(h, big, sizeof(big), &len))) EXPECTL(std::strcmp(big, "12345") == 0, "%s", big);
+  }
+  ncclParamHandle_t sh = nullptr;
+  if (OKC(nullptr, ncclParamBind(&sh, "DEBUG")) && sh) {
+    int32_t v = 0;
+    BAD(nullptr, "string", ncclParamGetI32(sh, &v));
+  }
+  BADARG(nullptr, "key", ncclParamBind(&h, "NCCL_NO_SUCH_PARAMETER"));
+  BADARG(nullptr, "key", ncclParamBind(&h, nullptr));
+  BADARG(nullptr, "out", ncclParamBind(nullptr, "NCCL_DEBUG"));
+  int bogus = 0;
+  int64_t v = 0;
+  BADARG(nullptr, "handle|h ", ncclParamGetI64(reinterpret_cast<ncclParamHandle_t>(&bogus), &v));
+  const char* value = nullptr;
+  int valueLen = -1;
+  if (OKC(nullptr, ncclParamGetParameter("NCCL_BUFFSIZE", &value, &valueLen)))
+    EXPECTL(value && std::strcmp(value, "12345") == 0 && valueLen == 5, "by key: %s (%d)", value, valueLen);
+  const char** keys = nullptr;
+  int nkeys = 0;
+  if (OKC(nullptr, ncclParamGetAllParameterKeys(&keys, &nkeys))) {
+    bool found = false;
+    for (int i = 0; i < nkeys; ++i) found = found || std::strcmp(keys[i], "NCCL_BUFFSIZE") == 0;
+    EXPECTL(nkeys > 30 && found, "%d keys, NCCL_BUFFSIZE %s", nkeys, found ? "among them" : "missing");
+  }
+  ncclParamDumpAll();
+  unsetenv("NCCL_BUFFSIZE");
+}
+
+// Encryption: none is what this library does; a key is refused, saying why.
+void caseEncryption(Ctx& c) {
+  ncclEncryptionConfig_t none = NCCL_ENCRYPTION_CONFIG_INITIALIZER;
+  OKC(nullptr, ncclSetEncryption(&none));
+  ncclEncryptionConfig_t psk = NCCL_ENCRYPTION_CONFIG_INITIALIZER;
+  psk.mode = NCCL_ENCRYPTION_MODE_PSK;
+  psk.psk = "secret";
+  BAD(nullptr, "encrypt", ncclSetEncryption(&psk));
+  BADARG(nullptr, "config", ncclSetEncryption(nullptr));
+  ncclEncryptionConfig_t junk;
+  std::memset(&junk, 0x5a, sizeof(junk));
+  BADARG(nullptr, "initializer", ncclSetEncryption(&junk));
+}
+
+// A window's buffer, and NCCL 2.32's window hints.
+void caseWindowUserPtr(Ctx& c) {
+  const size_t bytes = 1 << 16;
+  void* buf = nullptr;
+  if (!OK(ncclMemAlloc(&buf, bytes)) || !buf) return;
+  ncclWindow_t win = nullptr;
+  if (OK(ncclCommWindowRegister(c.comm, buf, bytes, &win, NCCL_WIN_STRICT_ORDERING)) && win) {
+    void* user = nullptr;
+    if (OK(ncclWinGetUserPtr(c.comm, win, &user)))
+      EXPECTL(user == buf, "ncclWinGetUserPtr gave %p, want %p", user, buf);
+    BADARG(c.comm, "outUserPtr", ncclWinGetUserPtr(c.comm, win, nullptr));
+    OK(ncclCommWindowDeregister(c.comm, win));
+    BADARG(c.comm, "win", pncclWinGetUserPtr(c.comm, win, &user));
+  }
+  OK(ncclMemFree(buf));
+}
+
+// Suspend and resume (host ranks hold no GPU memory): operations refused in between.
+void caseSuspend(Ctx& c) {
+  uint64_t v = 99;
+  if (OK(ncclCommMemStats(c.comm, ncclStatGpuMemTotal, &v)))
+    EXPECTL(v == 0, "host rank holds %llu GPU bytes", static_cast<unsigned long long>(v));
+  BADARG(c.comm, "stat", ncclCommMemStats(c.comm, static_cast<ncclCommMemStat_t>(9), &v));
+  BADARG(c.comm, "flags", ncclCommSuspend(c.comm, 0x7));
+  if (!OK(ncclCommSuspend(c.comm, NCCL_SUSPEND_MEM))) return;
+  if (OK(ncclCommMemStats(c.comm, ncclStatGpuMemSuspended, &v)))
+    EXPECTL(v == 1, "suspended stat %llu", static_cast<unsigned long long>(v));
+  float x = 1;
+  BAD(c.comm, "suspend", ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, c.comm, kStream));
+  OK(ncclCommResume(c.comm));
+  BAD(c.comm, "not suspended", ncclCommResume(c.comm));
+  allreduceWorks(c, c.comm, "after resume");
+}
+
+// One-sided puts and signals: refused, saying so; the communicator unharmed.
+void caseOneSided(Ctx& c) {
+  float x = 0;
+  BAD(c.comm, "one-sided",
+      ncclPutSignal(&x, 1, ncclFloat, (c.rank + 1) % c.nranks, nullptr, 0, 0, 0, 0, c.comm, kStream));
+  BAD(c.comm, "one-sided", ncclSignal((c.rank + 1) % c.nranks, 0, 0, 0, c.comm, kStream));
+  ncclWaitSignalDesc_t d = {1, (c.rank + 1) % c.nranks, 0, 0};
+  BAD(c.comm, "one-sided", ncclWaitSignal(1, &d, c.comm, kStream));
+  allreduceWorks(c, c.comm, "after one-sided refusals");
+}
+
+// The per-call config variants: every collective with a config gives the plain call's
+// result; algorithm filters and channel bounds are honoured or refused by name.
+void caseCollConfig(Ctx& c) {
+  const int n = c.nranks;
+  const size_t count = 4099;
+  std::vector<float> in(count * n), out(count * n);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(c.rank + static_cast<int>(i % 5));
+  const float sum0 = static_cast<float>(n * (n - 1) / 2);  // element 0's sum over ranks
+  ncclCollConfig_t cfg = NCCL_COLLCONFIG_INITIALIZER;
+  for (const char* sel : {static_cast<const char*>(nullptr), "ring", "tree", "^tree"}) {
+    cfg.algSelection = sel;
+    cfg.maxCTAs = 1;
+    std::fill(out.begin(), out.end(), -1.f);
+    if (OK(ncclAllReduceConfig(in.data(), out.data(), count, ncclFloat, ncclSum, c.comm, kStream, &cfg)))
+      EXPECTL(out[0] == sum0 && out[count - 1] == sum0 + n * static_cast<float>((count - 1) % 5),
+              "allreduce with algSelection %s: %g", sel ? sel : "NULL", out[0]);
+  }
+  cfg = NCCL_COLLCONFIG_INITIALIZER;
+  cfg.algSelection = "^ring,tree";  // nothing left
+  BADARG(c.comm, "algSelection",
+         ncclAllReduceConfig(in.data(), out.data(), count, ncclFloat, ncclSum, c.comm, kStream, &cfg));
+  cfg.forceAlgSelection = 0;  // the tuner's choice instead
+  if (OK(ncclAllReduceConfig(in.data(), out.data(), count, ncclFloat, ncclSum, c.comm, kStream, &cfg)))
+    EXPECTL(out[0] == sum0, "unforced selection: %g", out[0]);
+  cfg = NCCL_COLLCONFIG_INITIALIZER;
+  cfg.userProfilerTag = 42;
+  cfg.CTAPolicy = NCCL_CTA_POLICY_EFFICIENCY;
+  if (OK(ncclBroadcastConfig(in.data(), out.data(), count, ncclFloat, 0, c.comm, kStream, &cfg)))
+    EXPECTL(out[1] == 1.f, "broadcast: %g", out[1]);
+  if (OK(ncclReduceConfig(in.data(), out.data(), count, ncclFloat, ncclSum, 0, c.comm, kStream, &cfg)) && c.rank == 0)
+    EXPECTL(out[0] == sum0, "reduce: %g", out[0]);
+  if (OK(ncclAllGatherConfig(in.data(), out.data(), count, ncclFloat, c.comm, kStream, &cfg)))
+    EXPECTL(out[count * (n - 1)] == static_cast<float>(n - 1), "allgather: %g", out[count * (n - 1)]);
+  if (OK(ncclReduceScatterConfig(in.data(), out.data(), count, ncclFloat, ncclSum, c.comm, kStream, &cfg)))
+    EXPECTL(out[0] == sum0 + n * static_cast<float>((count * c.rank) % 5), "reduce-scatter: %g", out[0]);
+  if (OK(ncclAlltoAllConfig(in.data(), out.data(), count, ncclFloat, c.comm, kStream, &cfg)))
+    EXPECTL(out[count * (n - 1)] == static_cast<float>(n - 1 + (count * c.rank) % 5), "alltoall: %g",
+            out[count * (n - 1)]);
+  if (OK(ncclGatherConfig(in.data(), out.data(), count, ncclFloat, 0, c.comm, kStream, &cfg)) && c.rank == 0)
+    EXPECTL(out[count * (n - 1)] == static_cast<float>(n - 1), "gather: %g", out[count * (n - 1)]);
+  if (OK(ncclScatterConfig(in.data(), out.data(), count, ncclFloat, 0, c.comm, kStream, &cfg)))
+    EXPECTL(out[0] == static_cast<float>((count * c.rank) % 5), "scatter: %g", out[0]);
+  if (OK(ncclAllReduceConfig(in.data(), out.data(), count, ncclFloat, ncclSum, c.comm, kStream, nullptr)))
+    EXPECTL(out[0] == sum0, "NULL config: %g", out[0]);
+  // Refused by name, on every rank alike; the communicator still works after.
+  cfg = NCCL_COLLCONFIG_INITIALIZER;
+  cfg.maxCTAs = 100000;
+  BADARG(c.comm, "maxCTAs",
+         ncclAllReduceConfig(in.data(), out.data(), count, ncclFloat, ncclSum, c.comm, kStream, &cfg));
+  cfg = NCCL_COLLCONFIG_INITIALIZER;
+  cfg.minCTAs = 2;
+  cfg.maxCTAs = 1;
+  BADARG(c.comm, "minCTAs", ncclAllGatherConfig(in.data(), out.data(), count, ncclFloat, c.comm, kStream, &cfg));
+  cfg = NCCL_COLLCONFIG_INITIALIZER;
+  cfg.algSelection = "bogus";
+  BADARG(c.comm, "algSelection",
+         ncclReduceConfig(in.data(), out.data(), count, ncclFloat, ncclSum, 0, c.comm, kStream, &cfg));
+  cfg = NCCL_COLLCONFIG_INITIALIZER;
+  cfg.magic = 1;
+  BADARG(c.comm, "config", ncclBroadcastConfig(in.data(), out.data(), count, ncclFloat, 0, c.comm, kStream, &cfg));
+  cfg = NCCL_COLLCONFIG_INITIALIZER;
+  cfg.CTAPolicy = 64;
+  BADARG(c.comm, "CTAPolicy", ncclScatterConfig(in.data(), out.data(), count, ncclFloat, 0, c.comm, kStream, &cfg));
+  cfg = NCCL_COLLCONFIG_INITIALIZER;
+  cfg.launchCompletionEvent = reinterpret_cast<cudaEvent_t>(&cfg);
+  BAD(c.comm, "launchCompletionEvent",
+      ncclAllReduceConfig(in.data(), out.data(), count, ncclFloat, ncclSum, c.comm, kStream, &cfg));
+  allreduceWorks(c, c.comm, "after per-call configs");
+}
+
+// Growing: ranks 0..n-2 (a split of the runner's communicator) grow by rank n-1, which
+// joins with the id rank 0 made; old ranks keep their numbers, the old communicator
+// keeps working, and a second id waits for the first grow.
+void caseGrow(Ctx& c) {
+  const int n = c.nranks;
+  if (n < 2) return;
+  const int k = kMaxIds - 1;  // the id slot this case shares
+  const bool old = c.rank < n - 1;
+  ncclComm_t small = nullptr;
+  if (!OK(ncclCommSplit(c.comm, old ? 0 : NCCL_SPLIT_NOCOLOR, c.rank, &small, nullptr))) return;
+  ncclComm_t grown = nullptr;
+  if (old) {
+    ncclUniqueId id;
+    if (c.rank == 0) {
+      if (!OKC(small, ncclCommGetUniqueId(small, &id))) return;
+      ncclUniqueId again;
+      BAD(small, "one grow at a time", ncclCommGetUniqueId(small, &again));
+      c.sh->ids[k] = id;
+      c.sh->idState[k].store(1);
+    }
+    BADARG(small, "rank", ncclCommGrow(small, n, nullptr, 3, &grown, nullptr));
+    BADARG(small, "nRanks", ncclCommGrow(small, n - 1, nullptr, -1, &grown, nullptr));
+    OKC(small, ncclCommGrow(small, n, c.rank == 0 ? &id : nullptr, -1, &grown, nullptr));
+  } else {
+    double deadline = nowS() + 60;
+    while (c.sh->idState[k].load() == 0 && nowS() < deadline) sleepMs(1);
+    ncclUniqueId id = c.sh->ids[k];
+    OKC(nullptr, pncclCommGrow(nullptr, n, &id, n - 1, &grown, nullptr));
+  }
+  if (grown) {
+    int count = -1, rank = -1;
+    OKC(grown, ncclCommCount(grown, &count));
+    OKC(grown, ncclCommUserRank(grown, &rank));
+    EXPECTL(count == n && rank == c.rank, "grown comm: count %d rank %d", count, rank);
+    allreduceWorks(c, grown, c.rank, n, n * (n - 1) / 2, "grown comm");
+    OKC(grown, ncclCommDestroy(grown));
+  } else {
+    c.fail("ncclCommGrow gave no communicator");
+  }
+  if (small) {
+    allreduceWorks(c, small, c.rank, n - 1, (n - 1) * (n - 2) / 2, "communicator that grew");
+    OKC(small, ncclCommDestroy(small));
+  }
+}
+
 const Case kCases[] = {
     {"version", caseVersion, Where::kLocal, 30},
     {"error_strings", caseErrorStrings, Where::kLocal, 30},
@@ -2153,6 +2383,13 @@ const Case kCases[] = {
     {"window_mismatch", caseWindowMismatch, Where::kComm, 60},
     {"bad_shrink", caseBadShrink, Where::kComm, 60},
     {"destroyed_comm", caseDestroyedComm, Where::kComm, 60},
+    {"params", caseParams, Where::kLocal, 30},
+    {"encryption", caseEncryption, Where::kLocal, 30},
+    {"window_user_ptr", caseWindowUserPtr, Where::kComm, 60},
+    {"suspend", caseSuspend, Where::kComm, 60},
+    {"one_sided", caseOneSided, Where::kComm, 60},
+    {"coll_config", caseCollConfig, Where::kComm, 120},
+    {"grow", caseGrow, Where::kComm, 120},
     {"comm_id_env", caseCommIdEnv, Where::kProcsOnly, 60},
     {"kill_last", caseKillLast, Where::kProcsOnly, 120},
     {"kill_root", caseKillRoot, Where::kProcsOnly, 120},

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The drop-in's exported names against NVIDIA's nccl.h.
 # Usage: symbols_test.sh BUILD_DIR [SOURCE_DIR]
-#   - every function NVIDIA's /usr/local/cuda/include/nccl.h declares (ncclX and pncclX)
+#   - every function NVIDIA's nccl.h declares (ncclX and pncclX; NCCL_NVIDIA_HEADER, by
+#     default the release scripts/deps.sh puts in .venv/nccl-reference)
 #     is a defined dynamic symbol of BUILD_DIR/libnccl.so.2;
 #   - its SONAME is libnccl.so.2 and BUILD_DIR/libnccl.so (the link-time name) exists;
 #   - with SOURCE_DIR: our include/collectives/nccl/nccl.h declares the same functions,
@@ -11,7 +12,7 @@
 set -uo pipefail
 B=${1:?usage: symbols_test.sh BUILD_DIR [SOURCE_DIR]}
 S=${2:-}
-NV=${NCCL_NVIDIA_HEADER:-/usr/local/cuda/include/nccl.h}
+NV=${NCCL_NVIDIA_HEADER:-$(dirname "$0")/../../.venv/nccl-reference/nvidia/nccl/include/nccl.h}
 LIB=$B/libnccl.so.2
 if [ ! -f "$NV" ]; then echo "SKIP: $NV not found (NVIDIA's header is the reference)"; exit 77; fi
 if [ ! -e "$LIB" ]; then echo "FAIL: $LIB not found"; exit 1; fi
@@ -64,7 +65,8 @@ if [ -n "$S" ]; then
   { echo '#include <nccl.h>'
     perl -0777 -ne 'while (/((?:const\s+)?\w+\s*\**\s*\bp?nccl\w+\s*\([^;{}]*\)\s*;)/g) { print "$1\n" }' "$pre"
   } >"$chk"
-  if ! out=$(gcc -std=c99 -fsyntax-only -I"$(dirname "$NV")" -I/usr/local/cuda/include "$chk" 2>&1); then
+  # NCCL_OS_LINUX: NVIDIA's header declares ncclResetDebugInit only for Linux builds.
+  if ! out=$(gcc -std=c99 -DNCCL_OS_LINUX -fsyntax-only -I"$(dirname "$NV")" -I/usr/local/cuda/include "$chk" 2>&1); then
     echo "FAIL: prototypes of our header conflict with NVIDIA's:"
     grep -E 'error|note: previous' <<<"$out" | head -40 | sed 's/^/  /'
     fail=1
