@@ -11,11 +11,13 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <strings.h>
 #include <string>
 #include <vector>
 
 #include "collectives/collectives.h"
 #include "collectives/nccl/nccl.h"
+#include "words.h"
 
 namespace {
 
@@ -172,16 +174,44 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
   return res(collCommShrink(C(comm), excludeRanksList, excludeRanksCount, C(newcomm), use, shrinkFlags));
 }
 
-const char* ncclGetErrorString(ncclResult_t result) { return collGetErrorString(static_cast<collResult_t>(result)); }
-// The text names the coll function that failed; an NCCL caller called the nccl one.
+// Our words for NCCL's codes, naming NCCL's calls.
+const char* ncclGetErrorString(ncclResult_t result) {
+  switch (static_cast<int>(result)) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "a CUDA call failed (ncclGetLastError says which)";
+    case ncclSystemError: return "a system call or resource failed (ncclGetLastError says which)";
+    case ncclInternalError: return "internal error of the library (please report it with ncclGetLastError's text)";
+    case ncclInvalidArgument: return "invalid argument (ncclGetLastError names it and its value)";
+    case ncclInvalidUsage: return "invalid usage (ncclGetLastError says what was wrong)";
+    case ncclRemoteError: return "a peer failed, left or disagreed (ncclGetLastError names it)";
+    case ncclInProgress: return "operation in progress";
+    case ncclTimeout: return "operation timed out (ncclGetLastError names what it waited for)";
+    default: return "unknown ncclResult_t";
+  }
+}
+
+// The text in NCCL's words, on one line, the rank first (the source locations it passed
+// through only with NCCL_DEBUG=INFO or TRACE).
 const char* ncclGetLastError(ncclComm_t comm) {
   const char* text = collGetLastError(C(comm));
-  if (std::strncmp(text, "coll", 4) != 0) return text;
   try {
-    thread_local std::string renamed;
-    renamed = text;
-    renamed.replace(0, 4, "nccl");
-    return renamed.c_str();
+    const std::string original = text;  // text may be the thread's, which the next call rewrites
+    int rank = -1;
+    if (comm) {
+      // Asking a handle that is no communicator would record its own error: the thread's
+      // text is put back.
+      const std::string thread = collGetLastError(nullptr);
+      if (collCommUserRank(C(comm), &rank) != collSuccess) {
+        rank = -1;
+        collRecordError(nullptr, collSuccess, thread.c_str());
+      }
+    }
+    const char* level = nullptr;
+    collParamGetParameter("DEBUG", &level, nullptr);
+    const bool locations = level && (strcasecmp(level, "INFO") == 0 || strcasecmp(level, "TRACE") == 0);
+    thread_local std::string words;
+    words = coll::nccl::ncclWords(original, rank, locations);
+    return words.c_str();
   } catch (...) {
     return text;
   }

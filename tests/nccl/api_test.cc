@@ -233,6 +233,19 @@ bool mentions(const char* text, const char* words) {
   return false;
 }
 
+// What makes an error text not NCCL's (null where nothing does): the library's own API
+// names (collX, COLL_X), or more than one line (source locations are for NCCL_DEBUG=INFO).
+const char* notNcclWords(const char* text) {
+  for (const char* p = text; *p; ++p) {
+    const bool start = p == text || !(std::isalnum(static_cast<unsigned char>(p[-1])) || p[-1] == '_');
+    if (start && std::strncmp(p, "coll", 4) == 0 && std::isupper(static_cast<unsigned char>(p[4])))
+      return "a coll API name";
+    if (start && std::strncmp(p, "COLL_", 5) == 0) return "a COLL_ name";
+    if (*p == '\n') return "several lines";
+  }
+  return nullptr;
+}
+
 bool expectOk(Ctx& c, ncclResult_t r, const char* what, ncclComm_t comm, int line) {
   if (r == ncclSuccess) return true;
   const char* last = ncclGetLastError(comm);
@@ -256,6 +269,10 @@ bool expectErr(Ctx& c, ncclResult_t r, const char* what, ncclComm_t comm, const 
   }
   if (!mentions(last, words)) {
     c.fail("line %d: %s: ncclGetLastError does not mention '%s': \"%s\"", line, what, words, last);
+    return false;
+  }
+  if (const char* foreign = notNcclWords(last)) {
+    c.fail("line %d: %s: ncclGetLastError is not in NCCL's words (%s): \"%s\"", line, what, foreign, last);
     return false;
   }
   c.note("%s -> %s: %s", what, resultName(r), last);
