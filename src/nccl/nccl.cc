@@ -17,7 +17,7 @@
 
 #include "collectives/collectives.h"
 #include "collectives/nccl/nccl.h"
-#include "words.h"
+#include "nccl/words.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "words.h"
+#include "nccl/words.h"
 
 #include <cctype>
 #include <cstddef>
