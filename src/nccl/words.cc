@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cstddef>
+#include <cstdio>
 
 namespace coll::nccl {
 
@@ -61,7 +62,11 @@ std::string withoutLocations(const std::string& t) {
 
 std::string ncclWords(const std::string& text, int rank, bool locations) {
   std::string t = deduplicated(renamed(locations ? text : withoutLocations(text)));
-  if (rank >= 0 && !t.empty() && t.compare(0, 5, "rank ") != 0) t = "rank " + std::to_string(rank) + ": " + t;
+  if (rank >= 0 && !t.empty() && t.compare(0, 5, "rank ") != 0) {
+    char head[32];  // snprintf, not std::to_string: its digit table would be exported
+    std::snprintf(head, sizeof(head), "rank %d: ", rank);
+    t = head + t;
+  }
   return t;
 }
 

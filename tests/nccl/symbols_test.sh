@@ -45,7 +45,8 @@ fi
 extra=$(comm -13 <(echo "$want") <(grep -E '^p?nccl' <<<"$have"))
 [ -n "$extra" ] && { echo "note: $LIB also exports (not in NVIDIA's header):"; sed 's/^/  /' <<<"$extra"; }
 other=$(nm -D --defined-only "$LIB" | awk '{print $3}' | sed 's/@.*//' | grep -Ev '^(p?nccl|_init$|_fini$|_edata$|_end$|__bss_start$)' | sort -u)
-[ -n "$other" ] && { echo "note: $LIB exports $(wc -l <<<"$other") other symbols, e.g.:"; head -5 <<<"$other" | sed 's/^/  /'; }
+# Only NCCL's names: anything else could bind a program's or another library's symbol.
+[ -n "$other" ] && { echo "FAIL: $LIB exports $(wc -l <<<"$other") symbols that are not NCCL's, e.g.:"; head -5 <<<"$other" | sed 's/^/  /'; fail=1; }
 
 soname=$(readelf -d "$LIB" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 if [ "$soname" != "libnccl.so.2" ]; then echo "FAIL: SONAME of $LIB is '$soname', want libnccl.so.2"; fail=1; fi
