@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "collectives/collectives.h"
+#include "comm/comm.h"
 #include "harness.h"
 #include "transport/net/net.h"
 
@@ -305,6 +306,32 @@ TEST_CASE("a split after gather and scatter still meets: management tags are not
   });
   for (auto& e : errors) FAIL_CHECK(e);
   REQUIRE(errors.empty());
+}
+
+TEST_CASE("collectives are numbered alike on every rank whatever sends and receives each made", "[api][p2p]") {
+  // A gather is n sends and receives on its root and one elsewhere, an uneven exchange
+  // more on some ranks than others: if those took operation numbers, the ranks would
+  // name the next allreduce differently (and the hang report would compare unlike ops).
+  ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  const int n = 3;
+  std::vector<uint64_t> next(n);
+  auto errors = testing::runRanks(n, [&](int rank, collComm_t comm) -> std::string {
+    std::vector<float> mine(4, 1.f), all(4 * n);
+    if (collGather(mine.data(), all.data(), 4, collFloat, 0, comm, nullptr) != collSuccess)
+      return std::string("gather: ") + collGetLastError(comm);
+    collGroupStart();  // rank 0 sends to every other rank, which receive
+    for (int p = 1; rank == 0 && p < n; ++p) collSend(mine.data(), 4, collFloat, p, comm, nullptr);
+    if (rank > 0) collRecv(all.data(), 4, collFloat, 0, comm, nullptr);
+    if (collGroupEnd() != collSuccess) return std::string("exchange: ") + collGetLastError(comm);
+    if (collAllReduce(mine.data(), mine.data(), 4, collFloat, collSum, comm, nullptr) != collSuccess)
+      return std::string("allreduce: ") + collGetLastError(comm);
+    next[static_cast<size_t>(rank)] = comm->seq;
+    return "";
+  });
+  for (auto& e : errors) FAIL_CHECK(e);
+  REQUIRE(errors.empty());
+  for (int r = 1; r < n; ++r) CHECK(next[static_cast<size_t>(r)] == next[0]);
+  CHECK(next[0] == 1);  // the allreduce was the first collective
 }
 
 TEST_CASE("one thread registers every rank's symmetric window inside a group", "[api][group]") {

@@ -166,7 +166,10 @@ struct collComm {
   std::map<uintptr_t, coll::Registration> registrations;  // by handle
   std::shared_ptr<coll::ScratchPool> scratch = std::make_shared<coll::ScratchPool>();
 
-  uint64_t seq = 0;  // operations issued
+  // Collectives issued: every rank numbers a collective alike. A send or receive takes
+  // the number of the next collective without taking it (ranks make different numbers
+  // of them: a gather's root n, the others one).
+  uint64_t seq = 0;
   std::string lastError;
   std::atomic<int> busy{0};
   std::atomic<bool> destroying{false};

@@ -28,6 +28,8 @@ struct Queued {
   OpDesc op;
 };
 
+bool isPointToPoint(CollKind k) { return k == CollKind::kSend || k == CollKind::kRecv; }
+
 thread_local int tlsDepth = 0;
 thread_local std::vector<Queued> tlsQueue;
 thread_local std::vector<collComm*> tlsInits;  // groupDeferInit
@@ -73,7 +75,8 @@ Status finishDeferred(collComm** failedComm) {
 void dropQueue() {
   std::vector<Queued> queue;
   queue.swap(tlsQueue);
-  for (const Queued& q : queue) --q.comm->seq;
+  for (const Queued& q : queue)
+    if (!isPointToPoint(q.op.kind)) --q.comm->seq;
 }
 
 enum class Route : uint8_t { kOneShot, kRing, kTree, kDirect };
@@ -746,7 +749,7 @@ Status groupSimulateEnd(double* us) {
 }
 
 Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {
-  op.seq = comm->seq++;
+  op.seq = isPointToPoint(op.kind) ? comm->seq : comm->seq++;
   if (tlsDepth > 0) {
     tlsQueue.push_back({comm, op});
     return okStatus();
