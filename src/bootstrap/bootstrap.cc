@@ -369,7 +369,7 @@ void Bootstrap::readRoot() {
   if (st.ok() && msg.kind == RootMsg::kRankFailed) {
     abort_->set(Code::kRemote, msg.text);
   } else if (st.ok() && msg.kind == RootMsg::kRankLeft) {
-    abort_->setPeerGone(msg.text);
+    abort_->setPeerGone(msg.text, msg.rank);
   } else if (!st.ok() && !stop_.load()) {
     std::string who = rootRank_ >= 0
                           ? "rank " + std::to_string(rootRank_) + " (pid " + std::to_string(peers_[rootRank_].pid) +

@@ -8,6 +8,7 @@
 // callback runs on the service thread.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -52,17 +53,25 @@ struct AbortState {
   // (the process hosting the root may just have finished; the aborted rank may owe this
   // one nothing more); executors treat it as fatal once they are stuck.
   std::atomic<bool> peerGone{false};
-  std::string peerGoneWhy;  // written before peerGone is set
-  void setPeerGone(const std::string& why) {
+  std::string peerGoneWhy;     // written before peerGone is set
+  std::vector<int> goneRanks;  // the ranks that left (-1: the root's process), under mu
+  void setPeerGone(const std::string& why, int rank = -1) {
     {
       std::lock_guard<std::mutex> lock(mu);
       peerGoneWhy = why;
+      goneRanks.push_back(rank);
     }
     peerGone.store(true, std::memory_order_release);
   }
   std::string peerGoneReason() {
     std::lock_guard<std::mutex> lock(mu);
     return peerGoneWhy;
+  }
+  // Whether `rank` left: what a lane waiting on it waits for will never come.
+  bool rankGone(int rank) {
+    if (!peerGone.load(std::memory_order_acquire)) return false;
+    std::lock_guard<std::mutex> lock(mu);
+    return std::find(goneRanks.begin(), goneRanks.end(), rank) != goneRanks.end();
   }
   Status status() {
     std::lock_guard<std::mutex> lock(mu);

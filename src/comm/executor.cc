@@ -368,6 +368,19 @@ void noteStall(std::span<Lane* const> live) {
   }
 }
 
+// A lane waiting on a rank that left (collCommAbort) fails at once, as a closed socket
+// fails a lane over the net: over shared memory nothing else would tell it. The failure
+// is announced, so that the root fails the other ranks, whose lanes may wait on this one.
+Status waitsOnGoneRank(Lane* l) {
+  collComm* c = l->comm();
+  const int peer = l->blockedPeer();
+  if (peer < 0 || peer == c->rank || !c->abort->rankGone(peer) || c->abort->raised()) return okStatus();
+  Status st = remoteError("rank " + std::to_string(peer) + " left the communicator (" + c->abort->peerGoneReason() +
+                          ") while rank " + std::to_string(c->rank) + " waited for it");
+  c->bootstrap->announceFailure(st.message());
+  return st;
+}
+
 // COLL_STALL_WARN_S: where every lane stands, once per stall, and a job-wide report
 // asked of each communicator's root.
 void reportStall(std::span<Lane* const> live, const Waiter& waiter) {
@@ -383,7 +396,8 @@ void reportStall(std::span<Lane* const> live, const Waiter& waiter) {
 Status checkStalled(std::span<Lane* const> live, const Waiter& waiter, std::chrono::steady_clock::time_point started,
                     collComm** failedComm) {
   for (Lane* l : live) {
-    Status st = fatalWhileStalled(l->comm(), waiter, started);
+    Status st = waitsOnGoneRank(l);
+    if (st.ok()) st = fatalWhileStalled(l->comm(), waiter, started);
     if (st.ok()) st = l->diagnose(waiter, false);
     if (!st.ok()) {
       if (failedComm) *failedComm = l->comm();

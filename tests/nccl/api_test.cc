@@ -958,6 +958,41 @@ void caseAbortUnblocks(Ctx& c) {
   }
 }
 
+// A rank that aborts (and then exits, as a process would) while the others wait in an
+// allreduce for it: they fail within a second, over shared memory as over TCP (a rank
+// that left is a rank whose data will never come, not one to wait a grace period for).
+void casePeerAborts(Ctx& c) {
+  const int n = c.nranks;
+  if (n < 2) return;
+  if (c.rank == n - 1) {
+    sleepMs(300);  // the others are waiting in their allreduce by now
+    const double at = nowS();
+    long long bits;
+    std::memcpy(&bits, &at, sizeof(at));
+    c.sh->slot[3].store(bits);
+    c.sh->slotReady[3].store(1);
+    OK(ncclCommAbort(c.comm));
+    c.comm = nullptr;
+    c.barrier();
+    return;
+  }
+  std::vector<float> buf(1 << 18, 1.f);
+  ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, c.comm, kStream);
+  const double end = nowS();
+  while (!c.sh->slotReady[3].load()) sleepMs(1);
+  const long long bits = c.sh->slot[3].load();
+  double at = 0;
+  std::memcpy(&at, &bits, sizeof(at));
+  EXPECTL(r != ncclSuccess, "an allreduce whose rank %d aborted succeeded", n - 1);
+  EXPECTL(end - at < 1.0, "the allreduce failed %.2f s after rank %d aborted (want < 1 s)", end - at, n - 1);
+  EXPECTL(mentions(ncclGetLastError(c.comm), std::to_string(n - 1).c_str()), "the error does not name rank %d: %s",
+          n - 1, ncclGetLastError(c.comm));
+  c.note("failed %.2f s after the abort: %s", end - at, ncclGetLastError(c.comm));
+  OK(ncclCommAbort(c.comm));
+  c.comm = nullptr;
+  c.barrier();
+}
+
 void caseSplit(Ctx& c) {
   const int n = c.nranks;
   // Two colors, keys reversing the order.
@@ -2407,6 +2442,7 @@ const Case kCases[] = {
     {"one_sided", caseOneSided, Where::kComm, 60},
     {"coll_config", caseCollConfig, Where::kComm, 120},
     {"grow", caseGrow, Where::kComm, 120},
+    {"peer_aborts", casePeerAborts, Where::kComm, 60},
     {"comm_id_env", caseCommIdEnv, Where::kProcsOnly, 60},
     {"kill_last", caseKillLast, Where::kProcsOnly, 120},
     {"kill_root", caseKillRoot, Where::kProcsOnly, 120},
