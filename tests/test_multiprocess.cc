@@ -251,7 +251,10 @@ TEST_CASE("processes whose device lanes yield: small collectives staged, large o
 // The copy agent's communicator ends while its clients go on: rank 1 (the agent of ranks
 // 2 and 3, its emulated GPU's other processes) destroys it after one allreduce; 2 and 3
 // then exchange staged sends and receives, which they copy themselves (the agent closed),
-// and finish with rank 0 on another (simulated) host.
+// and finish with rank 0 on another (simulated) host. Rank 1 waits until 2 and 3 have
+// returned from the allreduce: its own call may return before theirs have copied their
+// outputs back, and an agent that closes first leaves that copy to them (as designed),
+// which once made this test fail ("0 copied by rank 1").
 TEST_CASE("staged operations outlive their copy agent's communicator (emulated)", "[multiprocess][device]") {
   const std::string dir = "/tmp/coll-agent-test-" + std::to_string(getpid());
   (void)std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
@@ -274,7 +277,11 @@ TEST_CASE("staged operations outlive their copy agent's communicator (emulated)"
     PCHECK(collAllReduce(buf.data(), buf.data(), buf.size(), collInt32, collSum, comm, nullptr));
     if (buf[99] != 10) report += "allreduce wrong; ";
     const std::string closed = dir + "/agent-closed";
+    auto doneFile = [&dir](int r) { return dir + "/allreduce-done-" + std::to_string(r); };
+    if (rank >= 2) std::ofstream(doneFile(rank)) << "1";
     if (rank == 1) {
+      for (int i = 0; i < 3000 && !(std::ifstream(doneFile(2)).good() && std::ifstream(doneFile(3)).good()); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
       PCHECK(collCommDestroy(comm));
       std::ofstream(closed) << "1";
       return report.empty() ? 0 : 1;
