@@ -13,6 +13,7 @@
 #include <string>
 #include <type_traits>
 
+#include "api/options.h"
 #include "collectives/collectives.h"
 #include "collectives/config.h"
 #include "comm/comm.h"
@@ -288,9 +289,6 @@ Status checkCompressed(const OpCall& call, int wiretype);
 
 // The wire type comm's default compression gives od (kWireNone where it does not apply).
 uint8_t defaultWire(const collComm* comm, const OpDesc& od);
-
-// A per-call config onto a placed operation (options.cc).
-Status applyCollConfig(const collCollConfig_t* config, collComm* comm, OpDesc* od);
 
 // Checks call (its datatype, then validate(call, comm, &kinds), which checks the rest, its
 // op included) and its per-call config, and enqueues it.

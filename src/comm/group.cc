@@ -90,16 +90,21 @@ Result<Route> routeFor(collComm* c, const OpDesc& od) {
   if (od.kind == CollKind::kSend || od.kind == CollKind::kRecv || c->nranks == 1) return Route::kRing;
   const bool oneShot = !od.device && oneShotEligible(oneShotContext(c), od);
   size_t bytes = od.count * dataTypeSize(od.dtype);
-  // A call's own algorithm filter narrows the communicator's.
-  TunerInput tuner = c->tuner;
-  tuner.algos &= od.algos;
+  // A call's own algorithm filter (a per-call config) narrows the communicator's.
+  const bool callFilter = od.algos != ~AllowMask{0};
+  TunerInput filtered;
+  if (callFilter) {
+    filtered = c->tuner;
+    filtered.algos &= od.algos;
+  }
+  const TunerInput& tuner = callFilter ? filtered : c->tuner;
   // Its bits are the ring's: where COLL_ALGO rules the ring out, so is it.
   if (od.device && od.kind == CollKind::kAllReduce && od.wire == kWireNone && bytes >= c->deviceDirectMinBytes &&
       allowed(tuner.algos, od.kind, static_cast<int>(Algo::kRing)))
     return Route::kDirect;
   if (od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter) bytes *= static_cast<size_t>(c->nranks);
   Result<Choice> chosen = tunerChoose(tuner, od.kind, bytes, oneShot ? 1 : 0);
-  if (!chosen.ok() && od.algos != ~AllowMask{0}) {
+  if (!chosen.ok() && callFilter) {
     if (od.forceAlgos)
       return invalidArgument("its config's algSelection leaves no algorithm this operation runs on "
                              "(with forceAlgSelection 0 the automatic choice would stand)");
