@@ -4,7 +4,7 @@
 // implements, `ncclNetPlugin_v<N>`: a table of C function pointers (and a name). NCCL
 // tries the newest version it knows first, and plugins in the field (aws-ofi-nccl,
 // nccl-rdma-sharp-plugins, NCCL's own ext-net example) export several versions at once.
-// We read versions 8 to 11; NCCL's headers (src/include/plugin/net/net_v*.h,
+// We read versions 8 to 12; NCCL's headers (src/include/plugin/net/net_v*.h,
 // nccl_common.h, nccl_device/net_device.h, plugin/nccl_net.h) are the authority for
 // every layout below. Only the layout is shared with them: field order and types must
 // match exactly, names are ours.
@@ -77,8 +77,13 @@ struct PluginVirtualDevice {
   int count;
   int devices[4];
 };
+// Version 12's: up to 8 (so every properties field after it moves).
+struct PluginVirtualDeviceV12 {
+  int count;
+  int devices[8];
+};
 
-// Communicator options of connect (version 10) and init (version 11).
+// Communicator options of connect (version 10) and init (versions 11 and 12).
 struct PluginCommConfig {
   int trafficClass;  // -1: undefined
 };
@@ -100,8 +105,9 @@ struct PluginPropsV8 {
 };
 
 // getProperties, versions 9 and 10: version 8's fields, forceFlush after regIsGlobal,
-// then the virtual device and the largest transfers.
-struct PluginPropsV9 {
+// then the virtual device and the largest transfers (version 12 has a larger device).
+template <typename VirtualDevice>
+struct PluginPropsVDevice {
   char* name;
   char* pciPath;
   uint64_t guid;
@@ -115,10 +121,11 @@ struct PluginPropsV9 {
   int maxRecvs;
   int deviceType;
   int deviceVersion;
-  PluginVirtualDevice virtualDevice;
-  size_t maxP2pBytes;
+  VirtualDevice virtualDevice;
+  size_t maxP2pBytes;  // the largest isend/irecv; NCCL refuses 0 and more than 2^40
   size_t maxCollBytes;
 };
+using PluginPropsV9 = PluginPropsVDevice<PluginVirtualDevice>;
 using PluginPropsV10 = PluginPropsV9;
 
 // getProperties, version 11: version 10's and the largest multi-request.
@@ -126,6 +133,22 @@ struct PluginPropsV11 {
   PluginPropsV10 base;
   int maxMultiRequestSize;
 };
+
+// getProperties, version 12: the 8-device virtual NIC, then the NIC's rail and plane
+// (-1: not known), which NCCL's topology search uses to pair NICs across nodes.
+struct PluginPropsV12 {
+  PluginPropsVDevice<PluginVirtualDeviceV12> base;
+  int maxMultiRequestSize;
+  int16_t railId;
+  int16_t planeId;
+};
+constexpr int16_t kPluginIdUndefined = -1;
+// The largest maxP2pBytes NCCL accepts (NCCL_MAX_NET_SIZE_BYTES).
+constexpr size_t kPluginMaxNetBytes = size_t{1} << 40;
+
+// The layouts of LP64 Linux, where a mistake in field order or type shows first.
+static_assert(sizeof(PluginPropsV11) == 112 && offsetof(PluginPropsV11, base.maxP2pBytes) == 88);
+static_assert(sizeof(PluginPropsV12) == 128 && offsetof(PluginPropsV12, base.maxP2pBytes) == 104);
 
 // The function tables. Members in the exported order; comm arguments are the plugin's
 // opaque objects. irecv/iflush take arrays (n receives grouped); we post n = 1.
@@ -202,15 +225,18 @@ struct PluginNetV10 {
   PluginResult (*makeVDevice)(int* dev, PluginVirtualDevice* props);
 };
 
-// Version 11: a context from init (per communicator in NCCL; one per process here)
-// that listen and connect take, the config moves from connect to init, and finalize and
-// setNetAttr are appended. setNetAttr's argument (ncclNetAttr_v11_t) is never built here.
-struct PluginNetV11 {
+// Versions 11 and 12: a context from init (per communicator in NCCL; one per process
+// here) that listen and connect take, the config moves from connect to init, and finalize
+// and setNetAttr are appended. setNetAttr's argument (ncclNetAttr_v11_t, identical in
+// version 12) is never built here. Version 12 changes only the properties and the
+// virtual NIC (PluginPropsV12, PluginVirtualDeviceV12); the calls are version 11's.
+template <typename Props, typename VirtualDevice>
+struct PluginNetWithContext {
   const char* name;
   PluginResult (*init)(void** context, uint64_t commId, PluginCommConfig* config, PluginLogger logger,
                        PluginProfiler profiler);
   PluginResult (*devices)(int* count);
-  PluginResult (*getProperties)(int dev, PluginPropsV11* props);
+  PluginResult (*getProperties)(int dev, Props* props);
   PluginResult (*listen)(void* context, int dev, void* handle, void** listenComm);
   PluginResult (*connect)(void* context, int dev, void* handle, void** sendComm, PluginDeviceHandle** sendDevComm);
   PluginResult (*accept)(void* listenComm, void** recvComm, PluginDeviceHandle** recvDevComm);
@@ -227,12 +253,15 @@ struct PluginNetV11 {
   PluginResult (*closeListen)(void* listenComm);
   PluginResult (*getDeviceMr)(void* comm, void* mhandle, void** deviceMhandle);
   PluginResult (*irecvConsumed)(void* recvComm, int n, void* request);
-  PluginResult (*makeVDevice)(int* dev, PluginVirtualDevice* props);
+  PluginResult (*makeVDevice)(int* dev, VirtualDevice* props);
   PluginResult (*finalize)(void* context);
   PluginResult (*setNetAttr)(void* context, void* attr);
 };
+using PluginNetV11 = PluginNetWithContext<PluginPropsV11, PluginVirtualDevice>;
+using PluginNetV12 = PluginNetWithContext<PluginPropsV12, PluginVirtualDeviceV12>;
 
 // The exported symbols, newest first (the order the loader tries them).
+inline constexpr const char* kPluginSymbolV12 = "ncclNetPlugin_v12";
 inline constexpr const char* kPluginSymbolV11 = "ncclNetPlugin_v11";
 inline constexpr const char* kPluginSymbolV10 = "ncclNetPlugin_v10";
 inline constexpr const char* kPluginSymbolV9 = "ncclNetPlugin_v9";

@@ -86,10 +86,22 @@ PluginResult noProfiler(void** event, int, void*, int64_t, void*) {
 }
 
 template <typename T>
-constexpr int kAbi = std::is_same_v<T, PluginNetV11>   ? 11
+constexpr int kAbi = std::is_same_v<T, PluginNetV12>   ? 12
+                     : std::is_same_v<T, PluginNetV11> ? 11
                      : std::is_same_v<T, PluginNetV10> ? 10
                      : std::is_same_v<T, PluginNetV9>  ? 9
                                                        : 8;
+
+// The properties type a table's getProperties fills (declared only, for decltype).
+template <typename P>
+P propertiesOf(PluginResult (*)(int, P*));
+
+// The fields every version shares: the whole struct, or its `base` from version 11 on.
+template <typename P>
+const auto& commonProperties(const P& p) {
+  if constexpr (requires { p.base; }) return p.base;
+  else return p;
+}
 
 template <typename P>
 void copyProperties(const P& p, NetProperties* out) {
@@ -140,7 +152,7 @@ class PluginLib {
   int init() {
     return visit([this](const auto& n) -> int {
       using T = std::decay_t<decltype(n)>;
-      if constexpr (kAbi<T> == 11) {
+      if constexpr (kAbi<T> >= 11) {
         PluginCommConfig config{-1};
         return n.init(&context_, 0, &config, pluginLog, noProfiler);
       } else if constexpr (kAbi<T> == 10) {
@@ -153,20 +165,21 @@ class PluginLib {
   int devices(int* count) const {
     return visit([&](const auto& n) -> int { return n.devices(count); });
   }
-  Status properties(int dev, NetProperties* out) const {
+  // Also the largest message a connection on `dev` takes (maxMessage).
+  Status properties(int dev, NetProperties* out, size_t* maxMessage) const {
     return visit([&](const auto& n) -> Status {
-      using T = std::decay_t<decltype(n)>;
-      std::conditional_t<kAbi<T> == 11, PluginPropsV11, std::conditional_t<kAbi<T> == 8, PluginPropsV8, PluginPropsV9>>
-          p{};
+      decltype(propertiesOf(n.getProperties)) p{};
       COLL_CHECK(check(n.getProperties(dev, &p), "getProperties"));
-      if constexpr (kAbi<T> == 11) copyProperties(p.base, out);
-      else copyProperties(p, out);
+      const auto& common = commonProperties(p);
+      copyProperties(common, out);
+      *maxMessage = INT_MAX;  // test() reports sizes as int
+      if constexpr (requires { common.maxP2pBytes; }) return limitMessages(dev, common.maxP2pBytes, maxMessage);
       return okStatus();
     });
   }
   int listen(int dev, void* handle, void** comm) const {
     return visit([&](const auto& n) -> int {
-      if constexpr (kAbi<std::decay_t<decltype(n)>> == 11) return n.listen(context_, dev, handle, comm);
+      if constexpr (kAbi<std::decay_t<decltype(n)>> >= 11) return n.listen(context_, dev, handle, comm);
       else return n.listen(dev, handle, comm);
     });
   }
@@ -174,7 +187,7 @@ class PluginLib {
     return visit([&](const auto& n) -> int {
       using T = std::decay_t<decltype(n)>;
       PluginDeviceHandle* offload = nullptr;  // no device offload asked for
-      if constexpr (kAbi<T> == 11) {
+      if constexpr (kAbi<T> >= 11) {
         return n.connect(context_, dev, handle, comm, &offload);
       } else if constexpr (kAbi<T> == 10) {
         PluginCommConfig config{-1};
@@ -230,10 +243,21 @@ class PluginLib {
   }
 
  private:
+  // A device's maxP2pBytes (version 9 on), checked as NCCL checks it before a connection.
+  Status limitMessages(int dev, size_t maxP2pBytes, size_t* maxMessage) const {
+    if (maxP2pBytes == 0 || maxP2pBytes > kPluginMaxNetBytes)
+      return internalError("net plugin " + name_ + " (" + path_ + "): device " + std::to_string(dev) +
+                           " reports maxP2pBytes " + std::to_string(maxP2pBytes) + " (valid: 1 to " +
+                           std::to_string(kPluginMaxNetBytes) + ")");
+    *maxMessage = std::min(*maxMessage, maxP2pBytes);
+    return okStatus();
+  }
+
   // Calls f with the table as its version's type (every f returns the same type for all).
   template <typename F>
   auto visit(F&& f) const -> decltype(f(std::declval<const PluginNetV8&>())) {
     switch (version_) {
+      case 12: return f(*static_cast<const PluginNetV12*>(table_));
       case 11: return f(*static_cast<const PluginNetV11*>(table_));
       case 10: return f(*static_cast<const PluginNetV10*>(table_));
       case 9: return f(*static_cast<const PluginNetV9*>(table_));
@@ -246,7 +270,7 @@ class PluginLib {
   int version_;
   const void* table_;
   std::string name_;
-  void* context_ = nullptr;  // version 11's, from init
+  void* context_ = nullptr;  // from init, versions 11 and 12
 };
 
 // Sizes are int before version 9 (the caller checks they fit); the tag is always 0 (one
@@ -281,15 +305,16 @@ int PluginLib::irecv(void* comm, void* data, size_t size, void* mhandle, void** 
 }
 
 // A listener, shared by the pending receive comm accept() hands out: the plugin's
-// listen comm must live until its accept succeeds.
+// listen comm must live until its accept succeeds. maxMessage: its device's largest.
 struct ListenState {
-  ListenState(PluginLib* l, void* c) : lib(l), comm(c) {}
+  ListenState(PluginLib* l, void* c, size_t max) : lib(l), comm(c), maxMessage(max) {}
   ~ListenState() {
     int rc = lib->closeListen(comm);
     if (rc != kPluginSuccess) COLL_INFO(NET, "%s", lib->error(rc, "closeListen").message().c_str());
   }
   PluginLib* lib;
   void* comm;
+  size_t maxMessage;
 };
 
 class PluginListen : public NetListenComm {
@@ -309,17 +334,19 @@ class PluginConn {
  public:
   // Sender: connect() retried with the same handle buffer (a plugin may keep its
   // connection state there between calls, as NCCL's IB plugin does).
-  PluginConn(PluginLib* lib, int dev, const NetHandle& handle) : lib_(lib), send_(true), dev_(dev) {
+  PluginConn(PluginLib* lib, int dev, const NetHandle& handle, size_t maxMessage)
+      : lib_(lib), send_(true), dev_(dev), maxMessage_(maxMessage) {
     std::memcpy(handle_, handle.bytes, sizeof(handle.bytes));
   }
   // Receiver: accept() retried on the listener.
   PluginConn(PluginLib* lib, std::shared_ptr<ListenState> listen)
-      : lib_(lib), send_(false), listen_(std::move(listen)) {}
+      : lib_(lib), send_(false), maxMessage_(listen->maxMessage), listen_(std::move(listen)) {}
   ~PluginConn();
   PluginConn(const PluginConn&) = delete;
   PluginConn& operator=(const PluginConn&) = delete;
 
   bool established() const { return comm_ != nullptr; }
+  size_t maxMessage() const { return maxMessage_; }
   void* comm() const { return comm_; }
   Status establish();
   // range: GPU memory (NetBackend::regMrGpu); null: host memory.
@@ -355,6 +382,7 @@ class PluginConn {
   PluginLib* lib_;
   bool send_;
   int dev_ = 0;
+  size_t maxMessage_;  // the device's maxP2pBytes, at most INT_MAX
   char handle_[kPluginHandleBytes] = {};
   std::shared_ptr<ListenState> listen_;
   void* comm_ = nullptr;
@@ -419,7 +447,7 @@ Result<void*> PluginConn::mhandleFor(const void* data, size_t size, bool* gpu) c
 
 class PluginSend : public NetSendComm {
  public:
-  PluginSend(PluginLib* lib, int dev, const NetHandle& h) : conn(lib, dev, h) {}
+  PluginSend(PluginLib* lib, int dev, const NetHandle& h, size_t maxMessage) : conn(lib, dev, h, maxMessage) {}
   PluginConn conn;
 };
 class PluginRecv : public NetRecvComm {
@@ -439,20 +467,22 @@ class PluginBackend : public NetBackend {
   int version() const { return lib_->version(); }
   int devices() override { return ndev_; }
   Status properties(int dev, NetProperties* props) override {
-    if (dev < 0 || dev >= ndev_)
-      return invalidArgument("net plugin " + lib_->name() + ": device " + std::to_string(dev));
-    return lib_->properties(dev, props);
+    size_t maxMessage = 0;
+    return properties(dev, props, &maxMessage);
   }
 
   // NCCL's plugin ABI has no place for the communicator's key: connections through a
   // plugin are not authenticated by this library (docs/SECURITY.md).
   Result<std::unique_ptr<NetListenComm>> listen(int dev, const AuthKey&, NetHandle* handle) override {
+    NetProperties props;
+    size_t maxMessage = 0;
+    COLL_CHECK(properties(dev, &props, &maxMessage));
     unsigned char buf[kPluginHandleBytes];
     std::memset(buf, kHandleFill, sizeof(buf));
     void* comm = nullptr;
     COLL_CHECK(lib_->check(lib_->listen(dev, buf, &comm), "listen"));
     auto l = std::make_unique<PluginListen>();
-    l->state = std::make_shared<ListenState>(lib_.get(), comm);
+    l->state = std::make_shared<ListenState>(lib_.get(), comm, maxMessage);
     for (size_t i = kNetHandleBytes; i < sizeof(buf); ++i)
       if (buf[i] != kHandleFill)
         return internalError("net plugin " + lib_->name() + ": its connection handle is larger than the " +
@@ -463,7 +493,10 @@ class PluginBackend : public NetBackend {
   // Never waits (the plugin's connect is non-blocking): nothing to cancel.
   Result<std::unique_ptr<NetSendComm>> connect(int dev, const NetHandle& handle, const AuthKey&,
                                                const std::atomic<bool>*) override {
-    auto s = std::make_unique<PluginSend>(lib_.get(), dev, handle);
+    NetProperties props;
+    size_t maxMessage = 0;
+    COLL_CHECK(properties(dev, &props, &maxMessage));
+    auto s = std::make_unique<PluginSend>(lib_.get(), dev, handle, maxMessage);
     COLL_CHECK(s->conn.establish());
     return std::unique_ptr<NetSendComm>(std::move(s));
   }
@@ -514,14 +547,23 @@ class PluginBackend : public NetBackend {
   }
 
  private:
+  // The device's properties, and the largest message its connections take.
+  Status properties(int dev, NetProperties* props, size_t* maxMessage) const {
+    if (dev < 0 || dev >= ndev_)
+      return invalidArgument("net plugin " + lib_->name() + ": device " + std::to_string(dev));
+    return lib_->properties(dev, props, maxMessage);
+  }
+
   // isend or irecv once the connection is up; a null request while it is not, or while
   // the plugin has no room (both: call again later).
   Result<NetRequest*> post(PluginConn& c, void* data, size_t size, bool send) {
     COLL_CHECK(c.establish());
     if (!c.established()) return static_cast<NetRequest*>(nullptr);
-    if (size > static_cast<size_t>(INT_MAX))
+    if (size > c.maxMessage())
       return invalidArgument("net plugin " + lib_->name() + ": a message of " + std::to_string(size) +
-                             " bytes (at most INT_MAX: test() reports sizes as int)");
+                             " bytes, more than the " + std::to_string(c.maxMessage()) +
+                             " its connection takes (the device's maxP2pBytes, at most INT_MAX: test() reports "
+                             "sizes as int)");
     COLL_ASSIGN(void* mh, c.mhandleFor(data, size));
     void* req = nullptr;
     const int rc = send ? lib_->isend(c.comm(), data, size, mh, &req) : lib_->irecv(c.comm(), data, size, mh, &req);
@@ -549,27 +591,30 @@ struct Supported {
   const char* symbol;
 };
 constexpr Supported kSupported[] = {
-    {11, kPluginSymbolV11}, {10, kPluginSymbolV10}, {9, kPluginSymbolV9}, {8, kPluginSymbolV8}};
+    {12, kPluginSymbolV12}, {11, kPluginSymbolV11}, {10, kPluginSymbolV10}, {9, kPluginSymbolV9}, {8, kPluginSymbolV8}};
+constexpr int kNewestSupported = kSupported[0].version;
+constexpr int kOldestSupported = std::end(kSupported)[-1].version;
 
 // Why a library holds no table we read: the symbols looked for and those it has.
 Status noSupportedSymbol(void* dl, const std::string& path) {
   std::string found;
   bool older = false, newer = false;
   for (int v = 1; v <= 32; ++v) {
-    if (v >= 8 && v <= 11) continue;
+    if (v >= kOldestSupported && v <= kNewestSupported) continue;
     std::string sym = "ncclNetPlugin_v" + std::to_string(v);
     if (!dlsym(dl, sym.c_str())) continue;
     found += (found.empty() ? "" : ", ") + sym;
-    (v < 8 ? older : newer) = true;
+    (v < kOldestSupported ? older : newer) = true;
   }
-  std::string msg = "net plugin " + path + " exports none of ncclNetPlugin_v11, ncclNetPlugin_v10, " +
-                    "ncclNetPlugin_v9, ncclNetPlugin_v8 (the versions supported); ";
+  std::string msg = "net plugin " + path + " exports none of ";
+  for (const Supported& s : kSupported) msg += std::string(s.symbol) + (s.version > kOldestSupported ? ", " : "");
+  msg += " (the versions supported); ";
   if (found.empty())
     return invalidUsage(msg + "it exports no ncclNetPlugin_v* symbol at all (not an NCCL net plugin?)");
   msg += "it exports " + found + " (";
-  msg += older ? "older than version 8, the oldest supported" : "";
+  msg += older ? "older than version " + std::to_string(kOldestSupported) + ", the oldest supported" : "";
   msg += older && newer ? "; " : "";
-  msg += newer ? "newer than version 11, the newest supported" : "";
+  msg += newer ? "newer than version " + std::to_string(kNewestSupported) + ", the newest supported" : "";
   return invalidUsage(msg + ")");
 }
 
