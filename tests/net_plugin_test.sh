@@ -29,7 +29,7 @@ check() {  # what: the plugin loaded with ABI v$1, carried traffic, the socket b
 # COLL_NET names the plugin: 4 ranks on 2 hosts, sizes from 8 bytes to several FIFO slots.
 COLL_NET=TestSock NCCL_NET_PLUGIN=testsock $R -np 4 --nodes 2 --timeout 240 -- \
   $P/all_reduce_perf -b 8 -e 4M -f 8 -n 2 -w 1 -d float -c 1 > $log 2>&1 || { cat $log; echo "allreduce over the plugin failed"; exit 1; }
-check 11 testsock || { cat $log; exit 1; }
+check 12 testsock || { cat $log; exit 1; }
 grep -E '^ +[0-9]+ ' $log | tail -3
 
 # COLL_NET unset: a plugin that loads is the default (NCCL's rule); here the version-8
@@ -46,7 +46,7 @@ done
 TESTSOCK_GPU=1 COLL_NET_GDR_LEVEL=SYS COLL_DEVICE_EMULATE=1 COLL_NET=TestSock NCCL_NET_PLUGIN=testsock \
   $R -np 4 --nodes 2 --timeout 240 -- $P/all_reduce_perf -b 8 -e 4M -f 8 -n 2 -w 1 -d float -c 1 > $log 2>&1 ||
   { cat $log; echo "allreduce with GPUDirect RDMA over the plugin failed"; exit 1; }
-check 11 testsock || { cat $log; exit 1; }
+check 12 testsock || { cat $log; exit 1; }
 grep -q "GPUDirect RDMA on: PCI path SYS .*registered as dma-buf" $log || { cat $log; echo "no connection used GPUDirect RDMA"; exit 1; }
 if grep -q "GPUDirect RDMA off" $log; then cat $log; echo "a device connection staged"; exit 1; fi
 flushes=$(grep -o "receive connection closed after .* [0-9]* flushes" $log | awk '{s += $(NF-1)} END {print s + 0}')

@@ -126,7 +126,7 @@ TEST_CASE("net plugin: loaded by name, library name and path, and through COLL_N
        {std::string("testsock"), std::string("libnccl-net-testsock.so"), kDir + "/libnccl-net-testsock.so"}) {
     std::unique_ptr<NetBackend> b = load(spec);
     CHECK(std::string(b->name()) == "TestSock");
-    CHECK(netPluginVersion(b.get()) == 11);  // the newest of the four it exports
+    CHECK(netPluginVersion(b.get()) == 12);  // the newest of the five it exports
     CHECK(b->devices() == 1);
     NetProperties props;
     REQUIRE(b->properties(0, &props).ok());
@@ -134,7 +134,8 @@ TEST_CASE("net plugin: loaded by name, library name and path, and through COLL_N
     CHECK(props.hostMemOnly);
     CHECK_FALSE(b->properties(1, &props).ok());
   }
-  for (auto [spec, version] : {std::pair<const char*, int>{"testsock10", 10}, {"testsock9", 9}, {"testsock8", 8}}) {
+  for (auto [spec, version] :
+       {std::pair<const char*, int>{"testsock11", 11}, {"testsock10", 10}, {"testsock9", 9}, {"testsock8", 8}}) {
     INFO(spec);
     CHECK(netPluginVersion(load(spec).get()) == version);
   }
@@ -167,7 +168,7 @@ TEST_CASE("net plugin: messages of several sizes both ways, for every ABI versio
   const std::vector<size_t> sizes{0, 1, 8, 4097, 65536, 3, 1 << 20, 100000, 12, 0, 777};
   size_t total = 0;
   for (size_t s : sizes) total += s;
-  for (const char* spec : {"testsock", "testsock10", "testsock9", "testsock8"}) {
+  for (const char* spec : {"testsock", "testsock11", "testsock10", "testsock9", "testsock8"}) {
     INFO(spec);
     std::unique_ptr<NetBackend> b = load(spec);
     Connection ab = connectPair(b.get(), total), ba = connectPair(b.get(), total);
@@ -222,13 +223,43 @@ TEST_CASE("net plugin: unregistered buffers and plugin failures are errors namin
   CHECK_THAT(st.message(), Catch::Contains("test returned ncclInternalError (3)"));
 }
 
+// maxP2pBytes sits after the virtual NIC, which version 12 made larger: a table read
+// with another version's layout sees a different value, and its connections fail.
+TEST_CASE("net plugin: a device's maxP2pBytes bounds its messages and must be valid", "[net][plugin]") {
+  for (const char* spec : {"testsock", "testsock11", "testsock9"}) {
+    INFO(spec);
+    std::unique_ptr<NetBackend> b = load(spec);
+    {
+      ScopedEnv limit("TESTSOCK_MAX_P2P", "4096");
+      Connection l = connectPair(b.get(), 8192);
+      int fullPosts = 0;
+      REQUIRE(exchange(b.get(), {&l}, {4096, 1}, &fullPosts).message() == "");
+      auto r = b->isend(l.send.get(), l.sendBuf.data(), 4097);
+      REQUIRE_FALSE(r.ok());
+      CHECK(r.status().code() == Code::kInvalidArgument);
+      CHECK_THAT(r.status().message(), Catch::Contains("a message of 4097 bytes, more than the 4096"));
+    }
+    for (const char* bad : {"0", "1099511627777"}) {  // nothing, and one byte over 2^40
+      ScopedEnv limit("TESTSOCK_MAX_P2P", bad);
+      NetHandle handle;
+      auto listen = b->listen(0, AuthKey{}, &handle);
+      REQUIRE_FALSE(listen.ok());
+      CHECK_THAT(listen.status().message(), Catch::Contains(std::string("device 0 reports maxP2pBytes ") + bad));
+      NetProperties props;
+      CHECK_FALSE(b->properties(0, &props).ok());
+    }
+  }
+}
+
 TEST_CASE("net plugin: an old version, no symbol or no library: clear errors, then the socket backend",
           "[net][plugin]") {
   auto old = loadNetPlugin("testsockold");
   REQUIRE_FALSE(old.ok());
   CHECK_THAT(old.status().message(), Catch::Contains("ncclNetPlugin_v8"));
-  CHECK_THAT(old.status().message(), Catch::Contains("ncclNetPlugin_v11"));
-  CHECK_THAT(old.status().message(), Catch::Contains("it exports ncclNetPlugin_v6"));
+  CHECK_THAT(old.status().message(), Catch::Contains("ncclNetPlugin_v12, ncclNetPlugin_v11"));
+  CHECK_THAT(old.status().message(), Catch::Contains("it exports ncclNetPlugin_v6, ncclNetPlugin_v13"));
+  CHECK_THAT(old.status().message(), Catch::Contains("older than version 8"));
+  CHECK_THAT(old.status().message(), Catch::Contains("newer than version 12"));
   CHECK_THAT(old.status().message(), Catch::Contains("libnccl-net-testsockold.so"));
 
   auto none = loadNetPlugin(kDir + "/libnccl-net-testsocknone.so");

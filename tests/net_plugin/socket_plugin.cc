@@ -18,9 +18,12 @@
 // such memory gives a request that completes at its first test; closing a receive comm
 // logs how many flushes it ran.
 //
+// TESTSOCK_MAX_P2P=<bytes> sets the maxP2pBytes its devices report (versions 9 on;
+// default 1 GiB), for the loader's checks of it.
+//
 // Built in several variants (tests/CMakeLists.txt) by defining which tables it exports:
-// TESTSOCK_V11, TESTSOCK_V10, TESTSOCK_V9, TESTSOCK_V8, TESTSOCK_V6 (an old-version
-// symbol only), or none at all.
+// TESTSOCK_V12, TESTSOCK_V11, TESTSOCK_V10, TESTSOCK_V9, TESTSOCK_V8, TESTSOCK_V6 and
+// TESTSOCK_V13 (symbols of versions the loader does not read), or none at all.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -184,19 +187,35 @@ PluginResult tsPropsV8(int dev, PluginPropsV8* p) {
   return kPluginSuccess;
 }
 
-PluginResult tsPropsV9(int dev, PluginPropsV9* p) {
+size_t maxP2pBytes() {
+  const char* v = std::getenv("TESTSOCK_MAX_P2P");
+  return v ? std::strtoull(v, nullptr, 10) : size_t{1} << 30;
+}
+
+// Versions 9 on: the virtual device (of 4 or 8) holds the one physical device.
+template <typename P>
+PluginResult tsPropsVDevice(int dev, P* p) {
   if (dev != 0) return kPluginInvalidArgument;
   fillCommon(p);
   p->forceFlush = 0;
-  p->virtualDevice = {1, {0, 0, 0, 0}};
-  p->maxP2pBytes = size_t{1} << 30;
+  p->virtualDevice = {1, {0}};
+  p->maxP2pBytes = maxP2pBytes();
   p->maxCollBytes = size_t{1} << 30;
   return kPluginSuccess;
 }
 
+PluginResult tsPropsV9(int dev, PluginPropsV9* p) { return tsPropsVDevice(dev, p); }
+
 PluginResult tsPropsV11(int dev, PluginPropsV11* p) {
   p->maxMultiRequestSize = 1;
-  return tsPropsV9(dev, &p->base);
+  return tsPropsVDevice(dev, &p->base);
+}
+
+PluginResult tsPropsV12(int dev, PluginPropsV12* p) {
+  p->maxMultiRequestSize = 1;
+  p->railId = 0;
+  p->planeId = kPluginIdUndefined;
+  return tsPropsVDevice(dev, &p->base);
 }
 
 PluginResult tsListen(int dev, void* handle, void** listenComm) {
@@ -421,6 +440,7 @@ PluginResult tsCloseListen(void* listenComm) {
 PluginResult tsGetDeviceMr(void*, void*, void**) { return kPluginInvalidUsage; }
 PluginResult tsIrecvConsumed(void*, int, void*) { return kPluginSuccess; }
 PluginResult tsMakeVDevice(int*, PluginVirtualDevice*) { return kPluginInvalidUsage; }
+PluginResult tsMakeVDeviceV12(int*, PluginVirtualDeviceV12*) { return kPluginInvalidUsage; }
 
 PluginResult tsInitV10(PluginLogger logger, PluginProfiler) { return tsInit(logger); }
 char gContext = 0;
@@ -439,17 +459,31 @@ PluginResult tsConnectV11(void* ctx, int dev, void* handle, void** sendComm, Plu
 PluginResult tsFinalize(void*) { return kPluginSuccess; }
 PluginResult tsSetNetAttr(void*, void*) { return kPluginSuccess; }
 
+[[maybe_unused]] constexpr PluginNetV8 kTableV8 = {"TestSock",  tsInit,        tsDevices,     tsPropsV8,      tsListen,
+                                                   tsConnectV8, tsAccept,      tsRegMr,       tsRegMrDmaBuf,  tsDeregMr,
+                                                   tsIsendV8,   tsIrecvV8,     tsIflush,      tsTest,         closeComm,
+                                                   closeComm,   tsCloseListen, tsGetDeviceMr, tsIrecvConsumed};
+
+// Versions 11 and 12 differ in their properties and virtual NIC only.
+template <typename Props, typename VDevice>
+constexpr auto tableWithContext(PluginResult (*props)(int, Props*), PluginResult (*makeVDevice)(int*, VDevice*)) {
+  return PluginNetWithContext<Props, VDevice>{
+      "TestSock",    tsInitV11,     tsDevices,       props,       tsListenV11, tsConnectV11, tsAccept,  tsRegMr,
+      tsRegMrDmaBuf, tsDeregMr,     tsIsendV10,      tsIrecvV10,  tsIflush,    tsTest,       closeComm, closeComm,
+      tsCloseListen, tsGetDeviceMr, tsIrecvConsumed, makeVDevice, tsFinalize,  tsSetNetAttr};
+}
+
 }  // namespace
 
 #define TS_EXPORT __attribute__((visibility("default")))
 
 extern "C" {
 
+#ifdef TESTSOCK_V12
+TS_EXPORT PluginNetV12 ncclNetPlugin_v12 = tableWithContext(tsPropsV12, tsMakeVDeviceV12);
+#endif
 #ifdef TESTSOCK_V11
-TS_EXPORT PluginNetV11 ncclNetPlugin_v11 = {
-    "TestSock",    tsInitV11,     tsDevices,       tsPropsV11,    tsListenV11, tsConnectV11, tsAccept,  tsRegMr,
-    tsRegMrDmaBuf, tsDeregMr,     tsIsendV10,      tsIrecvV10,    tsIflush,    tsTest,       closeComm, closeComm,
-    tsCloseListen, tsGetDeviceMr, tsIrecvConsumed, tsMakeVDevice, tsFinalize,  tsSetNetAttr};
+TS_EXPORT PluginNetV11 ncclNetPlugin_v11 = tableWithContext(tsPropsV11, tsMakeVDevice);
 #endif
 #ifdef TESTSOCK_V10
 TS_EXPORT PluginNetV10 ncclNetPlugin_v10 = {"TestSock",   tsInitV10,     tsDevices,     tsPropsV9,       tsListen,
@@ -463,16 +497,15 @@ TS_EXPORT PluginNetV9 ncclNetPlugin_v9 = {"TestSock",  tsInit,        tsDevices,
                                           tsIsendV9,   tsIrecvV9,     tsIflush,      tsTest,          closeComm,
                                           closeComm,   tsCloseListen, tsGetDeviceMr, tsIrecvConsumed, tsMakeVDevice};
 #endif
-#if defined(TESTSOCK_V8) || defined(TESTSOCK_V6)
-// TESTSOCK_V6 exports a table under the version-6 name only, which the loader must refuse.
-#ifdef TESTSOCK_V6
-TS_EXPORT PluginNetV8 ncclNetPlugin_v6 = {
-#else
-TS_EXPORT PluginNetV8 ncclNetPlugin_v8 = {
+#ifdef TESTSOCK_V8
+TS_EXPORT PluginNetV8 ncclNetPlugin_v8 = kTableV8;
 #endif
-    "TestSock", tsInit,        tsDevices,     tsPropsV8,     tsListen,       tsConnectV8, tsAccept,
-    tsRegMr,    tsRegMrDmaBuf, tsDeregMr,     tsIsendV8,     tsIrecvV8,      tsIflush,    tsTest,
-    closeComm,  closeComm,     tsCloseListen, tsGetDeviceMr, tsIrecvConsumed};
+// Tables under the names of versions the loader must refuse: one too old, one too new.
+#ifdef TESTSOCK_V6
+TS_EXPORT PluginNetV8 ncclNetPlugin_v6 = kTableV8;
+#endif
+#ifdef TESTSOCK_V13
+TS_EXPORT PluginNetV8 ncclNetPlugin_v13 = kTableV8;
 #endif
 
 }  // extern "C"
