@@ -17,6 +17,7 @@ namespace {
 
 thread_local int tlsRank = -1;
 thread_local std::string tlsName;
+thread_local bool tlsReadingEnv = false;  // logSettingUp
 
 struct LogState {
   LogConfig cfg{LogLevel::kWarn, kSubALL};
@@ -38,6 +39,10 @@ unsigned subsysBit(const std::string& name) {
 
 // Level, subsystems and destination from the environment.
 void readEnv(LogState* st) {
+  struct Flag {
+    Flag() { tlsReadingEnv = true; }
+    ~Flag() { tlsReadingEnv = false; }
+  } settingUp;
   LogLevel level = LogLevel::kWarn;
   std::string lvl = param(StringParam::DEBUG);
   if (strcasecmp(lvl.c_str(), "VERSION") == 0) level = LogLevel::kVersion;
@@ -114,6 +119,8 @@ const char* subsysName(unsigned sub) {
 }  // namespace
 
 const LogConfig& logConfig() { return state().cfg; }
+
+bool logSettingUp() { return tlsReadingEnv; }
 
 void setLogRank(int rank) { tlsRank = rank; }
 

@@ -48,6 +48,9 @@ inline bool logEnabled(LogLevel lvl, unsigned sub) {
 void logReset();
 void logWrite(LogLevel lvl, unsigned sub, const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 5, 6)));
+// Whether this thread is reading the log's settings (where a line may not be written:
+// env_plugin.h defers its messages).
+bool logSettingUp();
 // The rank printed in this thread's log lines (-1: none).
 void setLogRank(int rank);
 

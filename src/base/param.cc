@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "base/env_plugin.h"
 #include "base/log.h"
 
 namespace coll {
@@ -25,9 +26,9 @@ const ParamInfo& paramInfo(StringParam p) { return allParams()[static_cast<size_
 
 const char* paramRaw(const ParamInfo& p) {
   std::string coll = std::string("COLL_") + p.name;
-  if (const char* v = std::getenv(coll.c_str())) return v;
+  if (const char* v = envValue(coll.c_str())) return v;
   std::string nccl = std::string("NCCL_") + p.name;
-  return std::getenv(nccl.c_str());
+  return envValue(nccl.c_str());
 }
 
 const char* paramRaw(IntParam p) { return paramRaw(paramInfo(p)); }

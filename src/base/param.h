@@ -1,5 +1,6 @@
 // Tunables: every one is declared once (name, type, default, unit, doc) in base/params.def,
-// read from COLL_<NAME> or, for NCCL users, NCCL_<NAME> (COLL_ wins), and listed by
+// read from COLL_<NAME> or, for NCCL users, NCCL_<NAME> (COLL_ wins), through an env
+// plugin where one is loaded (env_plugin.h), else the process environment, and listed by
 // `collinfo`. They are read through typed accessors, param(IntParam::BUFFSIZE) or
 // param(StringParam::NET), so a misspelt name or the wrong type is a compile error rather
 // than a silent 0 or "". Values are read when asked for (at communicator init, never on a

@@ -21,11 +21,11 @@ std::vector<std::string> pluginLibraryNames(const char* kind, const std::string&
   return names;
 }
 
-Result<PluginLib> openPluginLib(const char* kind, const std::string& spec) {
+Result<PluginHandle> openPluginLib(const char* kind, const std::string& spec) {
   std::string tried;
   for (const std::string& name : pluginLibraryNames(kind, spec)) {
     if (void* dl = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-      PluginLib lib{dl, name};
+      PluginHandle lib{dl, name};
       Dl_info info{};
       // The file found on the search path, for messages; any symbol of the library does.
       if (void* sym = dlsym(dl, "_init"); sym && dladdr(sym, &info) && info.dli_fname) lib.path = info.dli_fname;

@@ -18,7 +18,7 @@
 namespace coll {
 
 // The plugin kinds named by NCCL's library prefixes: "tuner", "profiler", "env", "net".
-struct PluginLib {
+struct PluginHandle {
   void* handle = nullptr;  // from dlopen; never closed (a plugin's code may still run at exit)
   std::string path;        // the file the loader found
 };
@@ -26,7 +26,7 @@ struct PluginLib {
 // The names tried for `spec` (see above), in order.
 std::vector<std::string> pluginLibraryNames(const char* kind, const std::string& spec);
 // dlopen of the first name that loads; the loader's reason for each that did not.
-Result<PluginLib> openPluginLib(const char* kind, const std::string& spec);
+Result<PluginHandle> openPluginLib(const char* kind, const std::string& spec);
 // Whether the variable's value turns the kind off ("none", any case).
 bool pluginDisabled(const char* spec);
 

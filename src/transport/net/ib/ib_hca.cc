@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "base/env_plugin.h"
 #include "base/log.h"
 #include "base/param.h"
 #include "transport/net/ib/ib_net.h"
@@ -11,7 +12,7 @@ namespace coll {
 namespace {
 
 // The variable a user set, for warnings: COLL_IB_HCA wins over NCCL_IB_HCA.
-const char* hcaVar() { return getenv("COLL_IB_HCA") ? "COLL_IB_HCA" : "NCCL_IB_HCA"; }
+const char* hcaVar() { return envValue("COLL_IB_HCA") ? "COLL_IB_HCA" : "NCCL_IB_HCA"; }
 
 bool parsePort(const std::string& text, int* port) {
   if (text.empty() || text.size() > 3) return false;

@@ -54,10 +54,6 @@ enum PluginLogLevel : int {
   kPluginLogAbort = 4,
   kPluginLogTrace = 5,
 };
-// The subsystem bits NCCL gives their own values beyond the first eight (which equal
-// ours: INIT 0x1 ... ENV 0x80).
-constexpr unsigned long kPluginSubsysProxy = 0x400;
-constexpr unsigned long kPluginSubsysBootstrap = 0x1000;
 using PluginLogger = void (*)(PluginLogLevel level, unsigned long flags, const char* file, int line, const char* fmt,
                               ...);
 // The profiler callback passed to init from version 10 on (we give one that does nothing).

@@ -15,8 +15,10 @@
 #include <utility>
 #include <vector>
 
+#include "base/env_plugin.h"
 #include "base/log.h"
 #include "base/param.h"
+#include "base/plugin_lib.h"
 #include "transport/net/plugin/net_plugin_abi.h"
 
 namespace coll {
@@ -52,31 +54,13 @@ Code resultCode(int r) {
   }
 }
 
-// A plugin's log line, through our logger: its level, and its subsystem where we have
-// that subsystem (the first eight bits match ours), NET otherwise.
+// A plugin's log line, through our logger (base/plugin_lib.h), under NET where its flags
+// name none of our subsystems.
 void pluginLog(PluginLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
-  LogLevel lvl = LogLevel::kInfo;
-  switch (level) {
-    case kPluginLogNone: return;
-    case kPluginLogVersion: lvl = LogLevel::kVersion; break;
-    case kPluginLogWarn:
-    case kPluginLogAbort: lvl = LogLevel::kWarn; break;
-    case kPluginLogTrace: lvl = LogLevel::kTrace; break;
-    default: break;
-  }
-  unsigned sub = kSubNET;
-  if ((flags & kSubNET) == 0 && (flags & 0xffu) != 0) sub = 1u << __builtin_ctzl(flags & 0xffu);
-  else if ((flags & kSubNET) == 0 && (flags & kPluginSubsysProxy) != 0) sub = kSubPROXY;
-  else if ((flags & kSubNET) == 0 && (flags & kPluginSubsysBootstrap) != 0) sub = kSubBOOTSTRAP;
-  if (!logEnabled(lvl, sub) || fmt == nullptr) return;
-  char text[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(text, sizeof(text), fmt, ap);
+  pluginLogV(kSubNET, level, flags, file ? file : "net plugin", line, fmt, ap);
   va_end(ap);
-  size_t n = strlen(text);
-  while (n > 0 && text[n - 1] == '\n') text[--n] = '\0';
-  logWrite(lvl, sub, file ? file : "net plugin", line, "%s", text);
 }
 
 // Given to init from version 10 on: we record no network events.
@@ -576,16 +560,6 @@ class PluginBackend : public NetBackend {
   int ndev_;
 };
 
-// The libraries NCCL's rule tries for `spec`: as given, then a bare name `foo` (no '/',
-// not already lib*.so) as libnccl-net-foo.so; nothing given: libnccl-net.so.
-std::vector<std::string> libraryNames(const std::string& spec) {
-  if (spec.empty()) return {"libnccl-net.so"};
-  std::vector<std::string> names{spec};
-  const bool isLibName = spec.rfind("lib", 0) == 0 && spec.size() >= 3 && spec.ends_with(".so");
-  if (spec.find('/') == std::string::npos && !isLibName) names.push_back("libnccl-net-" + spec + ".so");
-  return names;
-}
-
 struct Supported {
   int version;
   const char* symbol;
@@ -618,27 +592,13 @@ Status noSupportedSymbol(void* dl, const std::string& path) {
   return invalidUsage(msg + ")");
 }
 
-// dlopen of the first name that loads; the loader's message for each that did not.
-Result<void*> openLibrary(const std::string& spec, std::string* path) {
-  std::string tried;
-  for (const std::string& name : libraryNames(spec)) {
-    if (void* dl = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-      *path = name;
-      return dl;
-    }
-    const char* why = dlerror();
-    tried += (tried.empty() ? "" : "; ") + std::string(why ? why : name + ": not loadable");
-  }
-  return Status(Code::kSystem, "cannot load net plugin \"" + spec + "\": " + tried);
-}
-
 }  // namespace
 
 Result<std::unique_ptr<NetBackend>> loadNetPlugin(const std::string& spec) {
-  std::string path;
-  Result<void*> opened = openLibrary(spec, &path);
+  Result<PluginHandle> opened = openPluginLib("net", spec);
   if (!opened.ok()) return opened.takeStatus();  // no hop: the message is the WARN's
-  void* dl = opened.take();
+  void* dl = opened.value().handle;
+  std::string path = opened.value().path;
   const Supported* which = nullptr;
   const void* table = nullptr;
   for (const Supported& s : kSupported)
@@ -671,7 +631,7 @@ NetBackend* netPlugin() {
   std::lock_guard<std::mutex> lock(mu);
   const char* raw = paramRaw(StringParam::NET_PLUGIN);
   const std::string spec = raw ? raw : "";
-  if (strcasecmp(spec.c_str(), "none") == 0) return nullptr;
+  if (pluginDisabled(raw)) return nullptr;
   auto it = loaded->find(spec);
   if (it != loaded->end()) return it->second;
   Result<std::unique_ptr<NetBackend>> r = loadNetPlugin(spec);
@@ -682,7 +642,7 @@ NetBackend* netPlugin() {
     COLL_INFO(NET, "net plugin %s loaded (%s): ABI v%d, %d device(s)", p->name(),
               spec.empty() ? "default" : spec.c_str(), p->version(), p->devices());
   } else if (!spec.empty()) {
-    const char* var = std::getenv("COLL_NET_PLUGIN") ? "COLL_NET_PLUGIN" : "NCCL_NET_PLUGIN";
+    const char* var = envValue("COLL_NET_PLUGIN") ? "COLL_NET_PLUGIN" : "NCCL_NET_PLUGIN";
     COLL_WARN(NET, "%s=\"%s\": %s; using the built-in Socket backend", var, spec.c_str(), r.status().message().c_str());
   } else {
     COLL_INFO(NET, "no default net plugin: %s", r.status().message().c_str());
