@@ -73,6 +73,7 @@ struct OpDesc {
   bool forceAlgos = true;
   int minChannels = 0, maxChannels = 0;
   uint64_t profilerTag = 0;
+  size_t chunkBytes = 0;         // a tuner plugin's chunk size (0: the slot; tuner_plugin.h)
   std::shared_ptr<void> keep{};  // memory the op reads that the library made (staged inputs)
   // Work due when the op runs rather than when it is called (a PreMulSum op's scaling,
   // which reads its scalar then): the launch calls it first.

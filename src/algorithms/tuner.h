@@ -55,6 +55,7 @@ struct TunerInput {
   int nranks = 1;
   int hosts = 1;
   int maxRanksPerHost = 1;
+  int minRanksPerHost = 1;
   bool overNet = false;   // some ring hop crosses the net (hosts > 1, or COLL_SHM_DISABLE)
   bool intraNet = false;  // hops inside a host use the net too (COLL_SHM_DISABLE)
   // The LL protocol's size limits, for callers that pass llApplies = -1 (colltopo); at run

@@ -14,8 +14,10 @@
 #include "algorithms/graph.h"
 #include "bootstrap/failure.h"
 #include "bootstrap/host_id.h"
+#include "base/env_plugin.h"
 #include "base/log.h"
 #include "base/param.h"
+#include "base/sha256.h"
 #include "collectives/config.h"
 #include "device/device_exec.h"
 #include "kernels/compress.h"
@@ -156,11 +158,15 @@ static void initTrees(collComm* c, int nch, bool shmDisable) {
       perTree[t].parent = trees[t][c->rank].parent;
       perTree[t].children = trees[t][c->rank].children;
     }
-  size_t maxPer = 1;
-  for (const auto& m : members) maxPer = std::max(maxPer, m.size());
+  size_t maxPer = 1, minPer = static_cast<size_t>(c->nranks);
+  for (const auto& m : members) {
+    maxPer = std::max(maxPer, m.size());
+    minPer = std::min(minPer, m.size());
+  }
   c->tuner.nranks = c->nranks;
   c->tuner.hosts = hosts;
   c->tuner.maxRanksPerHost = static_cast<int>(maxPer);
+  c->tuner.minRanksPerHost = static_cast<int>(minPer);
   c->tuner.overNet = hosts > 1 || shmDisable;
   c->tuner.intraNet = shmDisable;
   c->tuner.treeAvailable = c->nranks > 1;
@@ -558,8 +564,8 @@ namespace {
 void logBanner() {
   static std::once_flag versionOnce;
   std::call_once(versionOnce, [] {
-    COLL_LOG_(LogLevel::kVersion, INIT, "Collectives version %d.%d.%d (NCCL API %d)", COLL_MAJOR, COLL_MINOR,
-              COLL_PATCH, COLL_CONFIG_VERSION);
+    COLL_LOG_(LogLevel::kVersion, INIT, "Collectives version %d.%d.%d (NCCL API %d.%d.%d)", COLL_MAJOR, COLL_MINOR,
+              COLL_PATCH, kNcclMajor, kNcclMinor, kNcclPatch);
   });
 }
 
@@ -587,6 +593,9 @@ Status commJoin(collComm* comm, const UniqueIdData& id) {
     self.ringPos = hostGpuRingPos(comm->rank, self.busId);
   }
 #endif
+  Sha256 idHash;
+  idHash.update(&id, sizeof(id));
+  std::memcpy(&comm->commHash, idHash.digest().data(), sizeof(comm->commHash));
   COLL_ASSIGN(comm->bootstrap, Bootstrap::create(id, comm->rank, comm->nranks, self, comm->abort));
   watchInit(comm);
   Status st = initConnections(comm);
@@ -594,6 +603,7 @@ Status commJoin(collComm* comm, const UniqueIdData& id) {
     bindDevice(comm);
     st = devicePrepare(comm->dev);
   }
+  if (st.ok() && comm->nranks > 1) comm->tunerPlugin = TunerPluginComm::open(comm->commHash, &comm->tuner);
   if (!st.ok()) {
     st.prefix("rank " + std::to_string(comm->rank) + " init: ");
     // Where this failure echoes another rank's (a refused connection), the root names that

@@ -17,6 +17,7 @@
 
 #include "algorithms/oneshot.h"
 #include "algorithms/tuner.h"
+#include "algorithms/tuner_plugin.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/copy_agent.h"
 #include "device/device_comm.h"
@@ -117,8 +118,12 @@ struct collComm {
 
   // Double binary trees over hosts with a chain inside each (algorithms/tree.cc): the
   // shape is in the connector sets' trees.
-  bool twoTrees = false;   // the two trees differ (two hosts or more)
-  coll::TunerInput tuner;  // the cost model's inputs and the COLL_ALGO/PROTO filters
+  bool twoTrees = false;                               // the two trees differ (two hosts or more)
+  coll::TunerInput tuner;                              // the cost model's inputs and the COLL_ALGO/PROTO filters
+  std::unique_ptr<coll::TunerPluginComm> tunerPlugin;  // a tuner plugin's say (null: none)
+  // The same on every rank and (but for a one-in-2^64 chance) no other communicator: the
+  // first bytes of the unique id's SHA-256 (NCCL's commHash, given to plugins).
+  uint64_t commHash = 0;
 
   // One-shot algorithms for small operations (algorithms/oneshot.h): mailboxes when
   // every rank shares this host, else allreduce over channel 0 up to netOneShotBytes.

@@ -81,12 +81,29 @@ void dropQueue() {
 
 enum class Route : uint8_t { kOneShot, kRing, kTree, kDirect };
 
+// The choice for od among what `tuner` allows: ours (tuner.h), or a tuner plugin's, which
+// may also set od's channels (unless its call set them) and chunk size.
+Result<Choice> choose(collComm* c, const TunerInput& tuner, OpDesc& od, size_t bytes, bool oneShot, int groupOps) {
+  if (!c->tunerPlugin) return tunerChoose(tuner, od.kind, bytes, oneShot ? 1 : 0);
+  const int maxChannels = static_cast<int>(c->conns(od.device).channels.size());
+  const size_t slice = od.device ? c->deviceSlotBytes : c->sliceBytes;
+  COLL_ASSIGN(TunerPluginComm::Decision d,
+              c->tunerPlugin->decide(tuner, od.kind, bytes, oneShot ? 1 : 0, groupOps, maxChannels, slice));
+  if (d.channels > 0 && od.minChannels == 0 && od.maxChannels == 0) od.minChannels = od.maxChannels = d.channels;
+  od.chunkBytes = d.chunkBytes;
+  COLL_INFO(TUNING, "rank %d: tuner plugin %s: %s -> %s/%s, %d channel(s), chunk %zu bytes", c->rank,
+            c->tunerPlugin->name(), od.describe().c_str(), algoName(d.choice.algo), protoName(d.choice.proto),
+            d.channels, d.chunkBytes);
+  return d.choice;
+}
+
 // Which algorithm serves od: the one-shot protocol ("LL" to COLL_PROTO) wherever it
-// applies and the filters allow it, else the tuner's choice between ring and tree (tuner.h). Every input
-// is shared by all ranks (checked at init), so all ranks choose alike.
+// applies and the filters allow it, else the tuner's choice between ring and tree (tuner.h);
+// a tuner plugin has its say (tuner_plugin.h). Every input is shared by all ranks
+// (checked at init), so all ranks choose alike.
 // Device operations never take the one-shot: its mailboxes and staging are host memory;
 // large device allreduces of ranks sharing a process and GPU take the direct route.
-Result<Route> routeFor(collComm* c, const OpDesc& od) {
+Result<Route> routeFor(collComm* c, OpDesc& od, int groupOps) {
   if (od.kind == CollKind::kSend || od.kind == CollKind::kRecv || c->nranks == 1) return Route::kRing;
   const bool oneShot = !od.device && oneShotEligible(oneShotContext(c), od);
   size_t bytes = od.count * dataTypeSize(od.dtype);
@@ -103,12 +120,12 @@ Result<Route> routeFor(collComm* c, const OpDesc& od) {
       allowed(tuner.algos, od.kind, static_cast<int>(Algo::kRing)))
     return Route::kDirect;
   if (od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter) bytes *= static_cast<size_t>(c->nranks);
-  Result<Choice> chosen = tunerChoose(tuner, od.kind, bytes, oneShot ? 1 : 0);
+  Result<Choice> chosen = choose(c, tuner, od, bytes, oneShot, groupOps);
   if (!chosen.ok() && callFilter) {
     if (od.forceAlgos)
       return invalidArgument("its config's algSelection leaves no algorithm this operation runs on "
                              "(with forceAlgSelection 0 the automatic choice would stand)");
-    chosen = tunerChoose(c->tuner, od.kind, bytes, oneShot ? 1 : 0);
+    chosen = choose(c, c->tuner, od, bytes, oneShot, groupOps);
   }
   COLL_ASSIGN(Choice ch, std::move(chosen));
   COLL_INFO(TUNING, "rank %d: %s -> %s/%s, predicted %.1f us", c->rank, od.describe().c_str(), algoName(ch.algo),
@@ -118,9 +135,10 @@ Result<Route> routeFor(collComm* c, const OpDesc& od) {
 }
 
 // True when the one-shot fast path may skip the tuner: nothing filters the one-shot out
-// (the model prefers it wherever it applies; tests/test_topology.cc checks that).
+// (the model prefers it wherever it applies; tests/test_topology.cc checks that) and no
+// tuner plugin has a say.
 bool oneShotUnfiltered(const collComm* c, const OpDesc& od) {
-  return allowed(c->tuner.algos & od.algos, od.kind, static_cast<int>(Algo::kRing)) &&
+  return !c->tunerPlugin && allowed(c->tuner.algos & od.algos, od.kind, static_cast<int>(Algo::kRing)) &&
          allowed(c->tuner.protos, od.kind, static_cast<int>(Proto::kOneShot));
 }
 
@@ -297,6 +315,12 @@ void mergeTokenLanes(CommLaunch& l) {
   }
 }
 
+// A tuner plugin's chunk size as a slice: within a slot (NCCL clamps it so too), in
+// whole 64-byte units (a ring loop must hold more than a cut's slack: ring.cc).
+size_t tunedSlice(size_t chunkBytes, size_t slotBytes) {
+  return std::clamp<size_t>(chunkBytes / 64 * 64, 64, slotBytes);
+}
+
 Status buildPrograms(CommLaunch& l) {
   collComm* c = l.comm;
   ConnectorSet& conns = c->conns(l.device);
@@ -319,6 +343,7 @@ Status buildPrograms(CommLaunch& l) {
     auto idx = static_cast<uint16_t>(i);
     BuildInput in = shared;
     in.sliceBytes = wireSliceBytes(od.wire, shared.sliceBytes);  // the caller's bytes of a slot
+    if (od.chunkBytes > 0 && od.wire == kWireNone) in.sliceBytes = tunedSlice(od.chunkBytes, in.sliceBytes);
     if (l.routes[i] == Route::kOneShot) {
       cutChannel0(l, std::make_shared<OneShot>(oneShotContext(c), od));
       continue;
@@ -497,8 +522,8 @@ Status unstage(Launches& launches, collComm** failedComm) {
 // Route: every operation's algorithm (the same on every rank).
 Status route(Launches& launches, collComm** failedComm) {
   for (auto& l : launches)
-    for (const OpDesc& od : l->ops) {
-      Result<Route> r = routeFor(l->comm, od);
+    for (OpDesc& od : l->ops) {
+      Result<Route> r = routeFor(l->comm, od, static_cast<int>(l->ops.size()));
       if (!r.ok()) return failOn(l->comm, r.takeStatus().prefix(od.describe() + ": "), failedComm);
       l->routes.push_back(r.value());
       l->wiresTrees |= r.value() == Route::kTree && !l->comm->conns(l->device).treesWired;
