@@ -449,6 +449,32 @@ collResult_t collCommWindowDeregister(collComm_t comm, collWindow_t win);
 /* The buffer win was registered with (its start). */
 collResult_t collWinGetUserPtr(collComm_t comm, collWindow_t win, void** outUserPtr);
 
+/* One-sided operations on windows (host-memory ranks; device ranks get collInvalidUsage).
+ * Windows are known across ranks by registration order: every rank registers its windows
+ * in the same order (NCCL's rule), and a rank names a peer's window by its own window of
+ * the same order. collPutSignal writes count elements of datatype from localbuff (any
+ * memory) to byte offset peerWinOffset of peer's window, then sends peer one signal;
+ * collSignal sends the signal alone. Both return once localbuff may be reused, never
+ * waiting for the peer. collWaitSignal waits until, for each descriptor, `peer` has sent
+ * opCnt signals more than this rank waited for before, and takes them; the data of the
+ * puts they end is then in this rank's windows (it is written there during the wait:
+ * read a window only after a wait). Only context 0 and signal index 0 exist, flags must
+ * be 0 (as in NCCL 2.32). Data travels over the bootstrap's TCP connections; a put that
+ * does not fit the target's window fails the target's wait, naming the putting rank. A
+ * wait has no time limit but the communicator's operation timeout (collCommSetTimeout).
+ * Inside a group these run at once. */
+typedef struct {
+  int opCnt;  /* signals to wait for (> 0) */
+  int peer;   /* the rank they come from */
+  int sigIdx; /* 0 */
+  int ctx;    /* 0 */
+} collWaitSignalDesc_t;
+collResult_t collPutSignal(const void* localbuff, size_t count, collDataType_t datatype, int peer,
+                           collWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
+                           collComm_t comm, collStream_t stream);
+collResult_t collSignal(int peer, int sigIdx, int ctx, unsigned int flags, collComm_t comm, collStream_t stream);
+collResult_t collWaitSignal(int nDesc, collWaitSignalDesc_t* signalDescs, collComm_t comm, collStream_t stream);
+
 /* Makes a reduction op for comm: each rank multiplies its input by *scalar (of
  * datatype, the operation's type), then the results are summed. residence says when
  * the scalar is read (collScalarResidence_t). Use the op only with comm and datatype;

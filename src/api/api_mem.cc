@@ -16,6 +16,7 @@
 
 #include "api/guard.h"
 #include "bootstrap/bootstrap.h"
+#include "comm/one_sided.h"
 
 using coll::Status;
 using namespace coll::api;
@@ -59,8 +60,31 @@ std::string checkRange(const void* buff, size_t size) {
 
 uintptr_t addRegistration(collComm* comm, void* buff, size_t size, bool window) {
   const uintptr_t h = nextHandle();
-  comm->registrations.emplace(h, coll::Registration{static_cast<const char*>(buff), size, window});
+  comm->registrations.emplace(h, coll::Registration{static_cast<const char*>(buff), size, window,
+                                                    window ? comm->windowsMade++ : 0});
   return h;
+}
+
+// The window registration of handle win, or an error naming it.
+coll::Result<const coll::Registration*> windowOf(const collComm* comm, collWindow_t win, const char* arg) {
+  auto it = comm->registrations.find(reinterpret_cast<uintptr_t>(win));
+  if (it == comm->registrations.end() || !it->second.window)
+    return coll::invalidArgument(std::string(arg) + " " + ptrStr(win) +
+                                 " is not a window of this communicator (already deregistered, or made elsewhere)");
+  return &it->second;
+}
+
+// The checks every one-sided call shares.
+Status checkOneSided(const collComm* comm, int peer, int sigIdx, int ctx, unsigned flags) {
+  if (comm->dev.cudaDev >= 0)
+    return coll::invalidUsage("one-sided operations are implemented for host-memory ranks only; rank " +
+                              std::to_string(comm->rank) + " is bound to CUDA device " +
+                              std::to_string(comm->dev.cudaDev));
+  COLL_CHECK(checkRank("peer", peer, comm->nranks));
+  if (sigIdx != 0) return coll::invalidArgument("sigIdx " + std::to_string(sigIdx) + ": only signal index 0 exists");
+  if (ctx != 0) return coll::invalidArgument("ctx " + std::to_string(ctx) + ": only context 0 exists");
+  if (flags != 0) return coll::invalidArgument("flags " + std::to_string(flags) + " must be 0");
+  return coll::okStatus();
 }
 
 Status dropRegistration(collComm* comm, const void* handle, bool window, const char* arg) {
@@ -197,11 +221,8 @@ collResult_t collWinGetUserPtr(collComm_t comm, collWindow_t win, void** outUser
     COLL_CHECK(use.check());
     if (!outUserPtr) return coll::invalidArgument("outUserPtr is NULL");
     *outUserPtr = nullptr;
-    auto it = comm->registrations.find(reinterpret_cast<uintptr_t>(win));
-    if (it == comm->registrations.end() || !it->second.window)
-      return coll::invalidArgument("win " + ptrStr(win) +
-                                   " is not a window of this communicator (already deregistered, or made elsewhere)");
-    *outUserPtr = const_cast<char*>(it->second.base);
+    COLL_ASSIGN(const coll::Registration* w, windowOf(comm, win, "win"));
+    *outUserPtr = const_cast<char*>(w->base);
     return coll::okStatus();
   });
 }
@@ -211,6 +232,55 @@ collResult_t collCommWindowDeregister(collComm_t comm, collWindow_t win) {
   return guarded("collCommWindowDeregister", comm, [&]() -> Status {
     COLL_CHECK(use.check());
     return dropRegistration(comm, win, true, "win");
+  });
+}
+
+collResult_t collPutSignal(const void* localbuff, size_t count, collDataType_t datatype, int peer, collWindow_t peerWin,
+                           size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, collComm_t comm,
+                           collStream_t) {
+  CommUse use(comm);
+  return guarded("collPutSignal", comm, [&]() -> Status {
+    COLL_CHECK(use.ready());
+    COLL_CHECK(checkOneSided(comm, peer, sigIdx, ctx, flags));
+    const int dtype = rawArg(datatype);
+    COLL_CHECK(checkType(dtype));
+    COLL_CHECK(checkBytes("count", count, 1, datatype));
+    if (!localbuff && count > 0) return coll::invalidArgument("localbuff is NULL with count " + std::to_string(count));
+    COLL_ASSIGN(const coll::Registration* w, windowOf(comm, peerWin, "peerWin"));
+    const size_t bytes = count * coll::dataTypeSize(datatype);
+    // Windows of one order have one size on every rank where registered symmetric; the
+    // target checks the others.
+    if (peerWinOffset > w->bytes || bytes > w->bytes - peerWinOffset)
+      return coll::invalidArgument("peerWinOffset " + std::to_string(peerWinOffset) + " + " + std::to_string(bytes) +
+                                   " bytes goes past the window's " + std::to_string(w->bytes) + " bytes");
+    return coll::putSignal(comm, localbuff, bytes, peer, w->ordinal, peerWinOffset, sigIdx);
+  });
+}
+
+collResult_t collSignal(int peer, int sigIdx, int ctx, unsigned int flags, collComm_t comm, collStream_t) {
+  CommUse use(comm);
+  return guarded("collSignal", comm, [&]() -> Status {
+    COLL_CHECK(use.ready());
+    COLL_CHECK(checkOneSided(comm, peer, sigIdx, ctx, flags));
+    return coll::putSignal(comm, nullptr, 0, peer, 0, 0, sigIdx);
+  });
+}
+
+collResult_t collWaitSignal(int nDesc, collWaitSignalDesc_t* signalDescs, collComm_t comm, collStream_t) {
+  CommUse use(comm);
+  return guarded("collWaitSignal", comm, [&]() -> Status {
+    COLL_CHECK(use.ready());
+    if (nDesc <= 0) return coll::invalidArgument("nDesc " + std::to_string(nDesc) + " must be positive");
+    if (!signalDescs) return coll::invalidArgument("signalDescs is NULL");
+    std::vector<coll::SignalWait> waits;
+    for (int i = 0; i < nDesc; ++i) {
+      const collWaitSignalDesc_t& d = signalDescs[i];
+      const std::string at = "signalDescs[" + std::to_string(i) + "].";
+      COLL_CHECK(checkOneSided(comm, d.peer, d.sigIdx, d.ctx, 0).prefix(at));
+      if (d.opCnt <= 0) return coll::invalidArgument(at + "opCnt " + std::to_string(d.opCnt) + " must be positive");
+      waits.push_back({d.opCnt, d.peer, d.sigIdx, d.ctx});
+    }
+    return coll::waitSignals(comm, waits);
   });
 }
 

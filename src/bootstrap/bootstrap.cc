@@ -254,9 +254,17 @@ Status Bootstrap::send(int peer, uint64_t tag, const void* data, size_t len, boo
 }
 
 Status Bootstrap::recv(int peer, uint64_t tag, std::vector<char>* out, bool ignoreAbort) {
+  return receive(peer, tag, out, ignoreAbort, timeoutS_);
+}
+
+Status Bootstrap::recvWithin(int peer, uint64_t tag, std::vector<char>* out, double timeoutS) {
+  return receive(peer, tag, out, false, timeoutS);
+}
+
+Status Bootstrap::receive(int peer, uint64_t tag, std::vector<char>* out, bool ignoreAbort, double timeoutS) {
   std::unique_lock<std::mutex> lock(mu_);
   auto key = std::make_pair(peer, tag);
-  Deadline deadline = deadlineIn(timeoutS_);
+  const Deadline deadline = timeoutS > 0 ? deadlineIn(timeoutS) : Deadline::max();
   for (;;) {
     auto it = mailbox_.find(key);
     if (it != mailbox_.end() && !it->second.empty()) {
@@ -269,7 +277,7 @@ Status Bootstrap::recv(int peer, uint64_t tag, std::vector<char>* out, bool igno
     if (abort_->closing.load()) return invalidUsage("bootstrap: the communicator is being freed");
     if (std::chrono::steady_clock::now() >= deadline)
       return timeoutError("bootstrap: no message from rank " + std::to_string(peer) + " (tag " + std::to_string(tag) +
-                          ") within " + std::to_string(static_cast<int>(timeoutS_)) + " s");
+                          ") within " + std::to_string(static_cast<int>(timeoutS)) + " s");
     cv_.wait_for(lock, std::chrono::milliseconds(100));
   }
 }

@@ -103,6 +103,9 @@ class Bootstrap {
   Status send(int peer, uint64_t tag, const void* data, size_t len, bool ignoreAbort = false);
   Status recv(int peer, uint64_t tag, std::vector<char>* out, bool ignoreAbort = false);
   Status recv(int peer, uint64_t tag, void* data, size_t len, bool ignoreAbort = false);  // exact length
+  // The next message of tag from peer within timeoutS seconds (0: however long it takes),
+  // for waits whose bound is the caller's (one-sided signals).
+  Status recvWithin(int peer, uint64_t tag, std::vector<char>* out, double timeoutS);
   // Ring allgather: data holds nranks blocks of blockLen; block `rank` is ours.
   Status allGather(void* data, size_t blockLen, uint64_t tag, bool ignoreAbort = false);
 
@@ -139,6 +142,7 @@ class Bootstrap {
   Status joinRoot(const UniqueIdData& id, Deadline deadline);
   Status readTable(const UniqueIdData& id, RootReply* reply, Deadline deadline);
   Status connectTo(int peer, const std::atomic<bool>* cancel);
+  Status receive(int peer, uint64_t tag, std::vector<char>* out, bool ignoreAbort, double timeoutS);
 
   int rank_ = -1, nranks_ = 0;
   AuthKey key_{};

@@ -72,6 +72,7 @@ struct Registration {
   const char* base;
   size_t bytes;
   bool window;
+  uint64_t ordinal = 0;  // a window's: how many this communicator made before it (one_sided.h)
 };
 }  // namespace coll
 
@@ -169,6 +170,9 @@ struct collComm {
   uint64_t mgmtSeq = 0;
   std::map<int, coll::PreMulSumOp> redOps;                // by op value
   std::map<uintptr_t, coll::Registration> registrations;  // by handle
+  uint64_t windowsMade = 0;
+  // One-sided signals (one_sided.h) per (peer, signal index): received and waited for.
+  std::map<std::pair<int, int>, int64_t> signalsArrived, signalsTaken;
   std::shared_ptr<coll::ScratchPool> scratch = std::make_shared<coll::ScratchPool>();
 
   // Collectives issued: every rank numbers a collective alike. A send or receive takes

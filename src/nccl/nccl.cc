@@ -345,19 +345,19 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   return res(collGroupSimulateEnd(reinterpret_cast<collSimInfo_t*>(simInfo)));
 }
 
-// One-sided puts and signals on windows: not implemented by this library.
-ncclResult_t ncclPutSignal(const void*, size_t, ncclDataType_t, int, ncclWindow_t, size_t, int, int, unsigned int,
-                           ncclComm_t comm, cudaStream_t) {
-  return res(collRecordError(C(comm), collInvalidUsage,
-                             "ncclPutSignal: one-sided puts and signals are not supported by this library"));
+ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
+                           size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                           cudaStream_t stream) {
+  return res(collPutSignal(localbuff, count, T(datatype), peer, reinterpret_cast<collWindow_t>(peerWin), peerWinOffset,
+                           sigIdx, ctx, flags, C(comm), S(stream)));
 }
-ncclResult_t ncclSignal(int, int, int, unsigned int, ncclComm_t comm, cudaStream_t) {
-  return res(collRecordError(C(comm), collInvalidUsage,
-                             "ncclSignal: one-sided puts and signals are not supported by this library"));
+ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
+  return res(collSignal(peer, sigIdx, ctx, flags, C(comm), S(stream)));
 }
-ncclResult_t ncclWaitSignal(int, ncclWaitSignalDesc_t*, ncclComm_t comm, cudaStream_t) {
-  return res(collRecordError(C(comm), collInvalidUsage,
-                             "ncclWaitSignal: one-sided puts and signals are not supported by this library"));
+static_assert(sizeof(ncclWaitSignalDesc_t) == sizeof(collWaitSignalDesc_t) &&
+              offsetof(ncclWaitSignalDesc_t, ctx) == offsetof(collWaitSignalDesc_t, ctx));
+ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t stream) {
+  return res(collWaitSignal(nDesc, reinterpret_cast<collWaitSignalDesc_t*>(signalDescs), C(comm), S(stream)));
 }
 
 // The connections are authenticated (NCCL_AUTH_KEY), never encrypted.

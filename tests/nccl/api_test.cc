@@ -2274,14 +2274,69 @@ void caseSuspend(Ctx& c) {
 }
 
 // One-sided puts and signals: refused, saying so; the communicator unharmed.
-void caseOneSided(Ctx& c) {
+// The misuses of one-sided calls, each named.
+void oneSidedMisuse(Ctx& c, ncclWindow_t win, size_t bytes) {
+  const int n = c.nranks, next = (c.rank + 1) % n;
   float x = 0;
-  BAD(c.comm, "one-sided",
-      ncclPutSignal(&x, 1, ncclFloat, (c.rank + 1) % c.nranks, nullptr, 0, 0, 0, 0, c.comm, kStream));
-  BAD(c.comm, "one-sided", ncclSignal((c.rank + 1) % c.nranks, 0, 0, 0, c.comm, kStream));
-  ncclWaitSignalDesc_t d = {1, (c.rank + 1) % c.nranks, 0, 0};
-  BAD(c.comm, "one-sided", ncclWaitSignal(1, &d, c.comm, kStream));
-  allreduceWorks(c, c.comm, "after one-sided refusals");
+  BADARG(c.comm, "sigIdx", ncclPutSignal(&x, 1, ncclFloat, next, win, 0, 1, 0, 0, c.comm, kStream));
+  BADARG(c.comm, "ctx", ncclSignal(next, 0, 2, 0, c.comm, kStream));
+  BADARG(c.comm, "flags", ncclSignal(next, 0, 0, 1, c.comm, kStream));
+  BADARG(c.comm, "peer", ncclSignal(n, 0, 0, 0, c.comm, kStream));
+  BADARG(c.comm, "peerWin", ncclPutSignal(&x, 1, ncclFloat, next, nullptr, 0, 0, 0, 0, c.comm, kStream));
+  BADARG(c.comm, "peerWinOffset", ncclPutSignal(&x, 2, ncclFloat, next, win, bytes - 4, 0, 0, 0, c.comm, kStream));
+  BADARG(c.comm, "datatype",
+         ncclPutSignal(&x, 1, static_cast<ncclDataType_t>(99), next, win, 0, 0, 0, 0, c.comm, kStream));
+  ncclWaitSignalDesc_t d = {0, next, 0, 0};
+  BADARG(c.comm, "opCnt", ncclWaitSignal(1, &d, c.comm, kStream));
+  BADARG(c.comm, "nDesc", ncclWaitSignal(0, &d, c.comm, kStream));
+  BADARG(c.comm, "signalDescs", ncclWaitSignal(1, nullptr, c.comm, kStream));
+  d = {1, c.rank, 0, 0};
+  BAD(c.comm, "itself", ncclWaitSignal(1, &d, c.comm, kStream));
+}
+
+// Puts between every pair (itself included), a put of several frames, signals alone, and
+// each misuse named. Ranks bound to a GPU are refused by name.
+void caseOneSided(Ctx& c) {
+  const int n = c.nranks, next = (c.rank + 1) % n, prev = (c.rank + n - 1) % n;
+  const size_t per = 1000, big = (5u << 20) / 2 / sizeof(float);  // 2.5 MiB: three frames
+  const size_t bytes = (per * n + big) * sizeof(float);
+  void* buf = nullptr;
+  if (!OK(ncclMemAlloc(&buf, bytes)) || !buf) return;
+  auto* w = static_cast<float*>(buf);
+  std::fill(w, w + bytes / sizeof(float), -1.f);
+  ncclWindow_t win = nullptr;
+  if (!OK(ncclCommWindowRegister(c.comm, buf, bytes, &win, NCCL_WIN_COLL_SYMMETRIC)) || !win) return;
+  std::vector<float> mine(std::max(per, big));
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<float>(c.rank * 100000 + static_cast<int>(i % 4096));
+  ncclResult_t first = ncclPutSignal(mine.data(), per, ncclFloat, next, win, c.rank * per * 4, 0, 0, 0, c.comm,
+                                     kStream);
+  if (first == ncclInvalidUsage && mentions(ncclGetLastError(c.comm), "host-memory ranks")) {
+    c.note("skipped: %s", ncclGetLastError(c.comm));
+  } else if (expectOk(c, first, "ncclPutSignal to the next rank", c.comm, __LINE__)) {
+    for (int p = 0; p < n; ++p)  // the rest of every pair: all but next again
+      if (p != next) OK(ncclPutSignal(mine.data(), per, ncclFloat, p, win, c.rank * per * 4, 0, 0, 0, c.comm, kStream));
+    OK(ncclPutSignal(mine.data(), big, ncclFloat, next, win, per * n * 4, 0, 0, 0, c.comm, kStream));
+    OK(ncclSignal(next, 0, 0, 0, c.comm, kStream));
+    std::vector<ncclWaitSignalDesc_t> descs;
+    for (int p = 0; p < n; ++p) descs.push_back({p == prev ? 3 : 1, p, 0, 0});  // prev: two puts and a signal
+    if (OK(ncclWaitSignal(n, descs.data(), c.comm, kStream))) {
+      auto firstWrong = [&](const float* got, size_t count, int from) {
+        for (size_t i = 0; i < count; ++i)
+          if (got[i] != static_cast<float>(from * 100000 + static_cast<int>(i % 4096))) return i;
+        return count;
+      };
+      for (int p = 0; p < n; ++p) {
+        const size_t i = firstWrong(w + p * per, per, p);
+        EXPECTL(i == per, "window slot of rank %d, element %zu: %g", p, i, i < per ? w[p * per + i] : 0.f);
+      }
+      const size_t i = firstWrong(w + per * n, big, prev);
+      EXPECTL(i == big, "large put from rank %d, element %zu: %g", prev, i, i < big ? w[per * n + i] : 0.f);
+    }
+    oneSidedMisuse(c, win, bytes);
+  }
+  allreduceWorks(c, c.comm, "after one-sided operations");  // no put is still on its way
+  OK(ncclCommWindowDeregister(c.comm, win));
+  OK(ncclMemFree(buf));
 }
 
 // The per-call config variants: every collective with a config gives the plain call's
