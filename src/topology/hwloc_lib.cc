@@ -28,7 +28,10 @@ std::string hexVersion(unsigned v) {
 Result<HwlocLib> HwlocLib::loadOne(const std::string& name) {
   dlerror();
   // RTLD_LOCAL: hwloc's names stay out of the global scope, so a program's own hwloc (of
-  // another version) is never bound to ours, nor ours to it.
+  // another version) is never bound to ours, nor ours to it. hwloc's plugins (Debian's:
+  // pci through libpciaccess, gl, opencl) look its names up there, so they do not load;
+  // its built-in Linux discovery reads the PCI tree from sysfs instead (on the build
+  // machine, the same PCI devices and bridges as the pci plugin finds).
   void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* why = dlerror();
