@@ -11,7 +11,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 if [ "${1:-}" = torch ]; then
-  # hwloc's header and library (and libudev, which it loads), copies rather than links.
+  # hwloc's header (the build needs it) and library (and libudev, which it loads), copies
+  # rather than links. The library is dlopened where found; without it the probe reads sysfs.
   rm -rf .gpu/hwloc
   mkdir -p .gpu/hwloc/include .gpu/hwloc/lib
   cp -r /usr/include/hwloc.h /usr/include/hwloc .gpu/hwloc/include/

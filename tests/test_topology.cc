@@ -12,11 +12,15 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include "algorithms/graph.h"
 #include "algorithms/tuner.h"
 #include "comm/comm.h"
+#include "harness.h"
+#include "topology/hwloc_lib.h"
 #include "topology/probe.h"
 #include "topology/topo.h"
 #include "topology/xml.h"
@@ -256,6 +260,60 @@ TEST_CASE("the probe describes this machine and its dump reloads identically", "
   REQUIRE(loaded.ok());
   CHECK(origin == path);
   CHECK(xmlWrite(loaded.value()->xml()) == d1);
+}
+
+namespace {
+
+// Bus ids of the probe's <pci> elements that hold a GPU or a NIC, and the CPUs' masks.
+void probedDevices(const XmlNode& n, std::set<std::string>* devices, std::vector<std::string>* cpus) {
+  if (n.name() == "pci" && (n.child("gpu") || n.child("nic"))) devices->insert(n.attrOr("busid", ""));
+  if (n.name() == "cpu") cpus->push_back(n.attrOr("affinity", ""));
+  for (const auto& c : n.children()) probedDevices(*c, devices, cpus);
+}
+
+}  // namespace
+
+TEST_CASE("COLL_HWLOC_LIB is a list tried in order and a library without hwloc is named", "[topology][probe]") {
+  {
+    testing::ScopedEnv env("COLL_HWLOC_LIB", "/nonexistent/libhwloc.so.15,libhwloc.so.15");
+    auto lib = HwlocLib::load();
+    REQUIRE(lib.ok());
+    CHECK(lib.value().path == "libhwloc.so.15");
+  }
+  testing::ScopedEnv env("COLL_HWLOC_LIB", "libc.so.6");
+  auto lib = HwlocLib::load();
+  REQUIRE_FALSE(lib.ok());
+  CHECK_THAT(lib.status().message(), Catch::Contains("libc.so.6 lacks hwloc_get_api_version"));
+}
+
+// As on a machine without libhwloc: the probe reads sysfs, says so once per setting, and
+// places the same devices (those come from NVML and the net backend, not hwloc).
+TEST_CASE("the probe without hwloc reads sysfs and finds the same devices", "[topology][probe]") {
+  auto with = probeTopologyXml();
+  REQUIRE(with.ok());
+  std::set<std::string> devWith, devWithout;
+  std::vector<std::string> cpusWith, cpusWithout;
+  probedDevices(*with.value(), &devWith, &cpusWith);
+  // A name of its own, so no earlier probe of this process has said it.
+  const std::string missing = "/nonexistent/" + std::to_string(getpid()) + "/libhwloc.so.15";
+  testing::ScopedEnv env("COLL_HWLOC_LIB", missing.c_str());
+  testing::ScopedEnv level("COLL_DEBUG", "INFO");
+  testing::ScopedEnv subsys("COLL_DEBUG_SUBSYS", "GRAPH");
+  testing::CapturedLog log("probe-without-hwloc");
+  auto without = probeTopologyXml();
+  REQUIRE(without.ok());
+  REQUIRE(probeTopologyXml().ok());
+  CHECK(log.count("topology probe: no hwloc") == 1);
+  CHECK(log.count(missing) == 1);
+  probedDevices(*without.value(), &devWithout, &cpusWithout);
+  CHECK(devWithout == devWith);
+  REQUIRE(!cpusWithout.empty());
+  CHECK(std::any_of(cpusWithout.begin(), cpusWithout.end(),
+                    [](const std::string& a) { return a.find_first_not_of("0,") != std::string::npos; }));
+  auto t = Topology::fromXml(*without.value(), "probe without hwloc");
+  REQUIRE(t.ok());
+  CHECK(t.value()->nets().size() >= 1);
+  for (int n : t.value()->nets()) CHECK(t.value()->path(t.value()->localCpu(n), n).type != PathType::kDis);
 }
 
 TEST_CASE("a skeleton file is completed with probed devices of the same bus id", "[topology][probe]") {

@@ -1,20 +1,25 @@
 #include "topology/probe.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
-#include <hwloc.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/sysinfo.h>
 #include <sys/utsname.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <regex>
+#include <set>
 
 #include "base/log.h"
 #include "base/param.h"
+#include "topology/hwloc_lib.h"
 #include "transport/net/net.h"
 
 namespace coll {
@@ -35,16 +40,18 @@ std::string busIdString(unsigned dom, unsigned bus, unsigned dev, unsigned fn) {
   return b;
 }
 
-// "ffffffff,00000000" from a cpuset: 32-bit words, most significant first.
-std::string affinityString(hwloc_const_bitmap_t set) {
-  int last = hwloc_bitmap_last(set);
-  int words = last < 0 ? 1 : last / 32 + 1;
+// A set of CPUs as 32-bit words of its mask, least significant first.
+using CpuWords = std::vector<uint32_t>;
+
+// "ffffffff,00000000" from a CPU mask: 32-bit words, most significant first, from the
+// highest word with a CPU in it (one word for an empty set).
+std::string affinityString(const CpuWords& words) {
+  size_t n = std::max<size_t>(words.size(), 1);
+  while (n > 1 && words[n - 1] == 0) --n;
   std::string out;
-  for (int w = words - 1; w >= 0; --w) {
-    unsigned long v = hwloc_bitmap_to_ith_ulong(set, static_cast<unsigned>(w) / (sizeof(unsigned long) / 4));
-    if (sizeof(unsigned long) == 8) v = (w % 2) ? (v >> 32) : (v & 0xffffffffUL);
+  for (size_t w = n; w-- > 0;) {
     char b[16];
-    std::snprintf(b, sizeof(b), "%08lx", v & 0xffffffffUL);
+    std::snprintf(b, sizeof(b), "%08x", static_cast<unsigned>(w < words.size() ? words[w] : 0));
     if (!out.empty()) out += ',';
     out += b;
   }
@@ -215,43 +222,32 @@ std::vector<GpuInfo> probeGpus() {
   return gpus;
 }
 
-// The PCI bus id of a network interface: the deepest PCI component of its sysfs device
-// path (virtio NICs hang a virtioN node below theirs); empty for virtual interfaces.
-std::string netdevBusId(const std::string& ifname) {
+// The PCI bus ids along a sysfs device path, from the topmost (below the host bridge,
+// "pci0000:00", which is not one) down to the device itself; empty for a path without
+// PCI devices (virtual interfaces).
+std::vector<std::string> pciPath(const std::string& sysfsLink) {
   char real[PATH_MAX];
-  std::string link = "/sys/class/net/" + ifname + "/device";
-  if (!realpath(link.c_str(), real)) return "";
+  if (!realpath(sysfsLink.c_str(), real)) return {};
   static const std::regex bdf("^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\\.[0-7]$");
-  std::string path = real, found;
+  std::vector<std::string> found;
+  std::string path = real;
   size_t start = 0;
   while (start <= path.size()) {
     size_t slash = path.find('/', start);
     std::string comp = path.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
-    if (std::regex_match(comp, bdf)) found = comp;
+    if (std::regex_match(comp, bdf)) found.push_back(comp);
     if (slash == std::string::npos) break;
     start = slash + 1;
   }
   return found;
 }
 
-class HwlocTopo {
- public:
-  ~HwlocTopo() {
-    if (ok_) hwloc_topology_destroy(t_);
-  }
-  Status load() {
-    if (hwloc_topology_init(&t_) != 0) return systemError("hwloc_topology_init", errno);
-    ok_ = true;
-    hwloc_topology_set_io_types_filter(t_, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-    if (hwloc_topology_load(t_) != 0) return systemError("hwloc_topology_load", errno);
-    return okStatus();
-  }
-  hwloc_topology_t get() const { return t_; }
-
- private:
-  hwloc_topology_t t_{};
-  bool ok_ = false;
-};
+// The PCI bus id of a network interface: the deepest PCI component of its sysfs device
+// path (virtio NICs hang a virtioN node below theirs); empty for virtual interfaces.
+std::string netdevBusId(const std::string& ifname) {
+  std::vector<std::string> path = pciPath("/sys/class/net/" + ifname + "/device");
+  return path.empty() ? "" : path.back();
+}
 
 // A device's PCI chain from the topmost bridge below the host bridge down to itself, and
 // its NUMA node.
@@ -261,24 +257,162 @@ struct PciChain {
   int numa = -1;
 };
 
-PciChain pciChain(hwloc_topology_t t, const std::string& busId) {
-  PciChain c;
-  unsigned dom = 0, bus = 0, dev = 0, fn = 0;
-  if (std::sscanf(busId.c_str(), "%x:%x:%x.%x", &dom, &bus, &dev, &fn) != 4) return c;
-  hwloc_obj_t o = hwloc_get_pcidev_by_busid(t, dom, bus, dev, fn);
-  if (!o) return c;
-  c.devClass = o->attr->pcidev.class_id;
-  for (hwloc_obj_t p = o->parent; p && p->type == HWLOC_OBJ_BRIDGE; p = p->parent) {
-    if (p->attr->bridge.upstream_type != HWLOC_OBJ_BRIDGE_PCI) continue;  // the host bridge
-    const auto& u = p->attr->bridge.upstream.pci;
-    c.bridges.insert(c.bridges.begin(), {busIdString(u.domain, u.bus, u.dev, u.func), u.class_id});
+// A NUMA node and the CPUs it holds.
+struct NumaCpus {
+  unsigned id = 0;
+  CpuWords cpus;
+};
+
+// What the probe asks of the machine besides its GPUs and NICs: its NUMA nodes with their
+// CPUs, and where a PCI device sits. hwloc answers where it loads; sysfs otherwise.
+class MachineMap {
+ public:
+  virtual ~MachineMap() = default;
+  virtual std::vector<NumaCpus> numaNodes() const = 0;  // never empty
+  virtual PciChain pciChain(const std::string& busId) const = 0;
+};
+
+class HwlocMap : public MachineMap {
+ public:
+  explicit HwlocMap(HwlocLib lib) : lib_(std::move(lib)) {}
+  ~HwlocMap() override {
+    if (ok_) lib_.topologyDestroy(t_);
   }
-  hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t, o);
-  if (anc && anc->nodeset) {
-    int first = hwloc_bitmap_first(anc->nodeset);
-    if (first >= 0) c.numa = first;
+  Status load() {
+    if (lib_.topologyInit(&t_) != 0) return systemError("hwloc_topology_init", errno);
+    ok_ = true;
+    lib_.topologySetIoTypesFilter(t_, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    if (lib_.topologyLoad(t_) != 0) return systemError("hwloc_topology_load (" + lib_.path + ")", errno);
+    return okStatus();
   }
-  return c;
+
+  std::vector<NumaCpus> numaNodes() const override {
+    std::vector<NumaCpus> out;
+    int n = lib_.nbobjsByType(t_, HWLOC_OBJ_NUMANODE);
+    for (int i = 0; i < n; ++i) {
+      hwloc_obj_t numa = lib_.objByType(t_, HWLOC_OBJ_NUMANODE, static_cast<unsigned>(i));
+      out.push_back({numa->os_index, words(numa->cpuset)});
+    }
+    if (out.empty()) out.push_back({0, words(lib_.rootObj(t_)->cpuset)});  // no NUMA information
+    return out;
+  }
+
+  PciChain pciChain(const std::string& busId) const override {
+    PciChain c;
+    unsigned dom = 0, bus = 0, dev = 0, fn = 0;
+    if (std::sscanf(busId.c_str(), "%x:%x:%x.%x", &dom, &bus, &dev, &fn) != 4) return c;
+    hwloc_obj_t o = lib_.pcidevByBusid(t_, dom, bus, dev, fn);
+    if (!o) return c;
+    c.devClass = o->attr->pcidev.class_id;
+    for (hwloc_obj_t p = o->parent; p && p->type == HWLOC_OBJ_BRIDGE; p = p->parent) {
+      if (p->attr->bridge.upstream_type != HWLOC_OBJ_BRIDGE_PCI) continue;  // the host bridge
+      const auto& u = p->attr->bridge.upstream.pci;
+      c.bridges.insert(c.bridges.begin(), {busIdString(u.domain, u.bus, u.dev, u.func), u.class_id});
+    }
+    // The first ancestor with a cpuset is the non-I/O object the device hangs off.
+    hwloc_obj_t anc = o;
+    while (anc && !anc->cpuset) anc = anc->parent;
+    if (anc && anc->nodeset) {
+      int first = lib_.bitmapFirst(anc->nodeset);
+      if (first >= 0) c.numa = first;
+    }
+    return c;
+  }
+
+ private:
+  CpuWords words(hwloc_const_bitmap_t set) const {
+    int last = lib_.bitmapLast(set);
+    CpuWords out(last < 0 ? 1 : static_cast<size_t>(last / 32 + 1));
+    constexpr unsigned kPerUlong = sizeof(unsigned long) / 4;
+    for (unsigned w = 0; w < out.size(); ++w) {
+      unsigned long v = lib_.bitmapToIthUlong(set, w / kPerUlong);
+      out[w] = static_cast<uint32_t>(v >> (32 * (w % kPerUlong)));
+    }
+    return out;
+  }
+
+  HwlocLib lib_;
+  hwloc_topology_t t_{};
+  bool ok_ = false;
+};
+
+// The kernel's "ffffffff,00000000" mask (most significant word first) as words.
+CpuWords parseCpuMask(const std::string& mask) {
+  CpuWords out;
+  size_t end = mask.size();
+  while (end > 0) {
+    size_t comma = mask.rfind(',', end - 1);
+    size_t start = comma == std::string::npos ? 0 : comma + 1;
+    out.push_back(static_cast<uint32_t>(std::strtoul(mask.substr(start, end - start).c_str(), nullptr, 16)));
+    end = comma == std::string::npos ? 0 : comma;
+  }
+  return out;
+}
+
+// The machine as Linux's sysfs shows it, for machines without hwloc: NUMA nodes from
+// /sys/devices/system/node (without it, one node holding every CPU), a device's bridges
+// from its sysfs path, its NUMA node from its numa_node file.
+class SysfsMap : public MachineMap {
+ public:
+  std::vector<NumaCpus> numaNodes() const override {
+    std::map<unsigned, CpuWords> nodes;
+    const std::string dir = "/sys/devices/system/node/";
+    if (DIR* d = opendir(dir.c_str())) {
+      while (dirent* e = readdir(d)) {
+        unsigned id = 0;
+        char tail = 0;
+        if (std::sscanf(e->d_name, "node%u%c", &id, &tail) != 1) continue;
+        nodes[id] = parseCpuMask(readLine(dir + e->d_name + "/cpumap"));
+      }
+      closedir(d);
+    }
+    std::vector<NumaCpus> out;
+    for (auto& [id, cpus] : nodes) out.push_back({id, std::move(cpus)});
+    if (out.empty()) {
+      CpuWords all(static_cast<size_t>(std::max(get_nprocs_conf(), 1) + 31) / 32);
+      for (int c = 0; c < get_nprocs_conf(); ++c) all[static_cast<size_t>(c / 32)] |= 1u << (c % 32);
+      out.push_back({0, std::move(all)});
+    }
+    return out;
+  }
+
+  PciChain pciChain(const std::string& busId) const override {
+    PciChain c;
+    const std::string dir = "/sys/bus/pci/devices/" + busId;
+    std::vector<std::string> path = pciPath(dir);
+    if (path.empty() || path.back() != busId) return c;  // not a PCI device sysfs knows
+    path.pop_back();
+    for (const std::string& b : path) c.bridges.push_back({b, pciClass("/sys/bus/pci/devices/" + b)});
+    c.devClass = pciClass(dir);
+    std::string numa = readLine(dir + "/numa_node");
+    if (!numa.empty()) c.numa = static_cast<int>(std::strtol(numa.c_str(), nullptr, 10));
+    return c;
+  }
+
+ private:
+  // hwloc's class id (class and subclass) from sysfs's "0x060400" (with the interface).
+  static unsigned pciClass(const std::string& dir) {
+    return static_cast<unsigned>(std::strtoul(readLine(dir + "/class").c_str(), nullptr, 16) >> 8);
+  }
+};
+
+// hwloc's view of the machine where it loads, sysfs's otherwise; the first probe of each
+// COLL_HWLOC_LIB setting that cannot load it says so at INFO.
+Result<std::unique_ptr<MachineMap>> machineMap() {
+  Result<HwlocLib> lib = HwlocLib::load();
+  if (!lib.ok()) {
+    static std::set<std::string> told;  // under probeTopologyXml's lock
+    if (told.insert(param(StringParam::HWLOC_LIB)).second)
+      COLL_INFO(GRAPH,
+                "topology probe: no hwloc (%s): NUMA nodes, their CPUs and PCI paths are read from sysfs "
+                "(every CPU of a node, not only those this process may run on; without "
+                "/sys/devices/system/node: one NUMA node holding every CPU)",
+                lib.status().message().c_str());
+    return std::unique_ptr<MachineMap>(new SysfsMap());
+  }
+  auto map = std::make_unique<HwlocMap>(lib.take());
+  COLL_CHECK(map->load());
+  return std::unique_ptr<MachineMap>(std::move(map));
 }
 
 // The <pci> element for busId under `parent`, created (with sysfs attributes) if absent.
@@ -289,32 +423,22 @@ XmlNode* pciElement(XmlNode* parent, const std::string& busId, unsigned hwlocCla
   return e;
 }
 
-// A <cpu> element under `system` for NUMA node numaId, whose cores are `cpuset`.
-XmlNode* addCpuElement(XmlNode* system, unsigned numaId, hwloc_const_bitmap_t cpuset, const utsname& u,
-                       const CpuId& id) {
-  XmlNode* cpu = system->addChild("cpu");
-  cpu->setAttr("numaid", std::to_string(numaId));
-  cpu->setAttr("affinity", affinityString(cpuset));
-  cpu->setAttr("arch", u.machine);
-  cpu->setAttr("vendor", id.vendor);
-  cpu->setAttr("familyid", id.family);
-  cpu->setAttr("modelid", id.model);
-  return cpu;
-}
-
 // The <cpu> elements under `system`, one per NUMA node, by NUMA node.
-std::map<int, XmlNode*> addCpuElements(hwloc_topology_t t, XmlNode* system) {
+std::map<int, XmlNode*> addCpuElements(const MachineMap& map, XmlNode* system) {
   utsname u{};
   uname(&u);
   CpuId id = cpuId();
   std::map<int, XmlNode*> cpuByNuma;
-  int nnuma = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE);
-  for (int i = 0; i < nnuma; ++i) {
-    hwloc_obj_t numa = hwloc_get_obj_by_type(t, HWLOC_OBJ_NUMANODE, static_cast<unsigned>(i));
-    cpuByNuma[static_cast<int>(numa->os_index)] = addCpuElement(system, numa->os_index, numa->cpuset, u, id);
+  for (const NumaCpus& n : map.numaNodes()) {
+    XmlNode* cpu = system->addChild("cpu");
+    cpu->setAttr("numaid", std::to_string(n.id));
+    cpu->setAttr("affinity", affinityString(n.cpus));
+    cpu->setAttr("arch", u.machine);
+    cpu->setAttr("vendor", id.vendor);
+    cpu->setAttr("familyid", id.family);
+    cpu->setAttr("modelid", id.model);
+    cpuByNuma[static_cast<int>(n.id)] = cpu;
   }
-  if (cpuByNuma.empty())  // hwloc without NUMA information: one CPU for the machine
-    cpuByNuma[0] = addCpuElement(system, 0, hwloc_get_root_obj(t)->cpuset, u, id);
   return cpuByNuma;
 }
 
@@ -322,19 +446,20 @@ std::map<int, XmlNode*> addCpuElements(hwloc_topology_t t, XmlNode* system) {
 // that is unknown), behind the PCI bridges above them.
 class DevicePlacer {
  public:
-  DevicePlacer(hwloc_topology_t t, std::map<int, XmlNode*> cpuByNuma) : t_(t), cpuByNuma_(std::move(cpuByNuma)) {}
+  DevicePlacer(const MachineMap& map, std::map<int, XmlNode*> cpuByNuma)
+      : map_(map), cpuByNuma_(std::move(cpuByNuma)) {}
 
   XmlNode* cpuFor(int numa) { return cpuByNuma_.count(numa) ? cpuByNuma_[numa] : cpuByNuma_.begin()->second; }
   // Places a device at its PCI position; returns its <pci> element.
   XmlNode* place(const std::string& busId) {
-    PciChain c = pciChain(t_, busId);
+    PciChain c = map_.pciChain(busId);
     XmlNode* at = cpuFor(c.numa);
     for (const auto& [bid, cls] : c.bridges) at = pciElement(at, bid, cls);
     return pciElement(at, busId, c.devClass);
   }
 
  private:
-  hwloc_topology_t t_;
+  const MachineMap& map_;
   std::map<int, XmlNode*> cpuByNuma_;
 };
 
@@ -401,15 +526,15 @@ void addNetElements(DevicePlacer* placer) {
 // One probe at a time in a process: hwloc's load is not safe in two threads at once
 // (ThreadSanitizer: its udev path writes libudev's globals unlocked when ranks that are
 // threads of one process initialize together with COLL_TOPO_FILE or COLL_TOPO_DUMP_FILE).
+// The lock is this copy of the library's: libcollectives.so and libnccl.so.2 in one
+// process each have theirs (each is built from the same objects, nothing shared).
 Result<std::unique_ptr<XmlNode>> probeTopologyXml() {
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
-  HwlocTopo topo;
-  COLL_CHECK(topo.load());
-  hwloc_topology_t t = topo.get();
+  COLL_ASSIGN(std::unique_ptr<MachineMap> map, machineMap());
   auto system = std::make_unique<XmlNode>("system");
   system->setAttr("version", "1");
-  DevicePlacer placer(t, addCpuElements(t, system.get()));
+  DevicePlacer placer(*map, addCpuElements(*map, system.get()));
   addGpuElements(&placer);
   addNetElements(&placer);
   return system;

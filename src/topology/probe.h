@@ -1,11 +1,14 @@
 // Probing this machine into NCCL's topology XML, and choosing the topology a process uses.
 //
 // The probe writes what NCCL's dump holds, so one format serves files, dumps and tests:
-//   - one <cpu> per NUMA node (hwloc): numaid, affinity (sysfs cpumap style, 32-bit hex
-//     words, most significant first), arch, vendor, familyid, modelid (/proc/cpuinfo);
+//   - one <cpu> per NUMA node: numaid, affinity (sysfs cpumap style, 32-bit hex words,
+//     most significant first), arch, vendor, familyid, modelid (/proc/cpuinfo);
 //   - every GPU (NVML, loaded with dlopen: absent library or driver means no GPU) and every
 //     NIC of the net backend (its interface's sysfs device) at its PCI position, under the
-//     PCIe bridges hwloc reports, with class, ids, link_speed and link_width from sysfs;
+//     PCIe bridges above it, with class, ids, link_speed and link_width from sysfs;
+//   - NUMA nodes and PCI bridges come from hwloc, loaded at run time (hwloc_lib.h,
+//     COLL_HWLOC_LIB); where it does not load, from sysfs (/sys/devices/system/node, each
+//     device's sysfs path and numa_node), or one NUMA node holding every CPU;
 //     a NIC without a PCI device (loopback, veth) sits directly under its CPU;
 //   - per GPU: dev (the CUDA device number from the driver API, which honours
 //     CUDA_VISIBLE_DEVICES; NVML order without it), sm, rank (= dev: a probe sees the

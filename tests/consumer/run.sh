@@ -14,10 +14,14 @@ cc -std=c99 -Wall -Wextra -pedantic -Werror "$src/tests/consumer/main.c" -o "$pr
 COLL_SOCKET_IFNAME=lo LD_LIBRARY_PATH="$(dirname "$libdir")" "$prefix/pc"
 
 # The NCCL drop-in as installed: libnccl.so.2 (soname) and libnccl.so beside
-# libcollectives, our nccl.h, and a C99 program built with -lnccl only.
+# libcollectives (which it does not need: it holds the library), our nccl.h, and a C99
+# program built with -lnccl only.
 libs=$(dirname "$libdir")
 test -e "$libs/libnccl.so" && test -e "$libs/libnccl.so.2"
 readelf -d "$libs/libnccl.so.2" | grep -q 'SONAME.*\[libnccl.so.2\]'
+if readelf -d "$libs/libnccl.so.2" | grep -E 'NEEDED.*(libcollectives|libhwloc)'; then
+  echo "FAIL: the installed libnccl.so.2 needs libcollectives or libhwloc" >&2; exit 1
+fi
 cc -std=c99 -Wall -Wextra -pedantic -Werror "$src/tests/consumer/nccl_main.c" -o "$prefix/nccl_pc" \
    -I"$prefix/include/collectives/nccl" -L"$libs" -lnccl
 COLL_SOCKET_IFNAME=lo LD_LIBRARY_PATH="$libs" "$prefix/nccl_pc"

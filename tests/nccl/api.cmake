@@ -1,5 +1,5 @@
 # api_test.cc, written only against nccl.h, built against each header and linked only
-# with the drop-in (libnccl.so.2; it finds libcollectives beside itself):
+# with the drop-in (libnccl.so.2, which holds the whole library):
 #   nccl_api_test_ours    Collectives' include/collectives/nccl/nccl.h (no CUDA needed)
 #   nccl_api_test_nvidia  NVIDIA's nccl.h (NCCL_NVIDIA_HEADER, symbols.cmake), where it exists
 # Each runs as CTest tests nccl_api_<variant>_<mode>:
