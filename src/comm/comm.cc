@@ -573,6 +573,15 @@ std::unique_ptr<collComm> commMake(int nranks, int rank, int cudaDev, const Comm
   return comm;
 }
 
+// What a profiler plugin is told of the communicator: its hash is the id's (FNV-1a), the
+// same on every rank and different for every communicator (each has its own root and key).
+ProfilerIdentity profilerIdentity(const collComm* c, const UniqueIdData& id) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  const auto* b = reinterpret_cast<const unsigned char*>(&id);
+  for (size_t i = 0; i < sizeof(id); ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+  return {h, c->options.name, c->tuner.hosts, c->nranks, c->rank};
+}
+
 // Joins the rendezvous and connects: everything init does after the struct exists.
 Status commJoin(collComm* comm, const UniqueIdData& id) {
   LogContext logCtx(comm->rank, comm->options.name);
@@ -605,6 +614,7 @@ Status commJoin(collComm* comm, const UniqueIdData& id) {
     comm->bootstrap->leave();
     return cause;
   }
+  comm->profiler.attach(profilerIdentity(comm, id));
   if (!comm->options.name.empty())
     COLL_INFO(INIT, "rank %d/%d: communicator \"%s\" ready", comm->rank, comm->nranks, comm->options.name.c_str());
   return okStatus();
@@ -648,6 +658,7 @@ void commFree(collComm* comm, bool clean) {
   }
   // Device work still queued or running ends first (told to give up when aborting).
   if (comm->dev.proxy) comm->dev.proxy->quiesce(!clean || comm->abort->raised());
+  comm->profiler.detach();  // after the last operation's events
   if (comm->bootstrap && clean) comm->bootstrap->leave();
   comm->magic = 0;
   delete comm;
