@@ -102,21 +102,6 @@ bool knowsState(int version, EventState s) {
   return true;
 }
 
-// The fields of proxy and kernel events, alike in every version that has them.
-template <class Old>
-void copyProxy(const DescrV6& d, Old& o) {
-  if (d.type == kEvProxyOp) {
-    o.proxyOp.pid = d.proxyOp.pid;
-    o.proxyOp.channelId = d.proxyOp.channelId;
-    o.proxyOp.peer = d.proxyOp.peer;
-    o.proxyOp.nSteps = d.proxyOp.nSteps;
-    o.proxyOp.chunkSize = d.proxyOp.chunkSize;
-    o.proxyOp.isSend = d.proxyOp.isSend;
-  } else if (d.type == kEvProxyStep) {
-    o.proxyStep.step = d.proxyStep.step;
-  }
-}
-
 // v1's numbers for NCCL's names.
 uint8_t algoNumber(const char* a) { return std::strcmp(a, "TREE") == 0 ? 0 : 1; }
 uint8_t protoNumber(const char* p) { return std::strcmp(p, "LL") == 0 ? 0 : std::strcmp(p, "LL128") == 0 ? 1 : 2; }
@@ -135,127 +120,78 @@ uint8_t typeNumber(const char* t) {
   return 0;
 }
 
-// The v2 and v3 collective and p2p fields (v3 dropped trafficBytes).
-template <class Old>
-void copyTasksV2(const DescrV6& d, const ProfilerIdentity& id, Old& o) {
-  if (d.type == kEvColl) {
-    o.parentObj = d.coll.parentGroup;
-    o.coll.name = id.name.c_str();
-    o.coll.commHash = id.commHash;
-    o.coll.seqNumber = d.coll.seqNumber;
-    o.coll.func = d.coll.func;
-    o.coll.sendBuff = d.coll.sendBuff;
-    o.coll.recvBuff = d.coll.recvBuff;
-    o.coll.count = d.coll.count;
-    o.coll.root = d.coll.root;
-    o.coll.datatype = d.coll.datatype;
-    o.coll.nMaxChannels = d.coll.nChannels;
-    o.coll.nWarps = d.coll.nWarps;
-    o.coll.algo = d.coll.algo;
-    o.coll.proto = d.coll.proto;
-  } else if (d.type == kEvP2p) {
-    o.parentObj = d.p2p.parentGroup;
-    o.p2p.name = id.name.c_str();
-    o.p2p.commHash = id.commHash;
-    o.p2p.func = d.p2p.func;
-    o.p2p.buff = d.p2p.buff;
-    o.p2p.datatype = d.p2p.datatype;
-    o.p2p.count = d.p2p.count;
-    o.p2p.peer = d.p2p.peer;
+// A name as the field takes it: v1's number, or the string from v2 on.
+template <class Field>
+void setName(Field& field, const char* name, uint8_t (*number)(const char*)) {
+  if constexpr (std::is_same_v<Field, uint8_t>) field = number(name);
+  else field = name;
+}
+
+// Up to v3 a collective or p2p carries the communicator's name and hash.
+template <class Fields>
+void copyComm(const ProfilerIdentity& id, Fields& f) {
+  if constexpr (requires { f.commHash; }) {
+    f.name = id.name.c_str();
+    f.commHash = id.commHash;
   }
 }
 
-DescrV1 toV1(const DescrV6& d, const ProfilerIdentity& id) {
-  DescrV1 o{};
-  o.type = static_cast<uint8_t>(d.type);
-  o.parentObj = d.parentObj;
-  o.rank = d.rank;
-  copyProxy(d, o);
-  if (d.type == kEvColl) {
-    o.parentObj = d.coll.parentGroup;
-    o.coll.name = id.name.c_str();
-    o.coll.commHash = id.commHash;
-    o.coll.seqNumber = d.coll.seqNumber;
-    o.coll.func = funcNumber(d.coll.func);
-    o.coll.sendBuff = d.coll.sendBuff;
-    o.coll.recvBuff = d.coll.recvBuff;
-    o.coll.count = d.coll.count;
-    o.coll.root = d.coll.root;
-    o.coll.datatype = typeNumber(d.coll.datatype);
-    o.coll.nMaxChannels = d.coll.nChannels;
-    o.coll.nWarps = d.coll.nWarps;
-    o.coll.algo = algoNumber(d.coll.algo);
-    o.coll.proto = protoNumber(d.coll.proto);
-  } else if (d.type == kEvP2p) {
-    o.parentObj = d.p2p.parentGroup;
-    o.p2p.name = id.name.c_str();
-    o.p2p.commHash = id.commHash;
-    o.p2p.func = funcNumber(d.p2p.func);
-    o.p2p.buff = d.p2p.buff;
-    o.p2p.datatype = typeNumber(d.p2p.datatype);
-    o.p2p.count = d.p2p.count;
-    o.p2p.peer = d.p2p.peer;
-  }
-  return o;
+// Up to v4 a collective or p2p hangs under its Group event.
+template <class Old>
+void copyColl(const DescrV6& d, const ProfilerIdentity& id, Old& o) {
+  auto& c = o.coll;
+  o.parentObj = d.coll.parentGroup;
+  copyComm(id, c);
+  c.seqNumber = d.coll.seqNumber;
+  setName(c.func, d.coll.func, funcNumber);
+  c.sendBuff = d.coll.sendBuff;
+  c.recvBuff = d.coll.recvBuff;
+  c.count = d.coll.count;
+  c.root = d.coll.root;
+  setName(c.datatype, d.coll.datatype, typeNumber);
+  if constexpr (requires { c.nMaxChannels; }) c.nMaxChannels = d.coll.nChannels;
+  else c.nChannels = d.coll.nChannels;
+  c.nWarps = d.coll.nWarps;
+  setName(c.algo, d.coll.algo, algoNumber);
+  setName(c.proto, d.coll.proto, protoNumber);
 }
 
 template <class Old>
-Old toV2orV3(const DescrV6& d, const ProfilerIdentity& id) {
+void copyP2p(const DescrV6& d, const ProfilerIdentity& id, Old& o) {
+  auto& p = o.p2p;
+  o.parentObj = d.p2p.parentGroup;
+  copyComm(id, p);
+  setName(p.func, d.p2p.func, funcNumber);
+  p.buff = d.p2p.buff;
+  setName(p.datatype, d.p2p.datatype, typeNumber);
+  p.count = d.p2p.count;
+  p.peer = d.p2p.peer;
+  if constexpr (requires { p.nChannels; }) p.nChannels = d.p2p.nChannels;
+}
+
+// Our event in the layout of v1 to v4 (start() has dropped the types Old lacks).
+template <class Old>
+Old convert(const DescrV6& d, const ProfilerIdentity& id) {
   Old o{};
   o.type = static_cast<uint8_t>(d.type);
   o.parentObj = d.parentObj;
   o.rank = d.rank;
-  copyProxy(d, o);
-  copyTasksV2(d, id, o);
-  if constexpr (std::is_same_v<Old, DescrV3>) {
+  if (d.type == kEvColl) copyColl(d, id, o);
+  if (d.type == kEvP2p) copyP2p(d, id, o);
+  if (d.type == kEvProxyOp) o.proxyOp = d.proxyOp;
+  if (d.type == kEvProxyStep) o.proxyStep = d.proxyStep;
+  if constexpr (requires { o.kernelCh; }) {
     if (d.type == kEvKernelCh) o.kernelCh.channelId = d.kernelCh.channelId;
-    if (d.type == kEvNetPlugin) {
-      o.netPlugin.id = d.netPlugin.id;
-      o.netPlugin.data = d.netPlugin.data;
-    }
+    if constexpr (requires { o.kernelCh.pTimer; })
+      if (d.type == kEvKernelCh) o.kernelCh.pTimer = d.kernelCh.pTimer;
   }
-  return o;
-}
-
-DescrV4 toV4(const DescrV6& d) {
-  DescrV4 o{};
-  o.type = static_cast<uint8_t>(d.type);
-  o.parentObj = d.parentObj;
-  o.rank = d.rank;
-  copyProxy(d, o);
-  if (d.type == kEvColl) {
-    o.parentObj = d.coll.parentGroup;
-    o.coll.seqNumber = d.coll.seqNumber;
-    o.coll.func = d.coll.func;
-    o.coll.sendBuff = d.coll.sendBuff;
-    o.coll.recvBuff = d.coll.recvBuff;
-    o.coll.count = d.coll.count;
-    o.coll.root = d.coll.root;
-    o.coll.datatype = d.coll.datatype;
-    o.coll.nChannels = d.coll.nChannels;
-    o.coll.nWarps = d.coll.nWarps;
-    o.coll.algo = d.coll.algo;
-    o.coll.proto = d.coll.proto;
-  } else if (d.type == kEvP2p) {
-    o.parentObj = d.p2p.parentGroup;
-    o.p2p.func = d.p2p.func;
-    o.p2p.buff = d.p2p.buff;
-    o.p2p.datatype = d.p2p.datatype;
-    o.p2p.count = d.p2p.count;
-    o.p2p.peer = d.p2p.peer;
-    o.p2p.nChannels = d.p2p.nChannels;
-  } else if (d.type == kEvKernelCh) {
-    o.kernelCh.channelId = d.kernelCh.channelId;
-    o.kernelCh.pTimer = d.kernelCh.pTimer;
-  } else if (d.type == kEvNetPlugin) {
-    o.netPlugin.id = d.netPlugin.id;
-    o.netPlugin.data = d.netPlugin.data;
-  }
+  if constexpr (requires { o.netPlugin; })
+    if (d.type == kEvNetPlugin) o.netPlugin = d.netPlugin;
   return o;
 }
 
 // v5's descriptor is v6's without the copy-engine members: the same bytes up to its size.
-static_assert(offsetof(DescrV5, coll) == offsetof(DescrV6, coll) && sizeof(DescrV5) <= sizeof(DescrV6));
+static_assert(sizeof(DescrV5) <= sizeof(DescrV6) && alignof(DescrV5) == alignof(DescrV6));
 DescrV5 toV5(const DescrV6& d) {
   DescrV5 o;
   std::memcpy(static_cast<void*>(&o), &d, sizeof(o));
@@ -341,10 +277,10 @@ void* Profiler::start(DescrV6& d) {
   if (!p || (d.type & typesOf(p->version)) == 0) return nullptr;
   d.rank = id_.rank;
   switch (p->version) {
-    case 1: return startWith<TableV1>(p->table, context_, toV1(d, id_));
-    case 2: return startWith<TableV2>(p->table, context_, toV2orV3<DescrV2>(d, id_));
-    case 3: return startWith<TableV3>(p->table, context_, toV2orV3<DescrV3>(d, id_));
-    case 4: return startWith<TableV4>(p->table, context_, toV4(d));
+    case 1: return startWith<TableV1>(p->table, context_, convert<DescrV1>(d, id_));
+    case 2: return startWith<TableV2>(p->table, context_, convert<DescrV2>(d, id_));
+    case 3: return startWith<TableV3>(p->table, context_, convert<DescrV3>(d, id_));
+    case 4: return startWith<TableV4>(p->table, context_, convert<DescrV4>(d, id_));
     case 5: return startWith<TableV5>(p->table, context_, toV5(d));
     default: return startWith<TableV6>(p->table, context_, d);
   }

@@ -82,6 +82,44 @@ enum EventState : int {
 // The logger init receives from v4 on (plugin_lib.h pluginLog).
 using Logger = void (*)(int level, unsigned long flags, const char* file, int line, const char* fmt, ...);
 
+// Parts several versions share, as named types (a member of one lays out exactly as the
+// anonymous struct NCCL declares in its place).
+struct ProxyOpFields {
+  pid_t pid;
+  uint8_t channelId;
+  int peer;
+  int nSteps;     // slots it moves
+  int chunkSize;  // bytes per slot
+  int isSend;
+};
+struct ProxyStepFields {
+  int step;
+};
+struct KernelChFieldsV3 {
+  uint8_t channelId;
+};
+struct KernelChFields {  // v4 on
+  uint8_t channelId;
+  uint64_t pTimer;  // the GPU's start timestamp
+};
+struct NetPluginFields {
+  int64_t id;
+  void* data;
+};
+// The communicator's name and hash, which v1 to v3 carry in every collective and p2p.
+struct CommIdFields {
+  const char* name;
+  uint64_t commHash;
+};
+// v2 and v3's point-to-point operation.
+struct P2pFieldsV2 : CommIdFields {
+  const char* func;
+  void* buff;
+  const char* datatype;
+  size_t count;
+  int peer;
+};
+
 // ---- v1 ----
 struct DescrV1 {
   uint8_t type;
@@ -116,17 +154,8 @@ struct DescrV1 {
       size_t count;
       int peer;
     } p2p;
-    struct {
-      pid_t pid;
-      uint8_t channelId;
-      int peer;
-      int nSteps;
-      int chunkSize;
-      int isSend;
-    } proxyOp;
-    struct {
-      int step;
-    } proxyStep;
+    ProxyOpFields proxyOp;
+    ProxyStepFields proxyStep;
   };
 };
 
@@ -141,148 +170,88 @@ union StateArgsV1 {
   } proxyCtrl;
 };
 
-// ---- v2 ----
+// ---- v2 and v3: v3 drops the collective's trafficBytes, adds kernel and net events ----
+// A collective's fields from v2 on, up to its datatype. NCCL declares every version's
+// collective flat; the bases here lay out the same (none has tail padding), which the
+// sizes below confirm.
+struct CollCoreFields {
+  uint64_t seqNumber;
+  const char* func;
+  const void* sendBuff;
+  void* recvBuff;
+  size_t count;
+  int root;
+  const char* datatype;
+};
+struct CollFieldsV2 : CommIdFields, CollCoreFields {
+  size_t trafficBytes;
+  uint8_t nMaxChannels;
+  uint8_t nWarps;
+  const char* algo;
+  const char* proto;
+};
+struct CollFieldsV3 : CommIdFields, CollCoreFields {
+  uint8_t nMaxChannels;
+  uint8_t nWarps;
+  const char* algo;
+  const char* proto;
+};
+
 struct DescrV2 {
   uint8_t type;
   void* parentObj;
   int rank;
   union {
-    struct {
-      const char* name;
-      uint64_t commHash;
-      uint64_t seqNumber;
-      const char* func;
-      const void* sendBuff;
-      void* recvBuff;
-      size_t count;
-      int root;
-      const char* datatype;
-      size_t trafficBytes;
-      uint8_t nMaxChannels;
-      uint8_t nWarps;
-      const char* algo;
-      const char* proto;
-    } coll;
-    struct {
-      const char* name;
-      uint64_t commHash;
-      const char* func;
-      void* buff;
-      const char* datatype;
-      size_t count;
-      int peer;
-    } p2p;
-    struct {
-      pid_t pid;
-      uint8_t channelId;
-      int peer;
-      int nSteps;
-      int chunkSize;
-      int isSend;
-    } proxyOp;
-    struct {
-      int step;
-    } proxyStep;
+    CollFieldsV2 coll;
+    P2pFieldsV2 p2p;
+    ProxyOpFields proxyOp;
+    ProxyStepFields proxyStep;
   };
 };
 
-// ---- v3 ----
 struct DescrV3 {
   uint8_t type;
   void* parentObj;
   int rank;
   union {
-    struct {
-      const char* name;
-      uint64_t commHash;
-      uint64_t seqNumber;
-      const char* func;
-      const void* sendBuff;
-      void* recvBuff;
-      size_t count;
-      int root;
-      const char* datatype;
-      uint8_t nMaxChannels;
-      uint8_t nWarps;
-      const char* algo;
-      const char* proto;
-    } coll;
-    struct {
-      const char* name;
-      uint64_t commHash;
-      const char* func;
-      void* buff;
-      const char* datatype;
-      size_t count;
-      int peer;
-    } p2p;
-    struct {
-      pid_t pid;
-      uint8_t channelId;
-      int peer;
-      int nSteps;
-      int chunkSize;
-      int isSend;
-    } proxyOp;
-    struct {
-      int step;
-    } proxyStep;
-    struct {
-      uint8_t channelId;
-    } kernelCh;
-    struct {
-      int64_t id;
-      void* data;
-    } netPlugin;
+    CollFieldsV3 coll;
+    P2pFieldsV2 p2p;
+    ProxyOpFields proxyOp;
+    ProxyStepFields proxyStep;
+    KernelChFieldsV3 kernelCh;
+    NetPluginFields netPlugin;
   };
 };
 
 // ---- v4 ----
+// The collective of v4, to which v5 adds parentGroup.
+struct CollFieldsV4 : CollCoreFields {
+  uint8_t nChannels;
+  uint8_t nWarps;
+  const char* algo;
+  const char* proto;
+};
+static_assert(sizeof(CollFieldsV2) == 104 && sizeof(CollFieldsV3) == 96 && sizeof(CollFieldsV4) == 80);
+struct P2pFieldsV4 {
+  const char* func;
+  void* buff;
+  const char* datatype;
+  size_t count;
+  int peer;
+  uint8_t nChannels;
+};
+
 struct DescrV4 {
   uint8_t type;
   void* parentObj;
   int rank;
   union {
-    struct {
-      uint64_t seqNumber;
-      const char* func;
-      const void* sendBuff;
-      void* recvBuff;
-      size_t count;
-      int root;
-      const char* datatype;
-      uint8_t nChannels;
-      uint8_t nWarps;
-      const char* algo;
-      const char* proto;
-    } coll;
-    struct {
-      const char* func;
-      void* buff;
-      const char* datatype;
-      size_t count;
-      int peer;
-      uint8_t nChannels;
-    } p2p;
-    struct {
-      pid_t pid;
-      uint8_t channelId;
-      int peer;
-      int nSteps;
-      int chunkSize;
-      int isSend;
-    } proxyOp;
-    struct {
-      int step;
-    } proxyStep;
-    struct {
-      uint8_t channelId;
-      uint64_t pTimer;  // the GPU's start timestamp
-    } kernelCh;
-    struct {
-      int64_t id;
-      void* data;
-    } netPlugin;
+    CollFieldsV4 coll;
+    P2pFieldsV4 p2p;
+    ProxyOpFields proxyOp;
+    ProxyStepFields proxyStep;
+    KernelChFields kernelCh;
+    NetPluginFields netPlugin;
   };
 };
 
@@ -303,79 +272,67 @@ union StateArgsV4 {
 };
 
 // ---- v5 and v6: v6 appends the copy-engine events to v5's union ----
-// The members v5 and v6 share, in their order.
-#define COLL_PROFABI_V5_MEMBERS \
-  struct {                      \
-    bool graphCaptured;         \
-    int groupDepth;             \
-  } groupApi;                   \
-  struct {                      \
-    const char* func;           \
-    size_t count;               \
-    const char* datatype;       \
-    int root;                   \
-    void* stream;               \
-    bool graphCaptured;         \
-  } collApi;                    \
-  struct {                      \
-    const char* func;           \
-    size_t count;               \
-    const char* datatype;       \
-    void* stream;               \
-    bool graphCaptured;         \
-  } p2pApi;                     \
-  struct {                      \
-    void* stream;               \
-  } kernelLaunch;               \
-  struct {                      \
-    uint64_t seqNumber;         \
-    const char* func;           \
-    const void* sendBuff;       \
-    void* recvBuff;             \
-    size_t count;               \
-    int root;                   \
-    const char* datatype;       \
-    uint8_t nChannels;          \
-    uint8_t nWarps;             \
-    const char* algo;           \
-    const char* proto;          \
-    void* parentGroup;          \
-  } coll;                       \
-  struct {                      \
-    const char* func;           \
-    void* buff;                 \
-    const char* datatype;       \
-    size_t count;               \
-    int peer;                   \
-    uint8_t nChannels;          \
-    void* parentGroup;          \
-  } p2p;                        \
-  struct {                      \
-    pid_t pid;                  \
-    uint8_t channelId;          \
-    int peer;                   \
-    int nSteps;                 \
-    int chunkSize;              \
-    int isSend;                 \
-  } proxyOp;                    \
-  struct {                      \
-    int step;                   \
-  } proxyStep;                  \
-  struct {                      \
-    uint8_t channelId;          \
-    uint64_t pTimer;            \
-  } kernelCh;                   \
-  struct {                      \
-    int64_t id;                 \
-    void* data;                 \
-  } netPlugin;
+struct GroupApiFields {
+  bool graphCaptured;
+  int groupDepth;  // 1: a call's implicit group; 2 and more: inside the caller's group
+};
+struct CollApiFields {
+  const char* func;
+  size_t count;
+  const char* datatype;
+  int root;
+  void* stream;
+  bool graphCaptured;
+};
+struct P2pApiFields {
+  const char* func;
+  size_t count;
+  const char* datatype;
+  void* stream;
+  bool graphCaptured;
+};
+struct KernelLaunchFields {
+  void* stream;
+};
+struct CollFieldsV5 : CollFieldsV4 {
+  void* parentGroup;  // its Group event (parentObj: its CollApi event)
+};
+struct P2pFieldsV5 : P2pFieldsV4 {
+  void* parentGroup;
+};
+// NCCL declares them flat: parentGroup right after the v4 fields (no tail padding to reuse).
+static_assert(sizeof(CollFieldsV5) == sizeof(CollFieldsV4) + sizeof(void*));
+static_assert(sizeof(P2pFieldsV5) == sizeof(P2pFieldsV4) + sizeof(void*));
+
+// v6's copy-engine collective (this library emits none).
+struct CeCollFields : CollCoreFields {
+  const char* syncStrategy;
+  bool intraBatchSync;
+  uint32_t batchSize;
+  uint32_t numBatches;
+  uint32_t ceSeqNum;
+  void* stream;
+};
+
+// The union members v5 and v6 share, in their order.
+#define COLL_PROFABI_V5_EVENTS     \
+  GroupApiFields groupApi;         \
+  CollApiFields collApi;           \
+  P2pApiFields p2pApi;             \
+  KernelLaunchFields kernelLaunch; \
+  CollFieldsV5 coll;               \
+  P2pFieldsV5 p2p;                 \
+  ProxyOpFields proxyOp;           \
+  ProxyStepFields proxyStep;       \
+  KernelChFields kernelCh;         \
+  NetPluginFields netPlugin;
 
 struct DescrV5 {
   uint64_t type;
-  void* parentObj;  // v5: a collective's is its CollApi event (parentGroup: its Group event)
+  void* parentObj;
   int rank;
   union {
-    COLL_PROFABI_V5_MEMBERS
+    COLL_PROFABI_V5_EVENTS
   };
 };
 
@@ -384,22 +341,8 @@ struct DescrV6 {
   void* parentObj;
   int rank;
   union {
-    COLL_PROFABI_V5_MEMBERS
-    struct {
-      uint64_t seqNumber;
-      const char* func;
-      const void* sendBuff;
-      void* recvBuff;
-      size_t count;
-      int root;
-      const char* datatype;
-      const char* syncStrategy;
-      bool intraBatchSync;
-      uint32_t batchSize;
-      uint32_t numBatches;
-      uint32_t ceSeqNum;
-      void* stream;
-    } ceColl;
+    COLL_PROFABI_V5_EVENTS
+    CeCollFields ceColl;
     struct {
       bool isComplete;
       int nRanks;
@@ -411,7 +354,7 @@ struct DescrV6 {
     } ceCollBatch;
   };
 };
-#undef COLL_PROFABI_V5_MEMBERS
+#undef COLL_PROFABI_V5_EVENTS
 
 // ---- the tables ----
 // v1 to v3: init knows nothing of the communicator (its name and hash ride in the

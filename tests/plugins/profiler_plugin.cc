@@ -207,33 +207,31 @@ int initFails(void**, uint64_t, int*, const char*, int, int, int, Logger) { retu
 
 }  // namespace
 
+// One table, exported under NCCL's name for its version.
+#define TEST_TABLE(N, Init, Args, name)                                                                           \
+  EXPORT const TableV##N ncclProfiler_v##N = {name,    Init, startEvent<DescrV##N>, stopEvent, recordState<Args>, \
+                                              finalize};
+
 #if defined(PROFILER_V1)
-EXPORT const TableV1 ncclProfiler_v1 = {"testprof1", initV1, startEvent<DescrV1>, stopEvent, recordState<StateArgsV1>,
-                                        finalize};
+TEST_TABLE(1, initV1, StateArgsV1, "testprof1")
 #define TEST_VERSION 1
 #elif defined(PROFILER_V2)
-EXPORT const TableV2 ncclProfiler_v2 = {"testprof2", initV1, startEvent<DescrV2>, stopEvent, recordState<StateArgsV1>,
-                                        finalize};
+TEST_TABLE(2, initV1, StateArgsV1, "testprof2")
 #define TEST_VERSION 2
 #elif defined(PROFILER_V3)
-EXPORT const TableV3 ncclProfiler_v3 = {"testprof3", initV1, startEvent<DescrV3>, stopEvent, recordState<StateArgsV1>,
-                                        finalize};
+TEST_TABLE(3, initV1, StateArgsV1, "testprof3")
 #define TEST_VERSION 3
 #elif defined(PROFILER_V4)
-EXPORT const TableV4 ncclProfiler_v4 = {"testprof4", initV4, startEvent<DescrV4>, stopEvent, recordState<StateArgsV4>,
-                                        finalize};
+TEST_TABLE(4, initV4, StateArgsV4, "testprof4")
 #define TEST_VERSION 4
 #elif defined(PROFILER_V5)
-EXPORT const TableV5 ncclProfiler_v5 = {"testprof5", initV5, startEvent<DescrV5>, stopEvent, recordState<StateArgsV4>,
-                                        finalize};
+TEST_TABLE(5, initV5, StateArgsV4, "testprof5")
 #define TEST_VERSION 5
 #elif defined(PROFILER_V6)
-EXPORT const TableV6 ncclProfiler_v6 = {"testprof6", initV5, startEvent<DescrV6>, stopEvent, recordState<StateArgsV4>,
-                                        finalize};
+TEST_TABLE(6, initV5, StateArgsV4, "testprof6")
 #define TEST_VERSION 6
 #elif defined(PROFILER_FAIL)
-EXPORT const TableV6 ncclProfiler_v6 = {"testprofFail",           initFails, startEvent<DescrV6>, stopEvent,
-                                        recordState<StateArgsV4>, finalize};
+TEST_TABLE(6, initFails, StateArgsV4, "testprofFail")
 #define TEST_VERSION 6
 #else  // PROFILER_NONE
 #define TEST_VERSION 0
