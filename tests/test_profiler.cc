@@ -277,8 +277,8 @@ TEST_CASE("profiler: plugins that fail or are missing leave the job working") {
     const char* logged;
   };
   for (const Broken& b :
-       {Broken{"testfail", "init failed with error 3"}, Broken{"testnone", "exports none of ncclProfiler_v6"},
-        Broken{"nosuchplugin", "no profiler plugin"}}) {
+       {Broken{"testfail", "init failed with error 3"}, Broken{"testnull", "has no recordEventState function"},
+        Broken{"testnone", "exports none of ncclProfiler_v6"}, Broken{"nosuchplugin", "no profiler plugin"}}) {
     INFO(b.spec);
     std::vector<std::string> errors;
     int logged = 0;

@@ -83,7 +83,7 @@ const ProfilerPlugin* pluginFor(const std::string& spec) {
   return loaded.emplace(spec, std::move(plugin)).first->second.get();
 }
 
-// The highest event type bit each version knows.
+// The event types each version knows.
 uint64_t typesOf(int version) {
   switch (version) {
     case 1:

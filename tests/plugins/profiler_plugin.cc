@@ -2,8 +2,8 @@
 // through testProfilerEvents() (profiler_record.h), found with dlsym on the same library.
 //
 // Built once per table it exports (tests/CMakeLists.txt): PROFILER_V<N> exports
-// ncclProfiler_v<N> alone; PROFILER_FAIL a v6 table whose init fails; PROFILER_NONE no
-// table at all. COLL_TEST_PROFILER_MASK (hex or decimal) is the activation mask init
+// ncclProfiler_v<N> alone; PROFILER_FAIL a v6 table whose init fails;
+// PROFILER_NULL_MEMBER a v5 table without recordEventState; PROFILER_NONE no table at all. COLL_TEST_PROFILER_MASK (hex or decimal) is the activation mask init
 // returns (default: every event type).
 #include <cstdlib>
 #include <deque>
@@ -233,6 +233,9 @@ TEST_TABLE(6, initV5, StateArgsV4, "testprof6")
 #elif defined(PROFILER_FAIL)
 TEST_TABLE(6, initFails, StateArgsV4, "testprofFail")
 #define TEST_VERSION 6
+#elif defined(PROFILER_NULL_MEMBER)
+EXPORT const TableV5 ncclProfiler_v5 = {"testprofNull", initV5, startEvent<DescrV5>, stopEvent, nullptr, finalize};
+#define TEST_VERSION 5
 #else  // PROFILER_NONE
 #define TEST_VERSION 0
 #endif
