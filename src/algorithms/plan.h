@@ -24,6 +24,7 @@
 #include "base/status.h"
 #include "kernels/host_reduce.h"
 #include "kernels/step_flags.h"
+#include "profiler/profiler.h"
 #include "transport/connector.h"
 
 namespace coll {
@@ -74,6 +75,7 @@ struct OpDesc {
   int minChannels = 0, maxChannels = 0;
   uint64_t profilerTag = 0;
   size_t chunkBytes = 0;         // a tuner plugin's chunk size (0: the slot; tuner_plugin.h)
+  ProfOpEvents prof{};           // its profiler events while it is queued and runs (comm/profile.h)
   std::shared_ptr<void> keep{};  // memory the op reads that the library made (staged inputs)
   // Work due when the op runs rather than when it is called (a PreMulSum op's scaling,
   // which reads its scalar then): the launch calls it first.
@@ -105,6 +107,7 @@ struct Program {
   int nranks = 1;
   int rank = 0;
   std::string lane;  // "channel 1", "send to rank 3": for stall reports
+  int channel = 0;   // the ring channel it runs (send/recv lanes: 0), for profiler events
   // Executor state.
   size_t cur = 0;
   size_t off = 0;
@@ -113,6 +116,7 @@ struct Program {
   WaitTarget blockedOn;                      // set when the last advance stalled
   Awaiting blockedFor = Awaiting::kData;     // with blockedPeer >= 0
   int blockedPeer = -1;
+  ProfLaneEvents prof;  // the profiler events it has open (comm/profile.h)
 
   // The caller's bytes moved per slice by step s (a compressed step fits more in a slot).
   size_t sliceFor(const Step& s) const;

@@ -579,6 +579,11 @@ std::unique_ptr<collComm> commMake(int nranks, int rank, int cudaDev, const Comm
   return comm;
 }
 
+// What a profiler plugin is told of the communicator.
+ProfilerIdentity profilerIdentity(const collComm* c) {
+  return {c->commHash, c->options.name, c->tuner.hosts, c->nranks, c->rank};
+}
+
 // Joins the rendezvous and connects: everything init does after the struct exists.
 Status commJoin(collComm* comm, const UniqueIdData& id) {
   LogContext logCtx(comm->rank, comm->options.name);
@@ -615,6 +620,7 @@ Status commJoin(collComm* comm, const UniqueIdData& id) {
     comm->bootstrap->leave();
     return cause;
   }
+  comm->profiler.attach(profilerIdentity(comm));
   if (!comm->options.name.empty())
     COLL_INFO(INIT, "rank %d/%d: communicator \"%s\" ready", comm->rank, comm->nranks, comm->options.name.c_str());
   return okStatus();
@@ -658,6 +664,7 @@ void commFree(collComm* comm, bool clean) {
   }
   // Device work still queued or running ends first (told to give up when aborting).
   if (comm->dev.proxy) comm->dev.proxy->quiesce(!clean || comm->abort->raised());
+  comm->profiler.detach();  // after the last operation's events
   if (comm->bootstrap && clean) comm->bootstrap->leave();
   comm->magic = 0;
   delete comm;

@@ -21,6 +21,7 @@
 #include "bootstrap/bootstrap.h"
 #include "comm/copy_agent.h"
 #include "device/device_comm.h"
+#include "profiler/profiler.h"
 #include "transport/connector.h"
 #include "transport/connector_set.h"
 #include "transport/shm/mailbox.h"
@@ -179,6 +180,8 @@ struct collComm {
   // the number of the next collective without taking it (ranks make different numbers
   // of them: a gather's root n, the others one).
   uint64_t seq = 0;
+  // The profiler plugin's context for this communicator (profiler/profiler.h; off when none).
+  coll::Profiler profiler;
   std::string lastError;
   std::atomic<int> busy{0};
   std::atomic<bool> destroying{false};

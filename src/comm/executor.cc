@@ -7,6 +7,7 @@
 #include "algorithms/oneshot.h"
 #include "comm/comm.h"
 #include "comm/lane.h"
+#include "comm/profile.h"
 #include "comm/watch.h"
 #include "bootstrap/failure.h"
 #include "base/log.h"
@@ -125,6 +126,7 @@ Status pumpSends(Program& p, const SendConnector* current) {
 Status advance(Program& p, bool* moved, bool* done) {
   while (p.cur < p.steps.size()) {
     const Step& s = p.steps[p.cur];
+    if (p.prof.on) profSliceReached(p, s);
     // Before the program's next operation, which may write the caller's memory that
     // slices of the previous one are being sent from (directSource), those must be out.
     if (p.directPending && p.off == 0 && p.cur > 0 && s.op != p.steps[p.cur - 1].op) {
@@ -172,6 +174,7 @@ Status advance(Program& p, bool* moved, bool* done) {
       ++p.cur;
       p.off = 0;
     }
+    if (p.prof.on) profSliceDone(p, s, wireLen);
   }
   bool flushed = false;
   COLL_CHECK(flushSends(p, &flushed));
@@ -259,7 +262,8 @@ namespace {
 // A Program as a lane.
 class ProgramLane : public Lane {
  public:
-  explicit ProgramLane(Program& p) : p_(p) {}
+  explicit ProgramLane(Program& p) : p_(p) { profLaneBegin(p_); }
+  ~ProgramLane() override { profLaneEnd(p_); }
   collComm* comm() const override { return p_.comm; }
   Status poll(bool* moved, bool* done) override { return advance(p_, moved, done); }
   WaitTarget waitTarget() const override { return p_.blockedOn; }

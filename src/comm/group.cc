@@ -11,11 +11,13 @@
 #include "base/datatype.h"
 #include "kernels/compress.h"
 #include "comm/executor.h"
+#include "comm/profile.h"
 #include "comm/watch.h"
 #include "base/log.h"
 #include "comm/stage.h"
 #include "device/dev_lane.h"
 #include "device/device_exec.h"
+#include "device/plan_cache.h"
 #include "device/proxy.h"  // wallNs
 #include "transport/transport.h"
 
@@ -195,6 +197,7 @@ struct CommLaunch {
   Program self;                      // send/recv to oneself
   std::unique_ptr<Staging> staging;  // a device launch run from host memory (comm/stage.h)
   bool splitOff = false;             // its staged operations, split from the comm's device launch
+  ProfLaunch prof;                   // its profiler events (comm/profile.h)
 };
 
 // What the algorithm builders read of c, over the connector set `conns`.
@@ -327,6 +330,7 @@ Status buildPrograms(CommLaunch& l) {
   const BuildInput shared = buildInput(c, conns);
   l.channels.resize(conns.channels.size());
   for (size_t ch = 0; ch < l.channels.size(); ++ch) initProgram(l.channels[ch], l, "channel " + std::to_string(ch));
+  for (size_t ch = 0; ch < l.channels.size(); ++ch) l.channels[ch].channel = static_cast<int>(ch);
   initProgram(l.self, l, "copy to self");
   // Call order; device send/recv by distance (collectives keep theirs: other programs).
   std::vector<size_t> order(l.ops.size());
@@ -637,21 +641,72 @@ Status devicePart(CommLaunch& l, uint64_t calledNs, std::vector<DevicePart>* par
   return okStatus();
 }
 
+// Profiler events: how each operation of a built launch runs, in NCCL's words. The
+// one-shot is reported as NCCL's LL protocol (the name COLL_PROTO gives it), ring and tree
+// as algorithms; broadcast and reduce (chains) and the device's direct allreduce as RING.
+// Its channels: the lanes that move its data (a device launch's token lanes aside), in
+// its programs or in the device plan reused instead of them.
+std::vector<ProfRoute> profRoutes(const CommLaunch& l, const DevicePlan* plan) {
+  std::vector<ProfRoute> routes;
+  for (size_t i = 0; i < l.ops.size(); ++i) {
+    const Route r = i < l.routes.size() ? l.routes[i] : Route::kRing;
+    auto moves = [&](const auto& s) { return s.op == i && !(s.flags & kToken); };
+    int channels = 0;
+    auto count = [&](const Program& p) { channels += std::any_of(p.steps.begin(), p.steps.end(), moves); };
+    for (const Program& p : l.channels) count(p);
+    for (const auto& [peer, p] : l.sends) count(p);
+    for (const auto& [peer, p] : l.recvs) count(p);
+    count(l.self);
+    for (const CommLaunch::Segment& s : l.channel0Before)
+      if (s.program) count(*s.program);
+    for (size_t k = 0; plan && k < plan->lanes.size(); ++k) {
+      const DevLane& lane = plan->lanes[k];  // its `steps`: the index of its first step
+      const auto first = plan->steps.begin() + static_cast<std::ptrdiff_t>(reinterpret_cast<uintptr_t>(lane.steps));
+      channels += std::any_of(first, first + lane.nsteps, moves);
+    }
+    if (r == Route::kOneShot) channels = 1;
+    routes.push_back({r == Route::kTree ? "TREE" : "RING", r == Route::kOneShot ? "LL" : "SIMPLE", channels});
+  }
+  return routes;
+}
+
+void profStart(CommLaunch& l, const DevicePlan* plan = nullptr) {
+  if (!l.comm->profiler.loaded()) return;
+  l.prof.comm = l.comm;
+  l.prof.ops = &l.ops;
+  const std::vector<ProfRoute> routes = profRoutes(l, plan);
+  profLaunchStart(l.prof, routes);
+  if (l.device) profKernelStart(l.prof, routes);
+}
+
+// Stops the launches' profiler events however the launch ends.
+struct ProfStops {
+  Launches& launches;
+  ~ProfStops() {
+    for (auto& l : launches)
+      if (l->prof.comm) profLaunchStop(l->prof);
+  }
+};
+
 Status buildAndRun(Launches& launches, uint64_t calledNs, collComm** failedComm) {
+  ProfStops profStops{launches};
   std::vector<std::unique_ptr<Lane>> hosts;
   std::vector<DevicePart> deviceParts;
   for (auto& l : launches) {
     if (l->device && copiesOnly(l->comm->dev, l->ops)) {
+      profStart(*l);
       COLL_RETURN_IF_FAILED(failOn(l->comm, runCopiesOnly(l->comm->dev, l->ops), failedComm));
       continue;
     }
     if (l->device) {
       COLL_RETURN_IF_FAILED(failOn(l->comm, devicePart(*l, calledNs, &deviceParts), failedComm));
+      profStart(*l, deviceParts.back().plan.get());
       continue;
     }
     COLL_RETURN_IF_FAILED(failOn(l->comm, buildPrograms(*l), failedComm));
     std::vector<Program*> mine;
     COLL_RETURN_IF_FAILED(failOn(l->comm, lanesOf(*l, &mine), failedComm));
+    profStart(*l);
     // Host operations reuse the connectors: device work queued before them ends first.
     deviceQuiesce(l->comm->dev, false);
     hostLanes(*l, mine, &hosts);
@@ -660,6 +715,7 @@ Status buildAndRun(Launches& launches, uint64_t calledNs, collComm** failedComm)
   // yielding lanes may need what this rank's host lanes move first.
   DeviceWaits waits;
   Status st = deviceRun(deviceParts, failedComm, &waits);
+  for (auto& l : launches) profKernelEnqueued(l->prof);
   std::vector<Lane*> lanes;
   for (auto& h : hosts) lanes.push_back(h.get());
   if (st.ok()) st = runLanes(lanes, failedComm);
@@ -703,6 +759,7 @@ Status groupStart() {
 Status groupEnd(collComm** failedComm) {
   if (tlsDepth == 0) return invalidUsage("collGroupEnd called without a matching collGroupStart");
   if (--tlsDepth > 0) return okStatus();
+  ProfGroupEnd profEnd;
   Status deferred = finishDeferred(failedComm);
   if (!tlsGroupError.ok() || !deferred.ok()) {
     Status st = !tlsGroupError.ok() ? std::move(tlsGroupError) : std::move(deferred);
@@ -769,6 +826,7 @@ Status groupSimulateEnd(double* us) {
   *us = 0;
   for (const auto& [c, t] : perComm) *us = std::max(*us, t);
   if (--tlsDepth > 0) return st;
+  ProfGroupEnd profEnd;
   collComm* failed = nullptr;
   Status deferred = finishDeferred(&failed);
   tlsGroupError = Status();
@@ -780,6 +838,7 @@ Status groupSimulateEnd(double* us) {
 
 Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {
   op.seq = isPointToPoint(op.kind) ? comm->seq : comm->seq++;
+  ProfApiCall profApi(comm, op, tlsDepth);
   if (tlsDepth > 0) {
     tlsQueue.push_back({comm, op});
     return okStatus();
@@ -797,6 +856,7 @@ Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {
       return st;
     }
     watchStarted(comm, op, 1);
+    ProfSoloOneShot profSolo(comm, op);
     st = runOneShot(comm, ctx, op, failedComm);
     if (st.ok()) watchFinished(comm);
     return st.ok() ? st : watchFailed(comm, std::move(st));
