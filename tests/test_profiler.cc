@@ -329,3 +329,33 @@ TEST_CASE("profiler: device launches report their kernel and channels") {
     CHECK(launches[0]->parent == groups[0]);
   }
 }
+
+// One library carrying a profiler, a tuner and an env plugin, as NCCL allows: named as the
+// tuner, or found as the net plugin's library, its tuner's choice (the tree, one channel)
+// is what its profiler sees run.
+TEST_CASE("profiler: a library of every kind shows its own tuner's choice running") {
+  const std::string lib = libPath("mixed");
+  ScopedEnv prof("NCCL_PROFILER_PLUGIN", lib.c_str());
+  ScopedEnv mode("TEST_TUNER_MODE", "tree");
+  ScopedEnv direct("COLL_DIRECT", "0");  // 4 MiB: past the one-shot, on the ring or the tree
+  for (const char* var : {"NCCL_TUNER_PLUGIN", "NCCL_NET_PLUGIN"}) {
+    DYNAMIC_SECTION(var) {
+      reset("mixed");
+      ScopedEnv tuner(var, lib.c_str());
+      const auto errors = testing::runRanks(2, [](int, collComm_t comm) -> std::string {
+        std::vector<float> in(1 << 20, 1.f), out(1 << 20);
+        std::string err = check(collAllReduce(in.data(), out.data(), in.size(), collFloat32, collSum, comm, nullptr),
+                                "allreduce");
+        return err.empty() && out.back() != 2.f ? "result " + std::to_string(out.back()) : err;
+      });
+      REQUIRE(errors.empty());
+      const testprof::Log& log = logOf("mixed");
+      for (int rank = 0; rank < 2; ++rank) {
+        const auto colls = ofType(log, kEvColl, rank);
+        REQUIRE(colls.size() == 1);
+        CHECK(colls[0]->algo == "TREE");
+        CHECK(colls[0]->nChannels == 1);
+      }
+    }
+  }
+}

@@ -100,16 +100,19 @@ Result<TunerLib*> findTuner(const std::string& spec, bool* named) {
   return tableOf(lib.value());
 }
 
-// The loaded tuner for the current NCCL_TUNER_PLUGIN (one per value, never unloaded: a
-// process may name another between communicators), or null.
+// The loaded tuner for the current NCCL_TUNER_PLUGIN (and, where that is unset,
+// NCCL_NET_PLUGIN): one per value, never unloaded (a process may name another between
+// communicators), or null.
 const TunerLib* loadedTuner() {
   static std::mutex mu;
   static auto* loaded = new std::map<std::string, const TunerLib*>();
   const char* raw = paramRaw(StringParam::TUNER_PLUGIN);
   if (pluginDisabled(raw)) return nullptr;
   const std::string spec = raw ? raw : "";
+  const char* net = paramRaw(StringParam::NET_PLUGIN);
+  const std::string key = spec + (spec.empty() && net ? std::string("|net:") + net : "");
   std::lock_guard<std::mutex> lock(mu);
-  if (auto it = loaded->find(spec); it != loaded->end()) return it->second;
+  if (auto it = loaded->find(key); it != loaded->end()) return it->second;
   bool named = false;
   Result<TunerLib*> r = findTuner(spec, &named);
   const TunerLib* lib = r.ok() ? r.value() : nullptr;
@@ -118,7 +121,7 @@ const TunerLib* loadedTuner() {
     COLL_WARN(TUNING, "NCCL_TUNER_PLUGIN=\"%s\": %s; tuning without a plugin", spec.c_str(),
               r.status().message().c_str());
   else COLL_INFO(TUNING, "no tuner plugin: %s", r.status().message().c_str());
-  (*loaded)[spec] = lib;
+  (*loaded)[key] = lib;
   return lib;
 }
 
