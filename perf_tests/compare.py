@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Ratios of our perf_tests tables to the peers' (../shared/peers), per target of issue 4.
+"""Ratios of our perf_tests tables to the peers' (../shared/peers), per target of the
+host path (docs/PERFORMANCE.md, "Current figures").
 
     compare.py DIR [--medians OUTDIR]
 

@@ -1,8 +1,8 @@
 // What one step of the device executor costs on the GPU, without the library: the
 // leader's fence and release store after a slice, and a round trip between two kernels on
 // two streams of one GPU (two ranks as threads) through flags in device memory or in
-// mapped host memory, at system or GPU scope. The H100 run of issue 23 found ~4-8 us per
-// step of a lane even where nothing waited (docs/PERFORMANCE.md); this says which part.
+// mapped host memory, at system or GPU scope. The H100 run of 2026-11-26 found ~4-8 us
+// per step of a lane even where nothing waited (docs/PERFORMANCE.md); this says which part.
 // Then what the host pays per call for what a device launch queues: a kernel launch with
 // 64 bytes of parameters and with the executor's 8 KiB image (also from two threads at
 // once, as two thread ranks launch), an event record, an 8 KiB pinned copy (the timing

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Compressed against uncompressed collectives, side by side in one run (issue 22's speed
-# targets): per setup, all_reduce_perf (or $BENCH) plain and with --wire alternating
-# round by round so both see the same machine noise. Prints per setup and size the
-# median time and busbw of each and the median of the per-round speedups (plain time /
-# compressed time, = the busbw ratio).
+# Compressed against uncompressed collectives, side by side in one run (their speed
+# targets: docs/PERFORMANCE.md): per setup, all_reduce_perf (or $BENCH) plain and with
+# --wire alternating round by round so both see the same machine noise. Prints per
+# setup and size the median time and busbw of each and the median of the per-round
+# speedups (plain time / compressed time, = the busbw ratio).
 #   scripts/compress_bench.sh BUILD_DIR [ROUNDS] [WIRE]
 # Setups: shm (collrun -np 2, processes on one host), tcp2 and tcp4 (collrun --nodes 2,
 # 2 and 4 ranks: two simulated hosts over TCP). SETUPS, BENCH and PERF_ARGS (default

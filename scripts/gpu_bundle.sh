@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Builds here what a run on a lent GPU machine needs, into .gpu/ (ignored by git), for the
-# device tool to carry: that machine's image has CUDA but not Debian's hwloc, Catch2 or
-# CLI11, and nothing can be installed there. Release, sm_90 only (H100/H200), stripped;
+# Builds here what scripts/gpu_check.sh needs on a GPU machine, into .gpu/ (ignored by
+# git), to be copied there beside the sources: a GPU machine's image may have CUDA but
+# not Debian's hwloc, Catch2 or CLI11, and may allow no installs. Release, sm_90 only (H100/H200), stripped;
 # the shared libraries the binaries need beside them.
 #
-#   bash scripts/gpu_bundle.sh        # then: run(command="bash scripts/gpu_check.sh", carry=[".gpu"])
+#   bash scripts/gpu_bundle.sh        # then, on the GPU machine with .gpu/ copied: bash scripts/gpu_check.sh
 #   bash scripts/gpu_bundle.sh torch [PYTHON]  # .gpu/hwloc for `gpu_check.sh torch`, which builds
 #                                     # there; with PYTHON, also .gpu/prebuilt against its torch
 set -euo pipefail
@@ -64,7 +64,7 @@ for lib in $(ldd .gpu/build/tests/gpu_tests .gpu/build/perf_tests/all_reduce_per
     *) cp -L "$lib" .gpu/lib/ ;;
   esac
 done
-# The device tool carries at most 64 MiB; the perf binaries are near copies of each other
+# The bundle is kept under 64 MiB; the perf binaries are near copies of each other
 # (each links the library), so one xz archive with a large window takes ~3 MB of ~60.
 # scripts/gpu_check.sh unpacks it on the GPU machine.
 (cd .gpu && tar cf - build lib | xz -9 -T2 > bundle.tar.xz && rm -rf build lib)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# On a lent GPU machine, from the repository root, with .gpu/ carried (scripts/gpu_bundle.sh):
-#   bash scripts/gpu_check.sh          the GPU issue's targets: [gpu] tests, compute-sanitizer
+# On a machine with an NVIDIA GPU, from the repository root, with .gpu/ present
+# (built elsewhere by scripts/gpu_bundle.sh and copied beside the sources):
+#   bash scripts/gpu_check.sh          the device path's targets: [gpu] tests, compute-sanitizer
 #                                      (memcheck, racecheck), the benchmarks beside NCCL's,
 #                                      the no-hang shapes; then each target and whether it
 #                                      holds (scripts/gpu_targets.py)
@@ -9,17 +10,17 @@
 #   bash scripts/gpu_check.sh channels 2 ranks at 256 MiB and 8 B over 16-64 channels per rank
 #                                      (COLL_DEVICE_NCHANNELS), twice over, for the default
 #   bash scripts/gpu_check.sh first    what changed since the last GPU run, most important
-#                                      first; with GPU_CHECK_DEADLINE=S for a short lease
+#                                      first; GPU_CHECK_DEADLINE=S bounds the whole run
 #   bash scripts/gpu_check.sh torch    PyTorch and CuPy through the project: the library and
 #                                      torch_collectives built there against the machine's
 #                                      torch, DDP on CUDA tensors on our backend, PyTorch's
 #                                      ProcessGroupNCCL and CuPy on our libnccl.so.2
-#                                      (carry .gpu/hwloc: scripts/gpu_bundle.sh torch)
-# Logs in $OUT/logs.tar.gz (the device tool brings back at most 8 files), the summary and
-# the targets beside it; a summary last. Every step has its own time limit; each form fits
-# one 10-minute call (590 s).
+#                                      (needs .gpu/hwloc: scripts/gpu_bundle.sh torch)
+# Results in $OUT (default /tmp/gpu-out): every log packed into logs.tar.gz, so the output
+# stays a handful of files, with the summary and the targets beside it; a summary last.
+# Every step has its own time limit; each form finishes within 10 minutes (590 s).
 set -uo pipefail
-# scripts/gpu_bundle.sh packs the binaries into one archive (the carry limit is 64 MiB).
+# scripts/gpu_bundle.sh packs the binaries into one archive (kept under 64 MiB).
 if [ -f .gpu/bundle.tar.xz ] && [ ! -d .gpu/build ]; then
   (cd .gpu && { xz -dc bundle.tar.xz 2>/dev/null | tar xf - ; } ||
     python3 -c "import tarfile; tarfile.open('bundle.tar.xz').extractall('.')") || { echo "cannot unpack .gpu/bundle.tar.xz"; exit 1; }
@@ -39,7 +40,7 @@ pack() { tar czf "$RESULTS/logs.tar.gz" -C "$OUT" . && cp "$S" "$RESULTS/" && { 
 trap pack EXIT
 : > "$S"
 # GPU_CHECK_DEADLINE (seconds from the start): a step gets at most what is left of it, and
-# none once under 5 s are left, so a short lease still returns every log.
+# none once under 5 s are left, so a run cut short by it still packs every log.
 DEADLINE="${GPU_CHECK_DEADLINE:-0}"
 step() {  # step NAME SECONDS command...
   local name="$1" secs="$2"
@@ -110,7 +111,7 @@ one_rank_beside_nccl() {
   done
 }
 if [ "${1:-targets}" = more ]; then
-  # The rest of the device path's checks, a second call: the probe, the launch tests, the
+  # The rest of the device path's checks, as a run of its own: the probe, the launch tests, the
   # channel sweep, alltoall with 8 ranks.
   step colltopo 10 "$B/tools/colltopo" --xml
   for c in threads procs hosts; do step "launch_$c" 55 bash tests/gpu_launch_test.sh "$B" "$c"; done
@@ -147,8 +148,8 @@ if [ "${1:-targets}" = channels ]; then
   exit 0
 fi
 if [ "${1:-targets}" = first ]; then
-  # What changed since the last GPU run, most important first, for a lease of a few
-  # minutes (with GPU_CHECK_DEADLINE): small operations (the ring beside the exchange, the
+  # What changed since the last GPU run, most important first, for a run of a few
+  # minutes (bounded by GPU_CHECK_DEADLINE): small operations (the ring beside the exchange, the
   # copy agent beside each process copying itself, where the time goes), memcheck and
   # racecheck, the target shapes (256 MiB for 2 and 8 ranks, 2 processes at 128 MiB, the
   # no-hang shapes), the full sweep with values checked; then plans by address, the direct
@@ -187,7 +188,7 @@ if [ "${1:-targets}" = first ]; then
   done
   # Reduce-scatter and all-gather of odd counts: every block but the first off 16 bytes
   # by its own amount, run in the widest unit the pointers share (slice.h; 4 bytes here)
-  # since the twenty-seventh session, byte by byte before. Under memcheck first.
+  # since 70ad8b8 (2026-11-27), byte by byte before. Under memcheck first.
   step memcheck_unaligned_rs 40 "$CS" --tool memcheck --error-exitcode 9 "$P/reduce_scatter_perf" -t 2 --mem device -b 4104 -e 1M -f 64 -c 1 -n 1 -w 0
   step memcheck_unaligned_ag 40 "$CS" --tool memcheck --error-exitcode 9 "$P/all_gather_perf" -t 2 --mem device -b 4104 -e 1M -f 64 -c 1 -n 1 -w 0
   for c in reduce_scatter all_gather; do
@@ -257,7 +258,7 @@ if [ "${1:-targets}" = yield ]; then
   cat "$S"
   exit 0
 fi
-# Default: what issue 23's targets need, then the targets table (scripts/gpu_targets.py).
+# Default: what the device path's targets need, then the targets table (scripts/gpu_targets.py).
 step gpu_tests 100 "$B/tests/gpu_tests" "~[direct]"
 step gpu_tests_direct 60 "$B/tests/gpu_tests" "[direct]"
 step memcheck 70 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 1M -f 32 -c 1 -n 1 -w 0

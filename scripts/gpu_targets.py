@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Issue 23's targets, each with what was measured and whether it holds.
+"""The device path's targets (docs/PERFORMANCE.md, "Current figures"), each with what
+was measured and whether it holds.
 
     scripts/gpu_targets.py LOG_DIR
 

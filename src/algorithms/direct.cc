@@ -2,10 +2,11 @@
 // reduces its own block straight from every rank's input into every rank's output, with
 // no FIFO slot in between. A ring allreduce of S bytes on two ranks of one GPU moves 8S
 // through memory (input, slots and output on both sides); this moves 4S, the least an
-// allreduce can (docs/PERFORMANCE.md, issue 23). Beyond two ranks, sums and averages of
-// float, fp16 and bf16 read each element of every input and write every output in one
-// pass (dev_slice.h devSliceDirect): 2nS in all, 16S at 8 ranks against the ring's 44S;
-// other types and ops pass partial sums through memory (~31S at 8 ranks).
+// allreduce can (docs/PERFORMANCE.md, the device path's targets). Beyond two ranks,
+// sums and averages of float, fp16 and bf16 read each element of every input and write
+// every output in one pass (dev_slice.h devSliceDirect): 2nS in all, 16S at 8 ranks
+// against the ring's 44S; other types and ops pass partial sums through memory (~31S
+// at 8 ranks).
 //
 // Unlike the ring, a rank writes into its peers' buffers: a rank whose call failed or
 // was aborted may still be written to by peers in the operation until their
