@@ -18,7 +18,13 @@ if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   CC=clang CXX=clang++ CMAKE_GENERATOR=${CMAKE_GENERATOR:-Ninja} cmake -S . -B "$BUILD_DIR" -DCOLL_FUZZ=ON -DCOLL_BUILD_TESTS=OFF -DCOLL_BUILD_TOOLS=OFF \
     -DCOLL_BUILD_PYTORCH=OFF -DCOLL_ENABLE_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
-cmake --build "$BUILD_DIR" -j "${FUZZ_JOBS:-2}" --target fuzz_all >/dev/null
+build_log=$(mktemp /tmp/coll-fuzz-build.XXXXXX)
+if ! cmake --build "$BUILD_DIR" -j "${FUZZ_JOBS:-2}" --target fuzz_all >"$build_log" 2>&1; then
+  echo "fuzz.sh: building the fuzz targets failed:" >&2
+  grep -v '^\[' "$build_log" | tail -40 >&2
+  exit 1
+fi
+rm -f "$build_log"
 
 mkdir -p "$WORK/crashes"
 failed=0 total=0
