@@ -1,6 +1,7 @@
 // allreduce_example: N local processes (default 4) form a communicator through
-// COLL_COMM_ID and run float32 sum allreduces of 1 MiB and 64 MiB, checking every result
-// and printing time and bandwidth (busbw = algbw * 2(n-1)/n, as nccl-tests).
+// COLL_COMM_ID, with a key made for the job, and run float32 sum allreduces of 1 MiB and
+// 64 MiB, checking every result and printing time and bandwidth (busbw = algbw * 2(n-1)/n,
+// as nccl-tests).
 //
 //   allreduce_example [-np N] [-iters K] [sizes in bytes, e.g. 1M 64M]
 #include <arpa/inet.h>
@@ -75,6 +76,22 @@ static int runRank(int rank, int nranks, const std::vector<size_t>& sizes, int i
   return 0;
 }
 
+// 32 random bytes as hex, or "" when the system gives none.
+static std::string randomKey() {
+  unsigned char bytes[32];
+  FILE* f = std::fopen("/dev/urandom", "rb");
+  size_t got = f ? std::fread(bytes, 1, sizeof(bytes), f) : 0;
+  if (f) std::fclose(f);
+  if (got != sizeof(bytes)) return "";
+  std::string hex;
+  for (unsigned char b : bytes) {
+    char two[3];
+    std::snprintf(two, sizeof(two), "%02x", b);
+    hex += two;
+  }
+  return hex;
+}
+
 int main(int argc, char** argv) {
   int nranks = 4, iters = 20;
   std::vector<size_t> sizes;
@@ -102,6 +119,16 @@ int main(int argc, char** argv) {
     close(s);
     std::string id = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
     setenv("COLL_COMM_ID", id.c_str(), 1);
+  }
+  // A key made for this job: only our processes can join it (docs/SECURITY.md). Without one
+  // anyone who reaches the port may, and each process warns so.
+  if (!std::getenv("COLL_AUTH_KEY") && !std::getenv("COLL_AUTH_KEY_FILE")) {
+    std::string key = randomKey();
+    if (key.empty()) {
+      std::fprintf(stderr, "cannot read /dev/urandom for the job's key\n");
+      return 1;
+    }
+    setenv("COLL_AUTH_KEY", key.c_str(), 1);
   }
   int version = 0;
   collGetVersion(&version);
