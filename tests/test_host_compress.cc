@@ -303,11 +303,11 @@ int8_t scalarHop(uint8_t wire, const std::vector<uint16_t>& in, int8_t ein, cons
                  int n, std::vector<uint16_t>* out) {
   std::vector<float> v(src.size());
   for (size_t i = 0; i < v.size(); ++i) {
-    const float d = wire == kWireFp16 ? decodeFp16Scaled(in[i], ein) : bf16ToFloat(in[i]);
+    const float d = wire == kEncodingFp16 ? decodeFp16Scaled(in[i], ein) : bf16ToFloat(in[i]);
     v[i] = avg ? (d + src[i]) * (1.0f / static_cast<float>(n)) : d + src[i];
   }
   out->resize(v.size());
-  if (wire == kWireFp16) return encodeFp16Block(v.data(), v.size(), out->data());
+  if (wire == kEncodingFp16) return encodeFp16Block(v.data(), v.size(), out->data());
   for (size_t i = 0; i < v.size(); ++i) (*out)[i] = floatToBf16(v[i]);
   return 0;
 }
@@ -321,7 +321,7 @@ TEST_CASE("host fused hop (decode, add, encode) gives the step-by-step bits, fp1
   const float inf = std::numeric_limits<float>::infinity();
   for (int trial = 0; trial < 600; ++trial) {
     const size_t k = 1 + static_cast<size_t>(trial) % kCompressBlock;
-    const uint8_t wire = trial % 2 ? kWireFp16 : kWireBf16;
+    const uint8_t wire = trial % 2 ? kEncodingFp16 : kEncodingBf16;
     const bool avg = trial % 3 == 0;
     std::vector<float> a(k), src(k);
     const int scale = trial % 7 == 0 ? 120 : exp(rng);  // some blocks in fp32's top binade
@@ -335,19 +335,19 @@ TEST_CASE("host fused hop (decode, add, encode) gives the step-by-step bits, fp1
     }
     std::vector<uint16_t> in(k), want, got(k);
     int8_t ein = 0;
-    if (wire == kWireFp16) ein = encodeFp16Block(a.data(), k, in.data());
+    if (wire == kEncodingFp16) ein = encodeFp16Block(a.data(), k, in.data());
     else
       for (size_t i = 0; i < k; ++i) in[i] = floatToBf16(a[i]);
     const int8_t e = scalarHop(wire, in, ein, src, avg, 3, &want);
     std::vector<float> dst(k);
-    const int8_t e2 = wire == kWireFp16
+    const int8_t e2 = wire == kEncodingFp16
                           ? hostSumEncodeFp16Block(in.data(), ein, src.data(), k, avg, 3, got.data(), dst.data())
                           : (hostSumEncodeBf16(in.data(), src.data(), k, avg, 3, got.data(), dst.data()), int8_t{0});
     INFO("trial " << trial << ", " << k << " elements, wire " << int(wire) << (avg ? ", avg" : ""));
     REQUIRE(e2 == e);
     REQUIRE(got == want);
     for (size_t i = 0; i < k; ++i) {
-      const float back = wire == kWireFp16 ? decodeFp16Scaled(want[i], e) : bf16ToFloat(want[i]);
+      const float back = wire == kEncodingFp16 ? decodeFp16Scaled(want[i], e) : bf16ToFloat(want[i]);
       REQUIRE(std::memcmp(&dst[i], &back, 4) == 0);
     }
   }

@@ -46,7 +46,7 @@ void Program::add(uint8_t flags, const OpDesc& od, uint16_t opIndex, const char*
   s.flags = flags;
   if ((flags & kDst) && streamMinBytes > 0 && od.count * dataTypeSize(od.dtype) >= streamMinBytes) s.flags |= kStream;
   s.elemSize = static_cast<uint8_t>(dataTypeSize(od.dtype));
-  s.wire = (flags & (kSend | kRecv)) ? od.wire : uint8_t{kWireNone};
+  s.encoding = (flags & (kSend | kRecv)) ? od.encoding : uint8_t{kEncodingNone};
   s.op = opIndex;
   s.kernels = &hostReduceKernels(od.dtype, od.op);
   s.src = src;
@@ -59,7 +59,7 @@ void Program::add(uint8_t flags, const OpDesc& od, uint16_t opIndex, const char*
     flushTargets.push_back(s.send);
 }
 
-size_t Program::sliceFor(const Step& s) const { return wireSliceBytes(s.wire, sliceBytes); }
+size_t Program::sliceFor(const Step& s) const { return sliceBytesFor(s.encoding, sliceBytes); }
 
 void Program::addToken(uint16_t opIndex, SendConnector* send, RecvConnector* recv) {
   // Send first, then receive: every rank of the ring does both, so none waits on another.

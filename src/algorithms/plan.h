@@ -32,9 +32,9 @@ namespace coll {
 struct Step {
   uint8_t flags;
   uint8_t elemSize;
-  uint8_t wire;  // WireType (kernels/compress.h): the form of the slots' data
-  uint16_t op;   // index of the operation in Program::ops (for error messages)
-  uint8_t slot;  // kDirect address steps: the entry of the lane's address table moved
+  uint8_t encoding;  // Encoding (kernels/compress.h): the form of the slots' data
+  uint16_t op;       // index of the operation in Program::ops (for error messages)
+  uint8_t slot;      // kDirect address steps: the entry of the lane's address table moved
   const ReduceKernels* kernels;
   const char* src;
   char* dst;
@@ -66,7 +66,7 @@ struct OpDesc {
   void* stream = nullptr;     // its cudaStream_t
   const char* via = nullptr;  // the call this send/recv is part of ("collAlltoAll"), for errors
   bool registered = false;    // a send from memory registered with collCommRegister
-  uint8_t wire = 0;           // WireType: fp32 data carried compressed (kernels/compress.h)
+  uint8_t encoding = 0;       // Encoding: fp32 data carried compressed (kernels/compress.h)
   // A per-call config (coll*Config): an algorithm filter on top of the communicator's
   // (an AllowMask, algorithms/tuner.h), whether one nothing satisfies fails the call (else
   // the tuner's choice stands), channel bounds (0: the communicator's), a profiler's tag.

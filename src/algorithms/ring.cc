@@ -131,7 +131,7 @@ Piece bodyOf(Piece p, size_t es) {
 bool exchanges(const BuildInput& in, const OpDesc& od, int nch) {
   const bool commutes = od.op == collSum || od.op == collProd || od.op == collAvg;
   const size_t es = dataTypeSize(od.dtype), bytes = od.count * es;
-  if (in.nranks != 2 || !commutes || od.wire != kWireNone || bytes > in.exchangeMaxBytes) return false;
+  if (in.nranks != 2 || !commutes || od.encoding != kEncodingNone || bytes > in.exchangeMaxBytes) return false;
   const auto pieces = static_cast<size_t>(nch);
   const size_t maxPiece = (partBegin(od.count, 2, 1) + pieces - 1) / pieces * es + 16;
   return maxPiece <= in.sliceBytes * in.loopSlices / 2;

@@ -66,11 +66,11 @@ void downSteps(const OpDesc& od, uint16_t opIndex, Program& p, const ConnectorSe
     p.add(kRecv | kDst | kSend, od, opIndex, nullptr, dst, bytes, e.toChild[0].get(), e.down.get());
     first = 1;
   }
-  // Compressed (od.wire): the root keeps what its first send decodes to, the result every
+  // Compressed (od.encoding): the root keeps what its first send decodes to, the result every
   // other rank gets; later sends encode those values again, to the same bits
   // (kernels/compress.h).
   for (size_t j = first; j < k; ++j) {
-    const uint8_t keep = first == 0 && j == 0 && od.wire ? kDst : 0;
+    const uint8_t keep = first == 0 && j == 0 && od.encoding ? kDst : 0;
     p.add(kSrc | kSend | keep, od, opIndex, dst, keep ? dst : nullptr, bytes, e.toChild[j].get(), nullptr);
   }
 }

@@ -1,5 +1,5 @@
 // Compressed collectives (collectives.h collAllReduceCompressed; kernels/compress.h): the
-// uncompressed calls' arguments and paths, with the wire type set on the operation.
+// uncompressed calls' arguments and paths, with the encoding set on the operation.
 #include "api/guard.h"
 #include "kernels/compress.h"
 
@@ -8,10 +8,10 @@ using namespace coll::api;
 
 namespace coll::api {
 
-uint8_t wireOf(int wiretype) {
-  if (wiretype == collFloat16) return kWireFp16;
-  if (wiretype == collBfloat16) return kWireBf16;
-  return kWireNone;
+uint8_t encodingOf(int wiretype) {
+  if (wiretype == collFloat16) return kEncodingFp16;
+  if (wiretype == collBfloat16) return kEncodingBf16;
+  return kEncodingNone;
 }
 
 Status checkCompressed(const OpCall& call, int wiretype) {
@@ -19,7 +19,7 @@ Status checkCompressed(const OpCall& call, int wiretype) {
   if (call.dtype != collFloat32)
     return invalidArgument("datatype " + std::string(dataTypeName(call.type())) +
                            ": compressed collectives take float32 buffers (collFloat32)");
-  if (wireOf(wiretype) == kWireNone)
+  if (encodingOf(wiretype) == kEncodingNone)
     return invalidArgument("wiretype " +
                            (validDataType(wiretype) ? std::string(dataTypeName(static_cast<collDataType_t>(wiretype)))
                                                     : std::to_string(wiretype)) +
@@ -34,14 +34,15 @@ Status checkCompressed(const OpCall& call, int wiretype) {
   return okStatus();
 }
 
-uint8_t defaultWire(const collComm* comm, const OpDesc& od) {
-  if (comm->compress == kWireNone || od.dtype != collFloat32) return kWireNone;
+uint8_t defaultEncoding(const collComm* comm, const OpDesc& od) {
+  if (comm->compress == kEncodingNone || od.dtype != collFloat32) return kEncodingNone;
   switch (od.kind) {
     case CollKind::kAllReduce:
-    case CollKind::kReduceScatter: return od.op == collSum || od.op == collAvg ? comm->compress : uint8_t{kWireNone};
+    case CollKind::kReduceScatter:
+      return od.op == collSum || od.op == collAvg ? comm->compress : uint8_t{kEncodingNone};
     case CollKind::kAllGather:
     case CollKind::kBroadcast: return comm->compress;
-    default: return kWireNone;
+    default: return kEncodingNone;
   }
 }
 
@@ -51,7 +52,7 @@ namespace {
 
 // Runs call, named fn, compressed to wiretype (rawArg).
 collResult_t runCompressed(const char* fn, collComm_t comm, OpCall call, int wiretype, collStream_t stream) {
-  call.od.wire = wireOf(wiretype);
+  call.od.encoding = encodingOf(wiretype);
   return runOp(fn, comm, call, stream, [wiretype](const OpCall& checked, collComm* c, BufKinds* k) -> Status {
     COLL_CHECK(checkCompressed(checked, wiretype));
     return checkArgs(checked, c, k);

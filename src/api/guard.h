@@ -213,7 +213,7 @@ inline Status placeOp(OpDesc* od, const BufKinds& kinds, collStream_t stream) {
 // fault the kernel (a crash of the context), so it is refused by name. Copies need no
 // alignment (kernels/slice.h moves the widest unit the pointers share).
 inline Status checkElementAlignment(const OpDesc& od, int rank) {
-  if (!od.device || od.count == 0 || (!combines(od.kind) && od.wire == 0)) return okStatus();
+  if (!od.device || od.count == 0 || (!combines(od.kind) && od.encoding == 0)) return okStatus();
   const size_t es = dataTypeSize(od.dtype);
   auto check = [&](const char* arg, const void* p) -> Status {
     if (reinterpret_cast<uintptr_t>(p) % es == 0) return okStatus();
@@ -279,16 +279,16 @@ void deferToGroupEnd(collComm* comm, collComm** out, Make make) {
 // caller named them (api.cc).
 Status checkArgs(const OpCall& call, collComm* c, BufKinds* k);
 
-// What a compressed call's wiretype (rawArg) puts on the wire (kWireNone where it is
+// The encoding a compressed call's wiretype (rawArg) asks for (kEncodingNone where it is
 // none: checkCompressed says why).
-uint8_t wireOf(int wiretype);
+uint8_t encodingOf(int wiretype);
 
 // The arguments only compressed calls have: fp32 buffers, a 16-bit floating wire type,
 // and for reductions an op compression supports.
 Status checkCompressed(const OpCall& call, int wiretype);
 
-// The wire type comm's default compression gives od (kWireNone where it does not apply).
-uint8_t defaultWire(const collComm* comm, const OpDesc& od);
+// The encoding comm's default compression gives od (kEncodingNone where it does not apply).
+uint8_t defaultEncoding(const collComm* comm, const OpDesc& od);
 
 // Checks call (its datatype, then validate(call, comm, &kinds), which checks the rest, its
 // op included) and its per-call config, and enqueues it.
@@ -304,7 +304,7 @@ collResult_t runOp(const char* fn, collComm* comm, const OpCall& call, collStrea
     OpDesc od = call.desc();
     COLL_CHECK(placeOp(&od, kinds, stream));
     COLL_CHECK(applyCollConfig(config, comm, &od));
-    if (od.wire == 0) od.wire = defaultWire(comm, od);
+    if (od.encoding == 0) od.encoding = defaultEncoding(comm, od);
     COLL_CHECK(checkElementAlignment(od, comm->rank));
     size_t inputCount = od.count;
     if (od.kind == CollKind::kReduceScatter) inputCount *= static_cast<size_t>(comm->nranks);

@@ -219,8 +219,8 @@ static int64_t deviceFifoBytes(bool overNet, bool emulate, int64_t hostBytes) {
   return overNet || emulate ? hostBytes : int64_t{4} << 20;
 }
 
-static_assert(int{collCompressFloat16} == int{kWireFp16} && int{collCompressBfloat16} == int{kWireBf16} &&
-              int{collCompressNone} == int{kWireNone});
+static_assert(int{collCompressFloat16} == int{kEncodingFp16} && int{collCompressBfloat16} == int{kEncodingBf16} &&
+              int{collCompressNone} == int{kEncodingNone});
 
 // The communicator's default compression (collCompress_t): its config's, else COLL_COMPRESS.
 static Result<int32_t> compressSetting(const CommOptions& o) {
@@ -358,8 +358,8 @@ static void makeDeterministic(collComm* c) {
   if (c->rank == 0)
     COLL_INFO(INIT, "deterministic reductions: ring and chain%s; no tree or compression%s",
               rankOrder ? " and one-shot (the ring is in rank order)" : " only",
-              c->compress != kWireNone ? " (COLL_COMPRESS/config->compress ignored)" : "");
-  c->compress = kWireNone;
+              c->compress != kEncodingNone ? " (COLL_COMPRESS/config->compress ignored)" : "");
+  c->compress = kEncodingNone;
 }
 
 // From how many bytes device allreduces take the direct route (algorithms.h
@@ -399,11 +399,11 @@ static Status applyConfig(collComm* c, const std::vector<SharedConfig>& all, boo
   c->netOneShotBytes = static_cast<size_t>(agreed.netOneShotBytes);
   c->compress = static_cast<uint8_t>(agreed.compress);  // collCompress_t values are WireTypes
   if (agreed.deterministic) makeDeterministic(c);
-  if (c->compress != kWireNone)
+  if (c->compress != kEncodingNone)
     COLL_INFO(INIT,
               "rank %d: compression on: fp32 allreduce, reduce-scatter (sum/avg), allgather and broadcast "
               "carry %s on the wire",
-              c->rank, c->compress == kWireFp16 ? "fp16 with a power-of-two scale per 256 elements" : "bf16");
+              c->rank, c->compress == kEncodingFp16 ? "fp16 with a power-of-two scale per 256 elements" : "bf16");
   c->dev.emulate = agreed.deviceEmulate != 0;
   // Every rank's kernel blocks must be resident together (they wait on each other): ranks
   // sharing a GPU divide its resident blocks, and every rank uses the smallest share.

@@ -136,7 +136,7 @@ struct collComm {
   std::vector<char> staging;  // ring one-shot inputs; direct reductions' peer chunks
   int64_t spinNs = 0;         // COLL_SPIN_US, for waiters
   size_t streamMinBytes = 0;  // COLL_STREAM_MIN_BYTES: non-temporal stores from here up
-  uint8_t compress = 0;       // WireType (kernels/compress.h) of fp32 collectives by default
+  uint8_t compress = 0;       // Encoding (kernels/compress.h) of fp32 collectives by default
 
   // The device path (device/device_comm.h): the CUDA device this rank is bound to
   // (dev.cudaDev, -1 for a host-memory rank), emulation, the device connector set

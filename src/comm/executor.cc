@@ -13,7 +13,7 @@
 #include "base/log.h"
 #include "base/wait.h"
 #include "kernels/host_copy.h"
-#include "kernels/wire_slice.h"
+#include "kernels/encoded_slice.h"
 
 namespace coll {
 
@@ -66,7 +66,7 @@ namespace {
 // as with NCCL's registered buffers, the caller then keeps it unchanged until the group
 // has completed.
 const char* directSource(const Program& p, const Step& s, size_t off) {
-  if (!s.send || !s.send->canPostDirect() || s.wire != kWireNone) return nullptr;
+  if (!s.send || !s.send->canPostDirect() || s.encoding != kEncodingNone) return nullptr;
   if (p.ops && (*p.ops)[s.op].kind == CollKind::kSend && !(*p.ops)[s.op].registered) return nullptr;
   if ((s.flags & kRecv) && (s.flags & kDst)) return s.dst + off;
   if ((s.flags & kSrc) && !(s.flags & kRecv) && !((s.flags & kFinal) && (s.flags & kDst))) return s.src + off;
@@ -76,11 +76,11 @@ const char* directSource(const Program& p, const Step& s, size_t off) {
 // Does one slice of step s at byte offset off, of length len; the send slot is left
 // alone when the slice is sent from `direct` (directSource).
 void doSlice(const Step& s, size_t off, size_t len, int nranks, const char* direct) {
-  if (s.wire != kWireNone) {
-    hostWireSlice(s.flags, s.wire, s.kernels, s.recv ? s.recv->slot() : nullptr,
-                  (s.flags & kSrc) ? reinterpret_cast<const float*>(s.src + off) : nullptr,
-                  (s.flags & kDst) ? reinterpret_cast<float*>(s.dst + off) : nullptr, s.send ? s.send->slot() : nullptr,
-                  len / sizeof(float), nranks);
+  if (s.encoding != kEncodingNone) {
+    hostEncodedSlice(s.flags, s.encoding, s.kernels, s.recv ? s.recv->slot() : nullptr,
+                     (s.flags & kSrc) ? reinterpret_cast<const float*>(s.src + off) : nullptr,
+                     (s.flags & kDst) ? reinterpret_cast<float*>(s.dst + off) : nullptr,
+                     s.send ? s.send->slot() : nullptr, len / sizeof(float), nranks);
     return;
   }
   hostSlice(s.flags, s.kernels, s.elemSize, s.recv ? s.recv->slot() : nullptr, (s.flags & kSrc) ? s.src + off : nullptr,
@@ -138,7 +138,7 @@ Status advance(Program& p, bool* moved, bool* done) {
     if (s.recv) COLL_CHECK(s.recv->progress());
     if (s.send) COLL_CHECK(s.send->progress());
     const size_t len = std::min(p.sliceFor(s), s.bytes - p.off);
-    const size_t wireLen = s.wire != kWireNone ? wireBytes(s.wire, len / sizeof(float)) : len;
+    const size_t encodedLen = s.encoding != kEncodingNone ? encodedBytes(s.encoding, len / sizeof(float)) : len;
     if (s.recv && !s.recv->ready()) {
       p.blockedOn = s.recv->waitTarget();
       p.blockedFor = Awaiting::kData;
@@ -151,9 +151,9 @@ Status advance(Program& p, bool* moved, bool* done) {
       p.blockedPeer = s.send->peer();
       return pumpSends(p, s.send);
     }
-    if (s.recv && s.recv->size() != wireLen)
+    if (s.recv && s.recv->size() != encodedLen)
       return invalidUsage("rank " + std::to_string(s.recv->peer()) + " sent " + std::to_string(s.recv->size()) +
-                          " bytes where " + std::to_string(wireLen) +
+                          " bytes where " + std::to_string(encodedLen) +
                           " were expected: the ranks called different operations or counts");
     const char* direct = directSource(p, s, p.off);
     doSlice(s, p.off, len, p.nranks, direct);
@@ -163,7 +163,7 @@ Status advance(Program& p, bool* moved, bool* done) {
         s.send->postDirect(direct, len);
         p.directPending = true;
       } else {
-        s.send->post(wireLen);
+        s.send->post(encodedLen);
       }
       // Push it out now: the next step may not use this connector (net only; shm no-op).
       COLL_CHECK(s.send->progress());
@@ -174,7 +174,7 @@ Status advance(Program& p, bool* moved, bool* done) {
       ++p.cur;
       p.off = 0;
     }
-    if (p.prof.on) profSliceDone(p, s, wireLen);
+    if (p.prof.on) profSliceDone(p, s, encodedLen);
   }
   bool flushed = false;
   COLL_CHECK(flushSends(p, &flushed));

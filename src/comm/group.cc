@@ -118,8 +118,8 @@ Result<Route> routeFor(collComm* c, OpDesc& od, int groupOps) {
   }
   const TunerInput& tuner = callFilter ? filtered : c->tuner;
   // Its bits are the ring's: where COLL_ALGO rules the ring out, so is it.
-  if (od.device && od.kind == CollKind::kAllReduce && od.wire == kWireNone && bytes >= c->deviceDirectMinBytes &&
-      allowed(tuner.algos, od.kind, static_cast<int>(Algo::kRing)))
+  if (od.device && od.kind == CollKind::kAllReduce && od.encoding == kEncodingNone &&
+      bytes >= c->deviceDirectMinBytes && allowed(tuner.algos, od.kind, static_cast<int>(Algo::kRing)))
     return Route::kDirect;
   if (od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter) bytes *= static_cast<size_t>(c->nranks);
   Result<Choice> chosen = choose(c, tuner, od, bytes, oneShot, groupOps);
@@ -346,8 +346,8 @@ Status buildPrograms(CommLaunch& l) {
     const OpDesc& od = l.ops[i];
     auto idx = static_cast<uint16_t>(i);
     BuildInput in = shared;
-    in.sliceBytes = wireSliceBytes(od.wire, shared.sliceBytes);  // the caller's bytes of a slot
-    if (od.chunkBytes > 0 && od.wire == kWireNone) in.sliceBytes = tunedSlice(od.chunkBytes, in.sliceBytes);
+    in.sliceBytes = sliceBytesFor(od.encoding, shared.sliceBytes);  // the caller's bytes of a slot
+    if (od.chunkBytes > 0 && od.encoding == kEncodingNone) in.sliceBytes = tunedSlice(od.chunkBytes, in.sliceBytes);
     if (l.routes[i] == Route::kOneShot) {
       cutChannel0(l, std::make_shared<OneShot>(oneShotContext(c), od));
       continue;
@@ -605,7 +605,7 @@ void hostLanes(CommLaunch& l, const std::vector<Program*>& programs, std::vector
 
 // What a device launch's programs depend on beyond its communicator's fixed state (ring,
 // channels, slot sizes, connectors): every operation's kind, buffers, count, type, op,
-// root, wire and route. The key of its plan (device/plan_cache.h).
+// root, encoding and route. The key of its plan (device/plan_cache.h).
 std::vector<uint64_t> planKey(const CommLaunch& l) {
   std::vector<uint64_t> key;
   key.reserve(1 + l.ops.size() * 8);
@@ -614,7 +614,7 @@ std::vector<uint64_t> planKey(const CommLaunch& l) {
     const OpDesc& od = l.ops[i];
     key.insert(key.end(), {static_cast<uint64_t>(od.kind), reinterpret_cast<uintptr_t>(od.sendbuff),
                            reinterpret_cast<uintptr_t>(od.recvbuff), od.count,
-                           static_cast<uint64_t>(od.dtype) | uint64_t{od.wire} << 32,
+                           static_cast<uint64_t>(od.dtype) | uint64_t{od.encoding} << 32,
                            static_cast<uint64_t>(static_cast<uint32_t>(od.op)),
                            static_cast<uint64_t>(static_cast<uint32_t>(od.root)), static_cast<uint64_t>(l.routes[i])});
   }

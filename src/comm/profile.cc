@@ -284,11 +284,11 @@ void profSliceReached(Program& p, const Step& s) {
   if (s.recv) openStep(p, 1);
 }
 
-void profSliceDone(Program& p, const Step& s, size_t wireLen) {
+void profSliceDone(Program& p, const Step& s, size_t encodedLen) {
   Profiler& prof = p.comm->profiler;
   ProfLaneEvents& e = p.prof;
   StateArgsV4 args{};
-  args.proxyStep.transSize = wireLen;
+  args.proxyStep.transSize = encodedLen;
   if (s.recv && e.step[1]) {
     prof.record(e.step[1], kStProxyStepRecvGpuWait, args);
     prof.stop(e.step[1]);

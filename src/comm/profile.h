@@ -99,10 +99,10 @@ void profLaneBegin(Program& p);
 // The executor reached a slice of step s (again, while it waits): opens the operation's
 // events on its first slice and the slice's ProxyStep events.
 void profSliceReached(Program& p, const Step& s);
-// The slice of step s was moved (wireLen bytes through the connectors); p.cur and p.off
+// The slice of step s was moved (encodedLen bytes through the connectors); p.cur and p.off
 // already point past it. Stops its ProxyStep events, and the operation's lane events
 // after its last slice on this lane.
-void profSliceDone(Program& p, const Step& s, size_t wireLen);
+void profSliceDone(Program& p, const Step& s, size_t encodedLen);
 // The lane is gone (done or failed): whatever it still has open.
 void profLaneEnd(Program& p);
 

@@ -79,9 +79,9 @@ struct DevStep {
   uint8_t dtype;  // collDataType_t
   uint8_t redop;  // collRedOp_t
   uint8_t elemSize;
-  uint8_t wire;  // WireType (kernels/compress.h)
-  uint8_t slot;  // kDirect address steps: the table entry moved (plan.h Step::slot)
-  uint16_t op;   // index of the operation in its launch (for error messages)
+  uint8_t encoding;  // Encoding (kernels/compress.h)
+  uint8_t slot;      // kDirect address steps: the table entry moved (plan.h Step::slot)
+  uint16_t op;       // index of the operation in its launch (for error messages)
 };
 
 enum DevCode : uint32_t {
@@ -294,7 +294,7 @@ COLL_HD inline bool devGpuScope(const DevLane& L, const DevStep& s) {
 // (a code other than kDevRunning is also stored in the lane's result).
 template <class B>
 COLL_HD COLL_DEV_OUTLINE void devLead(const DevLane& L, B& b, const DevStep& s, uint32_t si, uint64_t k,
-                                      uint64_t wireLen, uint32_t* pos) {
+                                      uint64_t encodedLen, uint32_t* pos) {
   DevSliceCtl& c = b.ctl();
   c.code = kDevRunning;
   c.in = nullptr;
@@ -308,10 +308,10 @@ COLL_HD COLL_DEV_OUTLINE void devLead(const DevLane& L, B& b, const DevStep& s, 
       devWait(L, b, ++spins, since, c.code);
     if (c.code == kDevRunning) {
       const uint32_t got = b.load(&r.sizes[pos[s.recv] % kDevSteps], r.sameGpu);
-      if (got != wireLen) {
+      if (got != encodedLen) {
         c.code = kDevSizeMismatch;
         L.result->got = got;
-        L.result->want = (s.flags & kDirect) ? s.bytes : wireLen;  // an address step: the op's size
+        L.result->want = (s.flags & kDirect) ? s.bytes : encodedLen;  // an address step: the op's size
       }
       c.in = r.data + (pos[s.recv] % kDevSteps) * r.slotBytes;
     }
@@ -499,13 +499,14 @@ COLL_HD inline void devRunLane(const DevLane& L, B& b) {
     // A compressed step moves more of the caller's bytes per slot (compress.h); a direct
     // reduction has no slot.
     const bool reduceDirect = (s.flags & kDirect) && !addr;
-    const uint64_t sliceBytes = reduceDirect ? L.sliceBytes * kDevDirectSlices : wireSliceBytes(s.wire, L.sliceBytes);
+    const uint64_t sliceBytes = reduceDirect ? L.sliceBytes * kDevDirectSlices
+                                             : sliceBytesFor(s.encoding, L.sliceBytes);
     const uint64_t nslices = addr ? 1 : (s.bytes + sliceBytes - 1) / sliceBytes;
     for (uint64_t k = si == start.step ? start.slice : 0; k < nslices; ++k) {
       const uint64_t off = k * sliceBytes;
       const uint64_t len = addr ? sizeof(DevAddr) : s.bytes - off < sliceBytes ? s.bytes - off : sliceBytes;
-      const uint64_t wireLen = s.wire != kWireNone ? wireBytes(s.wire, len / 4) : len;
-      if (b.leader()) devLead(L, b, s, si, k, wireLen, pos);
+      const uint64_t encodedLen = s.encoding != kEncodingNone ? encodedBytes(s.encoding, len / 4) : len;
+      if (b.leader()) devLead(L, b, s, si, k, encodedLen, pos);
       b.sync();
       const DevSliceCtl c = b.ctl();
       if (c.code != kDevRunning) return;
@@ -519,7 +520,7 @@ COLL_HD inline void devRunLane(const DevLane& L, B& b) {
         // token after a direct reduction, from any thread of the block); the counters after
         // it are plain stores (a release store is a fence of its own: three were ~3 round
         // trips to memory per slice).
-        if (s.send >= 0) b.note(&L.conns[s.send].sizes[pos[s.send] % kDevSteps], static_cast<uint32_t>(wireLen));
+        if (s.send >= 0) b.note(&L.conns[s.send].sizes[pos[s.send] % kDevSteps], static_cast<uint32_t>(encodedLen));
         if (s.recv >= 0 || s.send >= 0 || k + 1 == nslices) b.fence(devGpuScope(L, s));
         if (s.recv >= 0) b.post(L.conns[s.recv].head, ++pos[s.recv]);
         if (s.send >= 0) b.post(L.conns[s.send].tail, ++pos[s.send]);

@@ -13,7 +13,7 @@
 #include "device/dev_lane.h"
 #include "kernels/slice.h"
 #include "kernels/step_flags.h"
-#include "kernels/wire_slice.h"
+#include "kernels/encoded_slice.h"
 
 namespace coll {
 
@@ -22,9 +22,9 @@ namespace coll {
 COLL_HD inline void devSlice(unsigned tid, unsigned nt, const DevStep& s, const char* in, const char* src, char* dst,
                              char* out, uint64_t len, int nranks) {
   using namespace slice;
-  if (s.wire != kWireNone) {
-    wireSliceHd(tid, nt, s.flags, s.wire, s.redop, in, reinterpret_cast<const float*>(src),
-                reinterpret_cast<float*>(dst), out, len / 4, nranks);
+  if (s.encoding != kEncodingNone) {
+    encodedSliceHd(tid, nt, s.flags, s.encoding, s.redop, in, reinterpret_cast<const float*>(src),
+                   reinterpret_cast<float*>(dst), out, len / 4, nranks);
     return;
   }
   // Pure copies need no element type.

@@ -250,7 +250,7 @@ Status lowerProgram(const Program& p, const MapFn& map, DevicePlan& out, Pending
     d.dtype = static_cast<uint8_t>(od.dtype);
     d.redop = static_cast<uint8_t>(od.op);
     d.elemSize = s.elemSize;
-    d.wire = s.wire;
+    d.encoding = s.encoding;
     d.op = s.op;
     d.send = -1;
     d.recv = -1;

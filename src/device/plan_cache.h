@@ -2,7 +2,7 @@
 // into Programs (algorithms/) and lowered to DevLanes and DevSteps (dev_lane.h): ~15 us of
 // host time for one small allreduce on 32 channels, where the kernel that runs it may
 // take less. The lowering depends only on the operations (kind, buffers, count, type,
-// op, root, wire, route) and on the communicator's connectors, which live as long as it
+// op, root, encoding, route) and on the communicator's connectors, which live as long as it
 // does; nothing of a call's state (FIFO counters, results, the resume point) is in it.
 // So each communicator keeps its last plans under the words that describe the
 // operations (DevicePart::planKey, built by the caller), and a call that repeats one (a

@@ -1,4 +1,4 @@
-// Wire encodings of compressed collectives (fp32 values carried in 16 bits), for the host
+// The encodings of compressed collectives (fp32 values carried in 16 bits), for the host
 // and the device alike (COLL_HD: the same bits on both).
 //
 // fp16, block-scaled: elements go in blocks of kCompressBlock, each with one power-of-two
@@ -15,7 +15,7 @@
 //
 // bf16: round to nearest even (float_conv.h), no scale: relative error at most 2^-8.
 //
-// A slice of n fp32 elements on the wire (wireBytes): fp16 puts the ceil(n / 256) block
+// A slice of n fp32 elements once encoded (encodedBytes): fp16 puts the ceil(n / 256) block
 // exponents first, padded to 16 bytes so the halves after them stay 16-byte aligned, then
 // the n halves; bf16 is the n words alone.
 #pragma once
@@ -29,32 +29,32 @@ namespace coll {
 
 constexpr size_t kCompressBlock = 256;
 
-// What a step carries on the wire (Step::wire, DevStep::wire): the caller's elements
+// What a step carries in its slots (Step::encoding, DevStep::encoding): the caller's elements
 // (fp32 when compressed) or their 16-bit encoding.
-enum WireType : uint8_t { kWireNone = 0, kWireFp16 = 1, kWireBf16 = 2 };
+enum Encoding : uint8_t { kEncodingNone = 0, kEncodingFp16 = 1, kEncodingBf16 = 2 };
 
 COLL_HD inline uint64_t compressBlocks(uint64_t n) { return (n + kCompressBlock - 1) / kCompressBlock; }
 
 // Bytes of the exponents ahead of the halves of an fp16 slice of n elements.
-COLL_HD inline uint64_t wireHeaderBytes(uint8_t wire, uint64_t n) {
-  return wire == kWireFp16 ? (compressBlocks(n) + 15) / 16 * 16 : 0;
+COLL_HD inline uint64_t encodedHeaderBytes(uint8_t encoding, uint64_t n) {
+  return encoding == kEncodingFp16 ? (compressBlocks(n) + 15) / 16 * 16 : 0;
 }
 
-// Bytes on the wire of a slice of n elements (n * 4 when not compressed).
-COLL_HD inline uint64_t wireBytes(uint8_t wire, uint64_t n) {
-  return wire == kWireNone ? n * 4 : wireHeaderBytes(wire, n) + 2 * n;
+// Encoded bytes of a slice of n elements (n * 4 when not compressed).
+COLL_HD inline uint64_t encodedBytes(uint8_t encoding, uint64_t n) {
+  return encoding == kEncodingNone ? n * 4 : encodedHeaderBytes(encoding, n) + 2 * n;
 }
 
-// The caller's bytes of the largest slice whose wire form fits a slot of slotBytes: whole
+// The caller's bytes of the largest slice whose encoded form fits a slot of slotBytes: whole
 // blocks when a block fits, a multiple of 16 bytes otherwise (slotBytes itself when not
 // compressed).
-COLL_HD inline uint64_t wireSliceBytes(uint8_t wire, uint64_t slotBytes) {
-  if (wire == kWireNone) return slotBytes;
+COLL_HD inline uint64_t sliceBytesFor(uint8_t encoding, uint64_t slotBytes) {
+  if (encoding == kEncodingNone) return slotBytes;
   uint64_t n = slotBytes / 2 / 4 * 4;  // bf16, and the first guess for fp16
-  if (wire == kWireFp16) {
+  if (encoding == kEncodingFp16) {
     n = (slotBytes > 16 ? slotBytes - 16 : 0) / 2 / 4 * 4;
     if (n >= kCompressBlock) n = n / kCompressBlock * kCompressBlock;
-    while (n > kCompressBlock && wireBytes(wire, n) > slotBytes) n -= kCompressBlock;
+    while (n > kCompressBlock && encodedBytes(encoding, n) > slotBytes) n -= kCompressBlock;
   }
   return n * 4;
 }

@@ -1,4 +1,4 @@
-// Host versions of the wire encodings of kernels/compress.h, run on every hop of a
+// Host versions of the encodings of kernels/compress.h, run on every hop of a
 // compressed collective: vectorised with AVX2 and F16C where the CPU has them (chosen once,
 // at the first call), the scalar functions of compress.h elsewhere. Either way the result
 // is bit-identical to the scalar functions for every input, infinities and NaN included.

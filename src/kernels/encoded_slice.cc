@@ -1,4 +1,4 @@
-#include "kernels/wire_slice.h"
+#include "kernels/encoded_slice.h"
 
 #include "kernels/host_compress.h"
 
@@ -10,37 +10,37 @@ namespace coll {
 namespace {
 
 // Block codecs of the host (host_compress.h: compress.h's rules, vectorised).
-int8_t encodeBlock(uint8_t wire, const float* x, size_t n, uint16_t* out) {
-  if (wire == kWireFp16) return hostEncodeFp16Block(x, n, out);
+int8_t encodeBlock(uint8_t encoding, const float* x, size_t n, uint16_t* out) {
+  if (encoding == kEncodingFp16) return hostEncodeFp16Block(x, n, out);
   hostEncodeBf16(x, n, out);
   return 0;
 }
 
-void decodeBlock(uint8_t wire, const uint16_t* in, size_t n, int8_t e, float* out) {
-  if (wire == kWireFp16) return hostDecodeFp16Block(in, n, e, out);
+void decodeBlock(uint8_t encoding, const uint16_t* in, size_t n, int8_t e, float* out) {
+  if (encoding == kEncodingFp16) return hostDecodeFp16Block(in, n, e, out);
   hostDecodeBf16(in, n, out);
 }
 
-// The pieces of one wire slice: block exponents (fp16) and words.
-struct WireView {
+// The pieces of one encoded slice: block exponents (fp16) and words.
+struct EncodedView {
   int8_t* exps;
   uint16_t* words;
 };
 
-WireView view(uint8_t wire, const char* base, size_t n) {
+EncodedView view(uint8_t encoding, const char* base, size_t n) {
   char* b = const_cast<char*>(base);
-  return {wire == kWireFp16 ? reinterpret_cast<int8_t*>(b) : nullptr,
-          reinterpret_cast<uint16_t*>(b + wireHeaderBytes(wire, n))};
+  return {encoding == kEncodingFp16 ? reinterpret_cast<int8_t*>(b) : nullptr,
+          reinterpret_cast<uint16_t*>(b + encodedHeaderBytes(encoding, n))};
 }
 
 // A hop's reduction for sum and avg, fused (host_compress.h): true when it applied.
-bool fusedSum(uint8_t flags, uint8_t wire, const ReduceKernels* kernels, const WireView& win, const float* src,
-              float* dst, const WireView& wout, size_t n, int nranks) {
+bool fusedSum(uint8_t flags, uint8_t encoding, const ReduceKernels* kernels, const EncodedView& win, const float* src,
+              float* dst, const EncodedView& wout, size_t n, int nranks) {
   const bool sum = kernels == &hostReduceKernels(collFloat32, collSum);
   const bool avg = kernels == &hostReduceKernels(collFloat32, collAvg);
   if (!sum && !avg) return false;
   const bool scale = avg && (flags & kFinal);
-  if (wire == kWireBf16) {
+  if (encoding == kEncodingBf16) {
     hostSumEncodeBf16(win.words, src, n, scale, nranks, wout.words, dst);
     return true;
   }
@@ -52,24 +52,25 @@ bool fusedSum(uint8_t flags, uint8_t wire, const ReduceKernels* kernels, const W
 
 }  // namespace
 
-void hostWireSlice(uint8_t flags, uint8_t wire, const ReduceKernels* kernels, const char* in, const float* src,
-                   float* dst, char* out, size_t n, int nranks) {
+void hostEncodedSlice(uint8_t flags, uint8_t encoding, const ReduceKernels* kernels, const char* in, const float* src,
+                      float* dst, char* out, size_t n, int nranks) {
   const bool final = flags & kFinal;
-  const WireView win = in ? view(wire, in, n) : WireView{}, wout = out ? view(wire, out, n) : WireView{};
+  const EncodedView win = in ? view(encoding, in, n) : EncodedView{},
+                    wout = out ? view(encoding, out, n) : EncodedView{};
   if (in && !src) {  // forwarded and/or kept: the same bits go on
-    if (out) std::memcpy(out, in, wireBytes(wire, n));
+    if (out) std::memcpy(out, in, encodedBytes(encoding, n));
     for (size_t lo = 0, b = 0; dst && lo < n; lo += kCompressBlock, ++b)
-      decodeBlock(wire, win.words + lo, std::min(kCompressBlock, n - lo), win.exps ? win.exps[b] : 0, dst + lo);
+      decodeBlock(encoding, win.words + lo, std::min(kCompressBlock, n - lo), win.exps ? win.exps[b] : 0, dst + lo);
     return;
   }
-  if (in && out && fusedSum(flags, wire, kernels, win, src, dst, wout, n, nranks)) return;
+  if (in && out && fusedSum(flags, encoding, kernels, win, src, dst, wout, n, nranks)) return;
   alignas(64) float v[kCompressBlock];
   for (size_t lo = 0, b = 0; lo < n; lo += kCompressBlock, ++b) {
     const size_t k = std::min(kCompressBlock, n - lo);
     const float* s = src ? src + lo : nullptr;
     const float* value = v;
     if (in) {
-      decodeBlock(wire, win.words + lo, k, win.exps ? win.exps[b] : 0, v);
+      decodeBlock(encoding, win.words + lo, k, win.exps ? win.exps[b] : 0, v);
       if (final) kernels->final(v, v, s, k, nranks);
       else kernels->reduce(v, v, s, k);
     } else if (final) {
@@ -81,9 +82,9 @@ void hostWireSlice(uint8_t flags, uint8_t wire, const ReduceKernels* kernels, co
       if (dst + lo != value) std::memcpy(dst + lo, value, k * sizeof(float));
       continue;
     }
-    const int8_t e = encodeBlock(wire, value, k, wout.words + lo);
+    const int8_t e = encodeBlock(encoding, value, k, wout.words + lo);
     if (wout.exps) wout.exps[b] = e;
-    if (dst) decodeBlock(wire, wout.words + lo, k, e, dst + lo);
+    if (dst) decodeBlock(encoding, wout.words + lo, k, e, dst + lo);
   }
 }
 
