@@ -397,7 +397,7 @@ static Status applyConfig(collComm* c, const std::vector<SharedConfig>& all, boo
   c->spinNs = std::max<int64_t>(0, param(IntParam::SPIN_US)) * 1000;
   c->streamMinBytes = static_cast<size_t>(std::max<int64_t>(0, param(IntParam::STREAM_MIN_BYTES)));
   c->netOneShotBytes = static_cast<size_t>(agreed.netOneShotBytes);
-  c->compress = static_cast<uint8_t>(agreed.compress);  // collCompress_t values are WireTypes
+  c->compress = static_cast<uint8_t>(agreed.compress);  // collCompress_t values are Encodings
   if (agreed.deterministic) makeDeterministic(c);
   if (c->compress != kEncodingNone)
     COLL_INFO(INIT,
@@ -441,7 +441,7 @@ static void initRing(collComm* c) {
 
 // Wires the host set's ring channels, and for two ranks over a duplex-capable transport
 // the LL connection (comm.h: ll).
-static Status wireRing(collComm* c, const SharedConfig& agreed, int nch) {
+static Status connectRing(collComm* c, const SharedConfig& agreed, int nch) {
   auto& channels = c->hostConns.channels;
   ConnectJob job(c->bootstrap.get(), c->slotBytes, false, false, c->net);
   for (int ch = 0; ch < nch; ++ch) {
@@ -499,7 +499,7 @@ static Status initConnections(collComm* c) {
   c->hostConns.channels.resize(nch);
   initTrees(c, nch, shmDisable);
   if (c->nranks == 1) return okStatus();
-  return wireRing(c, mine, nch);
+  return connectRing(c, mine, nch);
 }
 
 // Where this rank's GPU sits in its host's best GPU ring (graph.h gpuRingPosition), from

@@ -147,7 +147,7 @@ bool oneShotUnfiltered(const collComm* c, const OpDesc& od) {
 // Adds this rank's tree edges of every channel to a connection job (kTagTree, one tag
 // per tree and channel, shared by both directions of an edge). The device set's trees
 // take their shape from the host's.
-void wireTrees(ConnectJob* job, collComm* c, bool device) {
+void connectTrees(ConnectJob* job, collComm* c, bool device) {
   const int ntrees = c->twoTrees ? 2 : 1;
   auto& trees = c->conns(device).trees;
   if (device) {
@@ -182,7 +182,7 @@ struct CommLaunch {
   bool device = false;  // its operations are on device buffers (all of them: checked)
   std::vector<OpDesc> ops;
   std::vector<Route> routes;  // per op
-  bool wiresTrees = false;
+  bool connectsTrees = false;
   std::vector<Program> channels;
   // Host launches with one-shot operations: what channel 0 runs before its current
   // program, in call order (a one-shot shares channel 0's connectors and the mailboxes
@@ -530,7 +530,7 @@ Status route(Launches& launches, collComm** failedComm) {
       Result<Route> r = routeFor(l->comm, od, static_cast<int>(l->ops.size()));
       if (!r.ok()) return failOn(l->comm, r.takeStatus().prefix(od.describe() + ": "), failedComm);
       l->routes.push_back(r.value());
-      l->wiresTrees |= r.value() == Route::kTree && !l->comm->conns(l->device).treesWired;
+      l->connectsTrees |= r.value() == Route::kTree && !l->comm->conns(l->device).treesConnected;
     }
   return okStatus();
 }
@@ -538,7 +538,7 @@ Status route(Launches& launches, collComm** failedComm) {
 // The connection job of one launch: its missing tree edges and send/recv peers; null
 // when none is missing (the usual case once a communicator has run its first operations:
 // no job is made for nothing).
-std::unique_ptr<ConnectJob> wiringJob(CommLaunch& l) {
+std::unique_ptr<ConnectJob> connectJobFor(CommLaunch& l) {
   collComm* c = l.comm;
   ConnectorSet& conns = c->conns(l.device);
   std::set<int> wantSend, wantRecv;
@@ -547,26 +547,26 @@ std::unique_ptr<ConnectJob> wiringJob(CommLaunch& l) {
     if (od.kind == CollKind::kSend && !conns.p2pSend.count(od.root)) wantSend.insert(od.root);
     if (od.kind == CollKind::kRecv && !conns.p2pRecv.count(od.root)) wantRecv.insert(od.root);
   }
-  if (!l.wiresTrees && wantSend.empty() && wantRecv.empty()) return nullptr;
+  if (!l.connectsTrees && wantSend.empty() && wantRecv.empty()) return nullptr;
   auto job = std::make_unique<ConnectJob>(c->bootstrap.get(), l.device ? c->deviceSlotBytes : c->slotBytes, l.device,
                                           c->dev.emulate, c->net);
-  if (l.wiresTrees) wireTrees(job.get(), c, l.device);
+  if (l.connectsTrees) connectTrees(job.get(), c, l.device);
   const uint64_t p2pTag = (l.device ? kTagDevice : 0) | kTagP2p;
   for (int p : wantRecv) job->addRecv(p, p2pTag, &conns.p2pRecv[p]);
   for (int p : wantSend) job->addSend(p, p2pTag, &conns.p2pSend[p]);
   return job;
 }
 
-// Wire: the missing connectors of every launch, phase by phase across communicators (one
-// thread may wire several ranks of this process: transport.h).
-Status wire(Launches& launches, collComm** failedComm) {
+// The missing connectors of every launch, connected, phase by phase across communicators (one
+// thread may connect several ranks of this process: transport.h).
+Status connectMissing(Launches& launches, collComm** failedComm) {
   std::vector<std::unique_ptr<ConnectJob>> jobs;
-  for (auto& l : launches) jobs.push_back(wiringJob(*l));
+  for (auto& l : launches) jobs.push_back(connectJobFor(*l));
   for (Status (ConnectJob::*phase)() : {&ConnectJob::phase1, &ConnectJob::phase2, &ConnectJob::phase3})
     for (size_t i = 0; i < jobs.size(); ++i)
       if (jobs[i]) COLL_RETURN_IF_FAILED(failOn(launches[i]->comm, ((*jobs[i]).*phase)(), failedComm));
   for (auto& l : launches)
-    if (l->wiresTrees) l->comm->conns(l->device).treesWired = true;
+    if (l->connectsTrees) l->comm->conns(l->device).treesConnected = true;
   return okStatus();
 }
 
@@ -725,7 +725,7 @@ Status buildAndRun(Launches& launches, uint64_t calledNs, collComm** failedComm)
   return st.ok() ? w : st;
 }
 
-// A group's (or one call's) operations: collect, admit, route, wire, build and run.
+// A group's (or one call's) operations: collect, admit, route, connect, build and run.
 Status launch(std::vector<Queued>& queue, collComm** failedComm) {
   const uint64_t called = wallNs();  // COLL_DEVICE_TIMING's start
   LaunchGuard guard;
@@ -738,7 +738,7 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
   COLL_RETURN_IF_FAILED(route(launches, failedComm));
   for (auto& l : launches)
     if (!l->splitOff) watchStarted(l->comm, l->ops.front(), l->ops.size());
-  Status st = wire(launches, failedComm);
+  Status st = connectMissing(launches, failedComm);
   if (st.ok()) st = buildAndRun(launches, called, failedComm);
   if (st.ok()) st = unstage(launches, failedComm);
   for (auto& l : launches)

@@ -32,7 +32,7 @@ struct ConnectorSet {
 
   std::vector<Channel> channels;
   std::vector<std::array<TreeEdges, 2>> trees;  // [channel][tree]
-  bool treesWired = false;
+  bool treesConnected = false;
   // Lazily connected point-to-point connectors, one per peer and direction.
   std::map<int, std::unique_ptr<SendConnector>> p2pSend;
   std::map<int, std::unique_ptr<RecvConnector>> p2pRecv;
