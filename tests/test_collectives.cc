@@ -926,7 +926,7 @@ TEST_CASE("tree over net with slices larger than a socket buffer", "[collectives
 }
 
 // Net connectors send slices straight from the caller's buffers (executor.cc
-// directSource). In a group, each operation here writes the buffer the previous one sent
+// inPlaceSource). In a group, each operation here writes the buffer the previous one sent
 // from (in place, 12 MiB: streamed writes, sends the socket takes only in part), so a
 // send still reading it when the next operation writes would hand stale or mixed data on.
 TEST_CASE("a group over net whose operations each write the buffer the previous one sent from", "[collectives][net]") {

@@ -124,7 +124,7 @@ OneShot::OneShot(const OneShotContext& ctx, const OpDesc& od) : ctx_(ctx), od_(o
     mode_ = Mode::kMailbox;
     rounds_ = 1;
   } else {
-    mode_ = Mode::kDirect;
+    mode_ = Mode::kDirectRead;
     rounds_ = od.kind == CollKind::kAllReduce ? 3 : 2;
   }
   for (int r = 0; r < rounds_; ++r) seqs_[r] = *ctx_.mailSeq = nextMailSeq(*ctx_.mailSeq);
@@ -138,7 +138,7 @@ Status OneShot::start() {
     ctx_.mailboxes->publish(seqs_[0], signatureOf(od_));
     return okStatus();
   }
-  if (mode_ == Mode::kDirect) {
+  if (mode_ == Mode::kDirectRead) {
     ptrs_.resize(static_cast<size_t>(ctx_.nranks));
     Ptrs mine{reinterpret_cast<uintptr_t>(od_.sendbuff), reinterpret_cast<uintptr_t>(od_.recvbuff)};
     std::memcpy(ctx_.mailboxes->mine(seqs_[0]), &mine, sizeof(mine));
@@ -184,7 +184,7 @@ Status OneShot::pollRounds(bool* done, WaitTarget* wait) {
         return invalidUsage("rank " + std::to_string(peer) + " called " + signatureString(theirs) +
                             " where this rank called " + signatureString(mine) +
                             ": the ranks called different operations or counts");
-      if (mode_ == Mode::kDirect && round_ == 0)
+      if (mode_ == Mode::kDirectRead && round_ == 0)
         std::memcpy(&ptrs_[static_cast<size_t>(peer)], mb.data(peer, s), sizeof(Ptrs));
       ++arrived_;
     }
@@ -274,7 +274,7 @@ Status OneShot::withdrawnError(int peer) const {
 }
 
 void OneShot::abandon() {
-  if (mode_ != Mode::kDirect || !published_ || complete_) return;
+  if (mode_ != Mode::kDirectRead || !published_ || complete_) return;
   Mailboxes& mb = *ctx_.mailboxes;
   const std::span<const uint32_t> rounds(seqs_, static_cast<size_t>(rounds_));
   // Once our "done reading" flag is out, peers may still need it to finish.

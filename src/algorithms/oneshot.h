@@ -76,7 +76,7 @@ class OneShot {
   void abandon();
 
  private:
-  enum class Mode { kMailbox, kDirect, kRing };
+  enum class Mode { kMailbox, kDirectRead, kRing };
   struct Ptrs {
     uint64_t send, recv;
   };

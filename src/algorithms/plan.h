@@ -112,7 +112,7 @@ struct Program {
   size_t cur = 0;
   size_t off = 0;
   std::vector<SendConnector*> flushTargets;  // senders that must drain before done
-  bool directPending = false;                // slices sent from the caller's memory may not have left
+  bool inPlacePending = false;               // slices sent from the caller's memory may not have left
   WaitTarget blockedOn;                      // set when the last advance stalled
   Awaiting blockedFor = Awaiting::kData;     // with blockedPeer >= 0
   int blockedPeer = -1;

@@ -5,7 +5,7 @@
 // looked up before use, so a stale or foreign handle is an error and never dereferenced.
 // What a registration buys: point-to-point sends from registered memory leave from the
 // caller's buffer over the network instead of through a FIFO copy (executor.cc
-// directSource); collectives already do so wherever their schedule allows.
+// inPlaceSource); collectives already do so wherever their schedule allows.
 #include <atomic>
 #include <cstdlib>
 #include <cstring>

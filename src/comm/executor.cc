@@ -56,17 +56,17 @@ namespace {
 // the result the slice writes to the destination, or a source the slice does not
 // overwrite (Avg's final scaling in place would). Null: copy into the slot.
 //
-// The memory must stay unchanged until the send has left (connector.h postDirect). Within
+// The memory must stay unchanged until the send has left (connector.h postInPlace). Within
 // an operation the schedules guarantee it: a region sent from is written again only by
 // data that depends on it (in place, an allreduce's or a tree's result for a block comes
 // back only after this rank's part of it arrived), and every other write goes to a
 // different block. Between operations of a program the executor waits for the sends to
-// leave first (Program::directPending). Point-to-point sends copy (a group may receive
+// leave first (Program::inPlacePending). Point-to-point sends copy (a group may receive
 // into the buffer it sends from) unless their memory is registered (collCommRegister):
 // as with NCCL's registered buffers, the caller then keeps it unchanged until the group
 // has completed.
-const char* directSource(const Program& p, const Step& s, size_t off) {
-  if (!s.send || !s.send->canPostDirect() || s.encoding != kEncodingNone) return nullptr;
+const char* inPlaceSource(const Program& p, const Step& s, size_t off) {
+  if (!s.send || !s.send->canPostInPlace() || s.encoding != kEncodingNone) return nullptr;
   if (p.ops && (*p.ops)[s.op].kind == CollKind::kSend && !(*p.ops)[s.op].registered) return nullptr;
   if ((s.flags & kRecv) && (s.flags & kDst)) return s.dst + off;
   if ((s.flags & kSrc) && !(s.flags & kRecv) && !((s.flags & kFinal) && (s.flags & kDst))) return s.src + off;
@@ -74,8 +74,8 @@ const char* directSource(const Program& p, const Step& s, size_t off) {
 }
 
 // Does one slice of step s at byte offset off, of length len; the send slot is left
-// alone when the slice is sent from `direct` (directSource).
-void doSlice(const Step& s, size_t off, size_t len, int nranks, const char* direct) {
+// alone when the slice is sent from `inPlace` (inPlaceSource).
+void doSlice(const Step& s, size_t off, size_t len, int nranks, const char* inPlace) {
   if (s.encoding != kEncodingNone) {
     hostEncodedSlice(s.flags, s.encoding, s.kernels, s.recv ? s.recv->slot() : nullptr,
                      (s.flags & kSrc) ? reinterpret_cast<const float*>(s.src + off) : nullptr,
@@ -84,7 +84,7 @@ void doSlice(const Step& s, size_t off, size_t len, int nranks, const char* dire
     return;
   }
   hostSlice(s.flags, s.kernels, s.elemSize, s.recv ? s.recv->slot() : nullptr, (s.flags & kSrc) ? s.src + off : nullptr,
-            (s.flags & kDst) ? s.dst + off : nullptr, s.send && !direct ? s.send->slot() : nullptr, len, nranks);
+            (s.flags & kDst) ? s.dst + off : nullptr, s.send && !inPlace ? s.send->slot() : nullptr, len, nranks);
 }
 
 // Pushes out everything the program's send connectors hold. *flushed is false (and the
@@ -128,12 +128,12 @@ Status advance(Program& p, bool* moved, bool* done) {
     const Step& s = p.steps[p.cur];
     if (p.prof.on) profSliceReached(p, s);
     // Before the program's next operation, which may write the caller's memory that
-    // slices of the previous one are being sent from (directSource), those must be out.
-    if (p.directPending && p.off == 0 && p.cur > 0 && s.op != p.steps[p.cur - 1].op) {
+    // slices of the previous one are being sent from (inPlaceSource), those must be out.
+    if (p.inPlacePending && p.off == 0 && p.cur > 0 && s.op != p.steps[p.cur - 1].op) {
       bool flushed = false;
       COLL_CHECK(flushSends(p, &flushed));
       if (!flushed) return okStatus();
-      p.directPending = false;
+      p.inPlacePending = false;
     }
     if (s.recv) COLL_CHECK(s.recv->progress());
     if (s.send) COLL_CHECK(s.send->progress());
@@ -155,13 +155,13 @@ Status advance(Program& p, bool* moved, bool* done) {
       return invalidUsage("rank " + std::to_string(s.recv->peer()) + " sent " + std::to_string(s.recv->size()) +
                           " bytes where " + std::to_string(encodedLen) +
                           " were expected: the ranks called different operations or counts");
-    const char* direct = directSource(p, s, p.off);
-    doSlice(s, p.off, len, p.nranks, direct);
+    const char* inPlace = inPlaceSource(p, s, p.off);
+    doSlice(s, p.off, len, p.nranks, inPlace);
     if (s.recv) s.recv->release();
     if (s.send) {
-      if (direct) {
-        s.send->postDirect(direct, len);
-        p.directPending = true;
+      if (inPlace) {
+        s.send->postInPlace(inPlace, len);
+        p.inPlacePending = true;
       } else {
         s.send->post(encodedLen);
       }

@@ -81,7 +81,7 @@ void dropQueue() {
     if (!isPointToPoint(q.op.kind)) --q.comm->seq;
 }
 
-enum class Route : uint8_t { kOneShot, kRing, kTree, kDirect };
+enum class Route : uint8_t { kOneShot, kRing, kTree, kDirectAllReduce };
 
 // The choice for od among what `tuner` allows: ours (tuner.h), or a tuner plugin's, which
 // may also set od's channels (unless its call set them) and chunk size.
@@ -120,7 +120,7 @@ Result<Route> routeFor(collComm* c, OpDesc& od, int groupOps) {
   // Its bits are the ring's: where COLL_ALGO rules the ring out, so is it.
   if (od.device && od.kind == CollKind::kAllReduce && od.encoding == kEncodingNone &&
       bytes >= c->deviceDirectMinBytes && allowed(tuner.algos, od.kind, static_cast<int>(Algo::kRing)))
-    return Route::kDirect;
+    return Route::kDirectAllReduce;
   if (od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter) bytes *= static_cast<size_t>(c->nranks);
   Result<Choice> chosen = choose(c, tuner, od, bytes, oneShot, groupOps);
   if (!chosen.ok() && callFilter) {
@@ -361,7 +361,7 @@ Status buildPrograms(CommLaunch& l) {
     switch (od.kind) {
       case CollKind::kAllReduce:
         if (l.routes[i] == Route::kTree) buildTreeAllReduce(in, od, idx, l.channels);
-        else if (l.routes[i] == Route::kDirect) buildDirectAllReduce(in, od, idx, l.channels);
+        else if (l.routes[i] == Route::kDirectAllReduce) buildDirectAllReduce(in, od, idx, l.channels);
         else buildRingAllReduce(in, od, idx, l.channels);
         break;
       case CollKind::kReduceScatter: buildRingReduceScatter(in, od, idx, l.channels); break;

@@ -83,11 +83,11 @@ class SendConnector : public Connector {
   virtual void post(size_t bytes) = 0;     // hands the slot to the receiver
   virtual bool flushed() { return true; }  // everything posted has left this rank
   // Connectors that can send straight from the caller's memory (net: the backend copies
-  // it into the kernel when it sends): postDirect hands over `bytes` at `data` in place
+  // it into the kernel when it sends): postInPlace hands over `bytes` at `data` in place
   // of the slot, which stays reserved as if filled. `data` must stay unchanged until
   // flushed(). Others copy into slot() and post().
-  virtual bool canPostDirect() const { return false; }
-  virtual void postDirect(const char* /*data*/, size_t /*bytes*/) {}
+  virtual bool canPostInPlace() const { return false; }
+  virtual void postInPlace(const char* /*data*/, size_t /*bytes*/) {}
 };
 
 class RecvConnector : public Connector {

@@ -163,8 +163,8 @@ class NetSend : public SendConnector {
   bool ready() override { return filled() - done() < static_cast<uint32_t>(kSteps); }
   char* slot() override { return fifo_.view.slotAt(filled()); }
   void post(size_t bytes) override { postFrom(nullptr, bytes); }
-  bool canPostDirect() const override { return direct_; }
-  void postDirect(const char* data, size_t bytes) override { postFrom(data, bytes); }
+  bool canPostInPlace() const override { return inPlace_; }
+  void postInPlace(const char* data, size_t bytes) override { postFrom(data, bytes); }
   bool flushed() override { return done() == filled(); }
   Status progress() override {
     const uint32_t filledNow = fifo_.view.ctrl->tail.load(std::memory_order_acquire);
@@ -193,7 +193,7 @@ class NetSend : public SendConnector {
     slotBytes_ = slotBytes;
     peer_ = peer;
     kind_ = "net";
-    direct_ = backend_->sendsOnlyWhenTested(comm_.get());
+    inPlace_ = backend_->sendsOnlyWhenTested(comm_.get());
   }
   uint32_t filled() const { return fifo_.view.ctrl->tail.load(std::memory_order_acquire); }
   uint32_t done() const { return fifo_.view.ctrl->head.load(std::memory_order_acquire); }
@@ -210,8 +210,8 @@ class NetSend : public SendConnector {
   GpuSlots gpu_;    // likewise: the slots in GPU memory, when GPUDirect RDMA serves them
   std::unique_ptr<NetSendComm> comm_;
   NetRequest* reqs_[kSteps] = {};
-  const char* from_[kSteps] = {};  // per slot: the caller's memory to send instead (postDirect)
-  bool direct_ = false;            // the backend reads sends only while tested
+  const char* from_[kSteps] = {};  // per slot: the caller's memory to send instead (postInPlace)
+  bool inPlace_ = false;           // the backend reads sends only while tested
   uint32_t posted_ = 0;
 };
 

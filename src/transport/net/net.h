@@ -102,7 +102,7 @@ class NetBackend {
   // True when a send's bytes are read only inside test() calls on this comm (no thread of
   // the backend's own reads them later), so they may be the caller's memory: once an
   // operation failed nobody tests again, and nothing reads a buffer the caller may have
-  // freed (connector.h postDirect).
+  // freed (connector.h postInPlace).
   virtual bool sendsOnlyWhenTested(NetSendComm*) { return false; }
   // What an idle caller may sleep on until this comm can make progress.
   virtual WaitTarget waitTarget(NetSendComm*) { return {}; }
