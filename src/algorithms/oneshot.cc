@@ -148,8 +148,8 @@ Status OneShot::start() {
   }
   // Ring: stage our own input (in-place callers overwrite it while reducing).
   const size_t need = bytes * static_cast<size_t>(ctx_.nranks);
-  if (ctx_.staging->size() < need) ctx_.staging->resize(need);
-  hostCopy(ctx_.staging->data() + static_cast<size_t>(ctx_.rank) * bytes, od_.sendbuff, bytes);
+  if (ctx_.oneShotScratch->size() < need) ctx_.oneShotScratch->resize(need);
+  hostCopy(ctx_.oneShotScratch->data() + static_cast<size_t>(ctx_.rank) * bytes, od_.sendbuff, bytes);
   return okStatus();
 }
 
@@ -211,8 +211,8 @@ Status OneShot::reduceDirect(char* dst, Base base, size_t cnt, int last) {
   const pid_t self = getpid();
   const ReduceKernels& k = hostReduceKernels(od_.dtype, od_.op);
   const size_t chunk = std::max<size_t>(1, kDirectChunk / es_);
-  if (ctx_.staging->size() < 3 * kDirectChunk + 64) ctx_.staging->resize(3 * kDirectChunk + 64);
-  char* tmp = ctx_.staging->data();
+  if (ctx_.oneShotScratch->size() < 3 * kDirectChunk + 64) ctx_.oneShotScratch->resize(3 * kDirectChunk + 64);
+  char* tmp = ctx_.oneShotScratch->data();
   for (size_t off = 0; off < cnt; off += chunk) {
     const size_t len = std::min(chunk, cnt - off), bytes = len * es_;
     char* d = dst + off * es_;
@@ -398,7 +398,7 @@ Status OneShot::pollRing(bool* done, WaitTarget* wait) {
   RecvConnector& recv = ctx_.ll->recv ? *ctx_.ll->recv : *ctx_.ring0->recv;
   const int n = ctx_.nranks, me = ctx_.rank;
   const size_t bytes = od_.count * es_;
-  char* staging = ctx_.staging->data();
+  char* scratch = ctx_.oneShotScratch->data();
   COLL_CHECK(send.progress());
   if (sent_ == 0) {  // send before anything else: the peers wait for it
     if (!send.ready()) {
@@ -406,7 +406,7 @@ Status OneShot::pollRing(bool* done, WaitTarget* wait) {
       *wait = send.waitTarget();
       return okStatus();
     }
-    hostCopy(send.slot(), staging + static_cast<size_t>(me) * bytes, bytes);
+    hostCopy(send.slot(), scratch + static_cast<size_t>(me) * bytes, bytes);
     send.post(bytes);
     COLL_CHECK(send.progress());
     sent_ = 1;
@@ -433,7 +433,7 @@ Status OneShot::pollRing(bool* done, WaitTarget* wait) {
       return okStatus();
     }
     const int origin = ctx_.ring[static_cast<size_t>((ctx_.ringPos - j + n) % n)];
-    hostCopy(staging + static_cast<size_t>(origin) * bytes, recv.slot(), bytes);
+    hostCopy(scratch + static_cast<size_t>(origin) * bytes, recv.slot(), bytes);
     if (forward) {
       hostCopy(send.slot(), recv.slot(), bytes);
       send.post(bytes);
@@ -457,8 +457,8 @@ Status OneShot::pollRing(bool* done, WaitTarget* wait) {
 
 void OneShot::finishRing() {
   const size_t bytes = od_.count * es_;
-  const char* staging = ctx_.staging->data();
-  reduceAllBlocks(od_, es_, ctx_.nranks, [&](int r) { return staging + static_cast<size_t>(r) * bytes; });
+  const char* scratch = ctx_.oneShotScratch->data();
+  reduceAllBlocks(od_, es_, ctx_.nranks, [&](int r) { return scratch + static_cast<size_t>(r) * bytes; });
 }
 
 }  // namespace coll

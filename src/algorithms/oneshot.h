@@ -39,17 +39,17 @@
 namespace coll {
 
 // What a one-shot operation uses of its communicator (comm/comm.h oneShotContext): the
-// ranks, the mailboxes and their round counter, the staging buffer, the connectors.
+// ranks, the mailboxes and their round counter, the scratch buffer, the connectors.
 struct OneShotContext {
   int rank = 0;
   int nranks = 1;
   int ringPos = 0;
   std::span<const int> ring;
-  Mailboxes* mailboxes = nullptr;        // every rank on this host: the mailbox modes
-  uint32_t* mailSeq = nullptr;           // last mailbox round number used
-  std::vector<char>* staging = nullptr;  // ring one-shot inputs; direct reductions' chunks
-  bool directOn = false;                 // large operations read peers' buffers
-  size_t netOneShotBytes = 0;            // across hosts: allreduce up to this size
+  Mailboxes* mailboxes = nullptr;               // every rank on this host: the mailbox modes
+  uint32_t* mailSeq = nullptr;                  // last mailbox round number used
+  std::vector<char>* oneShotScratch = nullptr;  // ring one-shot inputs; direct reductions' chunks
+  bool directOn = false;                        // large operations read peers' buffers
+  size_t netOneShotBytes = 0;                   // across hosts: allreduce up to this size
   size_t slotBytes = 0;
   ConnectorSet::Channel* ll = nullptr;     // two ranks over net: the LL connection, or empty
   ConnectorSet::Channel* ring0 = nullptr;  // the host set's channel 0; null without one

@@ -161,10 +161,10 @@ collResult_t runAlltoAll(const char* fn, const void* sendbuff, void* recvbuff, s
       if (base.device && !comm->dev.emulate)
         return coll::invalidArgument("sendbuff == recvbuff: in-place alltoall is supported on host buffers "
                                      "only; pass separate device buffers");
-      std::shared_ptr<char> staged = comm->scratch->take(block * n);
-      std::memcpy(staged.get(), sendbuff, block * n);
-      src = staged.get();
-      base.keep = std::move(staged);
+      std::shared_ptr<char> inputCopy = comm->scratch->take(block * n);
+      std::memcpy(inputCopy.get(), sendbuff, block * n);
+      src = inputCopy.get();
+      base.keep = std::move(inputCopy);
     }
     std::vector<OpDesc> parts;
     for (int p = 0; p < comm->nranks; ++p) {

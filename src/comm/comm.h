@@ -133,10 +133,10 @@ struct collComm {
   uint32_t mailSeq = 0;   // last mailbox round number used
   bool directOn = false;  // large operations read peers' buffers (oneshot.h)
   size_t netOneShotBytes = 0;
-  std::vector<char> staging;  // ring one-shot inputs; direct reductions' peer chunks
-  int64_t spinNs = 0;         // COLL_SPIN_US, for waiters
-  size_t streamMinBytes = 0;  // COLL_STREAM_MIN_BYTES: non-temporal stores from here up
-  uint8_t compress = 0;       // Encoding (kernels/compress.h) of fp32 collectives by default
+  std::vector<char> oneShotScratch;  // ring one-shot inputs; direct reductions' peer chunks
+  int64_t spinNs = 0;                // COLL_SPIN_US, for waiters
+  size_t streamMinBytes = 0;         // COLL_STREAM_MIN_BYTES: non-temporal stores from here up
+  uint8_t compress = 0;              // Encoding (kernels/compress.h) of fp32 collectives by default
 
   // The device path (device/device_comm.h): the CUDA device this rank is bound to
   // (dev.cudaDev, -1 for a host-memory rank), emulation, the device connector set
@@ -198,7 +198,7 @@ inline OneShotContext oneShotContext(collComm* c) {
   x.ring = c->ring;
   x.mailboxes = c->mailboxes.get();
   x.mailSeq = &c->mailSeq;
-  x.staging = &c->staging;
+  x.oneShotScratch = &c->oneShotScratch;
   x.directOn = c->directOn;
   x.netOneShotBytes = c->netOneShotBytes;
   x.slotBytes = c->slotBytes;

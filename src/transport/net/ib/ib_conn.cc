@@ -53,7 +53,7 @@ std::string IbConn::who() const {
 }
 
 IbConn::~IbConn() {
-  if (stage_ == Stage::kReady)
+  if (setupPhase_ == SetupPhase::kReady)
     COLL_INFO(NET, "%s: closed after %llu messages, %llu bytes", who().c_str(),
               static_cast<unsigned long long>(messages_), static_cast<unsigned long long>(bytes_));
 }
@@ -129,7 +129,7 @@ Status IbConn::startConnect(const SockAddr& addr, const AuthKey& key, const Auth
   if (!st.ok()) return fail(st);
   COLL_CHECK(sendInfo());
   COLL_CHECK(sock_.setNonBlocking(true));
-  stage_ = Stage::kWaitInfo;
+  setupPhase_ = SetupPhase::kWaitInfo;
   return okStatus();
 }
 
@@ -158,7 +158,7 @@ void IbConn::rejectPeer(const std::string& why) {
   sock_.close();
   peer_.clear();
   infoGot_ = 0;
-  stage_ = Stage::kAccept;
+  setupPhase_ = SetupPhase::kAccept;
 }
 
 Status IbConn::checkAuth(const IbAuth& a) {
@@ -260,22 +260,22 @@ Result<bool> IbConn::progressSetup() {
   if (!error_.ok()) return error_;
   bool got = false;
   Status st;
-  switch (stage_) {
-    case Stage::kReady: return true;
-    case Stage::kAccept:
+  switch (setupPhase_) {
+    case SetupPhase::kReady: return true;
+    case SetupPhase::kAccept:
       st = acceptSocket(&got);
       if (!st.ok() || !got) break;
-      stage_ = Stage::kReadInfo;
+      setupPhase_ = SetupPhase::kReadInfo;
       [[fallthrough]];
-    case Stage::kReadInfo:
+    case SetupPhase::kReadInfo:
       st = readInfo(&got);
       if (!st.ok() || !got) break;
       st = receiverSetup();
       if (!st.ok()) break;
       listener_.reset();
-      stage_ = Stage::kWaitReady;
+      setupPhase_ = SetupPhase::kWaitReady;
       [[fallthrough]];
-    case Stage::kWaitReady:
+    case SetupPhase::kWaitReady:
       if (sender_) break;
       {
         char c = 0;
@@ -283,20 +283,20 @@ Result<bool> IbConn::progressSetup() {
         if (n == 0) st = remoteError("the peer closed the connection during set-up");
         else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
           st = systemError("waiting for the peer's ready", errno);
-        else if (n == 1) stage_ = Stage::kReady;
+        else if (n == 1) setupPhase_ = SetupPhase::kReady;
       }
       break;
-    case Stage::kWaitInfo:
+    case SetupPhase::kWaitInfo:
       st = readInfo(&got);
       if (!st.ok() || !got) break;
       st = connectQps(peerInfo_);
       if (st.ok()) st = sock_.sendAll("R", 1, deadlineIn(30));
-      if (st.ok()) stage_ = Stage::kReady;
+      if (st.ok()) setupPhase_ = SetupPhase::kReady;
       break;
   }
   if (!st.ok()) return fail(st);
-  if (stage_ == Stage::kReady) COLL_INFO(NET, "%s: connected, %zu QP(s)", who().c_str(), qps_.size());
-  return stage_ == Stage::kReady;
+  if (setupPhase_ == SetupPhase::kReady) COLL_INFO(NET, "%s: connected, %zu QP(s)", who().c_str(), qps_.size());
+  return setupPhase_ == SetupPhase::kReady;
 }
 
 }  // namespace coll::ib

@@ -103,7 +103,7 @@ struct IbShared {
 // One side of a connection. The sender and receiver comms own one each.
 class IbConn {
  public:
-  enum class Stage { kAccept, kReadInfo, kWaitInfo, kWaitReady, kReady };
+  enum class SetupPhase { kAccept, kReadInfo, kWaitInfo, kWaitReady, kReady };
   IbConn(IbShared* s, IbDevice* d, bool sender) : s_(s), v_(*s->verbs), dev_(d), sender_(sender) {}
   // Logs what the connection carried (INFO NET): tests check that ib carried the traffic.
   ~IbConn();
@@ -119,7 +119,7 @@ class IbConn {
     listener_ = std::move(listener);
     key_ = key;
     listenerNonce_ = listenerNonce;
-    stage_ = Stage::kAccept;
+    setupPhase_ = SetupPhase::kAccept;
   }
   // Advances set-up without waiting; true once established.
   Result<bool> progressSetup();
@@ -175,7 +175,7 @@ class IbConn {
   const Verbs& v_;
   IbDevice* dev_;
   bool sender_;
-  Stage stage_ = Stage::kWaitInfo;
+  SetupPhase setupPhase_ = SetupPhase::kWaitInfo;
   Status error_;
   std::shared_ptr<Socket> listener_;
   Socket sock_;

@@ -211,7 +211,7 @@ Result<NetRequest*> IbConn::iflush(void* data, size_t size) {
   if (!error_.ok()) return error_;
   if (sender_) return invalidUsage(who() + ": iflush on a sending comm");
   // Nothing can have arrived before the connection is established, nor in 0 bytes.
-  if (size == 0 || stage_ != Stage::kReady) return static_cast<NetRequest*>(nullptr);
+  if (size == 0 || setupPhase_ != SetupPhase::kReady) return static_cast<NetRequest*>(nullptr);
   const Reg* reg = findReg(data, size);
   if (!reg) return invalidArgument(who() + ": iflush of a buffer no regMr/regMrGpu covers");
   if (!reg->gpu) return static_cast<NetRequest*>(nullptr);  // host memory: the CPU sees the writes in order
