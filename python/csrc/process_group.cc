@@ -142,9 +142,9 @@ ProcessGroupCollectives::~ProcessGroupCollectives() {
   drain(false);
   anySourceWorker_.reset();
   worker_.reset();
-  std::lock_guard<std::mutex> lock(lanesMu_);
-  for (auto& [key, lane] : lanes_) lane.worker.reset();
-  for (auto& [key, lane] : lanes_) release(lane.comm.exchange(nullptr), true);
+  std::lock_guard<std::mutex> lock(peerWorkersMu_);
+  for (auto& [key, pw] : peerWorkers_) pw.worker.reset();
+  for (auto& [key, pw] : peerWorkers_) release(pw.comm.exchange(nullptr), true);
   release(comm_, false);
   comm_ = nullptr;
   if (saved) PyEval_RestoreThread(saved);
@@ -154,14 +154,14 @@ ProcessGroupCollectives::~ProcessGroupCollectives() {
 // communicators if something is still running, so that it fails at once.
 void ProcessGroupCollectives::drain(bool revoke) {
   constexpr auto kGrace = std::chrono::seconds(5);
-  std::lock_guard<std::mutex> lock(lanesMu_);
+  std::lock_guard<std::mutex> lock(peerWorkersMu_);
   bool idle = !revoke && (!worker_ || worker_->waitIdle(kGrace));
   if (anySourceWorker_) idle = anySourceWorker_->waitIdle(idle ? kGrace : std::chrono::seconds(0)) && idle;
-  for (auto& [key, lane] : lanes_) idle = lane.worker->waitIdle(idle ? kGrace : std::chrono::seconds(0)) && idle;
+  for (auto& [key, pw] : peerWorkers_) idle = pw.worker->waitIdle(idle ? kGrace : std::chrono::seconds(0)) && idle;
   if (idle) return;
   if (comm_) collCommRevoke(comm_, 0);
-  for (auto& [key, lane] : lanes_)
-    if (collComm_t c = lane.comm.load()) collCommRevoke(c, 0);
+  for (auto& [key, pw] : peerWorkers_)
+    if (collComm_t c = pw.comm.load()) collCommRevoke(c, 0);
 }
 
 void ProcessGroupCollectives::shutdown() {
@@ -203,7 +203,7 @@ void ProcessGroupCollectives::release(collComm_t comm, bool revoked) {
 }
 
 // Polls rather than store->get(): a TCPStore holds its one lock through a blocking get, so
-// a lane thread waiting there for its peer's id would keep this process's other lanes
+// a peer worker's thread waiting there for its peer's id would keep this process's others
 // from publishing theirs, and two ranks could wait on each other for the whole timeout.
 std::vector<uint8_t> ProcessGroupCollectives::awaitKey(const std::string& key, double timeoutS) {
   const auto start = std::chrono::steady_clock::now();
@@ -460,7 +460,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::endCoalescing() {
       error = std::current_exception();
     }
     for (auto& [w, body] : block.ops) completed(w, error);
-    for (const auto& t : block.transfers) {  // on their lanes: the block is done when they are
+    for (const auto& t : block.transfers) {  // on their peer workers: the block is done when they are
       try {
         t->wait(std::chrono::milliseconds(0));
       } catch (...) {
@@ -1022,9 +1022,9 @@ void ProcessGroupCollectives::monitoredBarrier(const c10d::BarrierOptions& opts,
 
 // ---- send / recv ----
 
-ProcessGroupCollectives::Lane& ProcessGroupCollectives::lane(int peer, bool sending) {
-  std::lock_guard<std::mutex> lock(lanesMu_);
-  Lane& l = lanes_[{peer, sending}];
+ProcessGroupCollectives::PeerWorker& ProcessGroupCollectives::peerWorker(int peer, bool sending) {
+  std::lock_guard<std::mutex> lock(peerWorkersMu_);
+  PeerWorker& l = peerWorkers_[{peer, sending}];
   if (!l.worker) l.worker = std::make_unique<Worker>((sending ? "coll-send" : "coll-recv") + std::to_string(peer));
   return l;
 }
@@ -1033,12 +1033,12 @@ std::string ProcessGroupCollectives::sentKey(int src, int dst) const {
   return keyPrefix_ + "p2p/sent/" + std::to_string(src) + "->" + std::to_string(dst);
 }
 
-// One transfer on the (peer, direction) lane, on the lane's thread; the lane's
+// One transfer on the (peer, direction) worker, on the worker's thread; the worker's
 // communicator has the sender as rank 0 and is made by its first transfer.
-void ProcessGroupCollectives::runTransfer(Lane& l, at::Tensor t, int peer, bool sending, const OpInfo& op) {
+void ProcessGroupCollectives::runTransfer(PeerWorker& l, at::Tensor t, int peer, bool sending, const OpInfo& op) {
   const int src = sending ? rank_ : peer, dst = sending ? peer : rank_;
-  // Counted before the lane's first transfer makes its communicator, which waits for the
-  // receiver: a receiver from any source learns from the count which lane to join.
+  // Counted before the worker's first transfer makes its communicator, which waits for the
+  // receiver: a receiver from any source learns from the count which worker to join.
   if (sending && options_->anySource) store_->add(sentKey(src, dst), 1);
   if (!l.comm.load())
     l.comm = makeComm(keyPrefix_ + "p2p/" + std::to_string(src) + "->" + std::to_string(dst), 2, sending ? 0 : 1,
@@ -1057,7 +1057,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::transfer(std::vector<at:
   at::Tensor t = single(name, tensors);
   checkRoot(name, peer, size_);
   TORCH_CHECK(peer != rank_, "torch_collectives: ", name, ": ", sending ? "dst " : "src ", peer, " is this rank");
-  Lane& l = lane(peer, sending);
+  PeerWorker& l = peerWorker(peer, sending);
   if (!sending && options_->anySource) {
     std::lock_guard<std::mutex> lock(claimsMu_);
     ++claimed_[peer];
@@ -1106,7 +1106,7 @@ int ProcessGroupCollectives::claimAnySource(const OpInfo& op) {
 }
 
 // A receive from whichever rank sends first: the any-source thread picks the peer, then
-// the receive runs on that peer's lane after the receives already queued there.
+// the receive runs on that peer's worker after the receives already queued there.
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::recvAnysource(std::vector<at::Tensor>& tensors, int) {
   at::Tensor t = single("recv", tensors);
   TORCH_CHECK(options_->anySource, "torch_collectives: recv from any source (no src) on rank ", rank_,
@@ -1116,7 +1116,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::recvAnysource(std::vecto
   OpInfo op{"recv", -1, shapeOf(t) + " from any rank"};
   auto work = newWork(c10d::OpType::RECVANYSOURCE, op, {t});
   {
-    std::lock_guard<std::mutex> lock(lanesMu_);
+    std::lock_guard<std::mutex> lock(peerWorkersMu_);
     if (!anySourceWorker_) anySourceWorker_ = std::make_unique<Worker>("coll-anysrc");
   }
   auto inputsReady = inputsReadyEvent(t.device());
@@ -1129,7 +1129,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::recvAnysource(std::vecto
       return;
     }
     work->setSourceRank(peer);
-    Lane& l = lane(peer, false);
+    PeerWorker& l = peerWorker(peer, false);
     l.worker->post([this, &l, work, t, peer, op, inputsReady] {
       std::exception_ptr error;
       work->markStarted();

@@ -6,7 +6,7 @@
 // ProcessGroupNCCL does). Every call checks its arguments on the caller's thread (a bad
 // dtype or shape raises there), then queues the operation on the group's worker thread
 // and returns its Work: operations run in call order, and groups progress independently
-// of each other (round-robin groups overlap). send/recv run on their own lanes: one
+// of each other (round-robin groups overlap). send/recv run on their own peer workers: one
 // two-rank communicator and thread per (peer, direction), made at the first transfer, so
 // isend/irecv pairs in any order never wait on each other.
 //
@@ -14,7 +14,7 @@
 // of a block run as one library group (collGroupStart/End), one launch for all of them.
 // An operation's body therefore issues its library calls and returns what must run once
 // they are complete (copies out, narrowing), which in a block is after collGroupEnd.
-// Transfers inside a block still run on their lanes; the block's Work completes when
+// Transfers inside a block still run on their peer workers; the block's Work completes when
 // they and the group have.
 //
 // Failures: the group's timeout becomes the communicator's operation timeout
@@ -160,16 +160,16 @@ class ProcessGroupCollectives : public c10d::Backend {
   using Finish = std::function<void()>;
   // An operation on the worker: issues its library calls, returns its Finish.
   using Body = std::function<Finish()>;
-  // A (peer, direction) send/recv lane: its own thread and two-rank communicator.
-  struct Lane {
+  // A (peer, direction) send/recv worker: its own thread and two-rank communicator.
+  struct PeerWorker {
     std::unique_ptr<Worker> worker;
-    std::atomic<collComm_t> comm{nullptr};  // made by the lane's first transfer, on its thread
+    std::atomic<collComm_t> comm{nullptr};  // made by the worker's first transfer, on its thread
   };
   // The coalesced block being built (startCoalescing .. endCoalescing).
   struct Block {
     bool open = false;
     std::vector<std::pair<c10::intrusive_ptr<CollWork>, Body>> ops;  // collectives: one library group
-    std::vector<c10::intrusive_ptr<CollWork>> transfers;             // on their lanes
+    std::vector<c10::intrusive_ptr<CollWork>> transfers;             // on their peer workers
     std::vector<at::Tensor> outputs;
     std::optional<c10::Device> device;
     std::string what;  // "allreduce #3, allreduce #4, ..."
@@ -197,10 +197,10 @@ class ProcessGroupCollectives : public c10d::Backend {
   void drain(bool revoke);
   // A communicator of nranks made through the store under key (rank 0 publishes the id).
   collComm_t makeComm(const std::string& key, int nranks, int rank, bool withConfig);
-  Lane& lane(int peer, bool sending);
+  PeerWorker& peerWorker(int peer, bool sending);
   c10::intrusive_ptr<c10d::Work> transfer(std::vector<at::Tensor>& tensors, int peer, bool sending);
-  // The body of one transfer on the (peer, direction) lane, completing work.
-  void runTransfer(Lane& l, at::Tensor t, int peer, bool sending, const OpInfo& op);
+  // The body of one transfer on the (peer, direction) worker, completing work.
+  void runTransfer(PeerWorker& l, at::Tensor t, int peer, bool sending, const OpInfo& op);
   std::string sentKey(int src, int dst) const;
   int claimAnySource(const OpInfo& op);
   OpInfo info(const char* name, const at::Tensor& t);
@@ -227,8 +227,8 @@ class ProcessGroupCollectives : public c10d::Backend {
   Block block_;
   std::mutex hooksMu_;
   std::vector<std::function<void(std::shared_ptr<c10d::WorkInfo>)>> hooks_;
-  std::mutex lanesMu_;
-  std::map<std::pair<int, bool>, Lane> lanes_;
+  std::mutex peerWorkersMu_;
+  std::map<std::pair<int, bool>, PeerWorker> peerWorkers_;
   // Receives from any source: how many sends of each peer this rank's receives have
   // claimed (specific receives claim at their call), and the thread that waits for a
   // peer's count to pass its claims.

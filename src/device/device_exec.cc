@@ -228,12 +228,12 @@ Result<int8_t> connIndex(DevLane& lane, ConnKeys& keys, Conn* conn, bool isSend,
 }
 
 // Appends the program's lane and steps to `out`, and what messages need to `info`.
-Status lowerProgram(const Program& p, const MapFn& map, DevicePlan& out, PendingLaunch::Lanes& info) {
+Status lowerProgram(const Program& p, const MapFn& map, DevicePlan& out, PendingLaunch::LaneInfos& info) {
   DevLane& lane = out.lanes.emplace_back();  // zeroed; built in place (~800 bytes)
   lane.steps = reinterpret_cast<const DevStep*>(static_cast<uintptr_t>(out.steps.size()));
   lane.sliceBytes = p.sliceBytes;
   lane.nranks = p.nranks;
-  PendingLaunch::Lane& laneInfo = info.emplace_back();
+  PendingLaunch::LaneInfo& laneInfo = info.emplace_back();
   laneInfo.name = p.lane;
   laneInfo.steps.reserve(p.steps.size());
   ConnKeys keys;
@@ -272,7 +272,7 @@ Status lowerProgram(const Program& p, const MapFn& map, DevicePlan& out, Pending
 Result<std::shared_ptr<const DevicePlan>> planOf(const DevicePart& part, const MapFn& map) {
   if (part.plan) return part.plan;
   auto plan = std::make_shared<DevicePlan>();
-  auto info = std::make_shared<PendingLaunch::Lanes>();
+  auto info = std::make_shared<PendingLaunch::LaneInfos>();
   size_t steps = 0;
   for (const Program* p : part.programs) steps += p->steps.size();
   plan->steps.reserve(steps);  // once: an exact reserve per program would reallocate each time

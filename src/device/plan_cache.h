@@ -23,8 +23,8 @@ namespace coll {
 struct DevicePlan {
   std::vector<DevLane> lanes;  // each lane's `steps`: the index of its first step in `steps`
   std::vector<DevStep> steps;
-  std::shared_ptr<const PendingLaunch::Lanes> info;  // names and peers of the steps, for messages
-  std::vector<SendConnector*> sends;                 // connectors the proxy moves (net)
+  std::shared_ptr<const PendingLaunch::LaneInfos> info;  // names and peers of the steps, for messages
+  std::vector<SendConnector*> sends;                     // connectors the proxy moves (net)
   std::vector<RecvConnector*> recvs;
 };
 

@@ -17,7 +17,7 @@ namespace coll {
 namespace {
 
 // A lane's report turned into an error naming rank, lane, operation and peer.
-Status laneStatus(DeviceComm* c, const PendingLaunch& p, const PendingLaunch::Lane& lane, const DevLaneResult& r) {
+Status laneStatus(DeviceComm* c, const PendingLaunch& p, const PendingLaunch::LaneInfo& lane, const DevLaneResult& r) {
   if (r.code == kDevDone) return okStatus();
   std::string where = "rank " + std::to_string(c->rank) + " " + lane.name;
   if (r.step < lane.steps.size()) where += ", " + p.stepOp(lane, r.step);
@@ -40,12 +40,12 @@ Status laneStatus(DeviceComm* c, const PendingLaunch& p, const PendingLaunch::La
 
 }  // namespace
 
-std::string PendingLaunch::stepOp(const Lane& l, uint32_t step) const {
+std::string PendingLaunch::stepOp(const LaneInfo& l, uint32_t step) const {
   if (step >= l.steps.size() || !ops || l.steps[step].op >= ops->size()) return "";
   return (*ops)[l.steps[step].op].describe();
 }
 
-std::string PendingLaunch::stepPeers(const Lane& l, uint32_t step) const {
+std::string PendingLaunch::stepPeers(const LaneInfo& l, uint32_t step) const {
   if (step >= l.steps.size()) return "";
   const StepInfo& s = l.steps[step];
   std::string out;
@@ -223,7 +223,7 @@ void DeviceProxy::checkPeerAhead(PendingLaunch& p) {
     return;
   }
   if (std::chrono::duration<double>(now - p.aheadSince).count() < kPeerAheadS) return;
-  const PendingLaunch::Lane& l = p.lanes()[static_cast<size_t>(lane)];
+  const PendingLaunch::LaneInfo& l = p.lanes()[static_cast<size_t>(lane)];
   const std::string peer = std::to_string(l.steps[step].from);
   const Status st = invalidUsage("rank " + peer +
                                  " went on to a later operation (its mailbox shows it) without sending this data: the "
@@ -237,7 +237,7 @@ void DeviceProxy::checkPeerAhead(PendingLaunch& p) {
 void DeviceProxy::reportStall(PendingLaunch& p, double seconds) {
   p.stallReported = true;
   for (size_t i = 0; i < p.lanes().size(); ++i) {
-    const PendingLaunch::Lane& lane = p.lanes()[i];
+    const PendingLaunch::LaneInfo& lane = p.lanes()[i];
     const uint32_t code = __atomic_load_n(&p.results[i].code, __ATOMIC_ACQUIRE);
     const uint32_t step = __atomic_load_n(&p.results[i].step, __ATOMIC_RELAXED);
     std::string where = code == kDevDone ? "done"

@@ -63,23 +63,23 @@ struct PendingLaunch {
     int32_t from;  // rank it receives from, -1: none
     int32_t to;    // rank it sends to, -1: none
   };
-  struct Lane {
+  struct LaneInfo {
     std::string name;  // "channel 0"
     std::vector<StepInfo> steps;
   };
-  using Lanes = std::vector<Lane>;
+  using LaneInfos = std::vector<LaneInfo>;
   // Shared with the plan the launch was lowered from (device/plan_cache.h): a plan run
   // again is described again without a copy.
-  std::shared_ptr<const Lanes> laneInfo;
-  const Lanes& lanes() const {
-    static const Lanes none;
+  std::shared_ptr<const LaneInfos> laneInfo;
+  const LaneInfos& lanes() const {
+    static const LaneInfos none;
     return laneInfo ? *laneInfo : none;
   }
   std::shared_ptr<const std::vector<OpDesc>> ops;  // the launch's operations
   // "collAllReduce #3 (count 1024, float32, sum)" for step `step` of lane l, or "".
-  std::string stepOp(const Lane& l, uint32_t step) const;
+  std::string stepOp(const LaneInfo& l, uint32_t step) const;
   // "receiving from rank 1, sending to rank 2" for that step.
-  std::string stepPeers(const Lane& l, uint32_t step) const;
+  std::string stepPeers(const LaneInfo& l, uint32_t step) const;
   std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
   uint64_t calledNs = 0;     // COLL_DEVICE_TIMING: when the launching call began (wallNs)
   uint64_t builtNs = 0;      // its programs built (algorithms/plan.h), or its plan found
