@@ -43,7 +43,7 @@ __device__ uint32_t acquire(const uint32_t* p) {
 }
 
 // A step that waits for nothing: the block's barrier, the leader's fence and release
-// store, the barrier again (dev_lane.h's order).
+// store, the barrier again (device_lane.h's order).
 template <bool kSys>
 __global__ void steps(uint32_t* word, int n) {
   for (int i = 1; i <= n; ++i) {
@@ -109,8 +109,8 @@ __global__ void pingPong(uint32_t* mine, const uint32_t* theirs, int n, int side
   }
 }
 
-// Empty kernels taking 64 bytes and 8 KiB (the executor's plan image, dev_lane.h
-// kDevParamBytes) of parameters: the driver copies all of them per launch.
+// Empty kernels taking 64 bytes and 8 KiB (the executor's plan image, device_lane.h
+// kDeviceParamBytes) of parameters: the driver copies all of them per launch.
 template <int kBytes>
 struct Params {
   uint64_t w[kBytes / 8];

@@ -19,7 +19,7 @@
 #include "comm/comm.h"
 #include "base/datatype.h"
 #include "algorithms/algorithms.h"
-#include "device/dev_lane.h"
+#include "device/device_lane.h"
 #include "device/device_exec.h"
 #include "device/proxy.h"
 #include "harness.h"
@@ -457,7 +457,7 @@ TEST_CASE("device lanes of all ranks on a GPU fit its resident blocks (emulated 
 }
 
 // Ranks of processes time-sliced on one GPU (no MPS) never run their kernels at once, so
-// a lane that waits for such a peer gives its block up (kDevYielded) and the launch runs
+// a lane that waits for such a peer gives its block up (kDeviceYielded) and the launch runs
 // again from where each lane stopped, until all are done. With COLL_DEVICE_YIELD_US=1
 // the emulated lanes yield at nearly every wait: the sweep's results stay right over shm,
 // net and the tree; and a group of collectives and sends with 256-byte slots (many
@@ -704,7 +704,7 @@ TEST_CASE("ring order groups ranks by host, then by GPU in bus order, keeping ra
 }
 
 // A kernel orders its FIFO accesses at GPU scope only where both ends run on its GPU
-// (dev_lane.h DevConn::sameGpu): p2p between thread ranks of one GPU. Another process
+// (device_lane.h DeviceConn::sameGpu): p2p between thread ranks of one GPU. Another process
 // (MPS), another GPU (NVLink, PCIe peer access), another host, or a FIFO in host memory
 // (shm, net: a proxy or the host executor at the other end) needs system scope.
 TEST_CASE("p2p connectors say whether both ends are on one GPU and other connectors never do", "[device]") {
@@ -801,12 +801,12 @@ TEST_CASE("device shape: a launch's lanes fit the budget, and send lanes reach e
     for (int budget = 1; budget <= 300; ++budget)
       for (int requested : {0, 1, 8, 32, 64, 100}) {
         const coll::DeviceShape s = coll::deviceShape(n, budget, requested);
-        const int minP2p = (n - 1 + coll::kDevMaxConns - 1) / coll::kDevMaxConns;
+        const int minP2p = (n - 1 + coll::kDeviceMaxConns - 1) / coll::kDeviceMaxConns;
         INFO("nranks " << n << ", budget " << budget << ", requested " << requested << ": " << s.channels
                        << " channels, " << s.p2pLanes << " send/recv lanes each way");
         REQUIRE(s.channels >= 1);
         REQUIRE(s.channels <= std::max(1, requested > 0 ? std::min(requested, coll::kDeviceMaxChannels) : 32));
-        REQUIRE(s.p2pLanes * coll::kDevMaxConns >= n - 1);  // no lane over its connector limit
+        REQUIRE(s.p2pLanes * coll::kDeviceMaxConns >= n - 1);  // no lane over its connector limit
         if (budget >= 1 + 2 * minP2p) REQUIRE(s.channels + 2 * s.p2pLanes <= budget);
       }
 }
@@ -1212,37 +1212,37 @@ TEST_CASE("direct reductions start on 16 bytes, a block's head apart, and tile t
         }
 }
 
-// A lane that never yields waits for a run of tokens at once, a thread each (dev_lane.h
-// devTokenBatch): the batch takes tokens on distinct connectors, one way each, and stops
+// A lane that never yields waits for a run of tokens at once, a thread each (device_lane.h
+// deviceTokenBatch): the batch takes tokens on distinct connectors, one way each, and stops
 // before anything else. Wrong here, a receive would wait beside an earlier one on its
 // connector, or a data step would run as a token.
 TEST_CASE("device token batches: distinct connectors, one way each, tokens only", "[collectives][device]") {
   using namespace coll;
   auto token = [](int send, int recv) {
-    DevStep s{};
+    DeviceStep s{};
     s.flags = kToken | (send >= 0 ? kSend : kRecv);
     s.send = static_cast<int8_t>(send);
     s.recv = static_cast<int8_t>(recv);
     return s;
   };
-  DevStep data = token(0, -1);
+  DeviceStep data = token(0, -1);
   data.flags = kSend | kSrc;
   // A merged lane's two operations (sends, then receives), a data step, a direct barrier
   // (send and receive, round after round), a token both ways.
-  std::vector<DevStep> steps = {token(0, -1), token(1, -1), token(-1, 2), token(-1, 3), token(0, -1),
-                                token(1, -1), token(-1, 2), token(-1, 3), data,         token(4, -1),
-                                token(-1, 5), token(4, -1), token(-1, 5), token(6, 7)};
-  DevLane lane{};
+  std::vector<DeviceStep> steps = {token(0, -1), token(1, -1), token(-1, 2), token(-1, 3), token(0, -1),
+                                   token(1, -1), token(-1, 2), token(-1, 3), data,         token(4, -1),
+                                   token(-1, 5), token(4, -1), token(-1, 5), token(6, 7)};
+  DeviceLane lane{};
   lane.steps = steps.data();
   lane.nsteps = static_cast<uint32_t>(steps.size());
-  CHECK(devTokenBatchEnd(lane, 0) == 4);
-  CHECK(devTokenBatchEnd(lane, 4) == 8);
-  CHECK(devTokenBatchEnd(lane, 8) == 8);  // not a token: the caller runs it as data
-  CHECK(devTokenBatchEnd(lane, 9) == 11);
-  CHECK(devTokenBatchEnd(lane, 11) == 13);
-  CHECK(devTokenBatchEnd(lane, 13) == 13);  // both ways: the leader's serial path
-  CHECK(devTokenFailed(kDevAborted, 0) > kDevTokenStopped);
-  CHECK(devTokenFailed(kDevSizeMismatch, 7) > kDevTokenStopped);
+  CHECK(deviceTokenBatchEnd(lane, 0) == 4);
+  CHECK(deviceTokenBatchEnd(lane, 4) == 8);
+  CHECK(deviceTokenBatchEnd(lane, 8) == 8);  // not a token: the caller runs it as data
+  CHECK(deviceTokenBatchEnd(lane, 9) == 11);
+  CHECK(deviceTokenBatchEnd(lane, 11) == 13);
+  CHECK(deviceTokenBatchEnd(lane, 13) == 13);  // both ways: the leader's serial path
+  CHECK(deviceTokenFailed(kDeviceAborted, 0) > kDeviceTokenStopped);
+  CHECK(deviceTokenFailed(kDeviceSizeMismatch, 7) > kDeviceTokenStopped);
 }
 
 // A small allreduce on 20 device channels leaves 19 of them empty: each carries a token

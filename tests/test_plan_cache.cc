@@ -149,34 +149,34 @@ TEST_CASE("a found plan meeting a peer's other count fails both ranks by name (e
   REQUIRE(errors.empty());
 }
 
-// The image a small plan travels in as the kernel's parameters (dev_lane.h DevParamPlan):
+// The image a small plan travels in as the kernel's parameters (device_lane.h DeviceParamPlan):
 // each lane copied out of it finds its own steps in it; a plan one step too large for it
 // is refused, never cut.
 TEST_CASE("device plan images: lanes find their steps in the image, and a plan too large is refused", "[device]") {
-  std::vector<coll::DevLane> lanes(3);
-  std::vector<coll::DevStep> steps(7);
+  std::vector<coll::DeviceLane> lanes(3);
+  std::vector<coll::DeviceStep> steps(7);
   for (size_t i = 0; i < steps.size(); ++i) steps[i].bytes = 100 + i;
   const uintptr_t first[3] = {0, 2, 3};
   for (size_t l = 0; l < lanes.size(); ++l) {
-    lanes[l].steps = reinterpret_cast<const coll::DevStep*>(first[l]);
+    lanes[l].steps = reinterpret_cast<const coll::DeviceStep*>(first[l]);
     lanes[l].nsteps = l == 2 ? 4 : static_cast<uint32_t>(first[l + 1] - first[l]);
     lanes[l].nranks = static_cast<int32_t>(10 + l);
   }
-  auto image = std::make_unique<coll::DevParamPlan>();
-  REQUIRE(coll::devPackPlan(*image, lanes.data(), 3, steps.data(), steps.size()));
+  auto image = std::make_unique<coll::DeviceParamPlan>();
+  REQUIRE(coll::devicePackPlan(*image, lanes.data(), 3, steps.data(), steps.size()));
   CHECK(image->nlanes == 3);
   for (uint32_t l = 0; l < 3; ++l) {
-    coll::DevLane copy;
-    std::memcpy(&copy, coll::devParamLaneWords(*image, l), sizeof copy);
+    coll::DeviceLane copy;
+    std::memcpy(&copy, coll::deviceParamLaneWords(*image, l), sizeof copy);
     CHECK(copy.nranks == static_cast<int32_t>(10 + l));
-    const coll::DevStep* s = coll::devParamSteps(*image, copy);
+    const coll::DeviceStep* s = coll::deviceParamSteps(*image, copy);
     for (uint32_t k = 0; k < copy.nsteps; ++k) CHECK(s[k].bytes == 100 + first[l] + k);
-    CHECK(reinterpret_cast<const char*>(s + copy.nsteps) <= image->bytes + coll::kDevParamBytes);
+    CHECK(reinterpret_cast<const char*>(s + copy.nsteps) <= image->bytes + coll::kDeviceParamBytes);
   }
-  const uint64_t fit = (coll::kDevParamBytes - sizeof(coll::DevLane)) / sizeof(coll::DevStep);
-  std::vector<coll::DevStep> many(fit + 1);
-  CHECK(coll::devPackPlan(*image, lanes.data(), 1, many.data(), fit));
-  CHECK_FALSE(coll::devPackPlan(*image, lanes.data(), 1, many.data(), fit + 1));
+  const uint64_t fit = (coll::kDeviceParamBytes - sizeof(coll::DeviceLane)) / sizeof(coll::DeviceStep);
+  std::vector<coll::DeviceStep> many(fit + 1);
+  CHECK(coll::devicePackPlan(*image, lanes.data(), 1, many.data(), fit));
+  CHECK_FALSE(coll::devicePackPlan(*image, lanes.data(), 1, many.data(), fit + 1));
 }
 
 // The emulation runs small plans from their image by default (the sweeps cover it); with

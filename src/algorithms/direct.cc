@@ -4,7 +4,7 @@
 // through memory (input, slots and output on both sides); this moves 4S, the least an
 // allreduce can (docs/PERFORMANCE.md, the device path's targets). Beyond two ranks,
 // sums and averages of float, fp16 and bf16 read each element of every input and write
-// every output in one pass (dev_slice.h devSliceDirect): 2nS in all, 16S at 8 ranks
+// every output in one pass (device_slice.h deviceSliceDirect): 2nS in all, 16S at 8 ranks
 // against the ring's 44S; other types and ops pass partial sums through memory (~31S
 // at 8 ranks).
 //
@@ -19,8 +19,8 @@
 //      a lane's table is the rank j ring positions on). The kernel of a peer that sent its
 //      entry has started, so everything its stream held before the operation is done.
 //   2. reduce: piece `ch` of this rank's block (blocks numbered by ring position, as the
-//      ring's), combined in the ring's order so the bits equal the ring's (dev_lane.h
-//      devDirect), written to every rank's output (kDirect|kSrc|kDst|kFinal).
+//      ring's), combined in the ring's order so the bits equal the ring's (device_lane.h
+//      deviceDirect), written to every rank's output (kDirect|kSrc|kDst|kFinal).
 //   3. barrier: n - 1 rounds of a token sent and one received, after which every rank
 //      has finished writing into this rank's output and reading its input, so the
 //      operation may end.

@@ -15,7 +15,7 @@
 #include "comm/watch.h"
 #include "base/log.h"
 #include "comm/stage.h"
-#include "device/dev_lane.h"
+#include "device/device_lane.h"
 #include "device/device_exec.h"
 #include "device/plan_cache.h"
 #include "device/proxy.h"  // wallNs
@@ -286,7 +286,7 @@ void cutChannel0(CommLaunch& l, std::shared_ptr<OneShot> os) {
 // Device launches: a channel an operation leaves empty carries a token each way; a
 // channel that carries nothing else in the launch (small operations on a GPU's 32
 // channels: 31 of them) would take a lane, a thread block with its plan, for that
-// alone. Such channels' tokens run in one lane per kDevMaxConns / 2 channels instead:
+// alone. Such channels' tokens run in one lane per kDeviceMaxConns / 2 channels instead:
 // per operation, the token sent on each of them, then the one received on each. Every
 // channel's steps stay in one lane in operation order, and no receive comes before the
 // sends that a peer doing the same waits for.
@@ -300,7 +300,7 @@ void mergeTokenLanes(CommLaunch& l) {
   for (size_t ch = 0; ch < l.channels.size(); ++ch)
     if (tokensOnly(l.channels[ch]) && (only.empty() || l.channels[ch].steps.size() == l.channels[only[0]].steps.size()))
       only.push_back(ch);
-  constexpr size_t kGroup = kDevMaxConns / 2;
+  constexpr size_t kGroup = kDeviceMaxConns / 2;
   for (size_t g = 0; g + 1 < only.size(); g += kGroup) {
     const size_t end = std::min(only.size(), g + kGroup);
     Program& lane = l.channels[only[g]];
@@ -660,7 +660,7 @@ std::vector<ProfRoute> profRoutes(const CommLaunch& l, const DevicePlan* plan) {
     for (const CommLaunch::Segment& s : l.channel0Before)
       if (s.program) count(*s.program);
     for (size_t k = 0; plan && k < plan->lanes.size(); ++k) {
-      const DevLane& lane = plan->lanes[k];  // its `steps`: the index of its first step
+      const DeviceLane& lane = plan->lanes[k];  // its `steps`: the index of its first step
       const auto first = plan->steps.begin() + static_cast<std::ptrdiff_t>(reinterpret_cast<uintptr_t>(lane.steps));
       channels += std::any_of(first, first + lane.nsteps, moves);
     }

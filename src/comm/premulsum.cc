@@ -66,10 +66,10 @@ Status lowerPreMulSum(collComm* comm, OpDesc* od, size_t inputCount) {
     od->prepare = std::make_shared<std::function<Status()>>([p, scratch, src, inputCount, t, s = od->stream,
                                                              dev = comm->dev.cudaDev] {
       COLL_CHECK(gpu::setDevice(dev));
-      const void* devScalar = !p.immediate && gpu::isDeviceMemory(p.scalar) ? p.scalar : nullptr;
+      const void* deviceScalar = !p.immediate && gpu::isDeviceMemory(p.scalar) ? p.scalar : nullptr;
       unsigned char host[8] = {};
-      if (!devScalar) COLL_CHECK(readScalar(p, host));
-      return devicePreMul(scratch, src, inputCount, t, devScalar, host, s);
+      if (!deviceScalar) COLL_CHECK(readScalar(p, host));
+      return devicePreMul(scratch, src, inputCount, t, deviceScalar, host, s);
     });
     return okStatus();
   }

@@ -37,7 +37,7 @@ struct DeviceComm {
   int p2pLanes = 1;                 // lanes per direction for device send/recv (device_exec.h)
   int laneBudget = 1;               // the most lanes one device launch may hold
   uint32_t yieldNs = 0;             // lanes give their block up after waiting this long (deviceYieldNs)
-  bool planInParams = true;         // COLL_DEVICE_PLAN_PARAMS (dev_lane.h DevParamPlan)
+  bool planInParams = true;         // COLL_DEVICE_PLAN_PARAMS (device_lane.h DeviceParamPlan)
   std::atomic<uint64_t> reruns{0};  // launches of this rank run again after lanes yielded
   // Where small operations are staged (COLL_DEVICE_STAGE_BYTES), their mailboxes and the
   // comm's last round number (read by the launching thread only): a peer whose mailbox

@@ -17,8 +17,8 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "base/wait.h"
-#include "device/dev_lane.h"
-#include "device/dev_slice.h"
+#include "device/device_lane.h"
+#include "device/device_slice.h"
 #include "device/device_comm.h"
 #include "device/proxy.h"
 #include "transport/transport.h"
@@ -30,7 +30,7 @@
 
 namespace coll {
 
-static_assert(kDevMaxDirect == kMaxDirectRanks, "a direct operation's ranks must fit a lane's address table");
+static_assert(kDeviceMaxDirect == kMaxDirectRanks, "a direct operation's ranks must fit a lane's address table");
 static_assert(kDevSteps == kSteps, "device lanes and connectors must agree on FIFO depth");
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "FIFO counters are read as plain words");
 
@@ -42,8 +42,8 @@ class HostLaneBackend {
  public:
   bool leader() const { return true; }
   void sync() {}
-  DevSliceCtl& ctl() { return ctl_; }
-  DevAddr* table() { return table_; }
+  DeviceSliceCtl& ctl() { return ctl_; }
+  DeviceAddr* table() { return table_; }
   unsigned tid() const { return 0; }
   unsigned threads() const { return 1; }
   uint64_t* scratch() { return scratch_; }
@@ -69,24 +69,25 @@ class HostLaneBackend {
     else if (waits_ < 2048) std::this_thread::yield();
     else std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
-  // The kernel's own slice code (device/dev_slice.h), its block's threads taken one
+  // The kernel's own slice code (device/device_slice.h), its block's threads taken one
   // after another (3 of them: the split over threads is exercised; the GPU runs 512).
   static constexpr unsigned kSliceThreads = 3;
-  void slice(const DevStep& s, const char* in, const char* src, char* dst, char* out, uint64_t len, int nranks) {
+  void slice(const DeviceStep& s, const char* in, const char* src, char* dst, char* out, uint64_t len, int nranks) {
     waits_ = 0;
-    for (unsigned t = 0; t < kSliceThreads; ++t) devSlice(t, kSliceThreads, s, in, src, dst, out, len, nranks);
+    for (unsigned t = 0; t < kSliceThreads; ++t) deviceSlice(t, kSliceThreads, s, in, src, dst, out, len, nranks);
   }
-  bool sliceDirect(const DevStep& s, const DevAddr* t, uint64_t at, uint64_t len, int nranks) {
+  bool sliceDirect(const DeviceStep& s, const DeviceAddr* t, uint64_t at, uint64_t len, int nranks) {
     waits_ = 0;
     bool took = true;
-    for (unsigned k = 0; k < kSliceThreads && took; ++k) took = devSliceDirect(k, kSliceThreads, s, t, at, len, nranks);
+    for (unsigned k = 0; k < kSliceThreads && took; ++k)
+      took = deviceSliceDirect(k, kSliceThreads, s, t, at, len, nranks);
     return took;
   }
 
  private:
-  DevSliceCtl ctl_{};
-  DevAddr table_[kDevMaxDirect]{};
-  uint64_t scratch_[kDevMaxConns]{};
+  DeviceSliceCtl ctl_{};
+  DeviceAddr table_[kDeviceMaxDirect]{};
+  uint64_t scratch_[kDeviceMaxConns]{};
   uint32_t waits_ = 0;
 };
 
@@ -124,13 +125,13 @@ class EmulatedCompletion : public Completion {
 };
 
 #if COLL_HAVE_CUDA
-// A launch's kernel, run again while its lanes yield (dev_lane.h kDevYielded): the proxy
+// A launch's kernel, run again while its lanes yield (device_lane.h kDeviceYielded): the proxy
 // asks done() and relaunches on the launch's stream, which holds nothing after it (a
 // launch whose lanes yield returns only when done). One completion may serve the parts
 // of several communicators, each with its proxy: one of them relaunches.
 class CudaCompletion : public Completion {
  public:
-  CudaCompletion(DevLaunch launch, int device, std::vector<DeviceComm*> comms)
+  CudaCompletion(DeviceLaunch launch, int device, std::vector<DeviceComm*> comms)
       : launch_(std::move(launch)), device_(device), comms_(std::move(comms)) {}
   bool done(Status* err) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -139,7 +140,7 @@ class CudaCompletion : public Completion {
       return true;
     }
     if (!launch_.done.done(err, "device executor kernel")) return false;
-    if (!err->ok() || !devResumes(launch_.results, launch_.nlanes)) return true;
+    if (!err->ok() || !deviceResumes(launch_.results, launch_.nlanes)) return true;
     Status st = gpu::setDevice(device_);
     if (st.ok()) st = relaunchLanes(launch_);
     if (!st.ok()) {
@@ -154,7 +155,7 @@ class CudaCompletion : public Completion {
 
  private:
   std::mutex mu_;
-  DevLaunch launch_;
+  DeviceLaunch launch_;
   int device_;
   std::vector<DeviceComm*> comms_;  // of the parts, whose reruns it counts
   Status failed_;
@@ -175,15 +176,15 @@ struct LoweredPart {
 // The address as it is: emulation, and FIFOs already in device memory (p2p).
 Result<char*> identityMap(void*, size_t, const void* p) { return const_cast<char*>(static_cast<const char*>(p)); }
 
-Result<DevConn> lowerConn(const FifoView& f, bool isSend, int peer, bool onDevice, bool slotsOnDevice, bool sameGpu,
-                          const MapFn& map) {
+Result<DeviceConn> lowerConn(const FifoView& f, bool isSend, int peer, bool onDevice, bool slotsOnDevice, bool sameGpu,
+                             const MapFn& map) {
   // p2p FIFOs are device memory already; host-memory ones are mapped for the executor,
   // except net slots in GPU memory (GPUDirect RDMA), which it uses as they are.
   static const MapFn identity(identityMap);
   const MapFn& m = onDevice ? identity : map;
   void* base = f.ctrl;
   const size_t bytes = fifoBytes(f.slotBytes);
-  DevConn d{};
+  DeviceConn d{};
   COLL_ASSIGN(char* tail, m(base, bytes, &f.ctrl->tail));
   COLL_ASSIGN(char* head, m(base, bytes, &f.ctrl->head));
   COLL_ASSIGN(char* sizes, m(base, bytes, f.ctrl->sizes));
@@ -202,19 +203,19 @@ Result<DevConn> lowerConn(const FifoView& f, bool isSend, int peer, bool onDevic
 // The connectors of a lane so far, in the order of its conns (no allocation: a launch
 // lowers a lane per channel, 32 for the smallest operation).
 struct ConnKeys {
-  std::array<const void*, kDevMaxConns> key{};
+  std::array<const void*, kDeviceMaxConns> key{};
   size_t n = 0;
 };
 
 // Index of connector `conn` in the lane, adding it on first use.
 template <typename Conn>
-Result<int8_t> connIndex(DevLane& lane, ConnKeys& keys, Conn* conn, bool isSend, const MapFn& map, DevicePlan& plan,
+Result<int8_t> connIndex(DeviceLane& lane, ConnKeys& keys, Conn* conn, bool isSend, const MapFn& map, DevicePlan& plan,
                          const Program& p) {
   for (size_t i = 0; i < keys.n; ++i)
     if (keys.key[i] == conn) return static_cast<int8_t>(i);
-  if (keys.n >= static_cast<size_t>(kDevMaxConns))
+  if (keys.n >= static_cast<size_t>(kDeviceMaxConns))
     return internalError("rank " + std::to_string(p.rank) + " " + p.lane + " uses more than " +
-                         std::to_string(kDevMaxConns) + " connectors, the device executor's limit");
+                         std::to_string(kDeviceMaxConns) + " connectors, the device executor's limit");
   const FifoView* f = conn->fifo();
   COLL_ASSIGN(lane.conns[keys.n], lowerConn(*f, isSend, conn->peer(), conn->fifoInDeviceMemory(),
                                             conn->slotsInDeviceMemory(), conn->sameGpu(), map));
@@ -229,8 +230,8 @@ Result<int8_t> connIndex(DevLane& lane, ConnKeys& keys, Conn* conn, bool isSend,
 
 // Appends the program's lane and steps to `out`, and what messages need to `info`.
 Status lowerProgram(const Program& p, const MapFn& map, DevicePlan& out, PendingLaunch::LaneInfos& info) {
-  DevLane& lane = out.lanes.emplace_back();  // zeroed; built in place (~800 bytes)
-  lane.steps = reinterpret_cast<const DevStep*>(static_cast<uintptr_t>(out.steps.size()));
+  DeviceLane& lane = out.lanes.emplace_back();  // zeroed; built in place (~800 bytes)
+  lane.steps = reinterpret_cast<const DeviceStep*>(static_cast<uintptr_t>(out.steps.size()));
   lane.sliceBytes = p.sliceBytes;
   lane.nranks = p.nranks;
   PendingLaunch::LaneInfo& laneInfo = info.emplace_back();
@@ -239,7 +240,7 @@ Status lowerProgram(const Program& p, const MapFn& map, DevicePlan& out, Pending
   ConnKeys keys;
   for (const Step& s : p.steps) {
     const OpDesc& od = (*p.ops)[s.op];
-    DevStep d{};
+    DeviceStep d{};
     // An address step (kDirect with a connector) carries the op's buffers as they are.
     const bool addr = (s.flags & kDirect) && (s.send || s.recv);
     d.src = (s.flags & kSrc) || addr ? s.src : nullptr;
@@ -319,8 +320,8 @@ struct Assembly {
   std::vector<size_t> parts;  // indices into the launch's parts
   std::vector<LoweredPart> lowered;
   std::vector<size_t> firstLane;  // per part: its first lane in `lanes`
-  std::vector<DevLane> lanes;
-  std::vector<DevStep> steps;
+  std::vector<DeviceLane> lanes;
+  std::vector<DeviceStep> steps;
   std::vector<void*> streams;  // distinct streams of the parts, in order
   uint64_t assembledNs = 0;    // when assemble() ended (COLL_DEVICE_TIMING)
 };
@@ -338,9 +339,9 @@ Status assemble(std::vector<DevicePart>& parts, Assembly& a, const MapFn& map, s
     }
     const size_t stepBase = a.steps.size();
     a.firstLane.push_back(a.lanes.size());
-    for (const DevLane& lowered : l.plan->lanes) {
-      DevLane& lane = a.lanes.emplace_back(lowered);
-      lane.steps = reinterpret_cast<const DevStep*>(reinterpret_cast<uintptr_t>(lane.steps) + stepBase);
+    for (const DeviceLane& lowered : l.plan->lanes) {
+      DeviceLane& lane = a.lanes.emplace_back(lowered);
+      lane.steps = reinterpret_cast<const DeviceStep*>(reinterpret_cast<uintptr_t>(lane.steps) + stepBase);
       lane.abortWord = proxy.value()->abortWordDevice();
       lane.yieldNs = part.dev->yieldNs;
     }
@@ -366,7 +367,7 @@ void addWaits(std::vector<DevicePart>& parts, const Assembly& a, DeviceWaits* wa
 // Hands every part's launch to its proxy: `results` holds one result per lane of the
 // assembly, owned by `owner`.
 void submitParts(std::vector<DevicePart>& parts, Assembly& a, const std::shared_ptr<Completion>& completion,
-                 const DevLaneResult* results, const std::shared_ptr<void>& owner) {
+                 const DeviceLaneResult* results, const std::shared_ptr<void>& owner) {
   const uint64_t now = wallNs();
   for (size_t k = 0; k < a.parts.size(); ++k) {
     PendingLaunch& p = *a.lowered[k].pending;
@@ -387,10 +388,10 @@ void submitParts(std::vector<DevicePart>& parts, Assembly& a, const std::shared_
 // where the parts allow it and it fits (each lane copied out of it, its steps read in
 // it, as the kernel does), else steps in one block with the lanes pointing there.
 struct EmulatedMemory {
-  std::vector<DevStep> steps;
-  std::vector<DevLaneResult> results;
-  std::vector<DevLane> lanes;  // as the blocks hold them
-  std::unique_ptr<DevParamPlan> image;
+  std::vector<DeviceStep> steps;
+  std::vector<DeviceLaneResult> results;
+  std::vector<DeviceLane> lanes;  // as the blocks hold them
+  std::unique_ptr<DeviceParamPlan> image;
 };
 
 std::shared_ptr<EmulatedMemory> emulatedMemory(Assembly& a, bool inParams) {
@@ -401,13 +402,13 @@ std::shared_ptr<EmulatedMemory> emulatedMemory(Assembly& a, bool inParams) {
   const auto n = static_cast<uint32_t>(mem->lanes.size());
   for (uint32_t i = 0; i < n; ++i) mem->lanes[i].result = &mem->results[i];
   if (inParams) {
-    mem->image = std::make_unique_for_overwrite<DevParamPlan>();
-    if (!devPackPlan(*mem->image, mem->lanes.data(), n, mem->steps.data(), mem->steps.size())) mem->image.reset();
+    mem->image = std::make_unique_for_overwrite<DeviceParamPlan>();
+    if (!devicePackPlan(*mem->image, mem->lanes.data(), n, mem->steps.data(), mem->steps.size())) mem->image.reset();
   }
   for (uint32_t i = 0; i < n; ++i) {
-    DevLane& lane = mem->lanes[i];
-    if (mem->image) std::memcpy(&lane, devParamLaneWords(*mem->image, i), sizeof(DevLane));
-    lane.steps = mem->image ? devParamSteps(*mem->image, lane)
+    DeviceLane& lane = mem->lanes[i];
+    if (mem->image) std::memcpy(&lane, deviceParamLaneWords(*mem->image, i), sizeof(DeviceLane));
+    lane.steps = mem->image ? deviceParamSteps(*mem->image, lane)
                             : mem->steps.data() + reinterpret_cast<uintptr_t>(lane.steps);
   }
   return mem;
@@ -427,15 +428,15 @@ Status runEmulated(std::vector<DevicePart>& parts, struct ::collComm** failedCom
   const int64_t blocks = param(IntParam::DEVICE_EMULATE_BLOCKS);
   for (;;) {
     std::vector<std::thread> threads;
-    for (const DevLane& lane : mem->lanes)
+    for (const DeviceLane& lane : mem->lanes)
       threads.emplace_back([&lane, blocks] {
         HostLaneBackend b;
         EmulatedBlocks::instance().acquire(blocks);
-        devRunLane(lane, b);
+        deviceRunLane(lane, b);
         EmulatedBlocks::instance().release();
       });
     for (std::thread& t : threads) t.join();
-    if (!devResumes(mem->results.data(), mem->results.size())) break;
+    if (!deviceResumes(mem->results.data(), mem->results.size())) break;
     countRerun(parts, a, *completion);
   }
   completion->finished.store(true, std::memory_order_release);
@@ -500,14 +501,14 @@ Status runOnDevices(std::vector<DevicePart>& parts, struct ::collComm** failedCo
     result = assemble(parts, a, mapHost, failedComm);  // names the part that failed
     if (!result.ok()) break;
     const bool inParams = std::all_of(idx.begin(), idx.end(), [&](size_t i) { return parts[i].dev->planInParams; });
-    Result<DevLaunch> h = launchLanes(a.lanes, a.steps, a.streams.front(),
-                                      std::vector<void*>(a.streams.begin() + 1, a.streams.end()), inParams);
+    Result<DeviceLaunch> h = launchLanes(a.lanes, a.steps, a.streams.front(),
+                                         std::vector<void*>(a.streams.begin() + 1, a.streams.end()), inParams);
     if (!h.ok()) {
       *failedComm = parts[idx.front()].dev->owner;
       result = h.takeStatus();
       break;
     }
-    DevLaunch& launch = h.value();
+    DeviceLaunch& launch = h.value();
     std::vector<DeviceComm*> comms;
     for (size_t i : idx) comms.push_back(parts[i].dev);
     submitParts(parts, a, std::make_shared<CudaCompletion>(launch, dev, std::move(comms)), launch.results,
@@ -570,8 +571,8 @@ DeviceShape deviceShape(int nranks, int budget, int requested) {
   // other half left to send/receive lanes. The H100 run: 2 ranks at 32-64 channels moved
   // 3x the busbw of 8 at 128-256 MiB. Where the GPU's share is unknown, 8.
   if (requested <= 0) requested = budget >= kUnlimitedLanes ? 8 : std::clamp(budget / 2, 1, kDeviceDefaultChannels);
-  // A lane holds at most kDevMaxConns connectors: enough send lanes for every peer.
-  const int minP2p = (nranks - 1 + kDevMaxConns - 1) / kDevMaxConns;
+  // A lane holds at most kDeviceMaxConns connectors: enough send lanes for every peer.
+  const int minP2p = (nranks - 1 + kDeviceMaxConns - 1) / kDeviceMaxConns;
   DeviceShape s{};
   s.channels = std::clamp(std::min(requested, budget - 2 * minP2p), 1, kDeviceMaxChannels);
   s.p2pLanes = std::max(minP2p, std::min((budget - s.channels) / 2, 8));

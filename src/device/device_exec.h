@@ -1,8 +1,8 @@
 // The device path: collectives on CUDA device buffers, ordered on the caller's stream.
 //
 // A launch builds the same Programs as the host path (ring, tree, chain, send/recv; never
-// the one-shot LL protocol, whose mailboxes the host reads), lowers each to a DevLane
-// (dev_lane.h) and hands them to an executor:
+// the one-shot LL protocol, whose mailboxes the host reads), lowers each to a DeviceLane
+// (device_lane.h) and hands them to an executor:
 //   - CUDA (device/param_kernel.cu): one kernel per device and launch, one block per
 //     lane, enqueued on the stream of the launch's first operation; the other streams of
 //     the group wait for it with events, as NCCL joins the streams of a group. The call
@@ -50,8 +50,8 @@ std::string hardwareQueueWarning(int sharing, int queues);
 constexpr int kUnlimitedLanes = 1 << 20;
 int deviceLaneBudget(const std::vector<PeerInfo>& peers, int rank, int cudaDev, bool emulate);
 
-// How long a lane waits for a peer before it gives its kernel block up (dev_lane.h
-// kDevYielded; the proxy then runs the launch again), in nanoseconds; 0: never.
+// How long a lane waits for a peer before it gives its kernel block up (device_lane.h
+// kDeviceYielded; the proxy then runs the launch again), in nanoseconds; 0: never.
 // `requestedUs` is COLL_DEVICE_YIELD_US: >= 0 as given; -1: kAutoYieldUs where the GPU's
 // ranks (`onGpu`) include ranks of other processes (more than `inProcess`) and contexts
 // are not shared through MPS: the GPU then time-slices the processes' contexts, so a

@@ -1,7 +1,7 @@
-// The executor kernel: one thread block per lane runs devRunLane (dev_lane.h), the
+// The executor kernel: one thread block per lane runs deviceRunLane (device_lane.h), the
 // interpreter the host emulation runs in CI. Thread 0 waits on and moves the FIFO
 // counters with system-scope acquire/release (the other side may be another kernel, the
-// host or another process); all threads move a slice's data (device/dev_slice.h, the
+// host or another process); all threads move a slice's data (device/device_slice.h, the
 // code the host emulation runs too): 16 bytes per load where every operand is 16-byte
 // aligned, elements combined with the host's Elem/Op code, so results equal the host
 // executor's.
@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "device/dev_slice.h"
+#include "device/device_slice.h"
 
 namespace coll {
 
@@ -23,16 +23,16 @@ constexpr int kThreads = 512;
 
 class BlockBackend {
  public:
-  __device__ BlockBackend(DevSliceCtl* ctl, DevAddr* table, uint64_t* scratch)
+  __device__ BlockBackend(DeviceSliceCtl* ctl, DeviceAddr* table, uint64_t* scratch)
       : ctl_(ctl), table_(table), scratch_(scratch) {}
   __device__ bool leader() const { return threadIdx.x == 0; }
   __device__ void sync() const { __syncthreads(); }
-  __device__ DevSliceCtl& ctl() { return *ctl_; }
-  __device__ DevAddr* table() { return table_; }
+  __device__ DeviceSliceCtl& ctl() { return *ctl_; }
+  __device__ DeviceAddr* table() { return table_; }
   __device__ unsigned tid() const { return threadIdx.x; }
   __device__ unsigned threads() const { return blockDim.x; }
   __device__ uint64_t* scratch() { return scratch_; }
-  // gpu: the other side runs on this GPU (DevConn::sameGpu), so GPU scope orders them.
+  // gpu: the other side runs on this GPU (DeviceConn::sameGpu), so GPU scope orders them.
   __device__ uint32_t load(const uint32_t* p, bool gpu = false) const {
     uint32_t v;
     if (gpu) asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -57,55 +57,55 @@ class BlockBackend {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
   }
-  // Out of line: inlined, the 12 x 5 slice variants made ptxas outline devRunLane instead,
+  // Out of line: inlined, the 12 x 5 slice variants made ptxas outline deviceRunLane instead,
   // with spills in its waiting loop.
-  __device__ __noinline__ void slice(const DevStep& s, const char* in, const char* src, char* dst, char* out,
+  __device__ __noinline__ void slice(const DeviceStep& s, const char* in, const char* src, char* dst, char* out,
                                      uint64_t len, int nranks) const {
-    devSlice(threadIdx.x, blockDim.x, s, in, src, dst, out, len, nranks);
+    deviceSlice(threadIdx.x, blockDim.x, s, in, src, dst, out, len, nranks);
   }
-  __device__ __noinline__ bool sliceDirect(const DevStep& s, const DevAddr* t, uint64_t at, uint64_t len,
+  __device__ __noinline__ bool sliceDirect(const DeviceStep& s, const DeviceAddr* t, uint64_t at, uint64_t len,
                                            int nranks) const {
-    return devSliceDirect(threadIdx.x, blockDim.x, s, t, at, len, nranks);
+    return deviceSliceDirect(threadIdx.x, blockDim.x, s, t, at, len, nranks);
   }
 
  private:
-  DevSliceCtl* ctl_;
-  DevAddr* table_;
+  DeviceSliceCtl* ctl_;
+  DeviceAddr* table_;
   uint64_t* scratch_;
 };
 
-__global__ void __launch_bounds__(kThreads) devExecKernel(const __grid_constant__ DevParamPlan plan) {
-  __shared__ DevSliceCtl ctl;
-  __shared__ DevAddr table[kDevMaxDirect];  // a direct operation's buffers (dev_lane.h)
-  __shared__ DevLane lane;
-  __shared__ uint64_t scratch[kDevMaxConns];  // a batch of tokens' results (dev_lane.h)
+__global__ void __launch_bounds__(kThreads) deviceExecKernel(const __grid_constant__ DeviceParamPlan plan) {
+  __shared__ DeviceSliceCtl ctl;
+  __shared__ DeviceAddr table[kDeviceMaxDirect];  // a direct operation's buffers (device_lane.h)
+  __shared__ DeviceLane lane;
+  __shared__ uint64_t scratch[kDeviceMaxConns];  // a batch of tokens' results (device_lane.h)
   const uint32_t* from = plan.lanes ? reinterpret_cast<const uint32_t*>(plan.lanes + blockIdx.x)
-                                    : devParamLaneWords(plan, blockIdx.x);
+                                    : deviceParamLaneWords(plan, blockIdx.x);
   auto* to = reinterpret_cast<uint32_t*>(&lane);
-  for (unsigned i = threadIdx.x; i < sizeof(DevLane) / 4; i += blockDim.x) to[i] = from[i];
+  for (unsigned i = threadIdx.x; i < sizeof(DeviceLane) / 4; i += blockDim.x) to[i] = from[i];
   __syncthreads();
-  if (!plan.lanes && threadIdx.x == 0) lane.steps = devParamSteps(plan, lane);
+  if (!plan.lanes && threadIdx.x == 0) lane.steps = deviceParamSteps(plan, lane);
   __syncthreads();
   BlockBackend b(&ctl, table, scratch);
-  devRunLane(lane, b);
+  deviceRunLane(lane, b);
 }
 
 }  // namespace
 
-void launchParamKernel(const DevParamPlan& plan, unsigned nlanes, cudaStream_t stream) {
-  devExecKernel<<<nlanes, kThreads, 0, stream>>>(plan);
+void launchParamKernel(const DeviceParamPlan& plan, unsigned nlanes, cudaStream_t stream) {
+  deviceExecKernel<<<nlanes, kThreads, 0, stream>>>(plan);
 }
 
-void launchLanesKernel(const DevLane* lanes, unsigned nlanes, cudaStream_t stream) {
-  DevParamPlan plan;  // the image is not read: only the header is set
+void launchLanesKernel(const DeviceLane* lanes, unsigned nlanes, cudaStream_t stream) {
+  DeviceParamPlan plan;  // the image is not read: only the header is set
   plan.nlanes = nlanes;
   plan.stepsAt = 0;
   plan.lanes = lanes;
-  devExecKernel<<<nlanes, kThreads, 0, stream>>>(plan);
+  deviceExecKernel<<<nlanes, kThreads, 0, stream>>>(plan);
 }
 
 cudaError_t kernelBlocksPerSm(int* perSm) {
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(perSm, devExecKernel, kThreads, 0);
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(perSm, deviceExecKernel, kThreads, 0);
 }
 
 }  // namespace coll

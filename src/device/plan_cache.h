@@ -1,5 +1,5 @@
 // Device plans kept for reuse. A launch's part (one communicator's operations) is built
-// into Programs (algorithms/) and lowered to DevLanes and DevSteps (dev_lane.h): ~15 us of
+// into Programs (algorithms/) and lowered to DeviceLanes and DeviceSteps (device_lane.h): ~15 us of
 // host time for one small allreduce on 32 channels, where the kernel that runs it may
 // take less. The lowering depends only on the operations (kind, buffers, count, type,
 // op, root, encoding, route) and on the communicator's connectors, which live as long as it
@@ -14,15 +14,15 @@
 #include <mutex>
 #include <vector>
 
-#include "device/dev_lane.h"
+#include "device/device_lane.h"
 #include "device/proxy.h"
 
 namespace coll {
 
 // One part's lowered lanes.
 struct DevicePlan {
-  std::vector<DevLane> lanes;  // each lane's `steps`: the index of its first step in `steps`
-  std::vector<DevStep> steps;
+  std::vector<DeviceLane> lanes;  // each lane's `steps`: the index of its first step in `steps`
+  std::vector<DeviceStep> steps;
   std::shared_ptr<const PendingLaunch::LaneInfos> info;  // names and peers of the steps, for messages
   std::vector<SendConnector*> sends;                     // connectors the proxy moves (net)
   std::vector<RecvConnector*> recvs;

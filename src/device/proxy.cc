@@ -17,20 +17,21 @@ namespace coll {
 namespace {
 
 // A lane's report turned into an error naming rank, lane, operation and peer.
-Status laneStatus(DeviceComm* c, const PendingLaunch& p, const PendingLaunch::LaneInfo& lane, const DevLaneResult& r) {
-  if (r.code == kDevDone) return okStatus();
+Status laneStatus(DeviceComm* c, const PendingLaunch& p, const PendingLaunch::LaneInfo& lane,
+                  const DeviceLaneResult& r) {
+  if (r.code == kDeviceDone) return okStatus();
   std::string where = "rank " + std::to_string(c->rank) + " " + lane.name;
   if (r.step < lane.steps.size()) where += ", " + p.stepOp(lane, r.step);
   const std::string peer = std::to_string(r.peer);
   switch (r.code) {
-    case kDevSizeMismatch:
+    case kDeviceSizeMismatch:
       return invalidUsage(where + ": rank " + peer + " sent " + std::to_string(r.got) + " bytes where " +
                           std::to_string(r.want) + " were expected: the ranks called different operations or counts");
-    case kDevAborted: {
+    case kDeviceAborted: {
       Status cause = c->abort->raised() ? c->abort->status() : remoteError("aborted");
       return cause.prefix(where + ", waiting on rank " + peer + ": ");
     }
-    case kDevYielded:
+    case kDeviceYielded:
       return internalError(where + ": gave its block up to run again, but the launch was not run again");
     default:
       return internalError(where + ": the device executor stopped without a result (code " + std::to_string(r.code) +
@@ -183,7 +184,7 @@ bool DeviceProxy::pass(std::vector<std::shared_ptr<PendingLaunch>>& live) {
     Status st = err;
     for (bool yielded : {false, true})
       for (size_t i = 0; st.ok() && i < p->lanes().size(); ++i)
-        if ((p->results[i].code == kDevYielded) == yielded) st = laneStatus(c_, *p, p->lanes()[i], p->results[i]);
+        if ((p->results[i].code == kDeviceYielded) == yielded) st = laneStatus(c_, *p, p->lanes()[i], p->results[i]);
     finish(*p, st);
     moved = true;
   }
@@ -193,7 +194,7 @@ bool DeviceProxy::pass(std::vector<std::shared_ptr<PendingLaunch>>& live) {
 int DeviceProxy::laneWaitingOnPeerAhead(const PendingLaunch& p, uint32_t* step) const {
   const uint32_t next = nextMailSeq(p.mailSeq);
   for (size_t i = 0; i < p.lanes().size(); ++i) {
-    if (__atomic_load_n(&p.results[i].code, __ATOMIC_ACQUIRE) == kDevDone) continue;
+    if (__atomic_load_n(&p.results[i].code, __ATOMIC_ACQUIRE) == kDeviceDone) continue;
     const uint32_t s = __atomic_load_n(&p.results[i].step, __ATOMIC_RELAXED);
     if (s >= p.lanes()[i].steps.size()) continue;
     const int from = p.lanes()[i].steps[s].from;
@@ -240,7 +241,7 @@ void DeviceProxy::reportStall(PendingLaunch& p, double seconds) {
     const PendingLaunch::LaneInfo& lane = p.lanes()[i];
     const uint32_t code = __atomic_load_n(&p.results[i].code, __ATOMIC_ACQUIRE);
     const uint32_t step = __atomic_load_n(&p.results[i].step, __ATOMIC_RELAXED);
-    std::string where = code == kDevDone ? "done"
+    std::string where = code == kDeviceDone ? "done"
                         : step < lane.steps.size()
                             ? p.stepOp(lane, step) + " step " + std::to_string(step + 1) + "/" +
                                   std::to_string(lane.steps.size()) + ", " + p.stepPeers(lane, step)

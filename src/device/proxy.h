@@ -27,7 +27,7 @@
 
 #include "algorithms/plan.h"
 #include "base/status.h"
-#include "device/dev_lane.h"
+#include "device/device_lane.h"
 
 namespace coll {
 
@@ -55,7 +55,7 @@ struct PendingLaunch {
   std::shared_ptr<Completion> completion;
   std::vector<SendConnector*> sends;  // connectors the proxy progresses (net)
   std::vector<RecvConnector*> recvs;
-  const DevLaneResult* results = nullptr;  // host view, one per lane
+  const DeviceLaneResult* results = nullptr;  // host view, one per lane
   std::shared_ptr<void> resultsOwner;
   // For messages only, formatted when one is needed (a launch may hold thousands of steps).
   struct StepInfo {

@@ -29,7 +29,7 @@ namespace coll {
 
 constexpr size_t kCompressBlock = 256;
 
-// What a step carries in its slots (Step::encoding, DevStep::encoding): the caller's elements
+// What a step carries in its slots (Step::encoding, DeviceStep::encoding): the caller's elements
 // (fp32 when compressed) or their 16-bit encoding.
 enum Encoding : uint8_t { kEncodingNone = 0, kEncodingFp16 = 1, kEncodingBf16 = 2 };
 

@@ -19,7 +19,7 @@ namespace coll {
 
 namespace {
 
-// The executor's 16-byte packs and element combine (dev_slice.h): one definition of how
+// The executor's 16-byte packs and element combine (device_slice.h): one definition of how
 // elements are combined on the device.
 using slice::combine;
 using slice::Pack;

@@ -1,7 +1,7 @@
 // Copy and reduction of one slice of bytes, split over the threads of a block: thread
 // `tid` of `nt` handles packs and tail elements tid, tid + nt, ... No thread reads what
 // another writes within a slice (every element is read and written at one index), so
-// running the threads in sequence (the host emulation, device/dev_slice.h) gives what
+// running the threads in sequence (the host emulation, device/device_slice.h) gives what
 // running them together does (the executor kernel; deviceReduce).
 // Elements are combined with the host's Elem/Op code (reduce_ops.h): results equal the
 // host executor's bit for bit.

@@ -1,5 +1,5 @@
 // What one step of a schedule does with a slice (bits of Step::flags in
-// algorithms/plan.h and of the device lanes' steps in device/dev_lane.h): a leaf header,
+// algorithms/plan.h and of the device lanes' steps in device/device_lane.h): a leaf header,
 // so the host plan, the device lane format and the kernels that execute both share one
 // definition without including each other.
 #pragma once

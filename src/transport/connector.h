@@ -64,7 +64,7 @@ class Connector {
   virtual bool slotsInDeviceMemory() const { return fifoInDeviceMemory(); }
   // Both ends' kernels run on one GPU in one process (p2p between thread ranks of one GPU):
   // they may order their FIFO accesses at GPU scope, cheaper than system scope
-  // (device/dev_lane.h DevConn).
+  // (device/device_lane.h DeviceConn).
   virtual bool sameGpu() const { return false; }
   size_t slotBytes() const { return slotBytes_; }
   int peer() const { return peer_; }

@@ -1,4 +1,4 @@
-// Data movement of one slice of a device lane (dev_lane.h): the code every thread of the
+// Data movement of one slice of a device lane (device_lane.h): the code every thread of the
 // executor kernel's block runs (device/param_kernel.cu), and, with its threads taken one
 // after another, the code the host emulation runs (device/device_exec.cc). So CI, which
 // has no GPU, runs the GPU's copy and reduction code (16-byte packs, the strided split
@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "collectives/collectives.h"
-#include "device/dev_lane.h"
+#include "device/device_lane.h"
 #include "kernels/slice.h"
 #include "kernels/step_flags.h"
 #include "kernels/encoded_slice.h"
@@ -19,8 +19,8 @@ namespace coll {
 
 // Thread tid of nt's share of one slice of step s: in (the received slot), src and dst
 // (the step's buffers at this slice), out (the slot to send); absent ones are null.
-COLL_HD inline void devSlice(unsigned tid, unsigned nt, const DevStep& s, const char* in, const char* src, char* dst,
-                             char* out, uint64_t len, int nranks) {
+COLL_HD inline void deviceSlice(unsigned tid, unsigned nt, const DeviceStep& s, const char* in, const char* src,
+                                char* dst, char* out, uint64_t len, int nranks) {
   using namespace slice;
   if (s.encoding != kEncodingNone) {
     encodedSliceHd(tid, nt, s.flags, s.encoding, s.redop, in, reinterpret_cast<const float*>(src),
@@ -38,21 +38,21 @@ COLL_HD inline void devSlice(unsigned tid, unsigned nt, const DevStep& s, const 
                [&](auto elem) { withOp<decltype(elem)>(tid, nt, s.redop, s.flags, in, src, dst, out, len, nranks); });
 }
 
-// One type of devSliceDirect: a function of its own in the kernel.
+// One type of deviceSliceDirect: a function of its own in the kernel.
 template <typename T, bool kAvg>
-COLL_HD COLL_DEV_OUTLINE void devDirectTyped(unsigned tid, unsigned nt, const DevAddr* t, uint64_t at, uint64_t len,
-                                             int n) {
+COLL_HD COLL_DEV_OUTLINE void deviceDirectTyped(unsigned tid, unsigned nt, const DeviceAddr* t, uint64_t at,
+                                                uint64_t len, int n) {
   auto in = [t, at, n](int j) { return reinterpret_cast<const T*>(t[j + 1 < n ? j + 1 : 0].in + at); };
   auto out = [t, at](int j) { return reinterpret_cast<T*>(t[j].out + at); };
   slice::reduceAll<T, OpSum, kAvg>(tid, nt, in, n, out, n, len / sizeof(T), n);
 }
 
-// devDirectTyped<T, true or false>, the Avg division only in the final step.
+// deviceDirectTyped<T, true or false>, the Avg division only in the final step.
 template <typename T>
-COLL_HD inline void devDirectOf(bool avg, unsigned tid, unsigned nt, const DevAddr* t, uint64_t at, uint64_t len,
-                                int n) {
-  if (avg) devDirectTyped<T, true>(tid, nt, t, at, len, n);
-  else devDirectTyped<T, false>(tid, nt, t, at, len, n);
+COLL_HD inline void deviceDirectOf(bool avg, unsigned tid, unsigned nt, const DeviceAddr* t, uint64_t at, uint64_t len,
+                                   int n) {
+  if (avg) deviceDirectTyped<T, true>(tid, nt, t, at, len, n);
+  else deviceDirectTyped<T, false>(tid, nt, t, at, len, n);
 }
 
 // Thread tid of nt's share of a direct allreduce's slice: bytes [at, at + len) of the n
@@ -62,14 +62,14 @@ COLL_HD inline void devDirectOf(bool avg, unsigned tid, unsigned nt, const DevAd
 // pass takes adds to the kernel's compile time (docs/PERFORMANCE.md, "The direct route in
 // one pass over all inputs", has the table); false for the others, which take a chain of
 // two-input slices.
-COLL_HD inline bool devSliceDirect(unsigned tid, unsigned nt, const DevStep& s, const DevAddr* t, uint64_t at,
-                                   uint64_t len, int n) {
+COLL_HD inline bool deviceSliceDirect(unsigned tid, unsigned nt, const DeviceStep& s, const DeviceAddr* t, uint64_t at,
+                                      uint64_t len, int n) {
   if (s.redop != collSum && s.redop != collAvg) return false;
   const bool avg = s.redop == collAvg && (s.flags & kFinal);
   switch (s.dtype) {
-    case collFloat32: devDirectOf<float>(avg, tid, nt, t, at, len, n); return true;
-    case collFloat16: devDirectOf<Half>(avg, tid, nt, t, at, len, n); return true;
-    case collBfloat16: devDirectOf<Bf16>(avg, tid, nt, t, at, len, n); return true;
+    case collFloat32: deviceDirectOf<float>(avg, tid, nt, t, at, len, n); return true;
+    case collFloat16: deviceDirectOf<Half>(avg, tid, nt, t, at, len, n); return true;
+    case collBfloat16: deviceDirectOf<Bf16>(avg, tid, nt, t, at, len, n); return true;
     default: return false;
   }
 }
