@@ -81,7 +81,7 @@ void pingPong(bool sameProcess) {
   }
   producer.join();
   REQUIRE(error.empty());
-  REQUIRE(maxAhead.load() <= kSteps);  // never more than the FIFO holds
+  REQUIRE(maxAhead.load() <= kFifoSlots);  // never more than the FIFO holds
 }
 
 }  // namespace
@@ -146,7 +146,7 @@ TEST_CASE("socket striping covers every byte exactly once", "[fifo][net]") {
 TEST_CASE("net connector delivers what a peer sent before closing, then reports the close", "[fifo][net]") {
   testing::ScopedEnv ifname("COLL_SOCKET_IFNAME", "lo");
   const size_t slot = 512;
-  for (int messages : {1, 2, 3, kSteps}) {
+  for (int messages : {1, 2, 3, kFifoSlots}) {
     INFO(messages << " messages");
     const AuthKey key{};
     auto pending = netSetupRecv(0, slot, key);

@@ -40,9 +40,9 @@ void addAddressRound(Program& pg, const OpDesc& od, uint16_t opIndex, int n, int
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
   pg.add(kDirect | kSend, od, opIndex, src, dst, bytes, s, rv);
-  pg.steps.back().slot = static_cast<uint8_t>((n - round) % n);
+  pg.steps.back().addrEntry = static_cast<uint8_t>((n - round) % n);
   pg.add(kDirect | kRecv, od, opIndex, src, dst, bytes, s, rv);
-  pg.steps.back().slot = static_cast<uint8_t>(n - 1 - round);
+  pg.steps.back().addrEntry = static_cast<uint8_t>(n - 1 - round);
 }
 
 }  // namespace

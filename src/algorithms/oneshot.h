@@ -4,7 +4,7 @@
 // of building programs dominate. A one-shot operation has every rank hand its whole
 // contribution to every peer at once and then compute its result locally:
 //   - mailbox (every rank on one host, shared memory): each rank writes into its own
-//     mailbox slot and reads its peers' slots directly (transport/shm/mailbox.h). Serves
+//     mailbox buffer and reads its peers' buffers directly (transport/shm/mailbox.h). Serves
 //     allreduce, reduce, broadcast, allgather and reduce-scatter.
 //   - ring connectors (a communicator spanning hosts): allreduce only; each rank's input
 //     travels once around the ring (an allgather of inputs, n-1 hops in one message

@@ -32,9 +32,9 @@ namespace coll {
 struct Step {
   uint8_t flags;
   uint8_t elemSize;
-  uint8_t encoding;  // Encoding (kernels/compress.h): the form of the slots' data
-  uint16_t op;       // index of the operation in Program::ops (for error messages)
-  uint8_t slot;      // kDirect address steps: the entry of the lane's address table moved
+  uint8_t encoding;   // Encoding (kernels/compress.h): the form of the slots' data
+  uint16_t op;        // index of the operation in Program::ops (for error messages)
+  uint8_t addrEntry;  // kDirect address steps: the entry of the lane's address table moved
   const ReduceKernels* kernels;
   const char* src;
   char* dst;

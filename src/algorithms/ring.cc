@@ -38,7 +38,7 @@
 // Loops: a step that only sends (step 0) must leave room in the FIFO, or every rank
 // fills its successor's FIFO and then waits for room while holding the slot its
 // predecessor waits for: a cycle. So each channel's piece of a block is cut into loops
-// of at most kSteps/2 slices (BuildInput::loopSlices: 2 where the ring crosses the network,
+// of at most kFifoSlots/2 slices (BuildInput::loopSlices: 2 where the ring crosses the network,
 // faster there), and the whole step sequence runs once per loop, as NCCL does with its
 // chunk steps.
 #include <algorithm>

@@ -382,13 +382,13 @@ static size_t directMinBytes(const collComm* c, bool yields) {
 static Status applyConfig(collComm* c, const std::vector<SharedConfig>& all, bool overNet, bool oneHost) {
   const SharedConfig& agreed = all[static_cast<size_t>(c->rank)];
   // Slots are 64-byte multiples so every element type divides them.
-  c->slotBytes = (static_cast<size_t>(agreed.buffSize) / kSteps) & ~size_t{63};
+  c->slotBytes = (static_cast<size_t>(agreed.buffSize) / kFifoSlots) & ~size_t{63};
   c->sliceBytes = c->slotBytes;
-  c->deviceSlotBytes = (static_cast<size_t>(agreed.deviceBuffSize) / kSteps) & ~size_t{63};
-  // Ring loops of 2 slices per block across the network, of kSteps/2 within a host: over
+  c->deviceSlotBytes = (static_cast<size_t>(agreed.deviceBuffSize) / kFifoSlots) & ~size_t{63};
+  // Ring loops of 2 slices per block across the network, of kFifoSlots/2 within a host: over
   // TCP 2 beat 4 by 3-16 % at 1-32 MiB, over shared memory 4 beat 2 by 8-26 % at 256 KiB-4
   // MiB (docs/PERFORMANCE.md). Every rank sees the same hosts, so they agree.
-  c->loopSlices = overNet ? 2 : kSteps / 2;
+  c->loopSlices = overNet ? 2 : kFifoSlots / 2;
   c->chunkMinBytes = std::max<int64_t>(1, param(IntParam::CHUNK_MIN_BYTES));
   c->deviceChunkMinBytes = std::max<int64_t>(1, param(IntParam::DEVICE_CHUNK_MIN_BYTES));
   c->stallWarnS = static_cast<double>(std::max<int64_t>(0, param(IntParam::STALL_WARN_S)));

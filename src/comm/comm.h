@@ -86,8 +86,8 @@ struct collComm {
   std::shared_ptr<coll::AbortState> abort;
   size_t slotBytes = 0;
   size_t sliceBytes = 0;
-  size_t deviceSlotBytes = 0;            // the device set's slots and slices (COLL_DEVICE_BUFFSIZE / kSteps)
-  size_t loopSlices = coll::kSteps / 2;  // slices of a block per ring loop (algorithms/ring.cc), 1..kSteps/2
+  size_t deviceSlotBytes = 0;                // the device set's slots and slices (COLL_DEVICE_BUFFSIZE / kFifoSlots)
+  size_t loopSlices = coll::kFifoSlots / 2;  // slices of a block per ring loop (algorithms/ring.cc), 1..kFifoSlots/2
   int64_t chunkMinBytes = 0;
   int64_t deviceChunkMinBytes = 0;  // COLL_DEVICE_CHUNK_MIN_BYTES: the same for device operations
   int minChannels = 1;

@@ -177,9 +177,9 @@ Result<std::unique_ptr<CopyAgent>> CopyAgent::create(collComm* c) {
   if (c->rank == agent && !clients.empty() && on) a->createSegment(clients.size(), &mine);
   ShmUnlinkGuard unlinkOwn{mine.name};
   COLL_CHECK(c->bootstrap->allGather(all.data(), sizeof(SetupEntry), kTagCopyAgent));
-  const auto slot = std::find(clients.begin(), clients.end(), c->rank);
-  if (slot != clients.end() && all[static_cast<size_t>(agent)].name[0] && on)
-    a->mapSegment(all[static_cast<size_t>(agent)], static_cast<int>(slot - clients.begin()), agentPid);
+  const auto asClient = std::find(clients.begin(), clients.end(), c->rank);
+  if (asClient != clients.end() && all[static_cast<size_t>(agent)].name[0] && on)
+    a->mapSegment(all[static_cast<size_t>(agent)], static_cast<int>(asClient - clients.begin()), agentPid);
   // The agent's segment stays named until every client has mapped it.
   std::vector<int32_t> maps(static_cast<size_t>(c->nranks));
   maps[static_cast<size_t>(c->rank)] = a->seg_ ? 1 : 0;
@@ -216,7 +216,7 @@ void CopyAgent::createSegment(size_t nclients, SetupEntry* entry) {
 
 // On a client: the agent's segment mapped, this rank's area in it (or, failing, nothing:
 // it copies itself).
-void CopyAgent::mapSegment(const SetupEntry& theirs, int slot, int32_t agentPid) {
+void CopyAgent::mapSegment(const SetupEntry& theirs, int clientIndex, int32_t agentPid) {
   const std::string what = "rank " + std::to_string(agentRank_) + "'s copy agent";
   const Status named = checkShmName(theirs.name, sizeof(theirs.name), what);
   const size_t bytes = Shared::bytesFor(theirs.nclients, theirs.areaBytes);
@@ -227,8 +227,8 @@ void CopyAgent::mapSegment(const SetupEntry& theirs, int slot, int32_t agentPid)
   }
   seg_ = static_cast<Shared*>(seg.take());
   segBytes_ = bytes;
-  slot_ = slot;
-  area_ = seg_->area(slot_);
+  clientIndex_ = clientIndex;
+  area_ = seg_->area(clientIndex_);
   areaBytes_ = seg_->areaBytes;
   exported_.resize(kMaxBuffers);
   // Yama's ptrace rules: let the agent's process_vm_* reach this process (emulation).
@@ -492,7 +492,7 @@ size_t CopyAgent::entryFor(Block& b, const StageCopy& cp, const std::array<bool,
 }
 
 Result<bool> CopyAgent::request(std::span<const StageCopy> copies) {
-  Block& b = seg_->block(slot_);
+  Block& b = seg_->block(clientIndex_);
   sweep(b);
   std::array<bool, kMaxBuffers> used{};
   for (size_t k = 0; k < copies.size(); ++k) {

@@ -90,7 +90,7 @@ class CopyAgent {
   CopyAgent() = default;
   struct SetupEntry;
   void createSegment(size_t nclients, SetupEntry* entry);
-  void mapSegment(const SetupEntry& theirs, int slot, int32_t agentPid);
+  void mapSegment(const SetupEntry& theirs, int clientIndex, int32_t agentPid);
   void startServer(std::vector<int32_t> pids);
   Result<bool> request(std::span<const StageCopy> copies);
   void sweep(Block& b);
@@ -103,7 +103,7 @@ class CopyAgent {
   int agentRank_ = -1;
   Shared* seg_ = nullptr;  // the mapped segment
   size_t segBytes_ = 0;
-  int slot_ = -1;  // a client's index among the agent's clients
+  int clientIndex_ = -1;  // a client's index among the agent's clients
   char* area_ = nullptr;
   size_t areaBytes_ = 0;
   uint32_t seq_ = 0;

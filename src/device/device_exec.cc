@@ -31,7 +31,7 @@
 namespace coll {
 
 static_assert(kDeviceMaxDirect == kMaxDirectRanks, "a direct operation's ranks must fit a lane's address table");
-static_assert(kDevSteps == kSteps, "device lanes and connectors must agree on FIFO depth");
+static_assert(kDeviceFifoSlots == kFifoSlots, "device lanes and connectors must agree on FIFO depth");
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "FIFO counters are read as plain words");
 
 namespace {
@@ -245,7 +245,7 @@ Status lowerProgram(const Program& p, const MapFn& map, DevicePlan& out, Pending
     const bool addr = (s.flags & kDirect) && (s.send || s.recv);
     d.src = (s.flags & kSrc) || addr ? s.src : nullptr;
     d.dst = (s.flags & kDst) || addr ? s.dst : nullptr;
-    d.slot = s.slot;
+    d.addrEntry = s.addrEntry;
     d.bytes = s.bytes;
     d.flags = static_cast<uint8_t>(s.flags & ~kStream);
     d.dtype = static_cast<uint8_t>(od.dtype);

@@ -7,7 +7,7 @@
 // same flags (kRecv, kSrc, kDst, kSend, kFinal), and the FIFOs of its connectors as
 // addresses the executor can reach (connector.h: every transport keeps head, tail and
 // slot sizes in the FIFO's control block). The protocol is the host executor's: a
-// producer waits until tail - head < kSteps, fills slot tail % kSteps, writes its size and
+// producer waits until tail - head < kFifoSlots, fills slot tail % kFifoSlots, writes its size and
 // then tail + 1 (release); a consumer waits until tail != head, checks the size, reads the
 // slot and writes head + 1. Nothing else is shared, so a lane may face another kernel, a
 // host executor, or a proxy thread moving a net connector's FIFO through sockets.
@@ -25,7 +25,7 @@
 
 namespace coll {
 
-constexpr int kDevSteps = 8;          // slots per FIFO: equal to kSteps (checked in device_exec.cc)
+constexpr int kDeviceFifoSlots = 8;   // slots per FIFO: equal to kFifoSlots (checked in device_exec.cc)
 constexpr int kDeviceMaxConns = 16;   // connectors one lane may use (tree lanes use the most)
 constexpr int kDeviceMaxDirect = 16;  // ranks one direct operation may span: a lane's table entries
 // A direct reduction waits for no slot, so its slices are this many FIFO slices long: a
@@ -57,8 +57,8 @@ constexpr uint64_t kDeviceAddrMagic = 0x31726944436c6f43ull;  // "CollDir1"
 struct DeviceConn {
   uint32_t* tail;
   uint32_t* head;
-  uint32_t* sizes;  // kDevSteps byte counts
-  char* data;       // kDevSteps slots of slotBytes
+  uint32_t* sizes;  // kDeviceFifoSlots byte counts
+  char* data;       // kDeviceFifoSlots slots of slotBytes
   uint64_t slotBytes;
   uint16_t isSend;
   // 1: the other end's kernel runs on this GPU, in this process (p2p between thread
@@ -79,9 +79,9 @@ struct DeviceStep {
   uint8_t dtype;  // collDataType_t
   uint8_t redop;  // collRedOp_t
   uint8_t elemSize;
-  uint8_t encoding;  // Encoding (kernels/compress.h)
-  uint8_t slot;      // kDirect address steps: the table entry moved (plan.h Step::slot)
-  uint16_t op;       // index of the operation in its launch (for error messages)
+  uint8_t encoding;   // Encoding (kernels/compress.h)
+  uint8_t addrEntry;  // kDirect address steps: the table entry moved (plan.h Step::addrEntry)
+  uint16_t op;        // index of the operation in its launch (for error messages)
 };
 
 enum DeviceCode : uint32_t {
@@ -229,15 +229,15 @@ COLL_HD inline void deviceStart(const DeviceLane& L, B& b, uint32_t* pos) {
 }
 
 // An address step (kDirect with a connector), by the leader once its slot is there:
-// a send carries the table's entry s.slot (entry 0, this rank's own, filled first from the
-// step); a receive checks the entry that came and keeps it as s.slot. A peer that called
+// a send carries the table's entry s.addrEntry (entry 0, this rank's own, filled first from the
+// step); a receive checks the entry that came and keeps it as s.addrEntry. A peer that called
 // another count, or is running another algorithm's step, is a size mismatch.
 template <class B>
 COLL_HD COLL_DEV_OUTLINE void deviceAddrStep(const DeviceLane& L, B& b, const DeviceStep& s, DeviceSliceCtl& c) {
   DeviceAddr* t = b.table();
   if (s.recv < 0) {
-    if (s.slot == 0) t[0] = DeviceAddr{s.src, s.dst, s.bytes, kDeviceAddrMagic};
-    *reinterpret_cast<DeviceAddr*>(c.out) = t[s.slot];
+    if (s.addrEntry == 0) t[0] = DeviceAddr{s.src, s.dst, s.bytes, kDeviceAddrMagic};
+    *reinterpret_cast<DeviceAddr*>(c.out) = t[s.addrEntry];
     return;
   }
   const DeviceAddr e = *reinterpret_cast<const DeviceAddr*>(c.in);
@@ -247,7 +247,7 @@ COLL_HD COLL_DEV_OUTLINE void deviceAddrStep(const DeviceLane& L, B& b, const De
     L.result->want = s.bytes;
     return;
   }
-  t[s.slot] = e;
+  t[s.addrEntry] = e;
 }
 
 // A direct reduction (kDirect|kSrc|kDst), by every thread: slice [off, off + len) of
@@ -308,22 +308,22 @@ COLL_HD COLL_DEV_OUTLINE void deviceLead(const DeviceLane& L, B& b, const Device
     for (uint32_t spins = 0; b.load(r.tail, r.sameGpu) == pos[s.recv] && c.code == kDeviceRunning;)
       deviceLaneWait(L, b, ++spins, since, c.code);
     if (c.code == kDeviceRunning) {
-      const uint32_t got = b.load(&r.sizes[pos[s.recv] % kDevSteps], r.sameGpu);
+      const uint32_t got = b.load(&r.sizes[pos[s.recv] % kDeviceFifoSlots], r.sameGpu);
       if (got != encodedLen) {
         c.code = kDeviceSizeMismatch;
         L.result->got = got;
         L.result->want = (s.flags & kDirect) ? s.bytes : encodedLen;  // an address step: the op's size
       }
-      c.in = r.data + (pos[s.recv] % kDevSteps) * r.slotBytes;
+      c.in = r.data + (pos[s.recv] % kDeviceFifoSlots) * r.slotBytes;
     }
   }
   if (s.send >= 0 && c.code == kDeviceRunning) {
     const DeviceConn& w = L.conns[s.send];
     waitPeer = w.peer;
-    for (uint32_t spins = 0;
-         pos[s.send] - b.load(w.head, w.sameGpu) >= static_cast<uint32_t>(kDevSteps) && c.code == kDeviceRunning;)
+    for (uint32_t spins = 0; pos[s.send] - b.load(w.head, w.sameGpu) >= static_cast<uint32_t>(kDeviceFifoSlots) &&
+                             c.code == kDeviceRunning;)
       deviceLaneWait(L, b, ++spins, since, c.code);
-    c.out = w.data + (pos[s.send] % kDevSteps) * w.slotBytes;
+    c.out = w.data + (pos[s.send] % kDeviceFifoSlots) * w.slotBytes;
   }
   if (c.code == kDeviceRunning && (s.flags & kDirect)) {
     // An address step moves its entry; a reduction writes into peers' buffers and waits for
@@ -358,7 +358,7 @@ COLL_HD COLL_DEV_OUTLINE void deviceTokens(const DeviceLane& L, B& b, uint32_t s
     if (s.recv >= 0) b.store(L.conns[s.recv].head, ++pos[s.recv], L.conns[s.recv].sameGpu);
     if (s.send >= 0) {
       const DeviceConn& w = L.conns[s.send];
-      b.note(&w.sizes[pos[s.send] % kDevSteps], 0);  // the tail's release orders it
+      b.note(&w.sizes[pos[s.send] % kDeviceFifoSlots], 0);  // the tail's release orders it
       b.store(w.tail, ++pos[s.send], w.sameGpu);
     }
   }
@@ -397,8 +397,8 @@ COLL_HD COLL_DEV_OUTLINE uint64_t deviceTokenOne(const DeviceLane& L, B& b, cons
   const uint32_t p = b.load(recv ? f.head : f.tail);
   uint32_t code = kDeviceRunning;
   uint64_t since = 0;
-  for (uint32_t spins = 0;
-       recv ? b.load(f.tail, f.sameGpu) == p : p - b.load(f.head, f.sameGpu) >= static_cast<uint32_t>(kDevSteps);) {
+  for (uint32_t spins = 0; recv ? b.load(f.tail, f.sameGpu) == p
+                                : p - b.load(f.head, f.sameGpu) >= static_cast<uint32_t>(kDeviceFifoSlots);) {
     if (stop != kDeviceRunning) return kDeviceTokenStopped;
     deviceLaneWait(L, b, ++spins, since, code);
     if (code != kDeviceRunning) {
@@ -407,14 +407,14 @@ COLL_HD COLL_DEV_OUTLINE uint64_t deviceTokenOne(const DeviceLane& L, B& b, cons
     }
   }
   if (recv) {
-    const uint32_t got = b.load(&f.sizes[p % kDevSteps], f.sameGpu);
+    const uint32_t got = b.load(&f.sizes[p % kDeviceFifoSlots], f.sameGpu);
     if (got != 0) {
       stop = kDeviceSizeMismatch;
       return deviceTokenFailed(kDeviceSizeMismatch, got);
     }
     b.store(f.head, p + 1, f.sameGpu);
   } else {
-    b.note(&f.sizes[p % kDevSteps], 0);  // the tail's release orders it
+    b.note(&f.sizes[p % kDeviceFifoSlots], 0);  // the tail's release orders it
     b.store(f.tail, p + 1, f.sameGpu);
   }
   return kDeviceTokenDone;
@@ -521,7 +521,8 @@ COLL_HD inline void deviceRunLane(const DeviceLane& L, B& b) {
         // token after a direct reduction, from any thread of the block); the counters after
         // it are plain stores (a release store is a fence of its own: three were ~3 round
         // trips to memory per slice).
-        if (s.send >= 0) b.note(&L.conns[s.send].sizes[pos[s.send] % kDevSteps], static_cast<uint32_t>(encodedLen));
+        if (s.send >= 0)
+          b.note(&L.conns[s.send].sizes[pos[s.send] % kDeviceFifoSlots], static_cast<uint32_t>(encodedLen));
         if (s.recv >= 0 || s.send >= 0 || k + 1 == nslices) b.fence(deviceGpuScope(L, s));
         if (s.recv >= 0) b.post(L.conns[s.recv].head, ++pos[s.recv]);
         if (s.send >= 0) b.post(L.conns[s.send].tail, ++pos[s.send]);

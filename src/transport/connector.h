@@ -1,8 +1,8 @@
 // Connectors: the one shape every transport presents to executors.
 //
-// Between a sender and a receiver on a channel sits a FIFO of kSteps slots. The producer
-// fills slot (tail % kSteps), records its byte count and advances `tail`; the consumer
-// reads slot (head % kSteps) and advances `head`. Counters are 32-bit and wrap; only
+// Between a sender and a receiver on a channel sits a FIFO of kFifoSlots slots. The producer
+// fills slot (tail % kFifoSlots), records its byte count and advances `tail`; the consumer
+// reads slot (head % kFifoSlots) and advances `head`. Counters are 32-bit and wrap; only
 // differences are compared. Each counter has its own cache line and a waiter count so a
 // producer issues a futex wake only when somebody sleeps.
 //
@@ -22,18 +22,18 @@
 
 namespace coll {
 
-constexpr int kSteps = 8;
+constexpr int kFifoSlots = 8;
 
 struct alignas(64) FifoCtrl {
   alignas(64) std::atomic<uint32_t> tail{0};
   std::atomic<uint32_t> tailWaiters{0};
   alignas(64) std::atomic<uint32_t> head{0};
   std::atomic<uint32_t> headWaiters{0};
-  alignas(64) uint32_t sizes[kSteps] = {};
+  alignas(64) uint32_t sizes[kFifoSlots] = {};
 };
 
 // Bytes of a FIFO with data slots of slotBytes each, control block first.
-inline size_t fifoBytes(size_t slotBytes) { return sizeof(FifoCtrl) + kSteps * slotBytes; }
+inline size_t fifoBytes(size_t slotBytes) { return sizeof(FifoCtrl) + kFifoSlots * slotBytes; }
 
 // Producer/consumer halves over a FifoCtrl + slots in memory this process can touch.
 // Used directly by shm and as the local staging FIFO of net.
@@ -42,7 +42,7 @@ struct FifoView {
   char* data = nullptr;
   size_t slotBytes = 0;
 
-  char* slotAt(uint32_t i) const { return data + (i % kSteps) * slotBytes; }
+  char* slotAt(uint32_t i) const { return data + (i % kFifoSlots) * slotBytes; }
 };
 
 // What both halves of a connection have: the FIFO, the peer, and how they are driven.

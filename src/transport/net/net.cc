@@ -117,7 +117,7 @@ Status completeInOrder(NetBackend* b, NetRequest* const* reqs, uint32_t* next, u
   for (uint32_t n = 0; *next != posted && n < most; ++n) {
     bool done = false;
     size_t size = 0;
-    Status st = b->test(reqs[*next % kSteps], &done, &size);
+    Status st = b->test(reqs[*next % kFifoSlots], &done, &size);
     if (!st.ok()) return st.prefix(std::string(what) + " rank " + std::to_string(peer) + ": ");
     if (!done) break;
     onDone(*next, size);
@@ -131,7 +131,7 @@ Status completeInOrder(NetBackend* b, NetRequest* const* reqs, uint32_t* next, u
 // slots (gdr.h) the backend refuses give way to the host FIFO's, saying why at INFO.
 template <typename Comm>
 Status registerSlots(NetBackend* b, Comm* comm, LocalFifo& fifo, GpuSlots& gpu, int peer) {
-  const size_t bytes = kSteps * fifo.view.slotBytes;
+  const size_t bytes = kFifoSlots * fifo.view.slotBytes;
   if (gpu.data) {
     Status st = b->regMrGpu(comm, gpu.data, bytes, gpu.range);
     if (st.ok()) {
@@ -160,7 +160,7 @@ class NetSend : public SendConnector {
     COLL_CHECK(registerSlots(b, c->comm_.get(), c->fifo_, c->gpu_, peer));
     return std::unique_ptr<SendConnector>(std::move(c));
   }
-  bool ready() override { return filled() - done() < static_cast<uint32_t>(kSteps); }
+  bool ready() override { return filled() - done() < static_cast<uint32_t>(kFifoSlots); }
   char* slot() override { return fifo_.view.slotAt(filled()); }
   void post(size_t bytes) override { postFrom(nullptr, bytes); }
   bool canPostInPlace() const override { return inPlace_; }
@@ -169,16 +169,16 @@ class NetSend : public SendConnector {
   Status progress() override {
     const uint32_t filledNow = fifo_.view.ctrl->tail.load(std::memory_order_acquire);
     while (posted_ != filledNow) {
-      const char* from = from_[posted_ % kSteps];
+      const char* from = from_[posted_ % kFifoSlots];
       COLL_ASSIGN(NetRequest * r, backend_->isend(comm_.get(), from ? from : fifo_.view.slotAt(posted_),
-                                                  fifo_.view.ctrl->sizes[posted_ % kSteps]));
+                                                  fifo_.view.ctrl->sizes[posted_ % kFifoSlots]));
       if (!r) break;  // not posted yet (a connection still being made): the next call posts it
-      reqs_[posted_ % kSteps] = r;
-      from_[posted_ % kSteps] = nullptr;
+      reqs_[posted_ % kFifoSlots] = r;
+      from_[posted_ % kFifoSlots] = nullptr;
       ++posted_;
     }
     uint32_t d = done();
-    Status st = completeInOrder(backend_, reqs_, &d, posted_, kSteps, "send to", peer_, [](uint32_t, size_t) {});
+    Status st = completeInOrder(backend_, reqs_, &d, posted_, kFifoSlots, "send to", peer_, [](uint32_t, size_t) {});
     fifo_.view.ctrl->head.store(d, std::memory_order_release);
     return st;
   }
@@ -201,17 +201,17 @@ class NetSend : public SendConnector {
   // from_ stays null: its slots are sent).
   void postFrom(const char* data, size_t bytes) {
     const uint32_t t = filled();
-    from_[t % kSteps] = data;
-    fifo_.view.ctrl->sizes[t % kSteps] = static_cast<uint32_t>(bytes);
+    from_[t % kFifoSlots] = data;
+    fifo_.view.ctrl->sizes[t % kFifoSlots] = static_cast<uint32_t>(bytes);
     fifo_.view.ctrl->tail.store(t + 1, std::memory_order_release);
   }
   NetBackend* backend_;
   LocalFifo fifo_;  // before comm_: registered on it, so it outlives it
   GpuSlots gpu_;    // likewise: the slots in GPU memory, when GPUDirect RDMA serves them
   std::unique_ptr<NetSendComm> comm_;
-  NetRequest* reqs_[kSteps] = {};
-  const char* from_[kSteps] = {};  // per slot: the caller's memory to send instead (postInPlace)
-  bool inPlace_ = false;           // the backend reads sends only while tested
+  NetRequest* reqs_[kFifoSlots] = {};
+  const char* from_[kFifoSlots] = {};  // per slot: the caller's memory to send instead (postInPlace)
+  bool inPlace_ = false;               // the backend reads sends only while tested
   uint32_t posted_ = 0;
 };
 
@@ -227,7 +227,7 @@ class NetRecv : public RecvConnector {
   }
   bool ready() override { return arrived() != consumed(); }
   const char* slot() override { return fifo_.view.slotAt(consumed()); }
-  size_t size() override { return fifo_.view.ctrl->sizes[consumed() % kSteps]; }
+  size_t size() override { return fifo_.view.ctrl->sizes[consumed() % kFifoSlots]; }
   void release() override { fifo_.view.ctrl->head.store(consumed() + 1, std::memory_order_release); }
   // A failed connection is reported only once the slots that did arrive are consumed:
   // the peer may have sent its last message and closed, which is not an error here.
@@ -256,25 +256,25 @@ class NetRecv : public RecvConnector {
     // A receive that cannot be posted (the peer closed) must not hold back the messages
     // that arrived before: they are published below, and the failure reported after.
     Status posting;
-    while (posting.ok() && posted_ - consumed() < static_cast<uint32_t>(kSteps)) {
+    while (posting.ok() && posted_ - consumed() < static_cast<uint32_t>(kFifoSlots)) {
       Result<NetRequest*> r = backend_->irecv(comm_.get(), fifo_.view.slotAt(posted_), slotBytes_);
       if (!r.ok()) {
         posting = r.takeStatus().prefix("receive from rank " + std::to_string(peer_) + ": ");
         break;
       }
       if (!r.value()) break;  // not posted yet: the next call posts it
-      reqs_[posted_ % kSteps] = r.take();
+      reqs_[posted_ % kFifoSlots] = r.take();
       ++posted_;
     }
     uint32_t a = arrived();
     // One arrival per call: testing the next request right away would cost a syscall
     // between the consumer learning of this message and acting on it. Once the
     // connection failed there is no next call (progress() latches the error): all of them.
-    const uint32_t most = posting.ok() ? 1 : kSteps;
+    const uint32_t most = posting.ok() ? 1 : kFifoSlots;
     Status st = gpu_.data ? completeFlushed(&a, most)
                           : completeInOrder(backend_, reqs_, &a, posted_, most, "receive from", peer_,
                                             [this](uint32_t i, size_t size) {
-      fifo_.view.ctrl->sizes[i % kSteps] = static_cast<uint32_t>(size);
+      fifo_.view.ctrl->sizes[i % kFifoSlots] = static_cast<uint32_t>(size);
                             });
     fifo_.view.ctrl->tail.store(a, std::memory_order_release);
     return st.ok() ? posting : st;
@@ -288,9 +288,9 @@ class NetRecv : public RecvConnector {
       bool done = false;
       size_t size = 0;
       if (!flushing_) {
-        COLL_CHECK(backend_->test(reqs_[*a % kSteps], &done, &size).prefix("receive from " + from));
+        COLL_CHECK(backend_->test(reqs_[*a % kFifoSlots], &done, &size).prefix("receive from " + from));
         if (!done) break;
-        fifo_.view.ctrl->sizes[*a % kSteps] = static_cast<uint32_t>(size);
+        fifo_.view.ctrl->sizes[*a % kFifoSlots] = static_cast<uint32_t>(size);
         Result<NetRequest*> f = backend_->iflush(comm_.get(), fifo_.view.slotAt(*a), size);
         if (!f.ok()) return f.takeStatus().prefix("flushing a receive from " + from);
         flush_ = f.value();
@@ -313,7 +313,7 @@ class NetRecv : public RecvConnector {
   LocalFifo fifo_;  // before comm_: registered on it, so it outlives it
   GpuSlots gpu_;    // likewise: the slots in GPU memory, when GPUDirect RDMA serves them
   std::unique_ptr<NetRecvComm> comm_;
-  NetRequest* reqs_[kSteps] = {};
+  NetRequest* reqs_[kFifoSlots] = {};
   uint32_t posted_ = 0;
   NetRequest* flush_ = nullptr;  // GPU slots: the flush of receive `arrived()`, while flushing_
   bool flushing_ = false;
@@ -379,7 +379,7 @@ Result<std::unique_ptr<PendingRecv>> netSetupRecv(int peer, size_t slotBytes, co
                 props.name.c_str(), gpuBusId.empty() ? "" : ", near GPU ", gpuBusId.c_str());
   }
   COLL_ASSIGN(auto listen, b->listen(dev, key, &info.handle));
-  GpuSlots gpu = gpuSlotsFor(b, dev, user, gpuBusId, kSteps * slotBytes,
+  GpuSlots gpu = gpuSlotsFor(b, dev, user, gpuBusId, kFifoSlots * slotBytes,
                              "channel " + std::to_string(channel) + " receives from rank " + std::to_string(peer));
   return std::unique_ptr<PendingRecv>(new NetPendingRecv(peer, b, std::move(listen), info, std::move(gpu)));
 }
@@ -392,7 +392,7 @@ Result<std::unique_ptr<SendConnector>> netConnectSend(int peer, std::span<const 
   COLL_ASSIGN(NetBackend * b, backendOr(backend));
   const int dev = localDevice(b, gpuBusId, channel);
   COLL_ASSIGN(auto comm, b->connect(dev, info.handle, key, cancel));
-  GpuSlots gpu = gpuSlotsFor(b, dev, user, gpuBusId, kSteps * info.slotBytes,
+  GpuSlots gpu = gpuSlotsFor(b, dev, user, gpuBusId, kFifoSlots * info.slotBytes,
                              "channel " + std::to_string(channel) + " sends to rank " + std::to_string(peer));
   return NetSend::create(peer, b, std::move(comm), info.slotBytes, std::move(gpu));
 }

@@ -34,7 +34,7 @@ Result<std::unique_ptr<Mailboxes>> Mailboxes::create(Bootstrap* bs, size_t capac
   mb->rank_ = me;
   mb->capacity_ = roundUp(capacity, 64);
   mb->stride_ = roundUp(kDataOffset + mb->capacity_, 64);
-  mb->segBytes_ = 2 * mb->stride_ + 64;  // the slots, then MailControl
+  mb->segBytes_ = 2 * mb->stride_ + 64;  // the two buffers, then MailControl
   mb->bases_.assign(n, nullptr);
 
   std::vector<SetupEntry> all(n);
@@ -139,7 +139,7 @@ Mailboxes::~Mailboxes() {
 }
 
 void Mailboxes::publish(uint32_t s, const MailSignature& sig) {
-  MailSlotHeader* h = header(rank_, s);
+  MailBufferHeader* h = header(rank_, s);
   h->sig = sig;
   // A release store, not a fenced one: the fence would wait for this line to come back
   // from the peers that read it last, which is most of a small operation's latency.
@@ -163,7 +163,7 @@ int Mailboxes::beginReading(uint32_t s) {
 void Mailboxes::withdraw(std::span<const uint32_t> rounds, uint32_t keep) {
   control(rank_)->withdrawn.store(rounds.front(), std::memory_order_release);
   for (uint32_t s : rounds) {
-    MailSlotHeader* h = header(rank_, s);
+    MailBufferHeader* h = header(rank_, s);
     if (s != keep && h->flag.load(std::memory_order_relaxed) == s) h->flag.store(0, std::memory_order_seq_cst);
     if (h->waiters.load(std::memory_order_relaxed) != 0) futexWake(&h->flag, true);
   }
@@ -179,7 +179,7 @@ int Mailboxes::peerReading(std::span<const uint32_t> rounds) const {
 }
 
 WaitTarget Mailboxes::waitTarget(int rank, uint32_t s) const {
-  MailSlotHeader* h = header(rank, s);
+  MailBufferHeader* h = header(rank, s);
   WaitTarget t;
   t.word = &h->flag;
   t.waiters = &h->waiters;

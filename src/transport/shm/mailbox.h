@@ -1,19 +1,19 @@
 // Mailboxes: the shared-memory home of the one-shot (small message) algorithms.
 //
 // When every rank of a communicator lives on one host, each rank owns a small shared
-// segment that every peer maps. The segment holds two slots used alternately by
-// consecutive one-shot operations. A slot starts with a header (the flag, the operation's
+// segment that every peer maps. The segment holds two buffers used alternately by
+// consecutive one-shot operations. A buffer starts with a header (the flag, the operation's
 // signature) and the data follows in the same cache line, so a reader that sees the flag
 // has most of a small message in hand already: one cache-line transfer instead of a
 // counter round trip and a separate data line (NCCL's LL protocol has the same aim).
 //
 // Protocol for round number s (counted per communicator, 1, 2, ...; an operation uses one
 // or more rounds):
-//   - every rank writes its contribution (possibly none) into its slot s % 2 and then
-//     publishes s in that slot's flag;
-//   - every rank waits until every peer's slot s % 2 shows s, reads what it needs, and
+//   - every rank writes its contribution (possibly none) into its buffer s % 2 and then
+//     publishes s in that buffer's flag;
+//   - every rank waits until every peer's buffer s % 2 shows s, reads what it needs, and
 //     returns.
-// A rank overwrites slot s % 2 at operation s + 2 only after it has seen every peer's
+// A rank overwrites buffer s % 2 at operation s + 2 only after it has seen every peer's
 // flag of operation s + 1, which each peer published after it finished operation s: so
 // nobody is still reading. No acknowledgements are needed.
 //
@@ -45,21 +45,21 @@ struct MailSignature {
   bool operator==(const MailSignature&) const = default;
 };
 
-struct MailSlotHeader {
-  std::atomic<uint32_t> flag;  // number of the operation whose data is in the slot
+struct MailBufferHeader {
+  std::atomic<uint32_t> flag;  // number of the operation whose data is in the buffer
   std::atomic<uint32_t> waiters;
   MailSignature sig;
 };
-static_assert(sizeof(MailSlotHeader) <= 32, "the header must leave half its cache line to data");
+static_assert(sizeof(MailBufferHeader) <= 32, "the header must leave half its cache line to data");
 
-// A rank's direct-read state, after its two slots.
+// A rank's direct-read state, after its two buffers.
 struct MailControl {
   std::atomic<uint32_t> reading;    // the round whose peers' buffers it reads now; 0: none
   std::atomic<uint32_t> withdrawn;  // the first round of the operation it gave up last
 };
 
 // The round number after `cur`. 0 means "never published" and is skipped by jumping to
-// 2, so consecutive numbers still alternate between the two slots.
+// 2, so consecutive numbers still alternate between the two buffers.
 inline uint32_t nextMailSeq(uint32_t cur) { return cur + 1 == 0 ? 2 : cur + 1; }
 
 class Mailboxes {
@@ -72,7 +72,7 @@ class Mailboxes {
   ~Mailboxes();
 
   size_t capacity() const { return capacity_; }
-  // Own slot for operation s: write data here, then publish.
+  // Own buffer for operation s: write data here, then publish.
   char* mine(uint32_t s) { return data(rank_, s); }
   void publish(uint32_t s, const MailSignature& sig);
   bool arrived(int rank, uint32_t s) const { return header(rank, s)->flag.load(std::memory_order_acquire) == s; }
@@ -104,8 +104,8 @@ class Mailboxes {
  private:
   static constexpr size_t kDataOffset = 32;
   Mailboxes() = default;
-  MailSlotHeader* header(int rank, uint32_t s) const {
-    return reinterpret_cast<MailSlotHeader*>(bases_[rank] + (s & 1) * stride_);
+  MailBufferHeader* header(int rank, uint32_t s) const {
+    return reinterpret_cast<MailBufferHeader*>(bases_[rank] + (s & 1) * stride_);
   }
   MailControl* control(int rank) const { return reinterpret_cast<MailControl*>(bases_[rank] + 2 * stride_); }
 

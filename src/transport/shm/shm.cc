@@ -58,12 +58,12 @@ class ShmSend : public SendConnector {
     kind_ = "shm";
   }
   bool ready() override {
-    return tail() - f_.ctrl->head.load(std::memory_order_acquire) < static_cast<uint32_t>(kSteps);
+    return tail() - f_.ctrl->head.load(std::memory_order_acquire) < static_cast<uint32_t>(kFifoSlots);
   }
   char* slot() override { return f_.slotAt(tail()); }
   void post(size_t bytes) override {
     const uint32_t t = tail() + 1;
-    f_.ctrl->sizes[(t - 1) % kSteps] = static_cast<uint32_t>(bytes);
+    f_.ctrl->sizes[(t - 1) % kFifoSlots] = static_cast<uint32_t>(bytes);
     f_.ctrl->tail.store(t, std::memory_order_release);
     futexWakeIfWaiting(&f_.ctrl->tail, &f_.ctrl->tailWaiters, shared_);
   }
@@ -96,7 +96,7 @@ class ShmRecv : public RecvConnector {
   }
   bool ready() override { return f_.ctrl->tail.load(std::memory_order_acquire) != head(); }
   const char* slot() override { return f_.slotAt(head()); }
-  size_t size() override { return f_.ctrl->sizes[head() % kSteps]; }
+  size_t size() override { return f_.ctrl->sizes[head() % kFifoSlots]; }
   void release() override {
     f_.ctrl->head.store(head() + 1, std::memory_order_release);
     futexWakeIfWaiting(&f_.ctrl->head, &f_.ctrl->headWaiters, shared_);
