@@ -18,9 +18,9 @@ namespace {
 // Encodes and decodes one block; returns the decoded values.
 std::vector<float> roundTrip(const std::vector<float>& x, int8_t* e) {
   std::vector<uint16_t> wire(x.size());
-  *e = encodeFp16Block(x.data(), x.size(), wire.data());
+  *e = encodeFp16Group(x.data(), x.size(), wire.data());
   std::vector<float> back(x.size());
-  decodeFp16Block(wire.data(), wire.size(), *e, back.data());
+  decodeFp16Group(wire.data(), wire.size(), *e, back.data());
   return back;
 }
 
@@ -39,7 +39,7 @@ TEST_CASE("fp16 block-scaled: error within 2^-11 of the block's binade, for mixe
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_real_distribution<float> logMag(-8.0f, 8.0f);
   for (int trial = 0; trial < 200; ++trial) {
-    std::vector<float> x(kCompressBlock);
+    std::vector<float> x(kCompressGroup);
     const bool mixed = trial % 2 == 1;
     for (float& v : x) v = mixed ? normal(rng) * std::pow(10.0f, logMag(rng)) : normal(rng) * 1e-3f;
     int8_t e = 0;
@@ -92,7 +92,7 @@ TEST_CASE("fp16 block-scaled: signed zeros, all-equal blocks and fp32 subnormals
   REQUIRE((bz[0] == 0.0f && !std::signbit(bz[0])));
   REQUIRE((bz[1] == 0.0f && std::signbit(bz[1])));
 
-  const std::vector<float> equal(kCompressBlock, 0.1f);
+  const std::vector<float> equal(kCompressGroup, 0.1f);
   const std::vector<float> be = roundTrip(equal, &e);
   for (float v : be) REQUIRE(v == be[0]);  // one value for one input
   REQUIRE(std::fabs(be[0] - 0.1) <= boundFor(equal));
@@ -120,16 +120,16 @@ TEST_CASE("fp16 block-scaled: decoded values encode again to the same bits (a fo
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_int_distribution<int> binade(-140, 127);
   for (int trial = 0; trial < 2000; ++trial) {
-    std::vector<float> x(1 + trial % kCompressBlock);
+    std::vector<float> x(1 + trial % kCompressGroup);
     for (float& v : x) v = normal(rng) * std::ldexp(1.0f, binade(rng) / 8);
     // Every third trial: the largest magnitude just below a power of two, so that it rounds
     // up to 2^15 once scaled.
     if (trial % 3 == 0) x[0] = std::ldexp(1.0f - 0x1p-13f, std::min(binade(rng), 127));
     std::vector<uint16_t> w(x.size()), w2(x.size());
-    const int8_t e = encodeFp16Block(x.data(), x.size(), w.data());
+    const int8_t e = encodeFp16Group(x.data(), x.size(), w.data());
     std::vector<float> back(x.size());
-    decodeFp16Block(w.data(), w.size(), e, back.data());
-    const int8_t e2 = encodeFp16Block(back.data(), back.size(), w2.data());
+    decodeFp16Group(w.data(), w.size(), e, back.data());
+    const int8_t e2 = encodeFp16Group(back.data(), back.size(), w2.data());
     INFO("trial " << trial << ", largest " << x[0] << ", e " << int(e) << " then " << int(e2));
     REQUIRE(e2 == e);
     REQUIRE(w2 == w);

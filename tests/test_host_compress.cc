@@ -50,29 +50,29 @@ size_t firstBitDifference(const T* a, const T* b, size_t n) {
 }
 
 // The fp16 block encoding of x, host against scalar: exponent, words, and both decodings.
-void checkFp16Block(const std::vector<float>& x, size_t offset) {
+void checkFp16Group(const std::vector<float>& x, size_t offset) {
   const size_t n = x.size();
   INFO("n " << n << ", offset " << offset);
   Placed<float> in(x, offset);
   Placed<uint16_t> wantWire(n, offset), gotWire(n, offset);
-  const int8_t want = encodeFp16Block(in.p, n, wantWire.p);
-  const int8_t got = hostEncodeFp16Block(in.p, n, gotWire.p);
+  const int8_t want = encodeFp16Group(in.p, n, wantWire.p);
+  const int8_t got = hostEncodeFp16Group(in.p, n, gotWire.p);
   REQUIRE(int(got) == int(want));
   const size_t i = firstBitDifference(gotWire.p, wantWire.p, n);
   INFO("e " << int(want) << ", first difference at element " << i << ", bits " << std::hex
             << (i < n ? floatBits(x[i]) : 0u));
   REQUIRE(i == n);
   Placed<float> wantBack(n, offset), gotBack(n, offset);
-  decodeFp16Block(wantWire.p, n, want, wantBack.p);
-  hostDecodeFp16Block(wantWire.p, n, want, gotBack.p);
+  decodeFp16Group(wantWire.p, n, want, wantBack.p);
+  hostDecodeFp16Group(wantWire.p, n, want, gotBack.p);
   REQUIRE(firstBitDifference(gotBack.p, wantBack.p, n) == n);
 }
 
-void checkFp16Blocks(const std::function<float()>& gen, int blocks) {
+void checkFp16Groups(const std::function<float()>& gen, int blocks) {
   for (int b = 0; b < blocks; ++b) {
-    std::vector<float> x(kCompressBlock);
+    std::vector<float> x(kCompressGroup);
     for (float& v : x) v = gen();
-    checkFp16Block(x, static_cast<size_t>(b % 2));
+    checkFp16Group(x, static_cast<size_t>(b % 2));
   }
 }
 
@@ -114,11 +114,11 @@ TEST_CASE("host compress: the variant this CPU uses", "[compress]") {
 TEST_CASE("host fp16 block: bit-identical to the scalar encoding for every length, aligned or not", "[compress]") {
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (size_t n = 0; n <= kCompressBlock; ++n)
+  for (size_t n = 0; n <= kCompressGroup; ++n)
     for (size_t offset = 0; offset < 2; ++offset) {
       std::vector<float> x(n);
       for (float& v : x) v = rng() % 16 == 0 ? special(rng) : normal(rng) * 100.0f;
-      checkFp16Block(x, offset);
+      checkFp16Group(x, offset);
     }
 }
 
@@ -126,13 +126,13 @@ TEST_CASE("host fp16 block: bit-identical over normals, mixed magnitudes and rou
   std::mt19937 rng(2);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_real_distribution<float> logMag(-30.0f, 30.0f);
-  checkFp16Blocks([&] { return normal(rng); }, 200);
-  checkFp16Blocks([&] { return normal(rng) * std::pow(10.0f, logMag(rng)); }, 200);
+  checkFp16Groups([&] { return normal(rng); }, 200);
+  checkFp16Groups([&] { return normal(rng) * std::pow(10.0f, logMag(rng)); }, 200);
   // Every finite exponent, and ties: the 13 bits fp16 drops at or next to one half.
   for (uint32_t lo = 0; lo < 254; lo += 3) {
-    checkFp16Blocks([&] { return bitsFloat(bitsWithExponent(rng, lo, std::min(lo + 30, 254u))); }, 2);
+    checkFp16Groups([&] { return bitsFloat(bitsWithExponent(rng, lo, std::min(lo + 30, 254u))); }, 2);
     const uint32_t low[] = {0x1000u, 0x0fffu, 0x1001u, 0x0000u, 0x3000u};
-    checkFp16Blocks([&] { return bitsFloat((bitsWithExponent(rng, lo, lo + 1) & ~0x1fffu) | low[rng() % 5]); }, 2);
+    checkFp16Groups([&] { return bitsFloat((bitsWithExponent(rng, lo, lo + 1) & ~0x1fffu) | low[rng() % 5]); }, 2);
   }
 }
 
@@ -141,27 +141,27 @@ TEST_CASE("host fp16 block: bit-identical near FLT_MAX (e > 110), both signs", "
   std::uniform_real_distribution<float> unit(0.5f, 1.0f);
   // Largest magnitudes in each binade from 2^120 up: e from 106 to 113, across the scalar step.
   for (uint32_t top = 247; top <= 254; ++top) {
-    checkFp16Blocks([&] { return bitsFloat(bitsWithExponent(rng, top - 12, top)); }, 8);
-    checkFp16Blocks([&] { return bitsFloat(bitsWithExponent(rng, top, top) | 0x007ff000u); }, 4);  // round up
+    checkFp16Groups([&] { return bitsFloat(bitsWithExponent(rng, top - 12, top)); }, 8);
+    checkFp16Groups([&] { return bitsFloat(bitsWithExponent(rng, top, top) | 0x007ff000u); }, 4);  // round up
   }
-  checkFp16Blocks([&] { return (rng() % 2 ? kMax : -kMax) * unit(rng); }, 20);
-  checkFp16Blocks([&] { return rng() % 4 ? (rng() % 2 ? kMax : -kMax) : special(rng); }, 20);
+  checkFp16Groups([&] { return (rng() % 2 ? kMax : -kMax) * unit(rng); }, 20);
+  checkFp16Groups([&] { return rng() % 4 ? (rng() % 2 ? kMax : -kMax) : special(rng); }, 20);
   std::vector<float> mixed = {kMax, -kMax, std::nextafter(kMax, 0.0f), 3.0e38f, 1.0f, -2.5e37f, 1e-30f};
-  for (size_t offset = 0; offset < 2; ++offset) checkFp16Block(mixed, offset);
+  for (size_t offset = 0; offset < 2; ++offset) checkFp16Group(mixed, offset);
 }
 
 TEST_CASE("host fp16 block: bit-identical over subnormals, signed zeros, infinities and NaN", "[compress]") {
   std::mt19937 rng(4);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  checkFp16Blocks([&] { return bitsFloat(bitsWithExponent(rng, 0, 0)); }, 20);  // fp32 subnormals
-  checkFp16Blocks([&] { return bitsFloat(bitsWithExponent(rng, 0, rng() % 2 ? 1 : 140)); }, 20);
-  checkFp16Blocks([] { return 0.0f; }, 2);
-  checkFp16Blocks([] { return -0.0f; }, 2);
-  checkFp16Blocks([&] { return rng() % 2 ? 0.0f : -0.0f; }, 2);
-  checkFp16Blocks([&] { return special(rng); }, 40);
-  checkFp16Blocks([&] { return bitsFloat(bitsWithExponent(rng, 255, 255)); }, 20);  // only infinity and NaN
-  checkFp16Blocks([&] { return rng() % 8 ? normal(rng) : special(rng); }, 40);
-  checkFp16Blocks([&] { return bitsFloat(static_cast<uint32_t>(rng())); }, 200);  // any bits at all
+  checkFp16Groups([&] { return bitsFloat(bitsWithExponent(rng, 0, 0)); }, 20);  // fp32 subnormals
+  checkFp16Groups([&] { return bitsFloat(bitsWithExponent(rng, 0, rng() % 2 ? 1 : 140)); }, 20);
+  checkFp16Groups([] { return 0.0f; }, 2);
+  checkFp16Groups([] { return -0.0f; }, 2);
+  checkFp16Groups([&] { return rng() % 2 ? 0.0f : -0.0f; }, 2);
+  checkFp16Groups([&] { return special(rng); }, 40);
+  checkFp16Groups([&] { return bitsFloat(bitsWithExponent(rng, 255, 255)); }, 20);  // only infinity and NaN
+  checkFp16Groups([&] { return rng() % 8 ? normal(rng) : special(rng); }, 40);
+  checkFp16Groups([&] { return bitsFloat(static_cast<uint32_t>(rng())); }, 200);  // any bits at all
 }
 
 TEST_CASE("host fp16 block: decoding is bit-identical for every word and every exponent", "[compress]") {
@@ -170,10 +170,10 @@ TEST_CASE("host fp16 block: decoding is bit-identical for every word and every e
   Placed<uint16_t> in(words, 1);
   Placed<float> want(words.size(), 1), got(words.size(), 1);
   for (int e = -128; e <= 127; ++e) {
-    for (size_t at = 0; at < words.size(); at += kCompressBlock - 1) {
-      const size_t n = std::min(kCompressBlock - 1, words.size() - at);  // 255: a tail every time
-      decodeFp16Block(in.p + at, n, static_cast<int8_t>(e), want.p + at);
-      hostDecodeFp16Block(in.p + at, n, static_cast<int8_t>(e), got.p + at);
+    for (size_t at = 0; at < words.size(); at += kCompressGroup - 1) {
+      const size_t n = std::min(kCompressGroup - 1, words.size() - at);  // 255: a tail every time
+      decodeFp16Group(in.p + at, n, static_cast<int8_t>(e), want.p + at);
+      hostDecodeFp16Group(in.p + at, n, static_cast<int8_t>(e), got.p + at);
     }
     const size_t i = firstBitDifference(got.p, want.p, words.size());
     INFO("word " << std::hex << i << ", e " << std::dec << e);
@@ -223,8 +223,8 @@ double bestSeconds(int reps, const std::function<void()>& f) {
   return best;
 }
 
-using EncodeBlock = int8_t (*)(const float*, size_t, uint16_t*);
-using DecodeBlock = void (*)(const uint16_t*, size_t, int8_t, float*);
+using EncodeGroup = int8_t (*)(const float*, size_t, uint16_t*);
+using DecodeGroup = void (*)(const uint16_t*, size_t, int8_t, float*);
 using Encode = void (*)(const float*, size_t, uint16_t*);
 using Decode = void (*)(const uint16_t*, size_t, float*);
 
@@ -236,7 +236,7 @@ void scalarDecodeBf16(const uint16_t* in, size_t n, float* out) {
 }
 
 struct BenchBuffers {
-  explicit BenchBuffers(size_t n) : x(n), back(n), wire(n), exps(n / kCompressBlock) {
+  explicit BenchBuffers(size_t n) : x(n), back(n), wire(n), exps(n / kCompressGroup) {
     std::mt19937 rng(5);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     for (float& v : x) v = normal(rng);
@@ -251,15 +251,15 @@ void report(const char* what, size_t bytes, double encode, double decode) {
               bytes / encode * 1e-9, bytes / decode * 1e-9, bytes / (encode + decode) * 1e-9);
 }
 
-void benchFp16(const char* what, BenchBuffers& b, EncodeBlock encode, DecodeBlock decode) {
+void benchFp16(const char* what, BenchBuffers& b, EncodeGroup encode, DecodeGroup decode) {
   const size_t blocks = b.exps.size();
   const double enc = bestSeconds(5, [&] {
     for (size_t k = 0; k < blocks; ++k)
-      b.exps[k] = encode(&b.x[k * kCompressBlock], kCompressBlock, &b.wire[k * kCompressBlock]);
+      b.exps[k] = encode(&b.x[k * kCompressGroup], kCompressGroup, &b.wire[k * kCompressGroup]);
   });
   const double dec = bestSeconds(5, [&] {
     for (size_t k = 0; k < blocks; ++k)
-      decode(&b.wire[k * kCompressBlock], kCompressBlock, b.exps[k], &b.back[k * kCompressBlock]);
+      decode(&b.wire[k * kCompressGroup], kCompressGroup, b.exps[k], &b.back[k * kCompressGroup]);
   });
   report(what, b.x.size() * sizeof(float), enc, dec);
 }
@@ -271,15 +271,15 @@ void benchBf16(const char* what, BenchBuffers& b, Encode encode, Decode decode) 
 }
 
 // One block in cache, the size a hop handles at a time.
-void benchOneBlock(BenchBuffers& b) {
+void benchOneGroup(BenchBuffers& b) {
   const int iters = 1000000;
   const double enc = bestSeconds(3, [&] {
-    for (int i = 0; i < iters; ++i) b.exps[0] = hostEncodeFp16Block(b.x.data(), kCompressBlock, b.wire.data());
+    for (int i = 0; i < iters; ++i) b.exps[0] = hostEncodeFp16Group(b.x.data(), kCompressGroup, b.wire.data());
   });
   const double dec = bestSeconds(3, [&] {
-    for (int i = 0; i < iters; ++i) hostDecodeFp16Block(b.wire.data(), kCompressBlock, b.exps[0], b.back.data());
+    for (int i = 0; i < iters; ++i) hostDecodeFp16Group(b.wire.data(), kCompressGroup, b.exps[0], b.back.data());
   });
-  std::printf("one fp16 block of %zu in cache: encode %.1f ns, decode %.1f ns\n", kCompressBlock, enc / iters * 1e9,
+  std::printf("one fp16 block of %zu in cache: encode %.1f ns, decode %.1f ns\n", kCompressGroup, enc / iters * 1e9,
               dec / iters * 1e9);
 }
 
@@ -288,11 +288,11 @@ void benchOneBlock(BenchBuffers& b) {
 TEST_CASE("host compress benchmark: 64 MiB of floats, fp16 blocks and bf16", "[.bench]") {
   BenchBuffers b((64u << 20) / sizeof(float));
   std::printf("host compress variant: %s\n", hostCompressVariant());
-  benchFp16("fp16 block-scaled, host", b, hostEncodeFp16Block, hostDecodeFp16Block);
-  benchFp16("fp16 block-scaled, scalar", b, encodeFp16Block, decodeFp16Block);
+  benchFp16("fp16 block-scaled, host", b, hostEncodeFp16Group, hostDecodeFp16Group);
+  benchFp16("fp16 block-scaled, scalar", b, encodeFp16Group, decodeFp16Group);
   benchBf16("bf16, host", b, hostEncodeBf16, hostDecodeBf16);
   benchBf16("bf16, scalar", b, scalarEncodeBf16, scalarDecodeBf16);
-  benchOneBlock(b);
+  benchOneGroup(b);
   SUCCEED();
 }
 
@@ -307,7 +307,7 @@ int8_t scalarHop(uint8_t wire, const std::vector<uint16_t>& in, int8_t ein, cons
     v[i] = avg ? (d + src[i]) * (1.0f / static_cast<float>(n)) : d + src[i];
   }
   out->resize(v.size());
-  if (wire == kEncodingFp16) return encodeFp16Block(v.data(), v.size(), out->data());
+  if (wire == kEncodingFp16) return encodeFp16Group(v.data(), v.size(), out->data());
   for (size_t i = 0; i < v.size(); ++i) (*out)[i] = floatToBf16(v[i]);
   return 0;
 }
@@ -320,7 +320,7 @@ TEST_CASE("host fused hop (decode, add, encode) gives the step-by-step bits, fp1
   std::uniform_int_distribution<int> exp(-60, 60), special(0, 40);
   const float inf = std::numeric_limits<float>::infinity();
   for (int trial = 0; trial < 600; ++trial) {
-    const size_t k = 1 + static_cast<size_t>(trial) % kCompressBlock;
+    const size_t k = 1 + static_cast<size_t>(trial) % kCompressGroup;
     const uint8_t wire = trial % 2 ? kEncodingFp16 : kEncodingBf16;
     const bool avg = trial % 3 == 0;
     std::vector<float> a(k), src(k);
@@ -335,13 +335,13 @@ TEST_CASE("host fused hop (decode, add, encode) gives the step-by-step bits, fp1
     }
     std::vector<uint16_t> in(k), want, got(k);
     int8_t ein = 0;
-    if (wire == kEncodingFp16) ein = encodeFp16Block(a.data(), k, in.data());
+    if (wire == kEncodingFp16) ein = encodeFp16Group(a.data(), k, in.data());
     else
       for (size_t i = 0; i < k; ++i) in[i] = floatToBf16(a[i]);
     const int8_t e = scalarHop(wire, in, ein, src, avg, 3, &want);
     std::vector<float> dst(k);
     const int8_t e2 = wire == kEncodingFp16
-                          ? hostSumEncodeFp16Block(in.data(), ein, src.data(), k, avg, 3, got.data(), dst.data())
+                          ? hostSumEncodeFp16Group(in.data(), ein, src.data(), k, avg, 3, got.data(), dst.data())
                           : (hostSumEncodeBf16(in.data(), src.data(), k, avg, 3, got.data(), dst.data()), int8_t{0});
     INFO("trial " << trial << ", " << k << " elements, wire " << int(wire) << (avg ? ", avg" : ""));
     REQUIRE(e2 == e);

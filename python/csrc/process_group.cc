@@ -343,17 +343,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::post(c10d::OpType type, 
                                                              Body body, Worker* worker, int sourceRank) {
   checkOpen(info.name);
   auto work = newWork(type, info, outputs, sourceRank);
-  if (block_.open && !worker) {  // a collective inside a coalesced block: runs at endCoalescing
-    TORCH_CHECK(!block_.device || *block_.device == device, "torch_collectives: ", info.name,
+  if (coalesced_.open && !worker) {  // a collective inside a coalesced block: runs at endCoalescing
+    TORCH_CHECK(!coalesced_.device || *coalesced_.device == device, "torch_collectives: ", info.name,
                 ": a coalesced block holds tensors of one device; this one is on ", device.str(), ", the block's on ",
-                block_.device->str());
-    block_.device = device;
-    block_.ops.emplace_back(work, std::move(body));
-    block_.outputs.insert(block_.outputs.end(), outputs.begin(), outputs.end());
-    block_.what += (block_.what.empty() ? "" : ", ") + std::string(info.name) + " #" + std::to_string(info.seq);
+                coalesced_.device->str());
+    coalesced_.device = device;
+    coalesced_.ops.emplace_back(work, std::move(body));
+    coalesced_.outputs.insert(coalesced_.outputs.end(), outputs.begin(), outputs.end());
+    coalesced_.what += (coalesced_.what.empty() ? "" : ", ") + std::string(info.name) + " #" + std::to_string(info.seq);
     return work;
   }
-  if (block_.open) block_.transfers.push_back(work);
+  if (coalesced_.open) coalesced_.transfers.push_back(work);
   auto inputsReady = inputsReadyEvent(device);
   (worker ? worker : worker_.get())->post([this, work, device, inputsReady, body = std::move(body)] {
     std::exception_ptr error;
@@ -433,34 +433,34 @@ void ProcessGroupCollectives::runOn(c10::Device device, const std::shared_ptr<c1
 
 void ProcessGroupCollectives::startCoalescing() {
   checkOpen("startCoalescing");
-  TORCH_CHECK(!block_.open, "torch_collectives: startCoalescing on rank ", rank_,
+  TORCH_CHECK(!coalesced_.open, "torch_collectives: startCoalescing on rank ", rank_,
               ": a coalesced block is already open (endCoalescing first)");
-  block_ = Block{};
-  block_.open = true;
+  coalesced_ = CoalescedBatch{};
+  coalesced_.open = true;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::endCoalescing() {
-  TORCH_CHECK(block_.open, "torch_collectives: endCoalescing on rank ", rank_, " without startCoalescing");
-  Block block = std::move(block_);
-  block_ = Block{};
-  const c10::Device device = block.device.value_or(c10::Device(c10::kCPU));
-  OpInfo op{"coalesced block", -1, block.what.empty() ? "transfers only" : block.what};
-  if (!block.ops.empty()) op.seq = static_cast<int64_t>(block.ops.front().first->getSequencenumber());
-  auto work = newWork(c10d::OpType::COALESCED, op, block.outputs);
+  TORCH_CHECK(coalesced_.open, "torch_collectives: endCoalescing on rank ", rank_, " without startCoalescing");
+  CoalescedBatch batch = std::move(coalesced_);
+  coalesced_ = CoalescedBatch{};
+  const c10::Device device = batch.device.value_or(c10::Device(c10::kCPU));
+  OpInfo op{"coalesced block", -1, batch.what.empty() ? "transfers only" : batch.what};
+  if (!batch.ops.empty()) op.seq = static_cast<int64_t>(batch.ops.front().first->getSequencenumber());
+  auto work = newWork(c10d::OpType::COALESCED, op, batch.outputs);
   auto inputsReady = inputsReadyEvent(device);
-  worker_->post([this, work, device, inputsReady, op, block = std::move(block)] {
+  worker_->post([this, work, device, inputsReady, op, batch = std::move(batch)] {
     std::exception_ptr error;
     work->markStarted();
-    for (auto& [w, body] : block.ops) w->markStarted();
+    for (auto& [w, body] : batch.ops) w->markStarted();
     try {
       std::vector<Body> bodies;
-      for (auto& [w, body] : block.ops) bodies.push_back(body);
+      for (auto& [w, body] : batch.ops) bodies.push_back(body);
       if (!bodies.empty()) runOn(device, inputsReady, [&] { runGroup(bodies, op); });
     } catch (...) {
       error = std::current_exception();
     }
-    for (auto& [w, body] : block.ops) completed(w, error);
-    for (const auto& t : block.transfers) {  // on their peer workers: the block is done when they are
+    for (auto& [w, body] : batch.ops) completed(w, error);
+    for (const auto& t : batch.transfers) {  // on their peer workers: the batch is done when they are
       try {
         t->wait(std::chrono::milliseconds(0));
       } catch (...) {

@@ -165,8 +165,8 @@ class ProcessGroupCollectives : public c10d::Backend {
     std::unique_ptr<Worker> worker;
     std::atomic<collComm_t> comm{nullptr};  // made by the worker's first transfer, on its thread
   };
-  // The coalesced block being built (startCoalescing .. endCoalescing).
-  struct Block {
+  // The coalesced batch being built (startCoalescing .. endCoalescing).
+  struct CoalescedBatch {
     bool open = false;
     std::vector<std::pair<c10::intrusive_ptr<CollWork>, Body>> ops;  // collectives: one library group
     std::vector<c10::intrusive_ptr<CollWork>> transfers;             // on their peer workers
@@ -224,7 +224,7 @@ class ProcessGroupCollectives : public c10d::Backend {
   uint64_t monitoredBarriers_ = 0;
   std::atomic<bool> closing_{false};  // shut down, aborted or being destroyed
   std::atomic<bool> timing_{false};
-  Block block_;
+  CoalescedBatch coalesced_;
   std::mutex hooksMu_;
   std::vector<std::function<void(std::shared_ptr<c10d::WorkInfo>)>> hooks_;
   std::mutex peerWorkersMu_;

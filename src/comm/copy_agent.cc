@@ -53,7 +53,7 @@ Phase phaseOf(uint32_t state) { return static_cast<Phase>(state & 7); }
 }  // namespace
 
 // A client's request, in the agent's segment.
-struct CopyAgent::Block {
+struct CopyAgent::ClientRequest {
   struct Copy {
     uint32_t buffer;  // index into the client's buffers
     uint32_t toDevice;
@@ -110,10 +110,12 @@ struct CopyAgent::Shared {
   uint32_t nclients;
   uint64_t areaBytes;
 
-  static size_t blocksAt() { return roundUp(sizeof(Shared), 64); }
-  static size_t areasAt(uint32_t n) { return roundUp(blocksAt() + n * sizeof(Block), kPage); }
+  static size_t requestsAt() { return roundUp(sizeof(Shared), 64); }
+  static size_t areasAt(uint32_t n) { return roundUp(requestsAt() + n * sizeof(ClientRequest), kPage); }
   static size_t bytesFor(uint32_t n, size_t area) { return areasAt(n) + n * area; }
-  Block& block(int i) { return reinterpret_cast<Block*>(reinterpret_cast<char*>(this) + blocksAt())[i]; }
+  ClientRequest& requestOf(int i) {
+    return reinterpret_cast<ClientRequest*>(reinterpret_cast<char*>(this) + requestsAt())[i];
+  }
   char* area(int i) { return reinterpret_cast<char*>(this) + areasAt(nclients) + static_cast<size_t>(i) * areaBytes; }
 };
 
@@ -153,10 +155,11 @@ struct CopyAgent::Server {
   void run();
   void take(int i, std::vector<Taken>& taken);
   void finish(const Taken& t, const Status& synced);
-  Status queue(int i, const Block& b, bool* forGood);
-  void closeStale(int i, const Block& b);
-  Result<char*> devicePointer(int i, const Block::Buffer& buf, uint32_t index);
-  Status emulatedCopy(int i, const Block::Copy& cp, const Block::Buffer& buf, char* host, bool* forGood);
+  Status queue(int i, const ClientRequest& b, bool* forGood);
+  void closeStale(int i, const ClientRequest& b);
+  Result<char*> devicePointer(int i, const ClientRequest::Buffer& buf, uint32_t index);
+  Status emulatedCopy(int i, const ClientRequest::Copy& cp, const ClientRequest::Buffer& buf, char* host,
+                      bool* forGood);
 };
 
 Result<std::unique_ptr<CopyAgent>> CopyAgent::create(collComm* c) {
@@ -193,7 +196,7 @@ Result<std::unique_ptr<CopyAgent>> CopyAgent::create(collComm* c) {
   return a;
 }
 
-// On the agent: its segment, a block and an area per client; the name in `entry` ("" where
+// On the agent: its segment, a request record and an area per client; the name in `entry` ("" where
 // it could not).
 void CopyAgent::createSegment(size_t nclients, SetupEntry* entry) {
   const size_t area = std::min(roundUp(2 * c_->deviceStageBytes + (64 << 10), kPage), kMaxAreaBytes);
@@ -313,7 +316,7 @@ void CopyAgent::Server::run() {
 }
 
 void CopyAgent::Server::take(int i, std::vector<Taken>& taken) {
-  Block& b = self->seg_->block(i);
+  ClientRequest& b = self->seg_->requestOf(i);
   uint32_t s = b.state.load(std::memory_order_seq_cst);
   if (phaseOf(s) != kPosted) return;
   const uint32_t seq = s >> 3;
@@ -328,7 +331,7 @@ void CopyAgent::Server::take(int i, std::vector<Taken>& taken) {
 // Done, once its copies (and every other request's of this pass) have landed, whatever
 // failed: nothing of the request lands after it is marked done.
 void CopyAgent::Server::finish(const Taken& t, const Status& synced) {
-  Block& b = self->seg_->block(t.client);
+  ClientRequest& b = self->seg_->requestOf(t.client);
   const Status& st = t.st.ok() ? synced : t.st;
   b.status = st.ok() ? kCopied : t.forGood ? kRefusedForGood : kRefused;
   if (!st.ok()) std::snprintf(b.why, sizeof(b.why), "%s", st.message().c_str());
@@ -339,18 +342,18 @@ void CopyAgent::Server::finish(const Taken& t, const Status& synced) {
   futexWakeIfWaiting(&b.state, &b.waiters, true);
 }
 
-// Queues every copy of a request (the descriptors read once, into locals: the block is
+// Queues every copy of a request (the descriptors read once, into locals: the record is
 // the client's memory); emulated, makes them.
-Status CopyAgent::Server::queue(int i, const Block& b, bool* forGood) {
+Status CopyAgent::Server::queue(int i, const ClientRequest& b, bool* forGood) {
   *forGood = !broken.ok();
   COLL_CHECK(broken);
   const uint32_t n = std::min<uint32_t>(b.ncopies, kMaxCopies);
   const size_t area = self->seg_->areaBytes;
   for (uint32_t k = 0; k < n; ++k) {
-    const Block::Copy cp = b.copies[k];
+    const ClientRequest::Copy cp = b.copies[k];
     if (cp.buffer >= kMaxBuffers || cp.hostOffset > area || cp.bytes > area - cp.hostOffset)
       return invalidUsage("a copy request outside the client's area");
-    const Block::Buffer buf = b.buffers[cp.buffer];
+    const ClientRequest::Buffer buf = b.buffers[cp.buffer];
     if (cp.offset > buf.bytes || cp.bytes > buf.bytes - cp.offset)
       return invalidUsage("a copy request outside its buffer");
     char* host = self->seg_->area(i) + cp.hostOffset;
@@ -373,7 +376,7 @@ Status CopyAgent::Server::queue(int i, const Block& b, bool* forGood) {
 }
 
 // Closes the mappings of entries the client has since pointed elsewhere or found freed.
-void CopyAgent::Server::closeStale(int i, const Block& b) {
+void CopyAgent::Server::closeStale(int i, const ClientRequest& b) {
 #if COLL_HAVE_CUDA
   for (size_t j = 0; j < kMaxBuffers; ++j) {
     Opened& o = opened[static_cast<size_t>(i)][j];
@@ -386,7 +389,7 @@ void CopyAgent::Server::closeStale(int i, const Block& b) {
 }
 
 #if COLL_HAVE_CUDA
-Result<char*> CopyAgent::Server::devicePointer(int i, const Block::Buffer& buf, uint32_t index) {
+Result<char*> CopyAgent::Server::devicePointer(int i, const ClientRequest::Buffer& buf, uint32_t index) {
   Opened& o = opened[static_cast<size_t>(i)][index];
   if (o.generation != buf.generation || !o.map.get()) {
     o.map = gpu::IpcMapping();  // the allocation this entry named before
@@ -399,8 +402,8 @@ Result<char*> CopyAgent::Server::devicePointer(int i, const Block::Buffer& buf, 
 }
 #endif
 
-Status CopyAgent::Server::emulatedCopy(int i, const Block::Copy& cp, const Block::Buffer& buf, char* host,
-                                       bool* forGood) {
+Status CopyAgent::Server::emulatedCopy(int i, const ClientRequest::Copy& cp, const ClientRequest::Buffer& buf,
+                                       char* host, bool* forGood) {
   const pid_t pid = pids[static_cast<size_t>(i)];
   for (size_t moved = 0; moved < cp.bytes;) {
     iovec local{host + moved, cp.bytes - moved};
@@ -428,7 +431,7 @@ Result<bool> CopyAgent::copy(std::span<const StageCopy> copies) {
 
 // Entries naming allocations freed since (checked a few per request): emptied, so that
 // the agent closes its mappings of them at the next request.
-void CopyAgent::sweep(Block& b) {
+void CopyAgent::sweep(ClientRequest& b) {
 #if COLL_HAVE_CUDA
   if (c_->dev.emulate) return;
   for (size_t n = 0; n < kChecksPerRequest; ++n) {
@@ -449,7 +452,7 @@ void CopyAgent::sweep(Block& b) {
 
 // The entry of this rank's buffer table naming cp's allocation, made now if need be (not
 // one `used` by this request already); kMaxBuffers where the allocation has no IPC handle.
-size_t CopyAgent::entryFor(Block& b, const StageCopy& cp, const std::array<bool, kMaxBuffers>& used) {
+size_t CopyAgent::entryFor(ClientRequest& b, const StageCopy& cp, const std::array<bool, kMaxBuffers>& used) {
   Exported want{reinterpret_cast<uintptr_t>(cp.device), cp.bytes, 0};
 #if COLL_HAVE_CUDA
   if (!c_->dev.emulate) {
@@ -472,7 +475,7 @@ size_t CopyAgent::entryFor(Block& b, const StageCopy& cp, const std::array<bool,
     while (used[at]) at = (at + 1) % kMaxBuffers;
     nextExport_ = (at + 1) % kMaxBuffers;
   }
-  Block::Buffer& buf = b.buffers[at];
+  ClientRequest::Buffer& buf = b.buffers[at];
 #if COLL_HAVE_CUDA
   if (!c_->dev.emulate) {
     Result<gpu::IpcHandle> h = gpu::ipcHandleOf(want.base);
@@ -492,7 +495,7 @@ size_t CopyAgent::entryFor(Block& b, const StageCopy& cp, const std::array<bool,
 }
 
 Result<bool> CopyAgent::request(std::span<const StageCopy> copies) {
-  Block& b = seg_->block(clientIndex_);
+  ClientRequest& b = seg_->requestOf(clientIndex_);
   sweep(b);
   std::array<bool, kMaxBuffers> used{};
   for (size_t k = 0; k < copies.size(); ++k) {
@@ -519,7 +522,7 @@ Result<bool> CopyAgent::request(std::span<const StageCopy> copies) {
   return await(b);
 }
 
-Result<bool> CopyAgent::await(Block& b) {
+Result<bool> CopyAgent::await(ClientRequest& b) {
   Waiter waiter(c_->spinNs);
   const auto started = std::chrono::steady_clock::now();
   const uint32_t done = stateOf(seq_, kDone);
@@ -537,7 +540,7 @@ Result<bool> CopyAgent::await(Block& b) {
   }
 }
 
-bool CopyAgent::outcome(const Block& b) {
+bool CopyAgent::outcome(const ClientRequest& b) {
   if (b.status == kCopied) return true;
   if (b.status == kRefusedForGood) usable_ = false;
   if (!refusedLogged_ || !usable_)
@@ -551,7 +554,7 @@ bool CopyAgent::outcome(const Block& b) {
 // has not taken it, else waited for a second (the agent's copies take microseconds). An
 // agent that does not finish then (its process stopped) may still write this call's
 // outputs later; this rank never asks it again.
-Status CopyAgent::abandon(Block& b, Status st) {
+Status CopyAgent::abandon(ClientRequest& b, Status st) {
   uint32_t posted = stateOf(seq_, kPosted);
   if (!b.state.compare_exchange_strong(posted, stateOf(seq_, kWithdrawn))) {
     for (int i = 0; i < 1000 && b.state.load() != stateOf(seq_, kDone); ++i)

@@ -21,7 +21,7 @@
 // memory is the client's area of a segment the agent creates and every client maps,
 // registered with CUDA by both.
 //
-// A request (one per direction of a staged launch) lives in the client's block of that
+// A request (one per direction of a staged launch) lives in the client's record of that
 // segment: the list of copies, then `state` set to posted. The agent's server thread,
 // woken by a doorbell, takes it (posted -> taken) with every other client's posted one,
 // queues their copies, waits for them once (also after one failed: nothing lands after a
@@ -83,7 +83,7 @@ class CopyAgent {
 
   static constexpr size_t kBuffers = 64;  // a client's allocations in its table
   struct Shared;                          // the segment's layout (copy_agent.cc)
-  struct Block;                           // a client's request in it
+  struct ClientRequest;                   // a client's request in it
   struct Server;                          // the agent's side
 
  private:
@@ -93,11 +93,11 @@ class CopyAgent {
   void mapSegment(const SetupEntry& theirs, int clientIndex, int32_t agentPid);
   void startServer(std::vector<int32_t> pids);
   Result<bool> request(std::span<const StageCopy> copies);
-  void sweep(Block& b);
-  size_t entryFor(Block& b, const StageCopy& cp, const std::array<bool, kBuffers>& used);
-  Result<bool> await(Block& b);
-  bool outcome(const Block& b);
-  Status abandon(Block& b, Status st);
+  void sweep(ClientRequest& b);
+  size_t entryFor(ClientRequest& b, const StageCopy& cp, const std::array<bool, kBuffers>& used);
+  Result<bool> await(ClientRequest& b);
+  bool outcome(const ClientRequest& b);
+  Status abandon(ClientRequest& b, Status st);
 
   collComm* c_ = nullptr;
   int agentRank_ = -1;

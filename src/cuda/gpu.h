@@ -189,29 +189,29 @@ class Event {
 // ---- Launch memory ----------------------------------------------------------------------------
 
 // Memory for one kernel launch, recycled so steady state allocates nothing: a pinned
-// mapped host block (the launch is written there, results read back from there) and a
-// device block of the same size on the current device (the launch is copied there in
+// mapped host buffer (the launch is written there, results read back from there) and a
+// device buffer of the same size on the current device (the launch is copied there in
 // stream order, so a kernel reads it from device memory rather than across PCIe). Goes
 // back to the pool when the last copy of the object is dropped (after the launch's
 // kernel has ended).
-class LaunchBlock {
+class LaunchBuffer {
  public:
-  // A block of at least `bytes` for a launch on `stream` (on the current device). When
+  // A buffer of at least `bytes` for a launch on `stream` (on the current device). When
   // none is free, allocating one may wait for kernels on the GPU, one of which may wait
-  // for this launch: while earlier launches on the same stream hold blocks, this waits
+  // for this launch: while earlier launches on the same stream hold buffers, this waits
   // for one of them to end instead, and allocates only when the stream holds none.
-  static Result<LaunchBlock> take(size_t bytes, void* stream);
-  // At init, before any kernel runs: blocks for a queue of launches of every rank on the
+  static Result<LaunchBuffer> take(size_t bytes, void* stream);
+  // At init, before any kernel runs: buffers for a queue of launches of every rank on the
   // current device, and its side stream.
   static Status warmPool();
-  LaunchBlock() = default;
+  LaunchBuffer() = default;
   char* host() const;
   char* device() const;
   char* hostMappedOnDevice() const;  // host() as kernels address it
-  struct Block;                      // the pool's record (launch_pool.cc)
+  struct Allocation;                 // the pool's record (launch_pool.cc)
 
  private:
-  std::shared_ptr<Block> block_;
+  std::shared_ptr<Allocation> alloc_;
 };
 
 }  // namespace coll::gpu

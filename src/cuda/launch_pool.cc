@@ -1,4 +1,4 @@
-// Launch memory recycled between kernel launches (gpu::LaunchBlock, src/cuda/gpu.h).
+// Launch memory recycled between kernel launches (gpu::LaunchBuffer, src/cuda/gpu.h).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -13,7 +13,7 @@
 
 namespace coll::gpu {
 
-struct LaunchBlock::Block {
+struct LaunchBuffer::Allocation {
   void* host = nullptr;
   void* dev = nullptr;
   void* mapped = nullptr;  // host as kernels address it (asked once, when made)
@@ -24,16 +24,16 @@ struct LaunchBlock::Block {
 
 namespace {
 
-using Block = LaunchBlock::Block;
+using Allocation = LaunchBuffer::Allocation;
 
 std::mutex gPoolMu;
 std::condition_variable gPoolCv;
-std::multimap<std::pair<int, size_t>, Block> gPool;  // free blocks by (device, size)
-std::map<std::pair<int, void*>, int> gInFlight;      // blocks held, by (device, stream)
-std::map<int, int> gBlocks, gWarmTarget;             // blocks made / wanted, by device
+std::multimap<std::pair<int, size_t>, Allocation> gPool;  // free buffers by (device, size)
+std::map<std::pair<int, void*>, int> gInFlight;           // buffers held, by (device, stream)
+std::map<int, int> gBuffers, gWarmTarget;                 // buffers made / wanted, by device
 
-// Returns a block: one a launch held (`held`), or a new one.
-void poolPut(const Block& b, bool held = true) {
+// Returns a buffer: one a launch held (`held`), or a new one.
+void poolPut(const Allocation& b, bool held = true) {
   {
     std::lock_guard<std::mutex> lock(gPoolMu);
     auto it = held ? gInFlight.find(std::make_pair(b.device, b.stream)) : gInFlight.end();
@@ -43,8 +43,8 @@ void poolPut(const Block& b, bool held = true) {
   gPoolCv.notify_all();
 }
 
-Result<Block> newBlock(int device, size_t bytes) {
-  Block b;
+Result<Allocation> newAllocation(int device, size_t bytes) {
+  Allocation b;
   b.device = device;
   b.bytes = 64 << 10;
   while (b.bytes < bytes) b.bytes *= 2;
@@ -58,12 +58,12 @@ Result<Block> newBlock(int device, size_t bytes) {
     return st;
   }
   std::lock_guard<std::mutex> lock(gPoolMu);
-  ++gBlocks[device];
+  ++gBuffers[device];
   return b;
 }
 
-// A free block of the device, or the wait described at LaunchBlock::take.
-Result<Block> poolGet(size_t bytes, void* stream) {
+// A free buffer of the device, or the wait described at LaunchBuffer::take.
+Result<Allocation> poolGet(size_t bytes, void* stream) {
   int device = -1;
   COLL_CHECK(check(cudaGetDevice(&device), "cudaGetDevice"));
   const auto key = std::make_pair(device, stream);
@@ -71,7 +71,7 @@ Result<Block> poolGet(size_t bytes, void* stream) {
   for (;;) {
     auto it = gPool.lower_bound(std::make_pair(device, bytes));
     if (it != gPool.end() && it->first.first == device) {
-      Block b = it->second;
+      Allocation b = it->second;
       gPool.erase(it);
       b.stream = stream;
       ++gInFlight[key];
@@ -81,7 +81,7 @@ Result<Block> poolGet(size_t bytes, void* stream) {
     gPoolCv.wait_for(lock, std::chrono::milliseconds(100));
   }
   lock.unlock();
-  COLL_ASSIGN(Block b, newBlock(device, bytes));
+  COLL_ASSIGN(Allocation b, newAllocation(device, bytes));
   b.stream = stream;
   lock.lock();
   ++gInFlight[key];
@@ -90,21 +90,21 @@ Result<Block> poolGet(size_t bytes, void* stream) {
 
 }  // namespace
 
-Result<LaunchBlock> LaunchBlock::take(size_t bytes, void* stream) {
-  COLL_ASSIGN(Block b, poolGet(bytes, stream));
-  LaunchBlock out;
-  out.block_ = std::shared_ptr<Block>(new Block(b), [](Block* p) {
+Result<LaunchBuffer> LaunchBuffer::take(size_t bytes, void* stream) {
+  COLL_ASSIGN(Allocation b, poolGet(bytes, stream));
+  LaunchBuffer out;
+  out.alloc_ = std::shared_ptr<Allocation>(new Allocation(b), [](Allocation* p) {
     poolPut(*p);
     delete p;
   });
   return out;
 }
 
-Status LaunchBlock::warmPool() {
-  // Blocks for a queue of launches of every rank on the device (a benchmark enqueues
+Status LaunchBuffer::warmPool() {
+  // Buffers for a queue of launches of every rank on the device (a benchmark enqueues
   // many before it waits), so that a stream's first launches rarely find none free
   // while other ranks' kernels run (take: later ones wait for their own stream).
-  // 16: the H100 run queued 20 launches per rank; a block comes back only when the proxy
+  // 16: the H100 run queued 20 launches per rank; a buffer comes back only when the proxy
   // has seen its launch end, hundreds of microseconds later.
   constexpr int kWarmPerRank = 16;
   int device = -1;
@@ -116,20 +116,20 @@ Status LaunchBlock::warmPool() {
     std::lock_guard<std::mutex> lock(gPoolMu);
     int& target = gWarmTarget[device];
     target = std::max(target + kWarmPerRank, 2 * kWarmPerRank);
-    missing = target - gBlocks[device];
+    missing = target - gBuffers[device];
   }
-  std::vector<Block> made;
+  std::vector<Allocation> made;
   for (int i = 0; i < missing; ++i) {
-    COLL_ASSIGN(Block b, newBlock(device, 1));
+    COLL_ASSIGN(Allocation b, newAllocation(device, 1));
     made.push_back(b);
   }
-  for (const Block& b : made) poolPut(b, false);
+  for (const Allocation& b : made) poolPut(b, false);
   return okStatus();
 }
 
-char* LaunchBlock::host() const { return static_cast<char*>(block_->host); }
-char* LaunchBlock::device() const { return static_cast<char*>(block_->dev); }
+char* LaunchBuffer::host() const { return static_cast<char*>(alloc_->host); }
+char* LaunchBuffer::device() const { return static_cast<char*>(alloc_->dev); }
 
-char* LaunchBlock::hostMappedOnDevice() const { return static_cast<char*>(block_->mapped); }
+char* LaunchBuffer::hostMappedOnDevice() const { return static_cast<char*>(alloc_->mapped); }
 
 }  // namespace coll::gpu

@@ -93,10 +93,10 @@ class HostLaneBackend {
 
 // The emulated GPU's block scheduler (COLL_DEVICE_EMULATE_BLOCKS): a lane waits for a
 // free block before it runs, as a block beyond a GPU's resident ones waits for one to end.
-class EmulatedBlocks {
+class EmulatedThreadBlocks {
  public:
-  static EmulatedBlocks& instance() {
-    static EmulatedBlocks b;
+  static EmulatedThreadBlocks& instance() {
+    static EmulatedThreadBlocks b;
     return b;
   }
   void acquire(int64_t capacity) {
@@ -431,9 +431,9 @@ Status runEmulated(std::vector<DevicePart>& parts, struct ::collComm** failedCom
     for (const DeviceLane& lane : mem->lanes)
       threads.emplace_back([&lane, blocks] {
         HostLaneBackend b;
-        EmulatedBlocks::instance().acquire(blocks);
+        EmulatedThreadBlocks::instance().acquire(blocks);
         deviceRunLane(lane, b);
-        EmulatedBlocks::instance().release();
+        EmulatedThreadBlocks::instance().release();
       });
     for (std::thread& t : threads) t.join();
     if (!deviceResumes(mem->results.data(), mem->results.size())) break;
@@ -512,7 +512,7 @@ Status runOnDevices(std::vector<DevicePart>& parts, struct ::collComm** failedCo
     std::vector<DeviceComm*> comms;
     for (size_t i : idx) comms.push_back(parts[i].dev);
     submitParts(parts, a, std::make_shared<CudaCompletion>(launch, dev, std::move(comms)), launch.results,
-                std::make_shared<gpu::LaunchBlock>(launch.memory));
+                std::make_shared<gpu::LaunchBuffer>(launch.memory));
     // Lanes that yield are relaunched by the proxy on the launch's stream: nothing of the
     // caller's may be queued behind them before they are done.
     if (std::any_of(idx.begin(), idx.end(), [&](size_t i) { return parts[i].dev->yieldNs != 0; }))
@@ -705,7 +705,7 @@ Status devicePrepare(DeviceComm& d) {
     COLL_CHECK(map(ch.send));
     COLL_CHECK(map(ch.recv));
   }
-  return gpu::LaunchBlock::warmPool();
+  return gpu::LaunchBuffer::warmPool();
 #else
   return okStatus();
 #endif

@@ -27,7 +27,7 @@ Status placePlan(DeviceLaunch& h, std::vector<DeviceLane>& lanes, const std::vec
   const size_t laneBytes = image ? 0 : up(lanes.size() * sizeof(DeviceLane));
   const size_t stepBytes = image ? 0 : up(steps.size() * sizeof(DeviceStep));
   const size_t resBytes = up(lanes.size() * sizeof(DeviceLaneResult));
-  COLL_ASSIGN(h.memory, gpu::LaunchBlock::take(laneBytes + stepBytes + resBytes, stream));
+  COLL_ASSIGN(h.memory, gpu::LaunchBuffer::take(laneBytes + stepBytes + resBytes, stream));
   char* host = h.memory.host();
   char* dev = h.memory.device();
   // Results are written to the pinned block, where the proxy reads them.

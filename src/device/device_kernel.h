@@ -15,7 +15,7 @@ namespace coll {
 // steps and results (kept until the event completes), and the results' host view.
 struct DeviceLaunch {
   gpu::Event done;
-  gpu::LaunchBlock memory;
+  gpu::LaunchBuffer memory;
   DeviceLaneResult* results = nullptr;  // one per lane, in the order given
   const DeviceLane* lanes = nullptr;    // in the device block (a plan not in parameters)
   unsigned nlanes = 0;

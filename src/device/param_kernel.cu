@@ -21,9 +21,9 @@ namespace {
 
 constexpr int kThreads = 512;
 
-class BlockBackend {
+class ThreadBlockBackend {
  public:
-  __device__ BlockBackend(DeviceSliceCtl* ctl, DeviceAddr* table, uint64_t* scratch)
+  __device__ ThreadBlockBackend(DeviceSliceCtl* ctl, DeviceAddr* table, uint64_t* scratch)
       : ctl_(ctl), table_(table), scratch_(scratch) {}
   __device__ bool leader() const { return threadIdx.x == 0; }
   __device__ void sync() const { __syncthreads(); }
@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kThreads) deviceExecKernel(const __grid_consta
   __syncthreads();
   if (!plan.lanes && threadIdx.x == 0) lane.steps = deviceParamSteps(plan, lane);
   __syncthreads();
-  BlockBackend b(&ctl, table, scratch);
+  ThreadBlockBackend b(&ctl, table, scratch);
   deviceRunLane(lane, b);
 }
 

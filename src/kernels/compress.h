@@ -1,7 +1,7 @@
 // The encodings of compressed collectives (fp32 values carried in 16 bits), for the host
 // and the device alike (COLL_HD: the same bits on both).
 //
-// fp16, block-scaled: elements go in blocks of kCompressBlock, each with one power-of-two
+// fp16, block-scaled: elements go in blocks of kCompressGroup, each with one power-of-two
 // exponent e (int8). An element is stored as fp16(x * 2^-e), rounded to nearest even, with
 // e chosen from the block's largest finite magnitude m so that m * 2^-e lies in
 // [2^14, 2^15) (or just below 2^14 where it would round up to 2^15: then decoding and
@@ -27,17 +27,17 @@
 
 namespace coll {
 
-constexpr size_t kCompressBlock = 256;
+constexpr size_t kCompressGroup = 256;
 
 // What a step carries in its slots (Step::encoding, DeviceStep::encoding): the caller's elements
 // (fp32 when compressed) or their 16-bit encoding.
 enum Encoding : uint8_t { kEncodingNone = 0, kEncodingFp16 = 1, kEncodingBf16 = 2 };
 
-COLL_HD inline uint64_t compressBlocks(uint64_t n) { return (n + kCompressBlock - 1) / kCompressBlock; }
+COLL_HD inline uint64_t compressGroups(uint64_t n) { return (n + kCompressGroup - 1) / kCompressGroup; }
 
 // Bytes of the exponents ahead of the halves of an fp16 slice of n elements.
 COLL_HD inline uint64_t encodedHeaderBytes(uint8_t encoding, uint64_t n) {
-  return encoding == kEncodingFp16 ? (compressBlocks(n) + 15) / 16 * 16 : 0;
+  return encoding == kEncodingFp16 ? (compressGroups(n) + 15) / 16 * 16 : 0;
 }
 
 // Encoded bytes of a slice of n elements (n * 4 when not compressed).
@@ -53,8 +53,8 @@ COLL_HD inline uint64_t sliceBytesFor(uint8_t encoding, uint64_t slotBytes) {
   uint64_t n = slotBytes / 2 / 4 * 4;  // bf16, and the first guess for fp16
   if (encoding == kEncodingFp16) {
     n = (slotBytes > 16 ? slotBytes - 16 : 0) / 2 / 4 * 4;
-    if (n >= kCompressBlock) n = n / kCompressBlock * kCompressBlock;
-    while (n > kCompressBlock && encodedBytes(encoding, n) > slotBytes) n -= kCompressBlock;
+    if (n >= kCompressGroup) n = n / kCompressGroup * kCompressGroup;
+    while (n > kCompressGroup && encodedBytes(encoding, n) > slotBytes) n -= kCompressGroup;
   }
   return n * 4;
 }
@@ -63,7 +63,7 @@ COLL_HD inline uint64_t sliceBytesFor(uint8_t encoding, uint64_t slotBytes) {
 COLL_HD inline float pow2f(int e) { return bitsFloat(static_cast<uint32_t>(127 + e) << 23); }
 
 // The exponent of a block whose largest finite magnitude is m (0 when m is 0).
-COLL_HD inline int8_t blockExponent(float m) {
+COLL_HD inline int8_t groupExponent(float m) {
   if (!(m > 0.0f)) return 0;
   uint32_t bits = floatBits(m);
   int biased = static_cast<int>((bits >> 23) & 0xffu);
@@ -107,14 +107,14 @@ COLL_HD inline float decodeFp16Scaled(uint16_t h, int e) {
 #endif
 }
 
-// Encodes x[0, n) (n <= kCompressBlock) as one block: its exponent and n fp16 words.
-COLL_HD inline int8_t encodeFp16Block(const float* x, size_t n, uint16_t* out) {
-  const int8_t e = blockExponent(maxFiniteMagnitude(x, n));
+// Encodes x[0, n) (n <= kCompressGroup) as one block: its exponent and n fp16 words.
+COLL_HD inline int8_t encodeFp16Group(const float* x, size_t n, uint16_t* out) {
+  const int8_t e = groupExponent(maxFiniteMagnitude(x, n));
   for (size_t i = 0; i < n; ++i) out[i] = encodeFp16Scaled(x[i], e);
   return e;
 }
 
-COLL_HD inline void decodeFp16Block(const uint16_t* in, size_t n, int8_t e, float* out) {
+COLL_HD inline void decodeFp16Group(const uint16_t* in, size_t n, int8_t e, float* out) {
   for (size_t i = 0; i < n; ++i) out[i] = decodeFp16Scaled(in[i], e);
 }
 

@@ -10,14 +10,14 @@ namespace coll {
 namespace {
 
 // Block codecs of the host (host_compress.h: compress.h's rules, vectorised).
-int8_t encodeBlock(uint8_t encoding, const float* x, size_t n, uint16_t* out) {
-  if (encoding == kEncodingFp16) return hostEncodeFp16Block(x, n, out);
+int8_t encodeGroup(uint8_t encoding, const float* x, size_t n, uint16_t* out) {
+  if (encoding == kEncodingFp16) return hostEncodeFp16Group(x, n, out);
   hostEncodeBf16(x, n, out);
   return 0;
 }
 
-void decodeBlock(uint8_t encoding, const uint16_t* in, size_t n, int8_t e, float* out) {
-  if (encoding == kEncodingFp16) return hostDecodeFp16Block(in, n, e, out);
+void decodeGroup(uint8_t encoding, const uint16_t* in, size_t n, int8_t e, float* out) {
+  if (encoding == kEncodingFp16) return hostDecodeFp16Group(in, n, e, out);
   hostDecodeBf16(in, n, out);
 }
 
@@ -44,8 +44,8 @@ bool fusedSum(uint8_t flags, uint8_t encoding, const ReduceKernels* kernels, con
     hostSumEncodeBf16(win.words, src, n, scale, nranks, wout.words, dst);
     return true;
   }
-  for (size_t lo = 0, b = 0; lo < n; lo += kCompressBlock, ++b)
-    wout.exps[b] = hostSumEncodeFp16Block(win.words + lo, win.exps[b], src + lo, std::min(kCompressBlock, n - lo),
+  for (size_t lo = 0, b = 0; lo < n; lo += kCompressGroup, ++b)
+    wout.exps[b] = hostSumEncodeFp16Group(win.words + lo, win.exps[b], src + lo, std::min(kCompressGroup, n - lo),
                                           scale, nranks, wout.words + lo, dst ? dst + lo : nullptr);
   return true;
 }
@@ -59,18 +59,18 @@ void hostEncodedSlice(uint8_t flags, uint8_t encoding, const ReduceKernels* kern
                     wout = out ? view(encoding, out, n) : EncodedView{};
   if (in && !src) {  // forwarded and/or kept: the same bits go on
     if (out) std::memcpy(out, in, encodedBytes(encoding, n));
-    for (size_t lo = 0, b = 0; dst && lo < n; lo += kCompressBlock, ++b)
-      decodeBlock(encoding, win.words + lo, std::min(kCompressBlock, n - lo), win.exps ? win.exps[b] : 0, dst + lo);
+    for (size_t lo = 0, b = 0; dst && lo < n; lo += kCompressGroup, ++b)
+      decodeGroup(encoding, win.words + lo, std::min(kCompressGroup, n - lo), win.exps ? win.exps[b] : 0, dst + lo);
     return;
   }
   if (in && out && fusedSum(flags, encoding, kernels, win, src, dst, wout, n, nranks)) return;
-  alignas(64) float v[kCompressBlock];
-  for (size_t lo = 0, b = 0; lo < n; lo += kCompressBlock, ++b) {
-    const size_t k = std::min(kCompressBlock, n - lo);
+  alignas(64) float v[kCompressGroup];
+  for (size_t lo = 0, b = 0; lo < n; lo += kCompressGroup, ++b) {
+    const size_t k = std::min(kCompressGroup, n - lo);
     const float* s = src ? src + lo : nullptr;
     const float* value = v;
     if (in) {
-      decodeBlock(encoding, win.words + lo, k, win.exps ? win.exps[b] : 0, v);
+      decodeGroup(encoding, win.words + lo, k, win.exps ? win.exps[b] : 0, v);
       if (final) kernels->final(v, v, s, k, nranks);
       else kernels->reduce(v, v, s, k);
     } else if (final) {
@@ -82,9 +82,9 @@ void hostEncodedSlice(uint8_t flags, uint8_t encoding, const ReduceKernels* kern
       if (dst + lo != value) std::memcpy(dst + lo, value, k * sizeof(float));
       continue;
     }
-    const int8_t e = encodeBlock(encoding, value, k, wout.words + lo);
+    const int8_t e = encodeGroup(encoding, value, k, wout.words + lo);
     if (wout.exps) wout.exps[b] = e;
-    if (dst) decodeBlock(encoding, wout.words + lo, k, e, dst + lo);
+    if (dst) decodeGroup(encoding, wout.words + lo, k, e, dst + lo);
   }
 }
 

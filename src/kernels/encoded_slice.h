@@ -54,7 +54,7 @@ COLL_HD inline float valueToEncode(uint8_t encoding, bool final, const uint16_t*
 template <typename Op, bool kAvg>
 COLL_HD inline void encodedGroup(uint8_t encoding, bool final, const char* in, const float* src, float* dst, char* out,
                                  uint64_t n, uint64_t b, int nranks) {
-  const uint64_t lo = b * kCompressBlock, hi = lo + kCompressBlock < n ? lo + kCompressBlock : n;
+  const uint64_t lo = b * kCompressGroup, hi = lo + kCompressGroup < n ? lo + kCompressGroup : n;
   const uint16_t* win = in ? encodedWords(encoding, in, n) : nullptr;
   const int ein = in && encoding == kEncodingFp16 ? reinterpret_cast<const int8_t*>(in)[b] : 0;
   if (!out) {
@@ -77,7 +77,7 @@ COLL_HD inline void encodedGroup(uint8_t encoding, bool final, const char* in, c
       const float a = fabsf(valueToEncode<Op, kAvg>(encoding, final, win, ein, src, i, nranks));
       if (a <= 3.4028234664e38f && a > m) m = a;
     }
-    e = blockExponent(m);
+    e = groupExponent(m);
     reinterpret_cast<int8_t*>(out)[b] = static_cast<int8_t>(e);
   }
   for (uint64_t i = lo; i < hi; ++i) {
@@ -91,7 +91,7 @@ COLL_HD inline void encodedGroup(uint8_t encoding, bool final, const char* in, c
 template <typename Op, bool kAvg>
 COLL_HD inline void encodedSliceTyped(unsigned tid, unsigned nt, uint8_t encoding, bool final, const char* in,
                                       const float* src, float* dst, char* out, uint64_t n, int nranks) {
-  for (uint64_t b = tid; b < compressBlocks(n); b += nt)
+  for (uint64_t b = tid; b < compressGroups(n); b += nt)
     encodedGroup<Op, kAvg>(encoding, final, in, src, dst, out, n, b, nranks);
 }
 

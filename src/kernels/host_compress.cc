@@ -14,8 +14,8 @@ namespace coll {
 namespace {
 
 // ---- portable: the scalar functions of compress.h / float_conv.h ----
-int8_t portableEncodeFp16(const float* x, size_t n, uint16_t* out) { return encodeFp16Block(x, n, out); }
-void portableDecodeFp16(const uint16_t* in, size_t n, int8_t e, float* out) { decodeFp16Block(in, n, e, out); }
+int8_t portableEncodeFp16(const float* x, size_t n, uint16_t* out) { return encodeFp16Group(x, n, out); }
+void portableDecodeFp16(const uint16_t* in, size_t n, int8_t e, float* out) { decodeFp16Group(in, n, e, out); }
 void portableEncodeBf16(const float* x, size_t n, uint16_t* out) {
   for (size_t i = 0; i < n; ++i) out[i] = floatToBf16(x[i]);
 }
@@ -23,7 +23,7 @@ void portableDecodeBf16(const uint16_t* in, size_t n, float* out) {
   for (size_t i = 0; i < n; ++i) out[i] = bf16ToFloat(in[i]);
 }
 
-// decode(in) + src (times 1/nranks when avg) into v, n <= kCompressBlock.
+// decode(in) + src (times 1/nranks when avg) into v, n <= kCompressGroup.
 template <typename Decode>
 void portableSum(Decode decode, const float* src, size_t n, bool avg, int nranks, float* v) {
   decode(v);
@@ -33,18 +33,18 @@ void portableSum(Decode decode, const float* src, size_t n, bool avg, int nranks
 
 int8_t portableSumEncodeFp16(const uint16_t* in, int8_t ein, const float* src, size_t n, bool avg, int nranks,
                              uint16_t* out, float* dst) {
-  float v[kCompressBlock];
-  portableSum([&](float* to) { decodeFp16Block(in, n, ein, to); }, src, n, avg, nranks, v);
-  const int8_t e = encodeFp16Block(v, n, out);
-  if (dst) decodeFp16Block(out, n, e, dst);
+  float v[kCompressGroup];
+  portableSum([&](float* to) { decodeFp16Group(in, n, ein, to); }, src, n, avg, nranks, v);
+  const int8_t e = encodeFp16Group(v, n, out);
+  if (dst) decodeFp16Group(out, n, e, dst);
   return e;
 }
 
 void portableSumEncodeBf16(const uint16_t* in, const float* src, size_t n, bool avg, int nranks, uint16_t* out,
                            float* dst) {
-  float v[kCompressBlock];
-  for (size_t lo = 0; lo < n; lo += kCompressBlock) {
-    const size_t k = std::min(kCompressBlock, n - lo);
+  float v[kCompressGroup];
+  for (size_t lo = 0; lo < n; lo += kCompressGroup) {
+    const size_t k = std::min(kCompressGroup, n - lo);
     portableSum([&](float* to) { portableDecodeBf16(in + lo, k, to); }, src + lo, k, avg, nranks, v);
     portableEncodeBf16(v, k, out + lo);
     if (dst) portableDecodeBf16(out + lo, k, dst + lo);
@@ -107,8 +107,8 @@ COLL_AVX2_INLINE float maxFiniteAvx2(const float* x, size_t n) {
 }
 
 COLL_AVX2 int8_t avx2EncodeFp16(const float* x, size_t n, uint16_t* out) {
-  const int8_t e = blockExponent(maxFiniteAvx2(x, n));
-  if (e > 110) return encodeFp16Block(x, n, out);  // the top binade's step-down: scalar
+  const int8_t e = groupExponent(maxFiniteAvx2(x, n));
+  if (e > 110) return encodeFp16Group(x, n, out);  // the top binade's step-down: scalar
   const __m256 scale = _mm256_set1_ps(pow2f(-e));
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -177,14 +177,14 @@ COLL_AVX2 void avx2DecodeBf16(const uint16_t* in, size_t n, float* out) {
   }
   portableDecodeBf16(in + i, n - i, out + i);
 }
-// The fused hop (hostSumEncodeFp16Block): one pass decodes, adds and finds the block's
+// The fused hop (hostSumEncodeFp16Group): one pass decodes, adds and finds the block's
 // largest finite magnitude, keeping v in cache; a second encodes it and decodes the
 // words just made into dst. Decoding needs no repair of non-finite lanes: a signalling
 // NaN is quieted by the addition in either order of work, and the words written here
 // are never signalling.
 COLL_AVX2 int8_t avx2SumEncodeFp16(const uint16_t* in, int8_t ein, const float* src, size_t n, bool avg, int nranks,
                                    uint16_t* out, float* dst) {
-  alignas(32) float v[kCompressBlock];
+  alignas(32) float v[kCompressGroup];
   const __m256 inScale = _mm256_set1_ps(pow2f(ein)), avgScale = _mm256_set1_ps(1.0f / static_cast<float>(nranks));
   const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), big = _mm256_set1_ps(3.4028234664e38f);
   __m256 m = _mm256_setzero_ps();
@@ -200,10 +200,10 @@ COLL_AVX2 int8_t avx2SumEncodeFp16(const uint16_t* in, int8_t ein, const float* 
   const float scale = 1.0f / static_cast<float>(nranks);
   for (size_t i = n8; i < n; ++i)
     v[i] = avg ? (decodeFp16Scaled(in[i], ein) + src[i]) * scale : decodeFp16Scaled(in[i], ein) + src[i];
-  const int8_t e = blockExponent(std::max(horizontalMax(m), maxFiniteMagnitude(v + n8, n - n8)));
+  const int8_t e = groupExponent(std::max(horizontalMax(m), maxFiniteMagnitude(v + n8, n - n8)));
   if (e > 110) {  // the top binade: scalar, as avx2EncodeFp16
-    encodeFp16Block(v, n, out);
-    if (dst) decodeFp16Block(out, n, e, dst);
+    encodeFp16Group(v, n, out);
+    if (dst) decodeFp16Group(out, n, e, dst);
     return e;
   }
   const __m256 down = _mm256_set1_ps(pow2f(-e)), up = _mm256_set1_ps(pow2f(e));
@@ -255,11 +255,11 @@ const Impl& impl() {
 
 }  // namespace
 
-int8_t hostEncodeFp16Block(const float* x, size_t n, uint16_t* out) { return impl().encodeFp16(x, n, out); }
-void hostDecodeFp16Block(const uint16_t* in, size_t n, int8_t e, float* out) { impl().decodeFp16(in, n, e, out); }
+int8_t hostEncodeFp16Group(const float* x, size_t n, uint16_t* out) { return impl().encodeFp16(x, n, out); }
+void hostDecodeFp16Group(const uint16_t* in, size_t n, int8_t e, float* out) { impl().decodeFp16(in, n, e, out); }
 void hostEncodeBf16(const float* x, size_t n, uint16_t* out) { impl().encodeBf16(x, n, out); }
 void hostDecodeBf16(const uint16_t* in, size_t n, float* out) { impl().decodeBf16(in, n, out); }
-int8_t hostSumEncodeFp16Block(const uint16_t* in, int8_t ein, const float* src, size_t n, bool avg, int nranks,
+int8_t hostSumEncodeFp16Group(const uint16_t* in, int8_t ein, const float* src, size_t n, bool avg, int nranks,
                               uint16_t* out, float* dst) {
   return impl().sumEncodeFp16(in, ein, src, n, avg, nranks, out, dst);
 }

@@ -10,20 +10,20 @@
 
 namespace coll {
 
-// A block of n <= kCompressBlock floats -> its exponent and n fp16 words (== encodeFp16Block).
-int8_t hostEncodeFp16Block(const float* x, size_t n, uint16_t* out);
-// == decodeFp16Block.
-void hostDecodeFp16Block(const uint16_t* in, size_t n, int8_t e, float* out);
+// A block of n <= kCompressGroup floats -> its exponent and n fp16 words (== encodeFp16Group).
+int8_t hostEncodeFp16Group(const float* x, size_t n, uint16_t* out);
+// == decodeFp16Group.
+void hostDecodeFp16Group(const uint16_t* in, size_t n, int8_t e, float* out);
 // n floats <-> n bf16 words (== floatToBf16 / bf16ToFloat element by element), any n.
 void hostEncodeBf16(const float* x, size_t n, uint16_t* out);
 void hostDecodeBf16(const uint16_t* in, size_t n, float* out);
 
 // A hop's sum in one pass (a reduce-scatter step of a compressed allreduce): v =
-// decode(in) + src, times 1/nranks when avg; out = v encoded (fp16: n <= kCompressBlock,
+// decode(in) + src, times 1/nranks when avg; out = v encoded (fp16: n <= kCompressGroup,
 // the exponent returned; bf16: any n, 0 returned); dst (may be null, or src) = out
 // decoded. The same bits as decoding, reducing (host_reduce.h float sum/avg) and encoding
 // one after another, except a NaN's payload where both inputs are NaN.
-int8_t hostSumEncodeFp16Block(const uint16_t* in, int8_t ein, const float* src, size_t n, bool avg, int nranks,
+int8_t hostSumEncodeFp16Group(const uint16_t* in, int8_t ein, const float* src, size_t n, bool avg, int nranks,
                               uint16_t* out, float* dst);
 void hostSumEncodeBf16(const uint16_t* in, const float* src, size_t n, bool avg, int nranks, uint16_t* out, float* dst);
 
