@@ -15,14 +15,14 @@ namespace {
 constexpr uint64_t kTagOneSided = 12ull << 56;  // context 0, the only one
 
 // One frame of a put: where its bytes go, and whether it ends the put (the signal).
-struct PutPiece {
+struct PutFrame {
   uint64_t window;  // ordinal
   uint64_t offset;
   uint64_t bytes;  // following this header
   uint32_t sigIdx;
-  uint32_t signal;  // 1: the put's last piece
+  uint32_t signal;  // 1: the put's last frame
 };
-constexpr size_t kPieceBytes = kMaxFrameBytes - sizeof(PutPiece);
+constexpr size_t kPutFrameDataBytes = kMaxFrameBytes - sizeof(PutFrame);
 
 const Registration* windowByOrdinal(const collComm* c, uint64_t ordinal) {
   for (const auto& [handle, r] : c->registrations)
@@ -32,8 +32,8 @@ const Registration* windowByOrdinal(const collComm* c, uint64_t ordinal) {
 
 std::string windowName(uint64_t ordinal) { return "window #" + std::to_string(ordinal); }
 
-// A piece's bytes into this rank's window.
-Status land(collComm* c, int from, const PutPiece& p, const char* data) {
+// A frame's bytes into this rank's window.
+Status land(collComm* c, int from, const PutFrame& p, const char* data) {
   if (p.bytes == 0) return okStatus();
   const Registration* w = windowByOrdinal(c, p.window);
   const std::string who = "a put from rank " + std::to_string(from) + " to rank " + std::to_string(c->rank);
@@ -49,11 +49,11 @@ Status land(collComm* c, int from, const PutPiece& p, const char* data) {
   return okStatus();
 }
 
-// The next piece from peer, landed; counts its signal.
-Status receivePiece(collComm* c, int peer) {
+// The next frame from peer, landed; counts its signal.
+Status receiveFrame(collComm* c, int peer) {
   std::vector<char> frame;
   COLL_CHECK(c->bootstrap->recvWithin(peer, kTagOneSided, &frame, c->opTimeoutS.load()));
-  PutPiece p{};
+  PutFrame p{};
   if (frame.size() < sizeof(p))
     return internalError("a one-sided message from rank " + std::to_string(peer) + " is short");
   std::memcpy(&p, frame.data(), sizeof(p));
@@ -70,15 +70,15 @@ Status putSignal(collComm* c, const void* local, size_t bytes, int peer, uint64_
   const auto* src = static_cast<const char*>(local);
   const auto sig = static_cast<uint32_t>(sigIdx);
   if (peer == c->rank) {
-    COLL_CHECK(land(c, peer, PutPiece{window, offset, bytes, sig, 1}, src));
+    COLL_CHECK(land(c, peer, PutFrame{window, offset, bytes, sig, 1}, src));
     ++c->signalsArrived[{peer, sigIdx}];
     return okStatus();
   }
   std::vector<char> frame;
   size_t done = 0;
   do {
-    const size_t n = std::min(bytes - done, kPieceBytes);
-    const PutPiece p{window, offset + done, n, sig, done + n == bytes ? 1u : 0u};
+    const size_t n = std::min(bytes - done, kPutFrameDataBytes);
+    const PutFrame p{window, offset + done, n, sig, done + n == bytes ? 1u : 0u};
     frame.resize(sizeof(p) + n);
     std::memcpy(frame.data(), &p, sizeof(p));
     if (n) std::memcpy(frame.data() + sizeof(p), src + done, n);
@@ -97,7 +97,7 @@ Status waitSignals(collComm* c, std::span<const SignalWait> waits) {
                             std::to_string(c->rank) + "), which has sent " +
                             std::to_string(c->signalsArrived[key] - c->signalsTaken[key]) +
                             " not yet waited for: they would never come");
-      COLL_CHECK(receivePiece(c, w.peer));
+      COLL_CHECK(receiveFrame(c, w.peer));
     }
     c->signalsTaken[key] += w.opCnt;
   }

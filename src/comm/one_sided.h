@@ -4,7 +4,7 @@
 // A window is known to every rank by its ordinal: windows are registered collectively, so
 // the k-th window a rank made is the k-th of every rank. A put travels as bootstrap
 // messages (tagged, ordered per peer, filed by the receiving rank's service thread
-// whether or not it is waiting): the data in pieces of at most a frame, each naming the
+// whether or not it is waiting): the data in frames of at most kMaxFrameBytes, each naming the
 // window, offset and length, the last one carrying the signal. The target writes them
 // into its window when it waits for that peer's signals: data is the target's to read
 // only once its wait has seen the signal, so nothing observable comes later than with a
