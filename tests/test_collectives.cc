@@ -1059,7 +1059,7 @@ struct BuilderFixture {
     in.sliceBytes = sliceBytes;
     in.loopSlices = loopSlices;
     in.minChannels = nch;
-    in.chunkMinBytes = int64_t{1} << 40;
+    in.channelMinBytes = int64_t{1} << 40;
     in.conns = &set;
     od.kind = coll::CollKind::kAllReduce;
     od.sendbuff = base;

@@ -20,8 +20,8 @@ struct BuildInput {
   std::span<const int> ring;       // ranks in ring order (comm.h ringOrder)
   std::span<const int> ringPosOf;  // rank -> its position in `ring`
   size_t sliceBytes = 0;
-  size_t loopSlices = 1;      // slices of a block per ring loop (ring.cc), 1..kFifoSlots/2
-  int64_t chunkMinBytes = 1;  // COLL_CHUNK_MIN_BYTES: bytes per channel used
+  size_t loopSlices = 1;        // slices of a block per ring loop (ring.cc), 1..kFifoSlots/2
+  int64_t channelMinBytes = 1;  // COLL_CHUNK_MIN_BYTES: bytes per channel used
   int minChannels = 1;
   bool twoTrees = false;        // chunks alternate between the two trees (tree.cc)
   size_t exchangeMaxBytes = 0;  // 2 ranks: allreduces up to this many bytes exchange their blocks (ring.cc)

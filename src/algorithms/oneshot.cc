@@ -97,9 +97,9 @@ bool directKind(CollKind k) {
          k == CollKind::kAllGather || k == CollKind::kReduceScatter;
 }
 
-// Bytes of reduction work per chunk of the direct algorithms (peers' data is staged in
+// Bytes of reduction work per read of the direct algorithms (peers' data is copied in
 // pieces this big, so it stays in cache while being reduced).
-constexpr size_t kDirectChunk = 128 * 1024;
+constexpr size_t kDirectReadBytes = 128 * 1024;
 
 }  // namespace
 
@@ -210,19 +210,19 @@ Status OneShot::reduceDirect(char* dst, Base base, size_t cnt, int last) {
   const int n = ctx_.nranks, me = ctx_.rank;
   const pid_t self = getpid();
   const ReduceKernels& k = hostReduceKernels(od_.dtype, od_.op);
-  const size_t chunk = std::max<size_t>(1, kDirectChunk / es_);
-  if (ctx_.oneShotScratch->size() < 3 * kDirectChunk + 64) ctx_.oneShotScratch->resize(3 * kDirectChunk + 64);
+  const size_t perRead = std::max<size_t>(1, kDirectReadBytes / es_);
+  if (ctx_.oneShotScratch->size() < 3 * kDirectReadBytes + 64) ctx_.oneShotScratch->resize(3 * kDirectReadBytes + 64);
   char* tmp = ctx_.oneShotScratch->data();
-  for (size_t off = 0; off < cnt; off += chunk) {
-    const size_t len = std::min(chunk, cnt - off), bytes = len * es_;
+  for (size_t off = 0; off < cnt; off += perRead) {
+    const size_t len = std::min(perRead, cnt - off), bytes = len * es_;
     char* d = dst + off * es_;
-    // Rank r's elements of this chunk: in place when r's memory is ours (this rank or a
+    // Rank r's elements of this read: in place when r's memory is ours (this rank or a
     // thread of this process), else read into a staging slot. Our own input may be the
     // destination (in place): keep a copy, since the chain overwrites d before using it.
     const char* own = base(me) + off * es_;
     if (own == d && n > 2) {
-      hostCopy(tmp + 2 * kDirectChunk, own, bytes);
-      own = tmp + 2 * kDirectChunk;
+      hostCopy(tmp + 2 * kDirectReadBytes, own, bytes);
+      own = tmp + 2 * kDirectReadBytes;
     }
     auto get = [&](int r, int slot, const char** p) -> Status {
       if (r == me) {
@@ -234,8 +234,8 @@ Status OneShot::reduceDirect(char* dst, Base base, size_t cnt, int last) {
         *p = remote;
         return okStatus();
       }
-      COLL_CHECK(mb.readPeer(r, tmp + slot * kDirectChunk, remote, bytes));
-      *p = tmp + slot * kDirectChunk;
+      COLL_CHECK(mb.readPeer(r, tmp + slot * kDirectReadBytes, remote, bytes));
+      *p = tmp + slot * kDirectReadBytes;
       return okStatus();
     };
     auto at = [&](int j) { return (last + 1 + j) % n; };

@@ -53,7 +53,7 @@ int channelsFor(const BuildInput& in, const OpDesc& od, size_t bytes) {
   const int64_t have = static_cast<int64_t>(in.conns->channels.size());
   const int64_t hi = od.maxChannels > 0 ? std::min<int64_t>(od.maxChannels, have) : have;
   const int64_t lo = std::min<int64_t>(od.minChannels > 0 ? od.minChannels : in.minChannels, hi);
-  const int64_t want = static_cast<int64_t>(bytes) / in.chunkMinBytes;
+  const int64_t want = static_cast<int64_t>(bytes) / in.channelMinBytes;
   return static_cast<int>(std::clamp<int64_t>(want, lo, hi));
 }
 

@@ -87,23 +87,23 @@ void buildTreeAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex
     size_t b = partBegin(od.count, nch, ch) * es, e = partBegin(od.count, nch, ch + 1) * es;
     if (e == b) continue;
     Program& p = progs[static_cast<size_t>(ch)];
-    const size_t chunk = in.sliceBytes;
-    const size_t nchunks = (e - b + chunk - 1) / chunk;
+    const size_t slice = in.sliceBytes;
+    const size_t nslices = (e - b + slice - 1) / slice;
     auto edges = [&](size_t i) -> const ConnectorSet::TreeEdges& {
       return in.conns->trees[static_cast<size_t>(ch)][in.twoTrees ? i % 2 : 0];
     };
     auto up = [&](size_t i) {
-      size_t off = b + i * chunk, len = std::min(chunk, e - off);
+      size_t off = b + i * slice, len = std::min(slice, e - off);
       upSteps(od, opIndex, p, edges(i), src + off, dst + off, len);
     };
     auto down = [&](size_t i) {
-      size_t off = b + i * chunk, len = std::min(chunk, e - off);
+      size_t off = b + i * slice, len = std::min(slice, e - off);
       downSteps(od, opIndex, p, edges(i), dst + off, len);
     };
-    for (size_t i = 0; i < std::min(kTreeDepth, nchunks); ++i) up(i);
-    for (size_t i = 0; i < nchunks; ++i) {
+    for (size_t i = 0; i < std::min(kTreeDepth, nslices); ++i) up(i);
+    for (size_t i = 0; i < nslices; ++i) {
       down(i);
-      if (i + kTreeDepth < nchunks) up(i + kTreeDepth);
+      if (i + kTreeDepth < nslices) up(i + kTreeDepth);
     }
   }
 }

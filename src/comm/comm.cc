@@ -389,8 +389,8 @@ static Status applyConfig(collComm* c, const std::vector<SharedConfig>& all, boo
   // TCP 2 beat 4 by 3-16 % at 1-32 MiB, over shared memory 4 beat 2 by 8-26 % at 256 KiB-4
   // MiB (docs/PERFORMANCE.md). Every rank sees the same hosts, so they agree.
   c->loopSlices = overNet ? 2 : kFifoSlots / 2;
-  c->chunkMinBytes = std::max<int64_t>(1, param(IntParam::CHUNK_MIN_BYTES));
-  c->deviceChunkMinBytes = std::max<int64_t>(1, param(IntParam::DEVICE_CHUNK_MIN_BYTES));
+  c->channelMinBytes = std::max<int64_t>(1, param(IntParam::CHUNK_MIN_BYTES));
+  c->deviceChannelMinBytes = std::max<int64_t>(1, param(IntParam::DEVICE_CHUNK_MIN_BYTES));
   c->stallWarnS = static_cast<double>(std::max<int64_t>(0, param(IntParam::STALL_WARN_S)));
   c->opTimeoutS = c->options.timeoutMs >= 0 ? c->options.timeoutMs / 1000.0
                                             : static_cast<double>(std::max<int64_t>(0, param(IntParam::TIMEOUT_S)));

@@ -88,8 +88,8 @@ struct collComm {
   size_t sliceBytes = 0;
   size_t deviceSlotBytes = 0;                // the device set's slots and slices (COLL_DEVICE_BUFFSIZE / kFifoSlots)
   size_t loopSlices = coll::kFifoSlots / 2;  // slices of a block per ring loop (algorithms/ring.cc), 1..kFifoSlots/2
-  int64_t chunkMinBytes = 0;
-  int64_t deviceChunkMinBytes = 0;  // COLL_DEVICE_CHUNK_MIN_BYTES: the same for device operations
+  int64_t channelMinBytes = 0;
+  int64_t deviceChannelMinBytes = 0;  // COLL_DEVICE_CHUNK_MIN_BYTES: the same for device operations
   int minChannels = 1;
   double stallWarnS = 0;  // 0: no stall reports
   // collCommSetTimeout / config->timeoutMs / COLL_TIMEOUT_S: an operation still running this long after it

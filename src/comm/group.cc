@@ -210,7 +210,7 @@ BuildInput buildInput(const collComm* c, const ConnectorSet& conns) {
   const bool host = &conns == &c->hostConns;
   in.sliceBytes = host ? c->sliceBytes : c->deviceSlotBytes;
   in.loopSlices = c->loopSlices;
-  in.chunkMinBytes = host ? c->chunkMinBytes : c->deviceChunkMinBytes;
+  in.channelMinBytes = host ? c->channelMinBytes : c->deviceChannelMinBytes;
   in.exchangeMaxBytes = host ? 0 : c->deviceExchangeBytes;
   in.minChannels = c->minChannels;
   in.twoTrees = c->twoTrees;
