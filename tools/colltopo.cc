@@ -195,8 +195,8 @@ TunerInput tunerFor(const Topology& t, const Graphs& g, int hostRanks) {
   in.maxRanksPerHost = per;
   in.overNet = g.nodes > 1;
   in.treeAvailable = in.nranks > 1;
-  in.llMaxBytes = static_cast<size_t>(std::max<int64_t>(0, param(IntParam::ONESHOT_BYTES)));
-  in.netLlMaxBytes = static_cast<size_t>(std::max<int64_t>(0, param(IntParam::NET_ONESHOT_BYTES)));
+  in.oneShotMaxBytes = static_cast<size_t>(std::max<int64_t>(0, param(IntParam::ONESHOT_BYTES)));
+  in.netOneShotMaxBytes = static_cast<size_t>(std::max<int64_t>(0, param(IntParam::NET_ONESHOT_BYTES)));
   if (g.gpusPerNode > 0) {
     if (!g.rings.empty() && g.rings[0].bw > 0 && g.rings[0].bw < 1e8) in.bwGBs = g.rings[0].bw;
     double net = 0;

@@ -394,8 +394,8 @@ void OneShot::finishMailbox() {
 }
 
 Status OneShot::pollRing(bool* done, WaitTarget* wait) {
-  SendConnector& send = ctx_.ll->send ? *ctx_.ll->send : *ctx_.ring0->send;
-  RecvConnector& recv = ctx_.ll->recv ? *ctx_.ll->recv : *ctx_.ring0->recv;
+  SendConnector& send = ctx_.oneShotPair->send ? *ctx_.oneShotPair->send : *ctx_.ring0->send;
+  RecvConnector& recv = ctx_.oneShotPair->recv ? *ctx_.oneShotPair->recv : *ctx_.ring0->recv;
   const int n = ctx_.nranks, me = ctx_.rank;
   const size_t bytes = od_.count * es_;
   char* scratch = ctx_.oneShotScratch->data();

@@ -51,8 +51,8 @@ struct OneShotContext {
   bool directOn = false;                        // large operations read peers' buffers
   size_t netOneShotBytes = 0;                   // across hosts: allreduce up to this size
   size_t slotBytes = 0;
-  ConnectorSet::Channel* ll = nullptr;     // two ranks over net: the LL connection, or empty
-  ConnectorSet::Channel* ring0 = nullptr;  // the host set's channel 0; null without one
+  ConnectorSet::Channel* oneShotPair = nullptr;  // two ranks over net: the one-shot pair, or empty
+  ConnectorSet::Channel* ring0 = nullptr;        // the host set's channel 0; null without one
 };
 
 // Whether od runs as a one-shot operation (depends only on values every rank shares, so

@@ -118,19 +118,19 @@ Status tunerInputFromParams(TunerInput* in) {
   };
   in->hopUs = num(StringParam::TUNER_HOP_US, in->hopUs);
   in->netHopUs = num(StringParam::TUNER_NET_HOP_US, in->netHopUs);
-  in->llUs = num(StringParam::TUNER_LL_US, in->llUs);
+  in->oneShotUs = num(StringParam::TUNER_LL_US, in->oneShotUs);
   in->bwGBs = num(StringParam::TUNER_BW_GBS, in->bwGBs);
   in->netBwGBs = num(StringParam::TUNER_NET_BW_GBS, in->netBwGBs);
   return okStatus();
 }
 
-std::vector<Choice> tunerCandidates(const TunerInput& in, CollKind kind, size_t bytes, int llApplies) {
+std::vector<Choice> tunerCandidates(const TunerInput& in, CollKind kind, size_t bytes, int oneShotApplies) {
   std::vector<Choice> out;
   const double n = in.nranks, B = bytes / 1e3;  // bytes / (GB/s) in us: bytes / 1e3 / GBs
   const bool multi = in.overNet;
   const double hop = multi ? in.netHopUs : in.hopUs, bw = multi ? in.netBwGBs : in.bwGBs;
-  const bool llOne = llApplies >= 0 ? (llApplies && !multi) : (!multi && bytes <= in.llMaxBytes);
-  const bool llNet = llApplies >= 0 ? (llApplies && multi) : (multi && bytes <= in.netLlMaxBytes);
+  const bool llOne = oneShotApplies >= 0 ? (oneShotApplies && !multi) : (!multi && bytes <= in.oneShotMaxBytes);
+  const bool llNet = oneShotApplies >= 0 ? (oneShotApplies && multi) : (multi && bytes <= in.netOneShotMaxBytes);
   auto add = [&](Algo a, Proto p, double us) {
     if (!allowed(in.algos, kind, static_cast<int>(a)) || !allowed(in.protos, kind, static_cast<int>(p))) return;
     out.push_back({a, p, us});
@@ -139,7 +139,7 @@ std::vector<Choice> tunerCandidates(const TunerInput& in, CollKind kind, size_t 
     add(Algo::kRing, Proto::kSimple, hop + B / bw);
   } else if (kind == CollKind::kAllReduce) {
     add(Algo::kRing, Proto::kSimple, 2 * (n - 1) * hop + 2 * (n - 1) / n * B / bw);
-    if (llOne) add(Algo::kRing, Proto::kOneShot, in.llUs + B / in.bwGBs);
+    if (llOne) add(Algo::kRing, Proto::kOneShot, in.oneShotUs + B / in.bwGBs);
     if (llNet) add(Algo::kRing, Proto::kOneShot, (n - 1) * hop + (n - 1) * B / bw);
     if (in.treeAvailable && in.nranks > 1) {
       double depth = log2ceil(in.hosts) * in.netHopUs +
@@ -151,14 +151,14 @@ std::vector<Choice> tunerCandidates(const TunerInput& in, CollKind kind, size_t 
     // n-1 steps, each moving 1/n of the (total) bytes.
     const bool chain = kind == CollKind::kBroadcast || kind == CollKind::kReduce;
     add(Algo::kRing, Proto::kSimple, (n - 1) * hop + (chain ? 1.0 : (n - 1) / n) * B / bw);
-    if (llOne) add(Algo::kRing, Proto::kOneShot, in.llUs + B / in.bwGBs);
+    if (llOne) add(Algo::kRing, Proto::kOneShot, in.oneShotUs + B / in.bwGBs);
   }
   std::stable_sort(out.begin(), out.end(), [](const Choice& a, const Choice& b) { return a.us < b.us; });
   return out;
 }
 
-Result<Choice> tunerChoose(const TunerInput& in, CollKind kind, size_t bytes, int llApplies) {
-  auto c = tunerCandidates(in, kind, bytes, llApplies);
+Result<Choice> tunerChoose(const TunerInput& in, CollKind kind, size_t bytes, int oneShotApplies) {
+  auto c = tunerCandidates(in, kind, bytes, oneShotApplies);
   if (c.empty())
     return invalidUsage(std::string("COLL_ALGO=\"") + param(StringParam::ALGO) + "\" and COLL_PROTO=\"" +
                         param(StringParam::PROTO) + "\" leave no algorithm for " + collKindName(kind) + " of " +

@@ -58,15 +58,15 @@ struct TunerInput {
   int minRanksPerHost = 1;
   bool overNet = false;   // some ring hop crosses the net (hosts > 1, or COLL_SHM_DISABLE)
   bool intraNet = false;  // hops inside a host use the net too (COLL_SHM_DISABLE)
-  // The LL protocol's size limits, for callers that pass llApplies = -1 (colltopo); at run
+  // The LL protocol's size limits, for callers that pass oneShotApplies = -1 (colltopo); at run
   // time the communicator knows exactly where LL applies (oneShotEligible) and says so.
-  size_t llMaxBytes = 0;     // on one host (0: none)
-  size_t netLlMaxBytes = 0;  // across hosts, allreduce only
+  size_t oneShotMaxBytes = 0;     // on one host (0: none)
+  size_t netOneShotMaxBytes = 0;  // across hosts, allreduce only
   bool treeAvailable = true;
   AllowMask algos = ~AllowMask{0};
   AllowMask protos = ~AllowMask{0};
   // Model constants (COLL_TUNER_*).
-  double hopUs = 1.0, netHopUs = 7.0, llUs = 0.25;
+  double hopUs = 1.0, netHopUs = 7.0, oneShotUs = 0.25;
   double bwGBs = 10.0, netBwGBs = 3.0;
 };
 
@@ -79,10 +79,10 @@ struct Choice {
   double us;  // predicted
 };
 
-// Every candidate the filters allow, with its predicted time (smallest first). llApplies:
+// Every candidate the filters allow, with its predicted time (smallest first). oneShotApplies:
 // whether the one-shot protocol can serve this operation (-1: judge by the size limits).
-std::vector<Choice> tunerCandidates(const TunerInput& in, CollKind kind, size_t bytes, int llApplies = -1);
+std::vector<Choice> tunerCandidates(const TunerInput& in, CollKind kind, size_t bytes, int oneShotApplies = -1);
 // The winner; an error naming the filters when none is allowed.
-Result<Choice> tunerChoose(const TunerInput& in, CollKind kind, size_t bytes, int llApplies = -1);
+Result<Choice> tunerChoose(const TunerInput& in, CollKind kind, size_t bytes, int oneShotApplies = -1);
 
 }  // namespace coll

@@ -134,7 +134,7 @@ void putConstants(const TunerInput& in, Constants<N>* k) {
     k->hwLatencies[kLinkPci][a][kProtoSimple] = in.hopUs;
     k->hwLatencies[kLinkNet][a][kProtoSimple] = in.netHopUs;
   }
-  k->baseLatencies[kAlgoRing][kProtoLL] = in.llUs;
+  k->baseLatencies[kAlgoRing][kProtoLL] = in.oneShotUs;
 }
 
 template <int N>
@@ -144,7 +144,7 @@ void takeConstants(const Constants<N>& k, TunerInput* in) {
   };
   take(k.hwLatencies[kLinkPci][kAlgoRing][kProtoSimple], &in->hopUs);
   take(k.hwLatencies[kLinkNet][kAlgoRing][kProtoSimple], &in->netHopUs);
-  take(k.baseLatencies[kAlgoRing][kProtoLL], &in->llUs);
+  take(k.baseLatencies[kAlgoRing][kProtoLL], &in->oneShotUs);
 }
 
 template <typename T, int N>
@@ -240,11 +240,11 @@ int TunerPluginComm::collInfo(float (*table)[3], CollKind kind, size_t bytes, in
 }
 
 Result<TunerPluginComm::Decision> TunerPluginComm::decide(const TunerInput& in, CollKind kind, size_t bytes,
-                                                          int llApplies, int numPipeOps, int maxChannels,
+                                                          int oneShotApplies, int numPipeOps, int maxChannels,
                                                           size_t sliceBytes) {
   Decision d;
-  COLL_ASSIGN(d.choice, tunerChoose(in, kind, bytes, llApplies));  // ours, and the error where none is allowed
-  const std::vector<Choice> candidates = tunerCandidates(in, kind, bytes, llApplies);
+  COLL_ASSIGN(d.choice, tunerChoose(in, kind, bytes, oneShotApplies));  // ours, and the error where none is allowed
+  const std::vector<Choice> candidates = tunerCandidates(in, kind, bytes, oneShotApplies);
   float table[kTableAlgos][kTableProtos];
   for (auto& row : table)
     for (float& v : row) v = kIgnore;

@@ -45,7 +45,7 @@ class TunerPluginComm {
   };
   // The choice for an operation of `kind` moving `bytes` (tuner.h's meaning), grouped
   // with numPipeOps-1 others; sliceBytes is our chunk, given to the plugin to change.
-  Result<Decision> decide(const TunerInput& in, CollKind kind, size_t bytes, int llApplies, int numPipeOps,
+  Result<Decision> decide(const TunerInput& in, CollKind kind, size_t bytes, int oneShotApplies, int numPipeOps,
                           int maxChannels, size_t sliceBytes);
   const char* name() const;
   int version() const;

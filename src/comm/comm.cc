@@ -259,7 +259,7 @@ static Result<SharedConfig> localConfig(collComm* c, bool shmDisable, bool overN
   COLL_CHECK(tunerInputFromParams(&c->tuner));
   mine.algos = c->tuner.algos;
   mine.protos = c->tuner.protos;
-  const double consts[5] = {c->tuner.hopUs, c->tuner.netHopUs, c->tuner.llUs, c->tuner.bwGBs, c->tuner.netBwGBs};
+  const double consts[5] = {c->tuner.hopUs, c->tuner.netHopUs, c->tuner.oneShotUs, c->tuner.bwGBs, c->tuner.netBwGBs};
   std::memcpy(mine.tunerConsts, consts, sizeof(consts));
   if (overNet) {
     bool chosen = !o.netName.empty();
@@ -440,7 +440,7 @@ static void initRing(collComm* c) {
 }
 
 // Wires the host set's ring channels, and for two ranks over a duplex-capable transport
-// the LL connection (comm.h: ll).
+// the LL connection (comm.h: oneShotPair).
 static Status connectRing(collComm* c, const SharedConfig& agreed, int nch) {
   auto& channels = c->hostConns.channels;
   ConnectJob job(c->bootstrap.get(), c->slotBytes, false, false, c->net);
@@ -451,8 +451,8 @@ static Status connectRing(collComm* c, const SharedConfig& agreed, int nch) {
   const auto& peers = c->bootstrap->peers();
   if (c->nranks == 2 && agreed.netDuplex && agreed.netOneShotBytes > 0 &&
       transportTable()[chooseTransport(peers[c->rank], peers[c->ringNext])]->duplex) {
-    job.addRecv(c->ringPrev, kTagLL, &c->ll.recv);
-    job.addSend(c->ringNext, kTagLL, &c->ll.send);
+    job.addRecv(c->ringPrev, kTagOneShotPair, &c->oneShotPair.recv);
+    job.addSend(c->ringNext, kTagOneShotPair, &c->oneShotPair.send);
   }
   COLL_CHECK(job.run());
   COLL_INFO(INIT, "rank %d/%d: ring %d -> %d -> %d over %s/%s, %d channel(s), %zu-byte slices", c->rank, c->nranks,

@@ -112,7 +112,7 @@ struct collComm {
   // small messages ride on data (8 B: 13 -> 9 us), while ring slices stay on one-way
   // connections (sharing a socket serialises bulk sends and receives on its lock:
   // measured -20-35 % bandwidth). Empty otherwise.
-  coll::ConnectorSet::Channel ll;
+  coll::ConnectorSet::Channel oneShotPair;
   std::vector<int> ring;       // ranks in ring order (ringOrder)
   std::vector<int> ringPosOf;  // rank -> its position in `ring`
   int ringPos = 0;             // this rank's position
@@ -202,7 +202,7 @@ inline OneShotContext oneShotContext(collComm* c) {
   x.directOn = c->directOn;
   x.netOneShotBytes = c->netOneShotBytes;
   x.slotBytes = c->slotBytes;
-  x.ll = &c->ll;
+  x.oneShotPair = &c->oneShotPair;
   x.ring0 = c->hostConns.channels.empty() ? nullptr : &c->hostConns.channels[0];
   return x;
 }

@@ -221,28 +221,29 @@ Status mailboxIntrusion(const Program& p) {
                       "the ranks called different operations or counts");
 }
 
-// llIntrusion for a program: a step receiving on channel 0 waits on the ring's connection.
-Status llIntrusionInLane(const Program& p, const Waiter& waiter, bool now = false) {
+// oneShotIntrusion for a program: a step receiving on channel 0 waits on the ring's connection.
+Status oneShotIntrusionInLane(const Program& p, const Waiter& waiter, bool now = false) {
   collComm* c = p.comm;
-  if (!c->ll.recv || p.cur >= p.steps.size()) return okStatus();
+  if (!c->oneShotPair.recv || p.cur >= p.steps.size()) return okStatus();
   const Step& s = p.steps[p.cur];
   if (s.recv && s.recv == c->hostConns.channels[0].recv.get() && (now || p.blockedFor == Awaiting::kData))
-    return llIntrusion(c, false, waiter, now);
+    return oneShotIntrusion(c, false, waiter, now);
   return okStatus();
 }
 
 }  // namespace
 
-Status llIntrusion(collComm* c, bool waitingOnLL, const Waiter& waiter, bool now) {
+Status oneShotIntrusion(collComm* c, bool waitingOnOneShot, const Waiter& waiter, bool now) {
   constexpr double kGraceS = 2.0;
-  if (!c->ll.recv || c->hostConns.channels.empty() || (!now && waiter.idleSeconds() < kGraceS)) return okStatus();
-  RecvConnector* other = waitingOnLL ? c->hostConns.channels[0].recv.get() : c->ll.recv.get();
+  if (!c->oneShotPair.recv || c->hostConns.channels.empty() || (!now && waiter.idleSeconds() < kGraceS))
+    return okStatus();
+  RecvConnector* other = waitingOnOneShot ? c->hostConns.channels[0].recv.get() : c->oneShotPair.recv.get();
   if (!other) return okStatus();
   if (!other->progress().ok() && !other->ready()) return okStatus();
   if (!other->ready()) return okStatus();
   return invalidUsage("rank " + std::to_string(other->peer()) +
-                      (waitingOnLL ? " sent ring data while this rank waits in a one-shot (LL) operation"
-                                   : " sent a one-shot (LL) message while this rank waits in a ring operation") +
+                      (waitingOnOneShot ? " sent ring data while this rank waits in a one-shot (LL) operation"
+                                        : " sent a one-shot (LL) message while this rank waits in a ring operation") +
                       ": the ranks called different operations or counts");
 }
 
@@ -268,9 +269,9 @@ class ProgramLane : public Lane {
   Status poll(bool* moved, bool* done) override { return advance(p_, moved, done); }
   WaitTarget waitTarget() const override { return p_.blockedOn; }
   Status diagnose(const Waiter& waiter, bool failed) const override {
-    if (failed) return llIntrusionInLane(p_, waiter, true);
+    if (failed) return oneShotIntrusionInLane(p_, waiter, true);
     COLL_RETURN_IF_FAILED(mailboxIntrusion(p_));
-    return llIntrusionInLane(p_, waiter);
+    return oneShotIntrusionInLane(p_, waiter);
   }
   std::string describe() const override { return laneState(p_); }
   int blockedPeer() const override { return p_.blockedPeer; }
@@ -309,7 +310,7 @@ class OneShotLane : public Lane {
   Status diagnose(const Waiter& waiter, bool failed) const override {
     // Across hosts it waits on the LL connection: the peer may have sent ring data
     // instead (or, when it failed, given up first on that mismatch).
-    return os_->ringMode() ? llIntrusion(c_, true, waiter, failed) : okStatus();
+    return os_->ringMode() ? oneShotIntrusion(c_, true, waiter, failed) : okStatus();
   }
   std::string describe() const override {
     std::string s = "rank " + std::to_string(c_->rank) + " one-shot, " + os_->op().describe();

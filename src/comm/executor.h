@@ -42,13 +42,13 @@ Status runOneShot(struct ::collComm* c, const OneShotContext& ctx, const OpDesc&
 // past c's timeout (collCommSetTimeout: kTimeout); ok otherwise.
 Status fatalWhileStalled(struct ::collComm* c, const Waiter& waiter, std::chrono::steady_clock::time_point started);
 // Two ranks over net keep LL (one-shot) messages and ring slices on separate connections
-// (comm.h: ll). A rank stalled for 2 s on one of them (waitingOnLL: the LL one) while the
+// (comm.h: oneShotPair). A rank stalled for 2 s on one of them (waitingOnOneShot: the one-shot one) while the
 // other holds data from the peer: the ranks called different operations or counts. (Data
 // on the other connection can also be the peer's next operation, legitimately ahead of
 // ours: two TCP connections keep no order between them, hence the grace period.)
 // With `now`, no grace period: used when the awaited connection failed (the peer gave up
 // first on the same mismatch and closed it), so the cause is named rather than the echo.
-Status llIntrusion(struct ::collComm* c, bool waitingOnLL, const Waiter& waiter, bool now = false);
+Status oneShotIntrusion(struct ::collComm* c, bool waitingOnOneShot, const Waiter& waiter, bool now = false);
 // Makes st c's fatal error (after giving the root a moment to name the rank that really
 // failed) and returns it prefixed with rank, lane, operation and the awaited peer.
 Status failLane(struct ::collComm* c, const char* lane, const OpDesc& od, int peer, Status st);

@@ -43,7 +43,7 @@ void ConnectJob::pairDuplex() {
   for (size_t i = 0; i < recvs_.size(); ++i) {
     RecvItem& r = recvs_[i];
     uint64_t kind = r.tag & ~((1ull << 56) - 1);
-    if (kind != kTagLL && kind != kTagTree) continue;
+    if (kind != kTagOneShotPair && kind != kTagTree) continue;
     const DuplexHooks* duplex = transportTable()[r.row]->duplex;
     if (!duplex || !duplex->enabled(options_)) continue;
     for (size_t j = 0; j < sends_.size(); ++j) {

@@ -74,9 +74,9 @@ class ConnectJob {
 // Bootstrap tags used by connection setup: kind in the top byte.
 constexpr uint64_t kTagRing = 1ull << 56;
 constexpr uint64_t kTagP2p = 2ull << 56;
-constexpr uint64_t kTagTree = 6ull << 56;    // | tree << 8 | channel
-constexpr uint64_t kTagLL = 7ull << 56;      // the LL connection of two ranks over net
-constexpr uint64_t kTagDevice = 1ull << 54;  // | kTagRing/kTagTree/kTagP2p ...: the device set
+constexpr uint64_t kTagTree = 6ull << 56;         // | tree << 8 | channel
+constexpr uint64_t kTagOneShotPair = 7ull << 56;  // the one-shot pair of two ranks over net
+constexpr uint64_t kTagDevice = 1ull << 54;       // | kTagRing/kTagTree/kTagP2p ...: the device set
 constexpr uint64_t kTagAck = 1ull << 55;
 
 }  // namespace coll
