@@ -803,11 +803,11 @@ TEST_CASE("device shape: a launch's lanes fit the budget, and send lanes reach e
         const coll::DeviceShape s = coll::deviceShape(n, budget, requested);
         const int minP2p = (n - 1 + coll::kDeviceMaxConns - 1) / coll::kDeviceMaxConns;
         INFO("nranks " << n << ", budget " << budget << ", requested " << requested << ": " << s.channels
-                       << " channels, " << s.p2pLanes << " send/recv lanes each way");
+                       << " channels, " << s.peerLanes << " send/recv lanes each way");
         REQUIRE(s.channels >= 1);
         REQUIRE(s.channels <= std::max(1, requested > 0 ? std::min(requested, coll::kDeviceMaxChannels) : 32));
-        REQUIRE(s.p2pLanes * coll::kDeviceMaxConns >= n - 1);  // no lane over its connector limit
-        if (budget >= 1 + 2 * minP2p) REQUIRE(s.channels + 2 * s.p2pLanes <= budget);
+        REQUIRE(s.peerLanes * coll::kDeviceMaxConns >= n - 1);  // no lane over its connector limit
+        if (budget >= 1 + 2 * minP2p) REQUIRE(s.channels + 2 * s.peerLanes <= budget);
       }
 }
 
@@ -824,15 +824,15 @@ TEST_CASE("device channels by default: half a rank's resident lanes, at most 32,
           "[device]") {
   // An H100 (132 resident lanes) shared by 2, 8 and 16 ranks.
   CHECK(coll::deviceShape(2, 66, 0).channels == 32);
-  CHECK(coll::deviceShape(2, 66, 0).p2pLanes == 8);
+  CHECK(coll::deviceShape(2, 66, 0).peerLanes == 8);
   CHECK(coll::deviceShape(8, 16, 0).channels == 8);
-  CHECK(coll::deviceShape(8, 16, 0).p2pLanes == 4);
+  CHECK(coll::deviceShape(8, 16, 0).peerLanes == 4);
   CHECK(coll::deviceShape(16, 8, 0).channels == 4);
   CHECK(coll::deviceShape(4, coll::kUnlimitedLanes, 0).channels == 8);
   CHECK(coll::deviceShape(4, 66, 12).channels == 12);  // COLL_DEVICE_NCHANNELS still rules
   // Asked for, up to 64: 2 ranks on an H100 then keep one send/recv lane each way.
   CHECK(coll::deviceShape(2, 66, 64).channels == 64);
-  CHECK(coll::deviceShape(2, 66, 64).p2pLanes == 1);
+  CHECK(coll::deviceShape(2, 66, 64).peerLanes == 1);
   CHECK(coll::deviceShape(2, 200, 100).channels == coll::kDeviceMaxChannels);
 }
 

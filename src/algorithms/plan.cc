@@ -14,8 +14,8 @@ const char* collKindName(CollKind k) {
     case CollKind::kReduce: return "collReduce";
     case CollKind::kAllGather: return "collAllGather";
     case CollKind::kReduceScatter: return "collReduceScatter";
-    case CollKind::kSend: return "collSend";
-    case CollKind::kRecv: return "collRecv";
+    case CollKind::kPeerSend: return "collSend";
+    case CollKind::kPeerRecv: return "collRecv";
   }
   return "?";
 }
@@ -25,7 +25,7 @@ std::string OpDesc::describe() const {
                   ", " + dataTypeName(dtype);
   if (combines(kind)) s += std::string(", ") + redOpName(op);
   if (rooted(kind)) s += ", root " + std::to_string(root);
-  if (kind == CollKind::kSend || kind == CollKind::kRecv) s += ", peer " + std::to_string(root);
+  if (kind == CollKind::kPeerSend || kind == CollKind::kPeerRecv) s += ", peer " + std::to_string(root);
   if (via) s += std::string(", part of ") + via;
   return s + ")";
 }

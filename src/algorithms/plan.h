@@ -43,7 +43,7 @@ struct Step {
   RecvConnector* recv;
 };
 
-enum class CollKind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kSend, kRecv };
+enum class CollKind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kPeerSend, kPeerRecv };
 const char* collKindName(CollKind k);
 // Whether ranks' values are combined (the call takes an op): allreduce, reduce, reduce-scatter.
 constexpr bool combines(CollKind k) {

@@ -176,7 +176,7 @@ int funcOf(CollKind k) {
     case CollKind::kReduce: return kFuncReduce;
     case CollKind::kAllGather: return kFuncAllGather;
     case CollKind::kReduceScatter: return kFuncReduceScatter;
-    case CollKind::kSend: return kFuncSend;
+    case CollKind::kPeerSend: return kFuncSend;
     default: return kFuncRecv;
   }
 }

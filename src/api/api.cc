@@ -47,7 +47,7 @@ namespace {
 // The arguments of a collSend or collRecv, its datatype checked.
 Status checkP2p(const OpCall& call, collComm* c, BufKinds* k) {
   const OpDesc& od = call.od;
-  const bool send = od.kind == CollKind::kSend;
+  const bool send = od.kind == CollKind::kPeerSend;
   COLL_CHECK(checkRank("peer", od.root, c->nranks));
   COLL_CHECK(checkBytes("count", od.count, 1, call.type()));
   COLL_CHECK(send ? checkBuf("sendbuff", od.sendbuff, od.count, c, k)
@@ -358,14 +358,14 @@ collResult_t collReduceScatterConfig(const void* sendbuff, void* recvbuff, size_
 collResult_t collSend(const void* sendbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
                       collStream_t stream) {
   return runOp("collSend", comm,
-               opCall(coll::CollKind::kSend, sendbuff, nullptr, count, rawArg(datatype), collSum, peer), stream,
+               opCall(coll::CollKind::kPeerSend, sendbuff, nullptr, count, rawArg(datatype), collSum, peer), stream,
                checkP2p);
 }
 
 collResult_t collRecv(void* recvbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
                       collStream_t stream) {
   return runOp("collRecv", comm,
-               opCall(coll::CollKind::kRecv, nullptr, recvbuff, count, rawArg(datatype), collSum, peer), stream,
+               opCall(coll::CollKind::kPeerRecv, nullptr, recvbuff, count, rawArg(datatype), collSum, peer), stream,
                checkP2p);
 }
 

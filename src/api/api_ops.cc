@@ -47,7 +47,7 @@ std::string opOwnerText(int op, const collComm* comm) {
 Status runP2p(const char* fn, collComm* comm, const std::vector<OpDesc>& parts) {
   COLL_CHECK(coll::groupStart());
   for (OpDesc od : parts) {
-    if (od.kind == coll::CollKind::kSend)
+    if (od.kind == coll::CollKind::kPeerSend)
       od.registered = isRegistered(comm, od.sendbuff, od.count * coll::dataTypeSize(od.dtype));
     collComm* failed = nullptr;
     Status st = coll::enqueue(comm, od, &failed);  // inside a group: only queued
@@ -69,7 +69,7 @@ OpDesc p2pPart(const OpDesc& base, coll::CollKind kind, const char* buf, int pee
   OpDesc od = base;
   od.kind = kind;
   od.root = peer;
-  if (kind == coll::CollKind::kSend) {
+  if (kind == coll::CollKind::kPeerSend) {
     od.sendbuff = buf ? buf + bytesOff : nullptr;
     od.recvbuff = nullptr;
   } else {
@@ -129,8 +129,8 @@ Status runRooted(const char* fn, collComm* comm, const CommUse& use, const Roote
   base.via = fn;
   const size_t block = a.count * coll::dataTypeSize(base.dtype);
   const bool inPlace = isRoot && one == many + block * static_cast<size_t>(a.root);
-  const auto toRoot = gather ? coll::CollKind::kSend : coll::CollKind::kRecv;
-  const auto atRoot = gather ? coll::CollKind::kRecv : coll::CollKind::kSend;
+  const auto toRoot = gather ? coll::CollKind::kPeerSend : coll::CollKind::kPeerRecv;
+  const auto atRoot = gather ? coll::CollKind::kPeerRecv : coll::CollKind::kPeerSend;
   std::vector<OpDesc> parts;
   if (!inPlace) parts.push_back(p2pPart(base, toRoot, one, a.root, 0));
   for (int p = 0; isRoot && p < comm->nranks; ++p)
@@ -168,8 +168,8 @@ collResult_t runAlltoAll(const char* fn, const void* sendbuff, void* recvbuff, s
     }
     std::vector<OpDesc> parts;
     for (int p = 0; p < comm->nranks; ++p) {
-      parts.push_back(p2pPart(base, coll::CollKind::kSend, src, p, block * static_cast<size_t>(p)));
-      parts.push_back(p2pPart(base, coll::CollKind::kRecv, static_cast<const char*>(recvbuff), p,
+      parts.push_back(p2pPart(base, coll::CollKind::kPeerSend, src, p, block * static_cast<size_t>(p)));
+      parts.push_back(p2pPart(base, coll::CollKind::kPeerRecv, static_cast<const char*>(recvbuff), p,
                               block * static_cast<size_t>(p)));
     }
     return runP2p(fn, comm, parts);

@@ -417,7 +417,7 @@ static Status applyConfig(collComm* c, const std::vector<SharedConfig>& all, boo
   c->deviceExchangeBytes = static_cast<size_t>(agreed.deviceExchangeBytes);
   const DeviceShape shape = deviceShape(c->nranks, budget, agreed.deviceChannels);
   c->dev.channels = shape.channels;
-  c->dev.p2pLanes = shape.p2pLanes;
+  c->dev.peerLanes = shape.peerLanes;
   if (c->nranks > 1 && agreed.oneShotBytes > 0 && agreed.shmDisable == 0 && oneHost) {
     COLL_ASSIGN(c->mailboxes, Mailboxes::create(c->bootstrap.get(), static_cast<size_t>(agreed.oneShotBytes),
                                                 kTagMailbox, agreed.direct));

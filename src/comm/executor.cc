@@ -67,7 +67,7 @@ namespace {
 // has completed.
 const char* inPlaceSource(const Program& p, const Step& s, size_t off) {
   if (!s.send || !s.send->canPostInPlace() || s.encoding != kEncodingNone) return nullptr;
-  if (p.ops && (*p.ops)[s.op].kind == CollKind::kSend && !(*p.ops)[s.op].registered) return nullptr;
+  if (p.ops && (*p.ops)[s.op].kind == CollKind::kPeerSend && !(*p.ops)[s.op].registered) return nullptr;
   if ((s.flags & kRecv) && (s.flags & kDst)) return s.dst + off;
   if ((s.flags & kSrc) && !(s.flags & kRecv) && !((s.flags & kFinal) && (s.flags & kDst))) return s.src + off;
   return nullptr;

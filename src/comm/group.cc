@@ -30,7 +30,7 @@ struct Queued {
   OpDesc op;
 };
 
-bool isPointToPoint(CollKind k) { return k == CollKind::kSend || k == CollKind::kRecv; }
+bool isPointToPoint(CollKind k) { return k == CollKind::kPeerSend || k == CollKind::kPeerRecv; }
 
 thread_local int tlsDepth = 0;
 thread_local std::vector<Queued> tlsQueue;
@@ -106,7 +106,7 @@ Result<Choice> choose(collComm* c, const TunerInput& tuner, OpDesc& od, size_t b
 // Device operations never take the one-shot: its mailboxes and staging are host memory;
 // large device allreduces of ranks sharing a process and GPU take the direct route.
 Result<Route> routeFor(collComm* c, OpDesc& od, int groupOps) {
-  if (od.kind == CollKind::kSend || od.kind == CollKind::kRecv || c->nranks == 1) return Route::kRing;
+  if (od.kind == CollKind::kPeerSend || od.kind == CollKind::kPeerRecv || c->nranks == 1) return Route::kRing;
   const bool oneShot = !od.device && oneShotEligible(oneShotContext(c), od);
   size_t bytes = od.count * dataTypeSize(od.dtype);
   // A call's own algorithm filter (a per-call config) narrows the communicator's.
@@ -192,7 +192,7 @@ struct CommLaunch {
     std::shared_ptr<OneShot> oneShot;
   };
   std::vector<Segment> channel0Before;
-  // Host: one program per peer. Device: per lane, peers spread by distance (p2pLane).
+  // Host: one program per peer. Device: per lane, peers spread by distance (peerLane).
   std::map<int, Program> sends, recvs;
   Program self;                      // send/recv to oneself
   std::unique_ptr<Staging> staging;  // a device launch run from host memory (comm/stage.h)
@@ -233,8 +233,8 @@ Status buildSelfCopies(CommLaunch& l) {
   for (size_t i = 0; i < l.ops.size(); ++i) {
     const OpDesc& od = l.ops[i];
     if (od.root != l.comm->rank) continue;
-    if (od.kind == CollKind::kSend) sends.push_back(i);
-    if (od.kind == CollKind::kRecv) recvs.push_back(i);
+    if (od.kind == CollKind::kPeerSend) sends.push_back(i);
+    if (od.kind == CollKind::kPeerRecv) recvs.push_back(i);
   }
   if (sends.size() != recvs.size())
     return invalidUsage("rank " + std::to_string(l.comm->rank) + " posted " + std::to_string(sends.size()) +
@@ -255,19 +255,19 @@ Status buildSelfCopies(CommLaunch& l) {
 
 // Distance from the sender to the receiver along the ring of ranks: the same number on
 // both ends of a send/recv pair.
-int p2pDistance(const collComm* c, const OpDesc& od) {
-  const int from = od.kind == CollKind::kSend ? c->rank : od.root;
-  const int to = od.kind == CollKind::kSend ? od.root : c->rank;
+int peerDistance(const collComm* c, const OpDesc& od) {
+  const int from = od.kind == CollKind::kPeerSend ? c->rank : od.root;
+  const int to = od.kind == CollKind::kPeerSend ? od.root : c->rank;
   return (to - from + c->nranks) % c->nranks;
 }
 
 // Device send/recv lanes. A device lane runs its steps in order and blocks, and only so
-// many fit on the GPU (device_exec.h), so a rank's sends share deviceP2pLanes lanes (its
+// many fit on the GPU (device_exec.h), so a rank's sends share devicePeerLanes lanes (its
 // receives as many more): the pair at distance d goes to lane d % lanes on both ends,
 // and every lane takes its peers by increasing distance. The lowest distance any lane
 // waits at can always progress (its partner lane is at that distance too, or done with
 // the ones below), so the lanes of all ranks never wait on each other in a cycle.
-int p2pLane(const collComm* c, const OpDesc& od) { return p2pDistance(c, od) % c->dev.p2pLanes; }
+int peerLane(const collComm* c, const OpDesc& od) { return peerDistance(c, od) % c->dev.peerLanes; }
 
 // A one-shot operation runs on channel 0 in call order with the ring operations (the
 // ring one-shot shares channel 0's connectors; two ranks over net: the LL connection,
@@ -338,7 +338,7 @@ Status buildPrograms(CommLaunch& l) {
   if (l.device)
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
       auto key = [&](const OpDesc& od) {
-        return od.kind == CollKind::kSend || od.kind == CollKind::kRecv ? p2pDistance(c, od) : 0;
+        return od.kind == CollKind::kPeerSend || od.kind == CollKind::kPeerRecv ? peerDistance(c, od) : 0;
       };
       return key(l.ops[a]) < key(l.ops[b]);
     });
@@ -354,8 +354,8 @@ Status buildPrograms(CommLaunch& l) {
     }
     // Device collectives: every channel the operation leaves empty gets a token.
     std::vector<size_t> before;
-    const bool tokens = l.device && od.count > 0 && c->nranks > 1 && od.kind != CollKind::kSend &&
-                        od.kind != CollKind::kRecv;
+    const bool tokens = l.device && od.count > 0 && c->nranks > 1 && od.kind != CollKind::kPeerSend &&
+                        od.kind != CollKind::kPeerRecv;
     if (tokens)
       for (const Program& p : l.channels) before.push_back(p.steps.size());
     switch (od.kind) {
@@ -368,25 +368,25 @@ Status buildPrograms(CommLaunch& l) {
       case CollKind::kAllGather: buildRingAllGather(in, od, idx, l.channels); break;
       case CollKind::kBroadcast: buildChainBroadcast(in, od, idx, l.channels); break;
       case CollKind::kReduce: buildChainReduce(in, od, idx, l.channels); break;
-      case CollKind::kSend: {
+      case CollKind::kPeerSend: {
         if (od.root == c->rank || od.count == 0) break;
-        const int key = l.device ? p2pLane(c, od) : od.root;
+        const int key = l.device ? peerLane(c, od) : od.root;
         Program& p = l.sends[key];
         if (!p.comm)
           initProgram(p, l, l.device ? "send lane " + std::to_string(key) : "send to rank " + std::to_string(key));
         p.add(kSrc | kSend, od, idx, static_cast<const char*>(od.sendbuff), nullptr, od.count * dataTypeSize(od.dtype),
-              conns.p2pSend.at(od.root).get(), nullptr);
+              conns.peerSend.at(od.root).get(), nullptr);
         break;
       }
-      case CollKind::kRecv: {
+      case CollKind::kPeerRecv: {
         if (od.root == c->rank || od.count == 0) break;
-        const int key = l.device ? p2pLane(c, od) : od.root;
+        const int key = l.device ? peerLane(c, od) : od.root;
         Program& p = l.recvs[key];
         if (!p.comm)
           initProgram(p, l,
                       l.device ? "receive lane " + std::to_string(key) : "receive from rank " + std::to_string(key));
         p.add(kRecv | kDst, od, idx, nullptr, static_cast<char*>(od.recvbuff), od.count * dataTypeSize(od.dtype),
-              nullptr, conns.p2pRecv.at(od.root).get());
+              nullptr, conns.peerRecv.at(od.root).get());
         break;
       }
     }
@@ -544,16 +544,16 @@ std::unique_ptr<ConnectJob> connectJobFor(CommLaunch& l) {
   std::set<int> wantSend, wantRecv;
   for (auto& od : l.ops) {
     if (od.root == c->rank || od.count == 0) continue;
-    if (od.kind == CollKind::kSend && !conns.p2pSend.count(od.root)) wantSend.insert(od.root);
-    if (od.kind == CollKind::kRecv && !conns.p2pRecv.count(od.root)) wantRecv.insert(od.root);
+    if (od.kind == CollKind::kPeerSend && !conns.peerSend.count(od.root)) wantSend.insert(od.root);
+    if (od.kind == CollKind::kPeerRecv && !conns.peerRecv.count(od.root)) wantRecv.insert(od.root);
   }
   if (!l.connectsTrees && wantSend.empty() && wantRecv.empty()) return nullptr;
   auto job = std::make_unique<ConnectJob>(c->bootstrap.get(), l.device ? c->deviceSlotBytes : c->slotBytes, l.device,
                                           c->dev.emulate, c->net);
   if (l.connectsTrees) connectTrees(job.get(), c, l.device);
   const uint64_t p2pTag = (l.device ? kTagDevice : 0) | kTagP2p;
-  for (int p : wantRecv) job->addRecv(p, p2pTag, &conns.p2pRecv[p]);
-  for (int p : wantSend) job->addSend(p, p2pTag, &conns.p2pSend[p]);
+  for (int p : wantRecv) job->addRecv(p, p2pTag, &conns.peerRecv[p]);
+  for (int p : wantSend) job->addSend(p, p2pTag, &conns.peerSend[p]);
   return job;
 }
 
@@ -793,7 +793,7 @@ namespace {
 Result<double> predictUs(collComm* c, const OpDesc& od) {
   const TunerInput& t = c->tuner;
   size_t bytes = od.count * dataTypeSize(od.dtype);
-  if (od.kind == CollKind::kSend || od.kind == CollKind::kRecv) {
+  if (od.kind == CollKind::kPeerSend || od.kind == CollKind::kPeerRecv) {
     if (od.root == c->rank) return bytes / (t.bwGBs * 1e3);
     return (t.overNet ? t.netHopUs : t.hopUs) + bytes / ((t.overNet ? t.netBwGBs : t.bwGBs) * 1e3);
   }

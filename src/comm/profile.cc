@@ -28,7 +28,7 @@ constexpr uint64_t kTaskTypes = kEvColl | kEvP2p | kLaneTypes;  // Coll / P2p
 constexpr uint64_t kGroupTypes = kEvGroup | kTaskTypes;
 constexpr uint64_t kUnderGroupApi = kEvGroupApi | kEvCollApi | kEvP2pApi | kEvKernelLaunch | kGroupTypes;
 
-bool isP2p(const OpDesc& od) { return od.kind == CollKind::kSend || od.kind == CollKind::kRecv; }
+bool isP2p(const OpDesc& od) { return od.kind == CollKind::kPeerSend || od.kind == CollKind::kPeerRecv; }
 
 ProfFunc funcOf(CollKind k) {
   switch (k) {
@@ -37,8 +37,8 @@ ProfFunc funcOf(CollKind k) {
     case CollKind::kReduce: return ProfFunc::kReduce;
     case CollKind::kAllGather: return ProfFunc::kAllGather;
     case CollKind::kReduceScatter: return ProfFunc::kReduceScatter;
-    case CollKind::kSend: return ProfFunc::kSend;
-    case CollKind::kRecv: return ProfFunc::kRecv;
+    case CollKind::kPeerSend: return ProfFunc::kPeerSend;
+    case CollKind::kPeerRecv: return ProfFunc::kPeerRecv;
   }
   return ProfFunc::kAllReduce;
 }
@@ -54,7 +54,7 @@ void* startTask(Profiler& prof, OpDesc& od, void* group, const ProfRoute& r) {
   if (isP2p(od)) {
     d.type = kEvP2p;
     d.p2p.func = profFuncName(funcOf(od.kind));
-    d.p2p.buff = od.kind == CollKind::kSend ? const_cast<void*>(od.sendbuff) : od.recvbuff;
+    d.p2p.buff = od.kind == CollKind::kPeerSend ? const_cast<void*>(od.sendbuff) : od.recvbuff;
     d.p2p.datatype = profTypeName(od.dtype);
     d.p2p.count = od.count;
     d.p2p.peer = od.root;

@@ -121,7 +121,7 @@ size_t opInputBytes(const OpDesc& od, int rank, int nranks) {
   switch (od.kind) {
     case CollKind::kBroadcast: return rank == od.root ? bytes : 0;
     case CollKind::kReduceScatter: return bytes * static_cast<size_t>(nranks);
-    case CollKind::kRecv: return 0;
+    case CollKind::kPeerRecv: return 0;
     default:  // allreduce, reduce, allgather, send
       return bytes;
   }
@@ -132,7 +132,7 @@ size_t opOutputBytes(const OpDesc& od, int rank, int nranks) {
   switch (od.kind) {
     case CollKind::kReduce: return rank == od.root ? bytes : 0;
     case CollKind::kAllGather: return bytes * static_cast<size_t>(nranks);
-    case CollKind::kSend: return 0;
+    case CollKind::kPeerSend: return 0;
     default:  // allreduce, broadcast, reduce-scatter, recv
       return bytes;
   }

@@ -575,7 +575,7 @@ DeviceShape deviceShape(int nranks, int budget, int requested) {
   const int minP2p = (nranks - 1 + kDeviceMaxConns - 1) / kDeviceMaxConns;
   DeviceShape s{};
   s.channels = std::clamp(std::min(requested, budget - 2 * minP2p), 1, kDeviceMaxChannels);
-  s.p2pLanes = std::max(minP2p, std::min((budget - s.channels) / 2, 8));
+  s.peerLanes = std::max(minP2p, std::min((budget - s.channels) / 2, 8));
   return s;
 }
 
@@ -591,7 +591,7 @@ bool devicePathFor(const DeviceComm& d, const void* p) {
 
 bool copiesOnly(const DeviceComm& d, std::span<const OpDesc> ops) {
   return d.nranks == 1 && std::none_of(ops.begin(), ops.end(), [](const OpDesc& od) {
-           return od.kind == CollKind::kSend || od.kind == CollKind::kRecv;
+           return od.kind == CollKind::kPeerSend || od.kind == CollKind::kPeerRecv;
          });
 }
 

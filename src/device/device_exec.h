@@ -74,7 +74,7 @@ constexpr int kDeviceDefaultChannels = 32;
 // so every rank orders them alike and no two lanes wait on each other in a cycle).
 struct DeviceShape {
   int channels;
-  int p2pLanes;
+  int peerLanes;
 };
 DeviceShape deviceShape(int nranks, int budget, int requested);
 

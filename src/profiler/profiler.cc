@@ -214,8 +214,8 @@ const char* profFuncName(ProfFunc f) {
     case ProfFunc::kAllGather: return "AllGather";
     case ProfFunc::kReduceScatter: return "ReduceScatter";
     case ProfFunc::kAllReduce: return "AllReduce";
-    case ProfFunc::kSend: return "Send";
-    case ProfFunc::kRecv: return "Recv";
+    case ProfFunc::kPeerSend: return "Send";
+    case ProfFunc::kPeerRecv: return "Recv";
   }
   return "Invalid";
 }

@@ -47,8 +47,8 @@ enum class ProfFunc : uint8_t {
   kAllGather = 2,
   kReduceScatter = 3,
   kAllReduce = 4,
-  kSend = 6,
-  kRecv = 7,
+  kPeerSend = 6,
+  kPeerRecv = 7,
 };
 constexpr int kProfFuncs = 8;
 const char* profFuncName(ProfFunc f);  // "AllReduce", ...

@@ -34,8 +34,8 @@ struct ConnectorSet {
   std::vector<std::array<TreeEdges, 2>> trees;  // [channel][tree]
   bool treesConnected = false;
   // Lazily connected point-to-point connectors, one per peer and direction.
-  std::map<int, std::unique_ptr<SendConnector>> p2pSend;
-  std::map<int, std::unique_ptr<RecvConnector>> p2pRecv;
+  std::map<int, std::unique_ptr<SendConnector>> peerSend;
+  std::map<int, std::unique_ptr<RecvConnector>> peerRecv;
 };
 
 }  // namespace coll
