@@ -154,7 +154,7 @@ Status OneShot::start() {
 }
 
 Status OneShot::poll(bool* done, WaitTarget* wait) {
-  return mode_ == Mode::kRing ? pollRing(done, wait) : pollRounds(done, wait);
+  return mode_ == Mode::kRingPass ? pollRingPass(done, wait) : pollRounds(done, wait);
 }
 
 Status OneShot::pollRounds(bool* done, WaitTarget* wait) {
@@ -393,7 +393,7 @@ void OneShot::finishMailbox() {
   }
 }
 
-Status OneShot::pollRing(bool* done, WaitTarget* wait) {
+Status OneShot::pollRingPass(bool* done, WaitTarget* wait) {
   SendConnector& send = ctx_.oneShotPair->send ? *ctx_.oneShotPair->send : *ctx_.ring0->send;
   RecvConnector& recv = ctx_.oneShotPair->recv ? *ctx_.oneShotPair->recv : *ctx_.ring0->recv;
   const int n = ctx_.nranks, me = ctx_.rank;
@@ -450,12 +450,12 @@ Status OneShot::pollRing(bool* done, WaitTarget* wait) {
     return okStatus();
   }
   blockedPeer_ = -1;
-  finishRing();
+  finishRingPass();
   *done = true;
   return okStatus();
 }
 
-void OneShot::finishRing() {
+void OneShot::finishRingPass() {
   const size_t bytes = od_.count * es_;
   const char* scratch = ctx_.oneShotScratch->data();
   reduceAllBlocks(od_, es_, ctx_.nranks, [&](int r) { return scratch + static_cast<size_t>(r) * bytes; });

@@ -69,14 +69,14 @@ class OneShot {
   Status poll(bool* done, WaitTarget* wait);
   const OpDesc& op() const { return od_; }
   int blockedPeer() const { return blockedPeer_; }
-  bool ringMode() const { return mode_ == Mode::kRing; }
+  bool ringPassMode() const { return mode_ == Mode::kRingPass; }
   // The operation is given up before it completed (its call fails): a direct one
   // withdraws and returns once no peer reads this rank's buffers any more, so the caller
   // may free them.
   void abandon();
 
  private:
-  enum class Mode { kMailbox, kDirectRead, kRing };
+  enum class Mode { kMailbox, kDirectRead, kRingPass };
   struct Ptrs {
     uint64_t send, recv;
   };
@@ -88,13 +88,13 @@ class OneShot {
   Status withdrawnError(int peer) const;
   template <typename Base>
   Status reduceDirect(char* dst, Base base, size_t cnt, int last);
-  Status pollRing(bool* done, WaitTarget* wait);
-  void finishRing();
+  Status pollRingPass(bool* done, WaitTarget* wait);
+  void finishRingPass();
 
   OneShotContext ctx_;
   OpDesc od_;
   size_t es_;
-  Mode mode_ = Mode::kRing;
+  Mode mode_ = Mode::kRingPass;
   uint32_t seqs_[3] = {};  // mailbox round numbers
   int rounds_ = 1;         // mailbox: 1; direct: 2 or 3 (the last one: "done reading")
   int round_ = 0;

@@ -310,7 +310,7 @@ class OneShotLane : public Lane {
   Status diagnose(const Waiter& waiter, bool failed) const override {
     // Across hosts it waits on the LL connection: the peer may have sent ring data
     // instead (or, when it failed, given up first on that mismatch).
-    return os_->ringMode() ? oneShotIntrusion(c_, true, waiter, failed) : okStatus();
+    return os_->ringPassMode() ? oneShotIntrusion(c_, true, waiter, failed) : okStatus();
   }
   std::string describe() const override {
     std::string s = "rank " + std::to_string(c_->rank) + " one-shot, " + os_->op().describe();

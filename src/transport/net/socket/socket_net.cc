@@ -65,7 +65,7 @@ struct SockRequest : NetRequest {
   char* data = nullptr;
   size_t size = 0;   // send: bytes; recv: capacity, then bytes
   uint64_t hdr = 0;  // length on the wire
-  enum State { kHeaderUnqueued, kHeaderQueued, kData } state = kHeaderUnqueued;
+  enum State { kHeaderUnqueued, kHeaderQueued, kPayload } state = kHeaderUnqueued;
   std::atomic<int> pending{0};  // tasks not finished (helpers decrement)
 };
 
@@ -126,7 +126,7 @@ class SockConn {
       if (off >= r->size) break;
       queue(static_cast<size_t>(i), {r, r->data + off, std::min(partLen, r->size - off), 0});
     }
-    r->state = SockRequest::kData;
+    r->state = SockRequest::kPayload;
   }
 
   Status error() {
@@ -160,7 +160,7 @@ class SockConn {
         // Headers are read in order: the next request's header may be queued only after
         // the previous request's data parts are queued behind socket 0.
         for (SockRequest* r : reqs) {
-          if (r->state == SockRequest::kData) continue;
+          if (r->state == SockRequest::kPayload) continue;
           if (r->state == SockRequest::kHeaderUnqueued) {
             r->state = SockRequest::kHeaderQueued;
             queue(0, {r, reinterpret_cast<char*>(&r->hdr), sizeof(r->hdr), 0});
@@ -332,7 +332,7 @@ class SockConn {
     SockRequest* r = q.front().req;
     const bool last = r->pending.fetch_sub(1, std::memory_order_release) == 1;
     q.pop_front();
-    if (last && !send_ && !hasHelpers() && r->state == SockRequest::kData) delivered_ = true;
+    if (last && !send_ && !hasHelpers() && r->state == SockRequest::kPayload) delivered_ = true;
     if (hasHelpers()) {
       completions_.fetch_add(1, std::memory_order_release);
       futexWakeIfWaiting(&completions_, &waiters_, false);
@@ -585,7 +585,7 @@ class SocketBackend : public NetBackend {
     // A connection closing (or failing) after this request completed does not fail it:
     // a sender that finished may close while its last messages wait here to be read.
     Status st = c.progress();
-    *done = r->state == SockRequest::kData && r->pending.load(std::memory_order_acquire) == 0;
+    *done = r->state == SockRequest::kPayload && r->pending.load(std::memory_order_acquire) == 0;
     if (!st.ok() && !*done) return st;
     if (!*done && !r->send) COLL_CHECK(c.closedUnder(r));
     if (*done) {
