@@ -266,11 +266,11 @@ Status Bootstrap::receive(int peer, uint64_t tag, std::vector<char>* out, bool i
   auto key = std::make_pair(peer, tag);
   const Deadline deadline = timeoutS > 0 ? deadlineIn(timeoutS) : Deadline::max();
   for (;;) {
-    auto it = mailbox_.find(key);
-    if (it != mailbox_.end() && !it->second.empty()) {
+    auto it = inbox_.find(key);
+    if (it != inbox_.end() && !it->second.empty()) {
       *out = std::move(it->second.front());
       it->second.pop_front();
-      if (it->second.empty()) mailbox_.erase(it);
+      if (it->second.empty()) inbox_.erase(it);
       return okStatus();
     }
     if (abort_->raised() && !ignoreAbort) return abort_->status();
@@ -324,7 +324,7 @@ Status Bootstrap::readFrame(int idx) {
   if (h.len) COLL_CHECK(c.sock.recvAll(buf.data(), h.len, deadlineIn(timeoutS_)));
   {
     std::lock_guard<std::mutex> lock(mu_);
-    mailbox_[{c.from, h.tag}].push_back(std::move(buf));
+    inbox_[{c.from, h.tag}].push_back(std::move(buf));
   }
   cv_.notify_all();
   return okStatus();

@@ -3,7 +3,7 @@
 // handles and for small allgathers), plus failure notification.
 //
 // Concurrency: one service thread per Bootstrap owns the listener, every incoming
-// connection and the root connection; it files incoming frames into a mailbox. send()
+// connection and the root connection; it files incoming frames into an inbox. send()
 // and recv() may be called from the communicator's thread (one at a time). The failure
 // callback runs on the service thread.
 #pragma once
@@ -165,7 +165,7 @@ class Bootstrap {
   std::vector<InConn> in_;  // service thread only
   std::mutex mu_;
   std::condition_variable cv_;
-  std::map<std::pair<int, uint64_t>, std::deque<std::vector<char>>> mailbox_;
+  std::map<std::pair<int, uint64_t>, std::deque<std::vector<char>>> inbox_;
   std::atomic<bool> stop_{false};
   bool left_ = false;
   std::thread service_;

@@ -646,8 +646,8 @@ Status devicePart(CommLaunch& l, uint64_t calledNs, std::vector<DevicePart>* par
 // as algorithms; broadcast and reduce (chains) and the device's direct allreduce as RING.
 // Its channels: the lanes that move its data (a device launch's token lanes aside), in
 // its programs or in the device plan reused instead of them.
-std::vector<ProfRoute> profRoutes(const CommLaunch& l, const DevicePlan* plan) {
-  std::vector<ProfRoute> routes;
+std::vector<ProfAlgoProto> profAlgoProtos(const CommLaunch& l, const DevicePlan* plan) {
+  std::vector<ProfAlgoProto> algoProtos;
   for (size_t i = 0; i < l.ops.size(); ++i) {
     const Route r = i < l.routes.size() ? l.routes[i] : Route::kRing;
     auto moves = [&](const auto& s) { return s.op == i && !(s.flags & kToken); };
@@ -665,18 +665,18 @@ std::vector<ProfRoute> profRoutes(const CommLaunch& l, const DevicePlan* plan) {
       channels += std::any_of(first, first + lane.nsteps, moves);
     }
     if (r == Route::kOneShot) channels = 1;
-    routes.push_back({r == Route::kTree ? "TREE" : "RING", r == Route::kOneShot ? "LL" : "SIMPLE", channels});
+    algoProtos.push_back({r == Route::kTree ? "TREE" : "RING", r == Route::kOneShot ? "LL" : "SIMPLE", channels});
   }
-  return routes;
+  return algoProtos;
 }
 
 void profStart(CommLaunch& l, const DevicePlan* plan = nullptr) {
   if (!l.comm->profiler.loaded()) return;
   l.prof.comm = l.comm;
   l.prof.ops = &l.ops;
-  const std::vector<ProfRoute> routes = profRoutes(l, plan);
-  profLaunchStart(l.prof, routes);
-  if (l.device) profKernelStart(l.prof, routes);
+  const std::vector<ProfAlgoProto> algoProtos = profAlgoProtos(l, plan);
+  profLaunchStart(l.prof, algoProtos);
+  if (l.device) profKernelStart(l.prof, algoProtos);
 }
 
 // Stops the launches' profiler events however the launch ends.

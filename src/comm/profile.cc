@@ -47,7 +47,7 @@ ProfFunc funcOf(CollKind k) {
 // from another communicator's plugin would mean nothing to this one).
 void* groupApiFor(const Profiler& prof) { return tlsGroupApi.prof == &prof ? tlsGroupApi.event : nullptr; }
 
-void* startTask(Profiler& prof, OpDesc& od, void* group, const ProfRoute& r) {
+void* startTask(Profiler& prof, OpDesc& od, void* group, const ProfAlgoProto& r) {
   DescrV6 d{};
   d.parentObj = od.prof.api;
   const auto channels = static_cast<uint8_t>(std::min(r.channels, 255));
@@ -121,7 +121,7 @@ ProfGroupEnd::~ProfGroupEnd() {
   tlsGroupApi = {};
 }
 
-void profLaunchStart(ProfLaunch& pl, std::span<const ProfRoute> routes) {
+void profLaunchStart(ProfLaunch& pl, std::span<const ProfAlgoProto> algoProtos) {
   Profiler& prof = pl.comm->profiler;
   if (!prof.loaded()) return;
   if (prof.wants(kGroupTypes)) {
@@ -132,11 +132,11 @@ void profLaunchStart(ProfLaunch& pl, std::span<const ProfRoute> routes) {
   for (size_t i = 0; i < pl.ops->size(); ++i) {
     OpDesc& od = (*pl.ops)[i];
     if (isP2p(od) && !prof.wants(kTaskTypes)) continue;
-    od.prof.task = startTask(prof, od, pl.group, routes[i]);  // collectives take their number even unwatched
+    od.prof.task = startTask(prof, od, pl.group, algoProtos[i]);  // collectives take their number even unwatched
   }
 }
 
-void profKernelStart(ProfLaunch& pl, std::span<const ProfRoute> routes) {
+void profKernelStart(ProfLaunch& pl, std::span<const ProfAlgoProto> algoProtos) {
   Profiler& prof = pl.comm->profiler;
   if (prof.wants(kEvKernelLaunch) && !pl.ops->empty()) {
     DescrV6 d{};
@@ -147,7 +147,7 @@ void profKernelStart(ProfLaunch& pl, std::span<const ProfRoute> routes) {
   }
   if (!prof.wants(kEvKernelCh)) return;
   for (size_t i = 0; i < pl.ops->size(); ++i)
-    for (int ch = 0; ch < routes[i].channels; ++ch) {
+    for (int ch = 0; ch < algoProtos[i].channels; ++ch) {
       DescrV6 d{};
       d.type = kEvKernelCh;
       d.parentObj = (*pl.ops)[i].prof.task;
@@ -187,8 +187,8 @@ ProfSoloOneShot::ProfSoloOneShot(collComm* c, OpDesc& op) {
   pl_.comm = c;
   one_.push_back(op);
   pl_.ops = &one_;
-  const ProfRoute route{"RING", "LL", 1};
-  profLaunchStart(pl_, {&route, 1});
+  const ProfAlgoProto algoProto{"RING", "LL", 1};
+  profLaunchStart(pl_, {&algoProto, 1});
 }
 
 ProfSoloOneShot::~ProfSoloOneShot() {

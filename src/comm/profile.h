@@ -55,7 +55,7 @@ class ProfGroupEnd {
 // ---- launch events ----
 
 // How one operation of a launch runs, in NCCL's words.
-struct ProfRoute {
+struct ProfAlgoProto {
   const char* algo;   // "RING", "TREE"
   const char* proto;  // "SIMPLE", "LL"
   int channels;       // channels it runs on
@@ -71,11 +71,11 @@ struct ProfLaunch {
 };
 
 // The Group event and each operation's Coll / P2p event (ops[i].prof.task), as the
-// launch starts running them (routes[i]: how ops[i] runs).
-void profLaunchStart(ProfLaunch& pl, std::span<const ProfRoute> routes);
+// launch starts running them (algoProtos[i]: how ops[i] runs).
+void profLaunchStart(ProfLaunch& pl, std::span<const ProfAlgoProto> algoProtos);
 // A device launch being enqueued: its KernelLaunch event, and a KernelCh event per channel
 // of each operation; profKernelEnqueued stops the KernelLaunch.
-void profKernelStart(ProfLaunch& pl, std::span<const ProfRoute> routes);
+void profKernelStart(ProfLaunch& pl, std::span<const ProfAlgoProto> algoProtos);
 void profKernelEnqueued(ProfLaunch& pl);
 // The launch ended (done or failed): every event it still has open, children first.
 void profLaunchStop(ProfLaunch& pl);
