@@ -23,7 +23,7 @@ struct BuildInput {
   size_t loopSlices = 1;        // slices of a block per ring loop (ring.cc), 1..kFifoSlots/2
   int64_t channelMinBytes = 1;  // COLL_CHUNK_MIN_BYTES: bytes per channel used
   int minChannels = 1;
-  bool twoTrees = false;        // chunks alternate between the two trees (tree.cc)
+  bool twoTrees = false;        // slices alternate between the two trees (tree.cc)
   size_t exchangeMaxBytes = 0;  // 2 ranks: allreduces up to this many bytes exchange their blocks (ring.cc)
   const ConnectorSet* conns = nullptr;
 };

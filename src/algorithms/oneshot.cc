@@ -146,7 +146,7 @@ Status OneShot::start() {
     published_ = true;
     return okStatus();
   }
-  // Ring: stage our own input (in-place callers overwrite it while reducing).
+  // Ring: copy our own input (in-place callers overwrite it while reducing).
   const size_t need = bytes * static_cast<size_t>(ctx_.nranks);
   if (ctx_.oneShotScratch->size() < need) ctx_.oneShotScratch->resize(need);
   hostCopy(ctx_.oneShotScratch->data() + static_cast<size_t>(ctx_.rank) * bytes, od_.sendbuff, bytes);
@@ -217,7 +217,7 @@ Status OneShot::reduceDirect(char* dst, Base base, size_t cnt, int last) {
     const size_t len = std::min(perRead, cnt - off), bytes = len * es_;
     char* d = dst + off * es_;
     // Rank r's elements of this read: in place when r's memory is ours (this rank or a
-    // thread of this process), else read into a staging slot. Our own input may be the
+    // thread of this process), else read into scratch. Our own input may be the
     // destination (in place): keep a copy, since the chain overwrites d before using it.
     const char* own = base(me) + off * es_;
     if (own == d && n > 2) {

@@ -76,7 +76,7 @@ struct OpDesc {
   uint64_t profilerTag = 0;
   size_t chunkBytes = 0;         // a tuner plugin's chunk size (0: the slot; tuner_plugin.h)
   ProfOpEvents prof{};           // its profiler events while it is queued and runs (comm/profile.h)
-  std::shared_ptr<void> keep{};  // memory the op reads that the library made (staged inputs)
+  std::shared_ptr<void> keep{};  // memory the op reads that the library made (copied inputs)
   // Work due when the op runs rather than when it is called (a PreMulSum op's scaling,
   // which reads its scalar then): the launch calls it first.
   std::shared_ptr<std::function<Status()>> prepare{};

@@ -1,13 +1,13 @@
-// Tree allreduce: reduce up a tree, broadcast the result down it, chunk by chunk.
+// Tree allreduce: reduce up a tree, broadcast the result down it, slice by slice.
 //
 // The trees are NCCL's double binary trees over hosts (graph.h: treesOverNodes), with a
 // chain through the ranks of each host; the chain's head talks to the other hosts. A
-// ring needs 2(n-1) hops per chunk; a tree needs 2 x depth, depth ~ log2(hosts) + ranks
+// ring needs 2(n-1) hops per slice; a tree needs 2 x depth, depth ~ log2(hosts) + ranks
 // per host - 1, which is what makes it win for small and middle sizes across many hosts.
 //
-// Each channel's piece of the buffer is cut into chunks of one slice. Chunk i travels on
+// Each channel's piece of the buffer is cut into slices. Slice i travels on
 // tree i % 2 when the two trees differ (two hosts or more), so every rank is inner in one
-// tree and a leaf in the other and the work evens out. Per chunk and rank:
+// tree and a leaf in the other and the work evens out. Per slice and rank:
 //   up   (children c1..ck, combined in that order, the partial kept in the output):
 //          leaf: send(src); one child: recvReduceSend; several: recvReduceCopy for the
 //          first, recv(partial)ReduceCopy for the middle, recvReduceSend for the last;
@@ -15,11 +15,11 @@
 //   down  non-root: recvCopySend to c1 (recv only for a leaf), then send to c2..ck;
 //         root: send to every child.
 // One lane runs both phases, so they are software-pipelined: the ups of the first
-// kTreeDepth chunks go first, then each chunk's down is followed by the up of the chunk
+// kTreeDepth slices go first, then each slice's down is followed by the up of the slice
 // kTreeDepth later. Every rank emits the same sequence, data flows up then down along
 // tree edges and each FIFO is drained in order, so no rank can wait on a step that
 // another rank has not got to without that rank waiting on something earlier: no
-// deadlock, and kTreeDepth chunks are in flight per lane.
+// deadlock, and kTreeDepth slices are in flight per lane.
 //
 // Floating-point sums combine in tree order, so results can differ from the ring's in
 // the last bits (NCCL's trees do the same); every rank receives the root's one result.

@@ -16,7 +16,7 @@
 //                          directly: no FIFO copy; measured faster wherever it applies)
 //                          hosts:    (n-1) hops x L' + (n-1) x bytes / B'
 //   Tree Simple allreduce  2 x (ceil(log2 h) x L' + (r-1) x L) + 2 x bytes / (B' or B)
-//                          (an inner rank takes in two children's data per chunk)
+//                          (an inner rank takes in two children's data per slice)
 // Other collectives: Ring (Simple or LL), latency (n-1) hops. `bytes` is always the whole
 // buffer: the output of allgather, the input of reduce-scatter (nccl-tests' size). L, L', B, B' and the LL
 // latency are parameters (COLL_TUNER_*), set to what was measured on 2-core machines

@@ -157,7 +157,7 @@ collResult_t runAlltoAll(const char* fn, const void* sendbuff, void* recvbuff, s
     const char* src = static_cast<const char*>(sendbuff);
     if (sendbuff == recvbuff && total > 0) {
       // In place: every block is read after others may have landed on it, so the input
-      // is staged first (host memory; device buffers have no staging here).
+      // is copied first (host memory; device buffers are not copied here).
       if (base.device && !comm->dev.emulate)
         return coll::invalidArgument("sendbuff == recvbuff: in-place alltoall is supported on host buffers "
                                      "only; pass separate device buffers");

@@ -133,7 +133,7 @@ void retireComm(collComm* comm) {
 
 // The double binary trees over hosts (ranks grouped by host id in order of first
 // appearance, in ring order inside a host: by GPU, then rank) and the tuner's view of
-// the communicator. The trees' connectors are wired by the first operation that runs on
+// the communicator. The trees' connectors are connected by the first operation that runs on
 // them (group.cc).
 static void initTrees(collComm* c, int nch, bool shmDisable) {
   const auto& peers = c->bootstrap->peers();
@@ -439,7 +439,7 @@ static void initRing(collComm* c) {
   c->ringPrev = c->ring[(c->ringPos + c->nranks - 1) % c->nranks];
 }
 
-// Wires the host set's ring channels, and for two ranks over a duplex-capable transport
+// Connects the host set's ring channels, and for two ranks over a duplex-capable transport
 // the LL connection (comm.h: oneShotPair).
 static Status connectRing(collComm* c, const SharedConfig& agreed, int nch) {
   auto& channels = c->hostConns.channels;

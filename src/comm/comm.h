@@ -49,7 +49,7 @@ struct PreMulSumOp {
   alignas(8) unsigned char value[8] = {};
 };
 
-// Host buffers the library stages data in (PreMulSum's scaled inputs, in-place
+// Host buffers the library copies data into (PreMulSum's scaled inputs, in-place
 // alltoall's copies), kept for reuse: a fresh allocation per call of 32 MiB and more is a
 // new mmap whose pages fault in and zero on every call (2.4x the time of the operation,
 // docs/PERFORMANCE.md). A buffer goes back to the pool when the last operation holding
@@ -103,7 +103,7 @@ struct collComm {
   // The connectors the host executor runs over; the device set (device/device_exec.h) for
   // operations on device buffers: between ranks that share a GPU or reach each other's
   // (p2p) its FIFOs are in device memory, which the host executor cannot touch. Ring
-  // channels are wired at init (the device set's for ranks bound to a device, and with
+  // channels are connected at init (the device set's for ranks bound to a device, and with
   // COLL_DEVICE_EMULATE), tree edges and send/recv peers on first use. The device set is
   // null for host-memory ranks.
   coll::ConnectorSet hostConns;

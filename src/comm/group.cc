@@ -734,7 +734,7 @@ Status launch(std::vector<Queued>& queue, collComm** failedComm) {
   COLL_RETURN_IF_FAILED(admit(launches, guard, failedComm));
   COLL_RETURN_IF_FAILED(stage(launches, failedComm));
   // A launch the tuner cannot route fails on its own settings: not a matter for the
-  // other ranks, so it is watched (comm/watch.h) from the wiring on.
+  // other ranks, so it is watched (comm/watch.h) from the connecting on.
   COLL_RETURN_IF_FAILED(route(launches, failedComm));
   for (auto& l : launches)
     if (!l->splitOff) watchStarted(l->comm, l->ops.front(), l->ops.size());

@@ -3,7 +3,7 @@
 // Outside a group an operation runs at once and returns when complete. Between
 // collGroupStart and collGroupEnd operations are queued per thread (the group belongs to
 // the calling thread, as in NCCL); the outermost collGroupEnd runs them all together:
-// it wires any missing send/recv connectors of every communicator involved (in three
+// it connects any missing send/recv connectors of every communicator involved (in three
 // phases, so one thread may drive several ranks), builds one program per channel and per
 // send/recv lane, and hands them all to one executor.
 #pragma once

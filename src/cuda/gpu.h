@@ -165,7 +165,7 @@ class NicBuffer {
 
 // One non-blocking stream per device for the library's own copies and fills. Plain
 // cudaMemset runs on the legacy default stream, which waits for every blocking stream of
-// the device: when ranks share a GPU and one wires a connection on first use while
+// the device: when ranks share a GPU and one makes a connection on first use while
 // another's kernel waits for it, that wait never ends. Made at init (creating a stream
 // may itself wait for running kernels).
 Result<void*> sideStream(int dev);

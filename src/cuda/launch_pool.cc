@@ -109,7 +109,7 @@ Status LaunchBuffer::warmPool() {
   constexpr int kWarmPerRank = 16;
   int device = -1;
   COLL_CHECK(check(cudaGetDevice(&device), "cudaGetDevice"));
-  COLL_ASSIGN(void* side, sideStream(device));  // made now, used on first-use wiring
+  COLL_ASSIGN(void* side, sideStream(device));  // made now, used on first-use connecting
   (void)side;
   int missing;
   {

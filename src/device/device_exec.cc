@@ -669,7 +669,7 @@ Status devicePrepare(DeviceComm& d) {
   bound = d.cudaDev >= 0 && !d.emulate;
 #endif
   if (!bound && !d.emulate) return okStatus();
-  // The device set's ring channels (p2p where possible), wired like the host ones.
+  // The device set's ring channels (p2p where possible), connected like the host ones.
   d.conns = std::make_unique<ConnectorSet>();
   d.planInParams = param(IntParam::DEVICE_PLAN_PARAMS) != 0;
   if (const int64_t plans = param(IntParam::DEVICE_PLAN_CACHE); plans > 0)

@@ -36,7 +36,7 @@ struct alignas(64) FifoCtrl {
 inline size_t fifoBytes(size_t slotBytes) { return sizeof(FifoCtrl) + kFifoSlots * slotBytes; }
 
 // Producer/consumer halves over a FifoCtrl + slots in memory this process can touch.
-// Used directly by shm and as the local staging FIFO of net.
+// Used directly by shm and as the local FIFO of net.
 struct FifoView {
   FifoCtrl* ctrl = nullptr;
   char* data = nullptr;

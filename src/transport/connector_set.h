@@ -20,7 +20,7 @@ struct ConnectorSet {
     std::unique_ptr<RecvConnector> recv;
   };
   // This rank's edges in one tree of one channel (algorithms/tree.cc). The shape is set at
-  // init; the connectors are wired by the first operation that runs on a tree.
+  // init; the connectors are connected by the first operation that runs on a tree.
   struct TreeEdges {
     int parent = -1;
     std::vector<int> children;

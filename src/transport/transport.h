@@ -1,11 +1,11 @@
-// Wiring connectors: the three-phase exchange over the bootstrap that connects every
+// Connecting connectors: the three-phase exchange over the bootstrap that connects every
 // receive and send this rank needs, through the rows of the transport table (table.h).
 //
 // The receiver decides: it takes the first row of the table that can connect it to its
 // sender (p2p for device connectors where the GPUs allow, then shm on one host unless
 // COLL_SHM_DISABLE=1, then net) and ships that row's index and its handle bytes to the
-// sender, so both sides always agree. Wiring runs in three phases so that one thread can
-// wire several communicators of one process at once (collCommInitAll, grouped
+// sender, so both sides always agree. Connecting runs in three phases so that one thread can
+// connect several communicators of one process at once (collCommInitAll, grouped
 // send/recv) without deadlock:
 //   1. every receiver sets up its side (FIFO or listener) and sends the handle (never blocks);
 //   2. every sender waits for its handle, connects through the row, and acknowledges;

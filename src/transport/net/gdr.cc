@@ -163,7 +163,7 @@ GpuSlots gpuSlotsFor(NetBackend* b, int dev, NetUser user, const std::string& gp
     else if (!choice.dmaBuf) slots.value().range.dmaBufFd = -1;  // registered as a pointer
   }
   COLL_INFO(NET, "%s over %s device %d: GPUDirect RDMA %s: %s", side.c_str(), b->name(), dev,
-            choice.on ? "on" : "off (staging through pinned host memory)", choice.why.c_str());
+            choice.on ? "on" : "off (slots in pinned host memory)", choice.why.c_str());
   return choice.on ? slots.take() : GpuSlots{};
 }
 

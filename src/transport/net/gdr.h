@@ -1,12 +1,12 @@
 // GPUDirect RDMA: whether a device connector's slots live in GPU memory the NIC reads and
-// writes directly, or in pinned host memory the proxy moves (staging).
+// writes directly, or in pinned host memory the proxy moves (host-memory slots).
 //
 // The choice, per connection side, as NCCL makes it: the backend's device must register
 // GPU memory (NetProperties::hostMemOnly false), the PCI path between the rank's GPU and
 // that device must be no farther than NCCL_NET_GDR_LEVEL (PXB by default: through PCIe
 // switches but not the CPU), and the GPU memory must be exportable: as a dma-buf
 // (cuMemGetHandleForAddressRange, where the backend takes one), else as a CUDA pointer
-// (nvidia-peermem). Anything short of that stages, with one INFO line saying why.
+// (nvidia-peermem). Anything short of that uses host-memory slots, with one INFO line saying why.
 #pragma once
 
 #include <memory>
@@ -42,7 +42,7 @@ struct GdrChoice {
 GdrChoice chooseGdr(const NetProperties& props, const std::string& gpuPath, bool gpuDmaBuf, PciPath level);
 
 // Where a device connector's slots live when GPUDirect RDMA serves it: GPU memory (with
-// its dma-buf, or none for the CUDA-pointer path) that `keep` owns. data null: staging.
+// its dma-buf, or none for the CUDA-pointer path) that `keep` owns. data null: host-memory slots.
 struct GpuSlots {
   char* data = nullptr;
   NetBackend::GpuRange range;
@@ -51,7 +51,7 @@ struct GpuSlots {
 
 // The slots of a connection side with `peer` on device `dev` of `b`, for a rank whose GPU
 // has PCI bus id `gpuBusId`: GPU memory where chooseGdr says so, else none. Logs the
-// choice at INFO, and where it stages, why.
+// choice at INFO, and where it uses host-memory slots, why.
 GpuSlots gpuSlotsFor(NetBackend* b, int dev, NetUser user, const std::string& gpuBusId, size_t bytes,
                      const std::string& side);
 

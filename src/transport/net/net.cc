@@ -138,7 +138,7 @@ Status registerSlots(NetBackend* b, Comm* comm, LocalFifo& fifo, GpuSlots& gpu, 
       fifo.view.data = gpu.data;
       return st;
     }
-    COLL_INFO(NET, "connection with rank %d: GPUDirect RDMA off (staging through pinned host memory): %s", peer,
+    COLL_INFO(NET, "connection with rank %d: GPUDirect RDMA off (slots in pinned host memory): %s", peer,
               st.message().c_str());
     gpu = GpuSlots{};
   }
@@ -352,7 +352,7 @@ class NetPendingRecv : public PendingRecv {
   NetBackend* backend_;
   std::unique_ptr<NetListenComm> listen_;
   NetConnectInfo info_;
-  GpuSlots gpu_;  // finish() only: duplex connections stage
+  GpuSlots gpu_;  // finish() only: duplex connections use host-memory slots
 };
 
 }  // namespace

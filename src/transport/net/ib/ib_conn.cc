@@ -106,7 +106,7 @@ Status IbConn::createQps(int n) {
     psn_[i] = rng() & 0xffffff;
     qps_.push_back(std::move(qp));
   }
-  // The CTS FIFO (sender: the peer writes credits into it) or the staging of the credits
+  // The CTS FIFO (sender: the peer writes credits into it) or the credit buffer of the credits
   // this receiver writes.
   cts_.reset(new CtsEntry[kDepth]());
   COLL_ASSIGN(ctsMr_, ib::regMr(v_, dev_->pd.get(), cts_.get(), kDepth * sizeof(CtsEntry),

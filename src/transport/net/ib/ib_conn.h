@@ -197,7 +197,7 @@ class IbConn {
   uint64_t messages_ = 0, bytes_ = 0;  // completed requests
   // Destroyed bottom-up: QPs before the MRs and the CQ they use.
   Cq cq_;
-  std::unique_ptr<CtsEntry[]> cts_;  // sender: the FIFO; receiver: staging for the writes
+  std::unique_ptr<CtsEntry[]> cts_;  // sender: the FIFO; receiver: the credit buffer for the writes
   Mr ctsMr_;
   std::vector<Reg> regs_;
   std::vector<Qp> qps_;

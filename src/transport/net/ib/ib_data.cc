@@ -128,7 +128,7 @@ Result<NetRequest*> IbConn::irecv(void* data, size_t maxSize) {
 }
 
 // Receiver: the credit for request r, written into the sender's CTS FIFO. A zero-byte
-// buffer still names a range of ours (the CTS staging) so the peer's key checks pass.
+// buffer still names a range of ours (the CTS credit buffer) so the peer's key checks pass.
 Status IbConn::postCts(IbRequest* r) {
   const Reg* reg = r->size ? findReg(r->data, r->size) : nullptr;
   CtsEntry& e = cts_[r->seq % kDepth];
