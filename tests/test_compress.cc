@@ -17,10 +17,10 @@ namespace {
 
 // Encodes and decodes one block; returns the decoded values.
 std::vector<float> roundTrip(const std::vector<float>& x, int8_t* e) {
-  std::vector<uint16_t> wire(x.size());
-  *e = encodeFp16Group(x.data(), x.size(), wire.data());
+  std::vector<uint16_t> encoded(x.size());
+  *e = encodeFp16Group(x.data(), x.size(), encoded.data());
   std::vector<float> back(x.size());
-  decodeFp16Group(wire.data(), wire.size(), *e, back.data());
+  decodeFp16Group(encoded.data(), encoded.size(), *e, back.data());
   return back;
 }
 

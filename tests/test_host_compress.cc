@@ -1,5 +1,5 @@
-// Host wire encodings (kernels/host_compress.h) against the scalar functions of
-// kernels/compress.h and float_conv.h, bit for bit: exponents, wire words and decoded
+// Host encodings (kernels/host_compress.h) against the scalar functions of
+// kernels/compress.h and float_conv.h, bit for bit: exponents, encoded words and decoded
 // floats, NaN payloads and signalling NaN included, for every length of a block, at
 // aligned and unaligned addresses. "[.bench]" (hidden) times both encodings on 64 MiB.
 #include <chrono>
@@ -236,13 +236,13 @@ void scalarDecodeBf16(const uint16_t* in, size_t n, float* out) {
 }
 
 struct BenchBuffers {
-  explicit BenchBuffers(size_t n) : x(n), back(n), wire(n), exps(n / kCompressGroup) {
+  explicit BenchBuffers(size_t n) : x(n), back(n), encoded(n), exps(n / kCompressGroup) {
     std::mt19937 rng(5);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     for (float& v : x) v = normal(rng);
   }
   std::vector<float> x, back;
-  std::vector<uint16_t> wire;
+  std::vector<uint16_t> encoded;
   std::vector<int8_t> exps;
 };
 
@@ -255,18 +255,18 @@ void benchFp16(const char* what, BenchBuffers& b, EncodeGroup encode, DecodeGrou
   const size_t blocks = b.exps.size();
   const double enc = bestSeconds(5, [&] {
     for (size_t k = 0; k < blocks; ++k)
-      b.exps[k] = encode(&b.x[k * kCompressGroup], kCompressGroup, &b.wire[k * kCompressGroup]);
+      b.exps[k] = encode(&b.x[k * kCompressGroup], kCompressGroup, &b.encoded[k * kCompressGroup]);
   });
   const double dec = bestSeconds(5, [&] {
     for (size_t k = 0; k < blocks; ++k)
-      decode(&b.wire[k * kCompressGroup], kCompressGroup, b.exps[k], &b.back[k * kCompressGroup]);
+      decode(&b.encoded[k * kCompressGroup], kCompressGroup, b.exps[k], &b.back[k * kCompressGroup]);
   });
   report(what, b.x.size() * sizeof(float), enc, dec);
 }
 
 void benchBf16(const char* what, BenchBuffers& b, Encode encode, Decode decode) {
-  const double enc = bestSeconds(5, [&] { encode(b.x.data(), b.x.size(), b.wire.data()); });
-  const double dec = bestSeconds(5, [&] { decode(b.wire.data(), b.x.size(), b.back.data()); });
+  const double enc = bestSeconds(5, [&] { encode(b.x.data(), b.x.size(), b.encoded.data()); });
+  const double dec = bestSeconds(5, [&] { decode(b.encoded.data(), b.x.size(), b.back.data()); });
   report(what, b.x.size() * sizeof(float), enc, dec);
 }
 
@@ -274,10 +274,10 @@ void benchBf16(const char* what, BenchBuffers& b, Encode encode, Decode decode) 
 void benchOneGroup(BenchBuffers& b) {
   const int iters = 1000000;
   const double enc = bestSeconds(3, [&] {
-    for (int i = 0; i < iters; ++i) b.exps[0] = hostEncodeFp16Group(b.x.data(), kCompressGroup, b.wire.data());
+    for (int i = 0; i < iters; ++i) b.exps[0] = hostEncodeFp16Group(b.x.data(), kCompressGroup, b.encoded.data());
   });
   const double dec = bestSeconds(3, [&] {
-    for (int i = 0; i < iters; ++i) hostDecodeFp16Group(b.wire.data(), kCompressGroup, b.exps[0], b.back.data());
+    for (int i = 0; i < iters; ++i) hostDecodeFp16Group(b.encoded.data(), kCompressGroup, b.exps[0], b.back.data());
   });
   std::printf("one fp16 block of %zu in cache: encode %.1f ns, decode %.1f ns\n", kCompressGroup, enc / iters * 1e9,
               dec / iters * 1e9);
@@ -299,15 +299,15 @@ TEST_CASE("host compress benchmark: 64 MiB of floats, fp16 blocks and bf16", "[.
 namespace {
 
 // One hop done step by step with the scalar functions: decode, add (times 1/n), encode.
-int8_t scalarHop(uint8_t wire, const std::vector<uint16_t>& in, int8_t ein, const std::vector<float>& src, bool avg,
+int8_t scalarHop(uint8_t encoding, const std::vector<uint16_t>& in, int8_t ein, const std::vector<float>& src, bool avg,
                  int n, std::vector<uint16_t>* out) {
   std::vector<float> v(src.size());
   for (size_t i = 0; i < v.size(); ++i) {
-    const float d = wire == kEncodingFp16 ? decodeFp16Scaled(in[i], ein) : bf16ToFloat(in[i]);
+    const float d = encoding == kEncodingFp16 ? decodeFp16Scaled(in[i], ein) : bf16ToFloat(in[i]);
     v[i] = avg ? (d + src[i]) * (1.0f / static_cast<float>(n)) : d + src[i];
   }
   out->resize(v.size());
-  if (wire == kEncodingFp16) return encodeFp16Group(v.data(), v.size(), out->data());
+  if (encoding == kEncodingFp16) return encodeFp16Group(v.data(), v.size(), out->data());
   for (size_t i = 0; i < v.size(); ++i) (*out)[i] = floatToBf16(v[i]);
   return 0;
 }
@@ -321,7 +321,7 @@ TEST_CASE("host fused hop (decode, add, encode) gives the step-by-step bits, fp1
   const float inf = std::numeric_limits<float>::infinity();
   for (int trial = 0; trial < 600; ++trial) {
     const size_t k = 1 + static_cast<size_t>(trial) % kCompressGroup;
-    const uint8_t wire = trial % 2 ? kEncodingFp16 : kEncodingBf16;
+    const uint8_t encoding = trial % 2 ? kEncodingFp16 : kEncodingBf16;
     const bool avg = trial % 3 == 0;
     std::vector<float> a(k), src(k);
     const int scale = trial % 7 == 0 ? 120 : exp(rng);  // some blocks in fp32's top binade
@@ -335,19 +335,19 @@ TEST_CASE("host fused hop (decode, add, encode) gives the step-by-step bits, fp1
     }
     std::vector<uint16_t> in(k), want, got(k);
     int8_t ein = 0;
-    if (wire == kEncodingFp16) ein = encodeFp16Group(a.data(), k, in.data());
+    if (encoding == kEncodingFp16) ein = encodeFp16Group(a.data(), k, in.data());
     else
       for (size_t i = 0; i < k; ++i) in[i] = floatToBf16(a[i]);
-    const int8_t e = scalarHop(wire, in, ein, src, avg, 3, &want);
+    const int8_t e = scalarHop(encoding, in, ein, src, avg, 3, &want);
     std::vector<float> dst(k);
-    const int8_t e2 = wire == kEncodingFp16
+    const int8_t e2 = encoding == kEncodingFp16
                           ? hostSumEncodeFp16Group(in.data(), ein, src.data(), k, avg, 3, got.data(), dst.data())
                           : (hostSumEncodeBf16(in.data(), src.data(), k, avg, 3, got.data(), dst.data()), int8_t{0});
-    INFO("trial " << trial << ", " << k << " elements, wire " << int(wire) << (avg ? ", avg" : ""));
+    INFO("trial " << trial << ", " << k << " elements, encoding " << int(encoding) << (avg ? ", avg" : ""));
     REQUIRE(e2 == e);
     REQUIRE(got == want);
     for (size_t i = 0; i < k; ++i) {
-      const float back = wire == kEncodingFp16 ? decodeFp16Scaled(want[i], e) : bf16ToFloat(want[i]);
+      const float back = encoding == kEncodingFp16 ? decodeFp16Scaled(want[i], e) : bf16ToFloat(want[i]);
       REQUIRE(std::memcmp(&dst[i], &back, 4) == 0);
     }
   }

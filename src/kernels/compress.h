@@ -1,21 +1,21 @@
 // The encodings of compressed collectives (fp32 values carried in 16 bits), for the host
 // and the device alike (COLL_HD: the same bits on both).
 //
-// fp16, block-scaled: elements go in blocks of kCompressGroup, each with one power-of-two
+// fp16, group-scaled: elements go in groups of kCompressGroup, each with one power-of-two
 // exponent e (int8). An element is stored as fp16(x * 2^-e), rounded to nearest even, with
-// e chosen from the block's largest finite magnitude m so that m * 2^-e lies in
+// e chosen from the group's largest finite magnitude m so that m * 2^-e lies in
 // [2^14, 2^15) (or just below 2^14 where it would round up to 2^15: then decoding and
 // encoding again gives the same bits): no finite input overflows fp16, and every element
 // keeps an absolute error of at most 2^-11 * 2^floor(log2 m) <= 2^-11 * m, whatever the
-// magnitude of the block. e stays within [-126, 114], so blocks of values below 2^-112
+// magnitude of the group. e stays within [-126, 114], so groups of values below 2^-112
 // lose precision (they are scaled by 2^126 at most). Infinities and NaN are stored unscaled as fp16 infinity and
-// NaN; an all-zero or all-non-finite block has e = 0. A finite input never decodes to an
+// NaN; an all-zero or all-non-finite group has e = 0. A finite input never decodes to an
 // infinity: in the top binade of fp32 (m >= 2^127) a value that would round up to 2^128
 // rounds down instead, so there the bound is one ulp, 2^-10 * 2^127.
 //
 // bf16: round to nearest even (float_conv.h), no scale: relative error at most 2^-8.
 //
-// A slice of n fp32 elements once encoded (encodedBytes): fp16 puts the ceil(n / 256) block
+// A slice of n fp32 elements once encoded (encodedBytes): fp16 puts the ceil(n / 256) group
 // exponents first, padded to 16 bytes so the halves after them stay 16-byte aligned, then
 // the n halves; bf16 is the n words alone.
 #pragma once
@@ -46,7 +46,7 @@ COLL_HD inline uint64_t encodedBytes(uint8_t encoding, uint64_t n) {
 }
 
 // The caller's bytes of the largest slice whose encoded form fits a slot of slotBytes: whole
-// blocks when a block fits, a multiple of 16 bytes otherwise (slotBytes itself when not
+// groups when a group fits, a multiple of 16 bytes otherwise (slotBytes itself when not
 // compressed).
 COLL_HD inline uint64_t sliceBytesFor(uint8_t encoding, uint64_t slotBytes) {
   if (encoding == kEncodingNone) return slotBytes;
@@ -62,7 +62,7 @@ COLL_HD inline uint64_t sliceBytesFor(uint8_t encoding, uint64_t slotBytes) {
 // 2^e as a float, for e in [-126, 127].
 COLL_HD inline float pow2f(int e) { return bitsFloat(static_cast<uint32_t>(127 + e) << 23); }
 
-// The exponent of a block whose largest finite magnitude is m (0 when m is 0).
+// The exponent of a group whose largest finite magnitude is m (0 when m is 0).
 COLL_HD inline int8_t groupExponent(float m) {
   if (!(m > 0.0f)) return 0;
   uint32_t bits = floatBits(m);
@@ -87,7 +87,7 @@ COLL_HD inline float maxFiniteMagnitude(const float* x, size_t n) {
   return m;
 }
 
-// One element of a block of exponent e.
+// One element of a group of exponent e.
 COLL_HD inline uint16_t encodeFp16Scaled(float x, int e) {
   const uint32_t abs = floatBits(x) & 0x7fffffffu;
   if (abs >= 0x7f800000u) return floatToHalf(x);  // infinity and NaN, unscaled
@@ -107,7 +107,7 @@ COLL_HD inline float decodeFp16Scaled(uint16_t h, int e) {
 #endif
 }
 
-// Encodes x[0, n) (n <= kCompressGroup) as one block: its exponent and n fp16 words.
+// Encodes x[0, n) (n <= kCompressGroup) as one group: its exponent and n fp16 words.
 COLL_HD inline int8_t encodeFp16Group(const float* x, size_t n, uint16_t* out) {
   const int8_t e = groupExponent(maxFiniteMagnitude(x, n));
   for (size_t i = 0; i < n; ++i) out[i] = encodeFp16Scaled(x[i], e);

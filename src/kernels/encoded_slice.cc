@@ -9,7 +9,7 @@ namespace coll {
 
 namespace {
 
-// Block codecs of the host (host_compress.h: compress.h's rules, vectorised).
+// Group codecs of the host (host_compress.h: compress.h's rules, vectorised).
 int8_t encodeGroup(uint8_t encoding, const float* x, size_t n, uint16_t* out) {
   if (encoding == kEncodingFp16) return hostEncodeFp16Group(x, n, out);
   hostEncodeBf16(x, n, out);
@@ -21,7 +21,7 @@ void decodeGroup(uint8_t encoding, const uint16_t* in, size_t n, int8_t e, float
   hostDecodeBf16(in, n, out);
 }
 
-// The pieces of one encoded slice: block exponents (fp16) and words.
+// The pieces of one encoded slice: group exponents (fp16) and words.
 struct EncodedView {
   int8_t* exps;
   uint16_t* words;

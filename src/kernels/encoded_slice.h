@@ -10,7 +10,7 @@
 // A result that leaves for nowhere (dst only) is kept in fp32.
 //
 // hostEncodedSlice is the host executor's (vectorised where the CPU allows); encodedSliceHd is
-// the device executor's and its emulation's, thread tid of nt taking whole blocks. Both
+// the device executor's and its emulation's, thread tid of nt taking whole groups. Both
 // round alike: the same values give the same bits.
 #pragma once
 
@@ -35,7 +35,7 @@ COLL_HD inline const uint16_t* encodedWords(uint8_t encoding, const char* base, 
   return reinterpret_cast<const uint16_t*>(base + encodedHeaderBytes(encoding, n));
 }
 
-// Element i of an encoded slice whose block exponent is e (fp16) or ignored (bf16).
+// Element i of an encoded slice whose group exponent is e (fp16) or ignored (bf16).
 COLL_HD inline float decodeElement(uint8_t encoding, uint16_t w, int e) {
   return encoding == kEncodingFp16 ? decodeFp16Scaled(w, e) : bf16ToFloat(w);
 }
@@ -50,7 +50,7 @@ COLL_HD inline float valueToEncode(uint8_t encoding, bool final, const uint16_t*
   return v;
 }
 
-// Block b of a slice of n elements.
+// Group b of a slice of n elements.
 template <typename Op, bool kAvg>
 COLL_HD inline void encodedGroup(uint8_t encoding, bool final, const char* in, const float* src, float* dst, char* out,
                                  uint64_t n, uint64_t b, int nranks) {
@@ -95,8 +95,8 @@ COLL_HD inline void encodedSliceTyped(unsigned tid, unsigned nt, uint8_t encodin
     encodedGroup<Op, kAvg>(encoding, final, in, src, dst, out, n, b, nranks);
 }
 
-// Thread tid of nt's share of a compressed slice of n elements: whole blocks, so one
-// thread finds a block's exponent.
+// Thread tid of nt's share of a compressed slice of n elements: whole groups, so one
+// thread finds a group's exponent.
 COLL_HD inline void encodedSliceHd(unsigned tid, unsigned nt, uint8_t flags, uint8_t encoding, uint8_t redop,
                                    const char* in, const float* src, float* dst, char* out, uint64_t n, int nranks) {
   const bool final = flags & kFinal;

@@ -68,7 +68,7 @@ constexpr Impl kPortable = {portableEncodeFp16,    portableDecodeFp16,    portab
 // - fp16 encode: x * 2^-e is the same fp32 product as the scalar one, and vcvtps2ph rounds
 //   to nearest even like floatToHalf, NaN included (sign | 0x7e00 | top payload bits; the
 //   product only quiets a NaN, a bit that result sets anyway; infinity stays infinity). The
-//   scalar step-down for the top binade (e > 110) has no vector form: such blocks (values
+//   scalar step-down for the top binade (e > 110) has no vector form: such groups (values
 //   >= 2^125) go to the scalar encoder whole.
 // - fp16 decode: vcvtph2ps is exact for finite words, but quiets a signalling NaN, which
 //   halfToFloat keeps: lanes holding infinity or NaN are rebuilt from their bits, unscaled.
@@ -177,7 +177,7 @@ COLL_AVX2 void avx2DecodeBf16(const uint16_t* in, size_t n, float* out) {
   }
   portableDecodeBf16(in + i, n - i, out + i);
 }
-// The fused hop (hostSumEncodeFp16Group): one pass decodes, adds and finds the block's
+// The fused hop (hostSumEncodeFp16Group): one pass decodes, adds and finds the group's
 // largest finite magnitude, keeping v in cache; a second encodes it and decodes the
 // words just made into dst. Decoding needs no repair of non-finite lanes: a signalling
 // NaN is quieted by the addition in either order of work, and the words written here

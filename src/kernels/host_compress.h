@@ -10,7 +10,7 @@
 
 namespace coll {
 
-// A block of n <= kCompressGroup floats -> its exponent and n fp16 words (== encodeFp16Group).
+// A group of n <= kCompressGroup floats -> its exponent and n fp16 words (== encodeFp16Group).
 int8_t hostEncodeFp16Group(const float* x, size_t n, uint16_t* out);
 // == decodeFp16Group.
 void hostDecodeFp16Group(const uint16_t* in, size_t n, int8_t e, float* out);
