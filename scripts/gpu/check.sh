@@ -1,26 +1,26 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU, from the repository root, with .gpu/ present
-# (built elsewhere by scripts/gpu_bundle.sh and copied beside the sources):
-#   bash scripts/gpu_check.sh          the device path's targets: [gpu] tests, compute-sanitizer
+# (built elsewhere by scripts/gpu/bundle.sh and copied beside the sources):
+#   bash scripts/gpu/check.sh          the device path's targets: [gpu] tests, compute-sanitizer
 #                                      (memcheck, racecheck), the benchmarks beside NCCL's,
 #                                      the no-hang shapes; then each target and whether it
-#                                      holds (scripts/gpu_targets.py)
-#   bash scripts/gpu_check.sh more     the probe, the gpu_launch tests, the channel sweep
-#   bash scripts/gpu_check.sh yield    small operations of 2 processes without MPS, timed
-#   bash scripts/gpu_check.sh channels 2 ranks at 256 MiB and 8 B over 16-64 channels per rank
+#                                      holds (scripts/gpu/targets.py)
+#   bash scripts/gpu/check.sh more     the probe, the gpu_launch tests, the channel sweep
+#   bash scripts/gpu/check.sh yield    small operations of 2 processes without MPS, timed
+#   bash scripts/gpu/check.sh channels 2 ranks at 256 MiB and 8 B over 16-64 channels per rank
 #                                      (COLL_DEVICE_NCHANNELS), twice over, for the default
-#   bash scripts/gpu_check.sh first    what changed since the last GPU run, most important
+#   bash scripts/gpu/check.sh first    what changed since the last GPU run, most important
 #                                      first; GPU_CHECK_DEADLINE=S bounds the whole run
-#   bash scripts/gpu_check.sh torch    PyTorch and CuPy through the project: the library and
+#   bash scripts/gpu/check.sh torch    PyTorch and CuPy through the project: the library and
 #                                      torch_collectives built there against the machine's
 #                                      torch, DDP on CUDA tensors on our backend, PyTorch's
 #                                      ProcessGroupNCCL and CuPy on our libnccl.so.2
-#                                      (needs .gpu/hwloc: scripts/gpu_bundle.sh torch)
+#                                      (needs .gpu/hwloc: scripts/gpu/bundle.sh torch)
 # Results in $OUT (default /tmp/gpu-out): every log packed into logs.tar.gz, so the output
 # stays a handful of files, with the summary and the targets beside it; a summary last.
 # Every step has its own time limit; each form finishes within 10 minutes (590 s).
 set -uo pipefail
-# scripts/gpu_bundle.sh packs the binaries into one archive (kept under 64 MiB).
+# scripts/gpu/bundle.sh packs the binaries into one archive (kept under 64 MiB).
 if [ -f .gpu/bundle.tar.xz ] && [ ! -d .gpu/build ]; then
   (cd .gpu && { xz -dc bundle.tar.xz 2>/dev/null | tar xf - ; } ||
     python3 -c "import tarfile; tarfile.open('bundle.tar.xz').extractall('.')") || { echo "cannot unpack .gpu/bundle.tar.xz"; exit 1; }
@@ -70,7 +70,7 @@ if [ "${1:-targets}" = torch ]; then
     -DCMAKE_PREFIX_PATH="$PWD/.gpu/hwloc"
   step torch_build 360 cmake --build "$TB" -j"$(nproc)"
   # A build that failed here (a header missing on the machine) falls back to the one made
-  # beside the source against the same torch (scripts/gpu_bundle.sh torch PYTHON).
+  # beside the source against the same torch (scripts/gpu/bundle.sh torch PYTHON).
   if ! ls "$TB"/python/torch_collectives/_C*.so "$TB/libnccl.so.2" > /dev/null 2>&1 && [ -d .gpu/prebuilt ]; then
     echo "torch: not built here; using .gpu/prebuilt ($(cat .gpu/prebuilt/ORIGIN 2>/dev/null))" >> "$S"
     TB="$PWD/.gpu/prebuilt"
@@ -99,13 +99,13 @@ one_rank_beside_nccl() {
   # libnccl of the machine's Python (pip nvidia-nccl), else CUDA's own; never our drop-in.
   NCCL_LIB="${NCCL_LIB:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)}"
   # Three rounds, NCCL and ours in turn: a call of a few microseconds swings up to 2x
-  # from one run to the next, so scripts/gpu_targets.py compares each size's medians.
+  # from one run to the next, so scripts/gpu/targets.py compares each size's medians.
   for r in 1 2 3; do
     if [ -x .gpu/build/nccl-tests/all_reduce_perf ]; then
       step "nccl_1rank_$r" 40 env LD_LIBRARY_PATH="${NCCL_LIB:+$NCCL_LIB:}/usr/local/cuda/lib64:/usr/local/cuda/lib:$LD_LIBRARY_PATH" \
         .gpu/build/nccl-tests/all_reduce_perf -b 8 -e 1G -f 4 -g 1 -c 0 -n 20 -w 5
     else
-      echo "no NCCL to compare with: the bundle has no nccl-tests (scripts/gpu_bundle.sh builds them from ../shared/peers)" > "$OUT/nccl_1rank_$r.log"
+      echo "no NCCL to compare with: the bundle has no nccl-tests (scripts/gpu/bundle.sh builds them from ../shared/peers)" > "$OUT/nccl_1rank_$r.log"
     fi
     step "ours_1rank_$r" 40 "$P/all_reduce_perf" -t 1 --mem device -b 8 -e 1G -f 4 -c 0 -n 20 -w 5
   done
@@ -228,7 +228,7 @@ if [ "${1:-targets}" = first ]; then
   grep -h -E "FAILED|ERROR SUMMARY|RACECHECK SUMMARY|Out of bounds" "$OUT"/gpu_tests*.log "$OUT"/*check*.log "$OUT"/procs2_*.log 2>/dev/null | head -20 >> "$S"
   cat "$S"
   echo
-  python3 scripts/gpu_targets.py "$OUT" | tee "$OUT/targets.txt"
+  python3 scripts/gpu/targets.py "$OUT" | tee "$OUT/targets.txt"
   exit 0
 fi
 if [ "${1:-targets}" = yield ]; then
@@ -258,7 +258,7 @@ if [ "${1:-targets}" = yield ]; then
   cat "$S"
   exit 0
 fi
-# Default: what the device path's targets need, then the targets table (scripts/gpu_targets.py).
+# Default: what the device path's targets need, then the targets table (scripts/gpu/targets.py).
 step gpu_tests 100 "$B/tests/gpu_tests" "~[direct]"
 step gpu_tests_direct 60 "$B/tests/gpu_tests" "[direct]"
 step memcheck 70 "$CS" --tool memcheck --error-exitcode 9 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 1M -f 32 -c 1 -n 1 -w 0
@@ -296,4 +296,4 @@ done
 grep -h -E "FAILED|ERROR SUMMARY|RACECHECK SUMMARY" "$OUT"/gpu_tests.log "$OUT"/gpu_tests_direct.log "$OUT"/memcheck.log "$OUT"/racecheck.log "$OUT"/racecheck_direct.log 2>/dev/null | head -20 >> "$S"
 cat "$S"
 echo
-python3 scripts/gpu_targets.py "$OUT" | tee "$OUT/targets.txt"
+python3 scripts/gpu/targets.py "$OUT" | tee "$OUT/targets.txt"

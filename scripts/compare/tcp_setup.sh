@@ -1,9 +1,9 @@
-# Sourced by compare_tcp_latency.sh and compare_tcp_bandwidth.sh with their arguments:
+# Sourced by compare/tcp_latency.sh and compare/tcp_bandwidth.sh with their arguments:
 # moves to the repository root (ROOT), sets ROUNDS (first argument, default 8), builds
 # ours and the peers' drivers if needed, and sets OMPI (the Open MPI TCP command line
 # for 2 ranks on loopback) and RAW (a scratch file removed on exit).
 set -uo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 ROUNDS="${1:-8}"
 export PEERS_BUILD="${PEERS_BUILD:-/tmp/peers-build}"

@@ -2,7 +2,7 @@
 # Ours beside the peers (Open MPI, MPICH, Gloo from ../shared/peers), back to back on this
 # machine, repeated, then the ratios for each performance target (perf_tests/compare.py).
 #
-#   bash scripts/compare_peers.sh            # REPEAT=5 rounds, ~18 minutes on 2 cores
+#   bash scripts/compare/peers.sh            # REPEAT=5 rounds, ~18 minutes on 2 cores
 #
 # Environment: REPEAT [5]; OUT [/tmp/coll-compare/<UTC stamp>] where every table goes;
 # PEERS_DIR [../shared/peers]; PEERS_BUILD [/tmp/peers-build] (a writable folder for the
@@ -13,7 +13,7 @@
 # (two simulated hosts, loopback), then 8 ranks on the 2 cores (16 MiB allreduce) for
 # Open MPI --oversubscribe and for us, with the CPU time the ranks used.
 set -uo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 REPEAT="${REPEAT:-5}"
 PEERS_DIR="${PEERS_DIR:-$ROOT/../shared/peers}"
@@ -23,8 +23,8 @@ OUT="${OUT:-/tmp/coll-compare/$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "$OUT" "$PEERS_BUILD"
 
 [ -x "$BUILD_DIR/perf_tests/all_reduce_perf" ] || bash scripts/build.sh
-[ -d "$PEERS_DIR" ] || { echo "compare_peers: no peers at $PEERS_DIR" >&2; exit 1; }
-bash "$PEERS_DIR/setup.sh" >&2 || { echo "compare_peers: peers setup failed" >&2; exit 1; }
+[ -d "$PEERS_DIR" ] || { echo "compare/peers.sh: no peers at $PEERS_DIR" >&2; exit 1; }
+bash "$PEERS_DIR/setup.sh" >&2 || { echo "compare/peers.sh: peers setup failed" >&2; exit 1; }
 
 AG="$PEERS_BUILD/mpi_allgather_perf_coll"
 if command -v mpicc.openmpi >/dev/null; then
@@ -48,7 +48,7 @@ ours() {
     timeout 600 "$R" "${args[@]}" -- "$P/$bin" -b 8 -e 32K -f 2 -n 2000 -w 100 -c 0
     timeout 600 "$R" "${args[@]}" -- "$P/$bin" -b 64K -e 128M -f 2 -n 20 -w 3 -c 0
   } > "$OUT/$name.$k.txt" 2>&1
-  echo "compare_peers: [$name] round $k done" >&2
+  echo "compare/peers.sh: [$name] round $k done" >&2
 }
 
 for k in $(seq 1 "$REPEAT"); do
@@ -73,7 +73,7 @@ for k in $(seq 1 "$REPEAT"); do
       -C allreduce -b 16M -e 16M -w 3 -n 20 -T 0 ; } > "$OUT/ompi_sm_allreduce_np8.$k.txt" 2>&1
   { time timeout 600 "$R" -np 8 -- "$P/all_reduce_perf" -b 16M -e 16M -w 3 -n 20 -c 0 ; } \
       > "$OUT/ours_shm_allreduce_np8.$k.txt" 2>&1
-  echo "compare_peers: round $k of $REPEAT done" >&2
+  echo "compare/peers.sh: round $k of $REPEAT done" >&2
 done
 
 python3 perf_tests/compare.py "$OUT" | tee "$OUT/ratios.txt"

@@ -7,18 +7,18 @@
 # the same placement more often than launches minutes apart, so the paired ratio is the
 # fairer one.
 #
-#   bash scripts/compare_tcp_bandwidth.sh [ROUNDS]     # default 8 rounds, ~4 minutes
+#   bash scripts/compare/tcp_bandwidth.sh [ROUNDS]     # default 8 rounds, ~4 minutes
 #
 # Environment: PEERS_BUILD [/tmp/peers-build] (built by ../shared/peers/setup.sh, which
 # this runs), BUILD_DIR [build].
-source "$(dirname "${BASH_SOURCE[0]}")/tcp_compare_setup.sh" "$@"
+source "$(dirname "${BASH_SOURCE[0]}")/tcp_setup.sh" "$@"
 for k in $(seq 1 "$ROUNDS"); do
   COLL_SOCKET_IFNAME=lo timeout 300 "$BUILD_DIR/tools/collrun" -np 2 --nodes 2 --bind core -- \
     "$BUILD_DIR/perf_tests/all_reduce_perf" -b 1M -e 128M -f 2 -w 3 -n 20 -c 0 2>&1 |
     awk -v k="$k" '/^ +[0-9]+ +[0-9]+ +float/ {print k, "ours", $1, $8}' >> "$RAW"
   timeout 300 "${OMPI[@]}" "$PEERS_BUILD/mpi_allreduce_perf" -C allreduce -b 1M -e 128M -w 3 -n 20 -T 0 2>/dev/null |
     awk -v k="$k" '/^ +[0-9]+ +[0-9]+ +float/ {print k, "ompi", $1, $7}' >> "$RAW"
-  echo "compare_tcp_bandwidth: round $k of $ROUNDS done" >&2
+  echo "compare/tcp_bandwidth.sh: round $k of $ROUNDS done" >&2
 done
 python3 - "$RAW" <<'PY'
 import collections, statistics, sys

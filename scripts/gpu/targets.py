@@ -2,9 +2,9 @@
 """The device path's targets (docs/PERFORMANCE.md, "Current figures"), each with what
 was measured and whether it holds.
 
-    scripts/gpu_targets.py LOG_DIR
+    scripts/gpu/targets.py LOG_DIR
 
-Reads the logs scripts/gpu_check.sh leaves in LOG_DIR (its summary.txt gives each step's
+Reads the logs scripts/gpu/check.sh leaves in LOG_DIR (its summary.txt gives each step's
 exit code; 124 is a step its time limit cut off, i.e. a hang) and prints one row per
 target. A target whose logs are missing says "not run". Tables are nccl-tests' format
 (ours and NCCL's alike): the out-of-place time and busbw of each size are read.

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Builds here what scripts/gpu_check.sh needs on a GPU machine, into .gpu/ (ignored by
+# Builds here what scripts/gpu/check.sh needs on a GPU machine, into .gpu/ (ignored by
 # git), to be copied there beside the sources: a GPU machine's image may have CUDA but
-# not Debian's hwloc, Catch2 or CLI11, and may allow no installs. Release, sm_90 only (H100/H200), stripped;
+# not Debian's hwloc, Catch2 or CLI11, and may allow no installs. Release, sm_90 only
+# (H100/H200), stripped;
 # the shared libraries the binaries need beside them.
 #
-#   bash scripts/gpu_bundle.sh        # then, on the GPU machine with .gpu/ copied: bash scripts/gpu_check.sh
-#   bash scripts/gpu_bundle.sh torch [PYTHON]  # .gpu/hwloc for `gpu_check.sh torch`, which builds
+#   bash scripts/gpu/bundle.sh        # then, on the GPU machine with .gpu/ copied: bash scripts/gpu/check.sh
+#   bash scripts/gpu/bundle.sh torch [PYTHON]  # .gpu/hwloc for `gpu/check.sh torch`, which builds
 #                                     # there; with PYTHON, also .gpu/prebuilt against its torch
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 if [ "${1:-}" = torch ]; then
   # hwloc's header (the build needs it) and library (and libudev, which it loads), copies
@@ -42,7 +43,7 @@ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCO
 TARGETS=(gpu_tests reduce_kernel_perf handshake_perf collrun colltopo all_reduce_perf all_gather_perf broadcast_perf reduce_perf
          reduce_scatter_perf sendrecv_perf alltoall_perf gather_perf scatter_perf)
 cmake --build "$B" -j"$(nproc)" --target "${TARGETS[@]}"
-# NCCL's own benchmark, the peer scripts/gpu_check.sh times beside ours (../shared/peers:
+# NCCL's own benchmark, the peer scripts/gpu/check.sh times beside ours (../shared/peers:
 # nccl-tests' source, built with nvcc against CUDA's nccl.h; ~3 minutes, once).
 PEERS="${PEERS:-$ROOT/../shared/peers}"
 if [ ! -x "$B/nccl-tests/all_reduce_perf" ] && [ -f "$PEERS/nccl-tests/build.sh" ]; then
@@ -66,6 +67,6 @@ for lib in $(ldd .gpu/build/tests/gpu_tests .gpu/build/perf_tests/all_reduce_per
 done
 # The bundle is kept under 64 MiB; the perf binaries are near copies of each other
 # (each links the library), so one xz archive with a large window takes ~3 MB of ~60.
-# scripts/gpu_check.sh unpacks it on the GPU machine.
+# scripts/gpu/check.sh unpacks it on the GPU machine.
 (cd .gpu && tar cf - build lib | xz -9 -T2 > bundle.tar.xz && rm -rf build lib)
 du -sh .gpu

@@ -3,7 +3,7 @@
 # with 2 threads (-t 2) and 2 processes (collrun -np 2), the builds alternating run by run
 # so both see the same machine noise. Prints, per setup and size, the median out-of-place
 # time of each build and the median of the per-round ratios new/old (<1: new is faster).
-#   scripts/compare_builds.sh OLD_BUILD_DIR NEW_BUILD_DIR [ROUNDS]
+#   scripts/compare/builds.sh OLD_BUILD_DIR NEW_BUILD_DIR [ROUNDS]
 # Extra all_reduce_perf options may be given in PERF_ARGS (default: 8 B .. 64 MiB, x8).
 set -euo pipefail
 OLD=${1:?old build dir}

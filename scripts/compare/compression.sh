@@ -4,7 +4,7 @@
 # --wire alternating round by round so both see the same machine noise. Prints per
 # setup and size the median time and busbw of each and the median of the per-round
 # speedups (plain time / compressed time, = the busbw ratio).
-#   scripts/compress_bench.sh BUILD_DIR [ROUNDS] [WIRE]
+#   scripts/compare/compression.sh BUILD_DIR [ROUNDS] [WIRE]
 # Setups: shm (collrun -np 2, processes on one host), tcp2 and tcp4 (collrun --nodes 2,
 # 2 and 4 ranks: two simulated hosts over TCP). SETUPS, BENCH and PERF_ARGS (default
 # 8 B and 1-64 MiB) override.
