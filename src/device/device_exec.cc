@@ -589,14 +589,12 @@ bool devicePathFor(const DeviceComm& d, const void* p) {
 }
 
 bool copiesOnly(const DeviceComm& d, std::span<const OpDesc> ops) {
-  return d.nranks == 1 && std::none_of(ops.begin(), ops.end(), [](const OpDesc& od) {
-           return od.kind == CollKind::kSend || od.kind == CollKind::kRecv;
-         });
+  return d.nranks == 1 && std::none_of(ops.begin(), ops.end(), [](const OpDesc& od) { return isPeerOp(od.kind); });
 }
 
 Status runCopiesOnly(const DeviceComm& d, std::span<const OpDesc> ops) {
   for (const OpDesc& od : ops) {
-    const size_t bytes = od.count * dataTypeSize(od.dtype);
+    const size_t bytes = od.bytes();
     if (bytes == 0 || od.sendbuff == od.recvbuff) continue;
     if (d.emulate) {
       std::memcpy(od.recvbuff, od.sendbuff, bytes);
