@@ -239,6 +239,9 @@ Status lowerProgram(const Program& p, const MapFn& map, DevicePlan& out, Pending
   ConnKeys keys;
   for (const Step& s : p.steps) {
     const OpDesc& od = (*p.ops)[s.op];
+    if (combines(od.kind) && !knownRedOp(od.op))  // the lanes would leave such a step undone
+      return invalidArgument(od.describe() + ": op " + std::to_string(static_cast<int>(od.op)) +
+                             " is no reduction operator the device executor knows");
     DevStep d{};
     // An address step (kDirect with a connector) carries the op's buffers as they are.
     const bool addr = (s.flags & kDirect) && (s.send || s.recv);

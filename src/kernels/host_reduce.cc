@@ -98,13 +98,13 @@ void fp8TableFinal(void* dst, const void* a, const void* b, size_t n, int) {
 
 template <typename T>
 ReduceKernels fp8Kernels(collRedOp_t op) {
-  switch (op) {
-    case collSum: return {fp8TableReduce<T, OpSum>, fp8TableFinal<T, OpSum>, copyScale<T>};
-    case collProd: return {fp8TableReduce<T, OpProd>, fp8TableFinal<T, OpProd>, copyScale<T>};
-    case collMax: return {fp8TableReduce<T, OpMax>, fp8TableFinal<T, OpMax>, copyScale<T>};
-    case collMin: return {fp8TableReduce<T, OpMin>, fp8TableFinal<T, OpMin>, copyScale<T>};
-    default: return {fp8TableReduce<T, OpSum>, avgFinalImpl<T>, avgScaleImpl<T>};
-  }
+  ReduceKernels k{};
+  withRedOp(op, [&](auto o, auto avg) {
+    using Op = decltype(o);
+    if constexpr (decltype(avg)::value) k = {fp8TableReduce<T, OpSum>, avgFinalImpl<T>, avgScaleImpl<T>};
+    else k = {fp8TableReduce<T, Op>, fp8TableFinal<T, Op>, copyScale<T>};
+  });
+  return k;
 }
 
 #if defined(__x86_64__)
@@ -165,26 +165,33 @@ void halfF16cAvg(void* dst, const void* a, const void* b, size_t n, int nranks) 
   halfF16c<VSum, OpSum, true>(dst, a, b, n, nranks);
 }
 
+// The AVX functor of each scalar one.
+template <typename Op>
+using VectorOf = std::conditional_t<
+    std::is_same_v<Op, OpSum>, VSum,
+    std::conditional_t<std::is_same_v<Op, OpProd>, VProd, std::conditional_t<std::is_same_v<Op, OpMax>, VMax, VMin>>>;
+
 ReduceKernels halfKernelsF16c(collRedOp_t op) {
-  switch (op) {
-    case collSum: return {halfF16cReduce<VSum, OpSum>, halfF16cFinal<VSum, OpSum>, copyScale<Half>};
-    case collProd: return {halfF16cReduce<VProd, OpProd>, halfF16cFinal<VProd, OpProd>, copyScale<Half>};
-    case collMax: return {halfF16cReduce<VMax, OpMax>, halfF16cFinal<VMax, OpMax>, copyScale<Half>};
-    case collMin: return {halfF16cReduce<VMin, OpMin>, halfF16cFinal<VMin, OpMin>, copyScale<Half>};
-    default: return {halfF16cReduce<VSum, OpSum>, halfF16cAvg, avgScaleImpl<Half>};
-  }
+  ReduceKernels k{};
+  withRedOp(op, [&](auto o, auto avg) {
+    using Op = decltype(o);
+    using V = VectorOf<Op>;
+    if constexpr (decltype(avg)::value) k = {halfF16cReduce<VSum, OpSum>, halfF16cAvg, avgScaleImpl<Half>};
+    else k = {halfF16cReduce<V, Op>, halfF16cFinal<V, Op>, copyScale<Half>};
+  });
+  return k;
 }
 #endif
 
 template <typename T>
-constexpr ReduceKernels kernelsFor(collRedOp_t op) {
-  switch (op) {
-    case collSum: return {reduceImpl<T, OpSum>, finalImpl<T, OpSum>, copyScale<T>};
-    case collProd: return {reduceImpl<T, OpProd>, finalImpl<T, OpProd>, copyScale<T>};
-    case collMax: return {reduceImpl<T, OpMax>, finalImpl<T, OpMax>, copyScale<T>};
-    case collMin: return {reduceImpl<T, OpMin>, finalImpl<T, OpMin>, copyScale<T>};
-    default: return {reduceImpl<T, OpSum>, avgFinalImpl<T>, avgScaleImpl<T>};
-  }
+ReduceKernels kernelsFor(collRedOp_t op) {
+  ReduceKernels k{};
+  withRedOp(op, [&](auto o, auto avg) {
+    using Op = decltype(o);
+    if constexpr (decltype(avg)::value) k = {reduceImpl<T, OpSum>, avgFinalImpl<T>, avgScaleImpl<T>};
+    else k = {reduceImpl<T, Op>, finalImpl<T, Op>, copyScale<T>};
+  });
+  return k;
 }
 
 template <typename T>

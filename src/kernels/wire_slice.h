@@ -100,12 +100,9 @@ COLL_HD inline void wireTyped(unsigned tid, unsigned nt, uint8_t wire, bool fina
 COLL_HD inline void wireSliceHd(unsigned tid, unsigned nt, uint8_t flags, uint8_t wire, uint8_t redop, const char* in,
                                 const float* src, float* dst, char* out, uint64_t n, int nranks) {
   const bool final = flags & kFinal;
-  switch (redop) {
-    case collMax: wireTyped<OpMax, false>(tid, nt, wire, final, in, src, dst, out, n, nranks); break;
-    case collMin: wireTyped<OpMin, false>(tid, nt, wire, final, in, src, dst, out, n, nranks); break;
-    case collAvg: wireTyped<OpSum, true>(tid, nt, wire, final, in, src, dst, out, n, nranks); break;
-    default: wireTyped<OpSum, false>(tid, nt, wire, final, in, src, dst, out, n, nranks); break;
-  }
+  withRedOp(redop, [&](auto op, auto avg) {
+    wireTyped<decltype(op), decltype(avg)::value>(tid, nt, wire, final, in, src, dst, out, n, nranks);
+  });
 }
 
 }  // namespace slice
