@@ -4,7 +4,7 @@ host path (docs/PERFORMANCE.md, "Current figures").
 
     compare.py DIR [--medians OUTDIR]
 
-DIR holds runs written by scripts/compare_peers.sh: <name>.<k>.txt for repeat k, each an
+DIR holds runs written by scripts/compare/peers.sh: <name>.<k>.txt for repeat k, each an
 nccl-tests style table (ours: out-of-place columns, in-place for broadcast, which is what
 MPI_Bcast does; peers: their only columns).
 Medians over the repeats are compared. Prints one line per target with the measured

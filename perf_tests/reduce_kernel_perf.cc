@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "base/datatype.h"
+#include "base/param.h"
 #include "cuda/gpu.h"
 #include "kernels/device_reduce.h"
 #include "perf.h"
@@ -21,19 +22,6 @@
 using namespace coll;
 using perf::parseType;
 using perf::parseOp;
-
-namespace {
-
-size_t parseSize(const std::string& s) {
-  size_t v = std::stoull(s);
-  char u = s.empty() ? 0 : s.back();
-  if (u == 'K' || u == 'k') v <<= 10;
-  if (u == 'M' || u == 'm') v <<= 20;
-  if (u == 'G' || u == 'g') v <<= 30;
-  return v;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"reduce_kernel_perf: device reduction kernel vs device-to-device copy bandwidth"};
@@ -49,6 +37,11 @@ int main(int argc, char** argv) {
   collRedOp_t op;
   if (!parseType(dt, &type)) return std::fprintf(stderr, "-d %s: not a data type\n", dt.c_str()), 1;
   if (!parseOp(opName, &op)) return std::fprintf(stderr, "-o %s: not an operator\n", opName.c_str()), 1;
+  int64_t lo64 = 0, hi64 = 0;
+  if (!parseSize(b, &lo64) || lo64 < 1) return std::fprintf(stderr, "-b %s: not a size (4K, 1M, ...)\n", b.c_str()), 1;
+  if (!parseSize(e, &hi64) || hi64 < lo64)
+    return std::fprintf(stderr, "-e %s: not a size of at least -b\n", e.c_str()), 1;
+  size_t lo = static_cast<size_t>(lo64), hi = static_cast<size_t>(hi64), es = dataTypeSize(type);
   std::string why;
   if (!gpu::usable(&why)) {
     std::fprintf(stderr, "reduce_kernel_perf: no usable CUDA device (%s)\n", why.c_str());
@@ -58,7 +51,6 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   cudaGetDevice(&dev);
   cudaGetDeviceProperties(&prop, dev);
-  size_t lo = parseSize(b), hi = parseSize(e), es = dataTypeSize(type);
   char *x = nullptr, *y = nullptr, *z = nullptr;
   if (cudaMalloc(&x, hi) != cudaSuccess || cudaMalloc(&y, hi) != cudaSuccess || cudaMalloc(&z, hi) != cudaSuccess)
     return std::fprintf(stderr, "cudaMalloc of 3 x %zu bytes failed\n", hi), 1;

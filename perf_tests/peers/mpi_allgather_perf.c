@@ -1,5 +1,5 @@
 /* MPI_Allgather driver in the table format of ../shared/peers (which has allreduce,
- * bcast and reduce_scatter drivers but no allgather), so scripts/compare_peers.sh can put
+ * bcast and reduce_scatter drivers but no allgather), so scripts/compare/peers.sh can put
  * Open MPI's allgather beside ours.
  *
  *   mpirun -np 2 mpi_allgather_perf [-b 8] [-e 128M] [-w 5] [-n 20] [-T 100]

@@ -1,5 +1,6 @@
 #include "work.h"
 
+#include <Python.h>
 #include <pthread.h>
 
 #include <ATen/core/jit_type.h>
@@ -38,6 +39,26 @@ void spinUntil(Ready ready) {
   const auto until = std::chrono::steady_clock::now() + kSpin;
   while (!ready() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
 }
+
+bool pythonFinalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
+// Runs a task on a thread of ours and then frees what it captured (tensors, Works), here,
+// before the caller reports the task done. Freeing a tensor Python still knows takes the
+// GIL, and a thread that asks for the GIL while the interpreter exits is ended by Python
+// (pthread_exit), whose unwinding through a destructor aborts the process ("terminate
+// called without an active exception"). So once Python is exiting, what a task captured
+// is left for the process's end instead.
+void runAndRelease(std::function<void()>& task) {
+  task();                                                              // tasks catch their own errors
+  if (pythonFinalizing()) new std::function<void()>(std::move(task));  // NOLINT: left on purpose
+  task = nullptr;
+}
 }  // namespace
 
 // Completes futures, and so runs their callbacks, off the workers: a callback may wait
@@ -75,7 +96,7 @@ class Completer {
       std::function<void()> task = std::move(queue_.front());
       queue_.pop_front();
       lock.unlock();
-      task();  // completes a future: its callbacks catch their own errors
+      runAndRelease(task);  // completes a future: its callbacks catch their own errors
       lock.lock();
     }
   }
@@ -152,7 +173,7 @@ void Worker::run() {
       queued_.fetch_sub(1, std::memory_order_relaxed);
       busy_ = true;
     }
-    task();  // tasks catch their own errors (they complete a Work with them)
+    runAndRelease(task);  // before idle: waitIdle() means nothing a task held is left
     {
       std::lock_guard<std::mutex> lock(mu_);
       busy_ = false;

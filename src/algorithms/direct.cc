@@ -36,7 +36,7 @@ namespace {
 // rank's own in round 0), or keeps the entry of the rank round + 1 positions back.
 void addAddressRound(Program& pg, const OpDesc& od, uint16_t opIndex, int n, int round, SendConnector* s,
                      RecvConnector* rv) {
-  const size_t bytes = od.count * dataTypeSize(od.dtype);
+  const size_t bytes = od.bytes();
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
   pg.add(kDirect | kSend, od, opIndex, src, dst, bytes, s, rv);

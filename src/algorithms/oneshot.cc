@@ -105,7 +105,7 @@ constexpr size_t kDirectReadBytes = 128 * 1024;
 
 bool oneShotEligible(const OneShotContext& c, const OpDesc& od) {
   if (c.nranks < 2 || od.count == 0) return false;
-  const size_t bytes = od.count * dataTypeSize(od.dtype);
+  const size_t bytes = od.bytes();
   if (c.mailboxes) {
     if (!directKind(od.kind)) return false;
     size_t cap = c.mailboxes->capacity();

@@ -7,25 +7,12 @@
 
 namespace coll {
 
-const char* collKindName(CollKind k) {
-  switch (k) {
-    case CollKind::kAllReduce: return "collAllReduce";
-    case CollKind::kBroadcast: return "collBroadcast";
-    case CollKind::kReduce: return "collReduce";
-    case CollKind::kAllGather: return "collAllGather";
-    case CollKind::kReduceScatter: return "collReduceScatter";
-    case CollKind::kPeerSend: return "collSend";
-    case CollKind::kPeerRecv: return "collRecv";
-  }
-  return "?";
-}
-
 std::string OpDesc::describe() const {
   std::string s = std::string(collKindName(kind)) + " #" + std::to_string(seq) + " (count " + std::to_string(count) +
                   ", " + dataTypeName(dtype);
   if (combines(kind)) s += std::string(", ") + redOpName(op);
   if (rooted(kind)) s += ", root " + std::to_string(root);
-  if (kind == CollKind::kPeerSend || kind == CollKind::kPeerRecv) s += ", peer " + std::to_string(root);
+  if (isPeerOp(kind)) s += ", peer " + std::to_string(root);
   if (via) s += std::string(", part of ") + via;
   return s + ")";
 }
@@ -44,7 +31,7 @@ void Program::add(uint8_t flags, const OpDesc& od, uint16_t opIndex, const char*
   if (bytes == 0) return;
   Step s{};
   s.flags = flags;
-  if ((flags & kDst) && streamMinBytes > 0 && od.count * dataTypeSize(od.dtype) >= streamMinBytes) s.flags |= kStream;
+  if ((flags & kDst) && streamMinBytes > 0 && od.bytes() >= streamMinBytes) s.flags |= kStream;
   s.elemSize = static_cast<uint8_t>(dataTypeSize(od.dtype));
   s.encoding = (flags & (kSend | kRecv)) ? od.encoding : uint8_t{kEncodingNone};
   s.op = opIndex;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "collectives/collectives.h"
+#include "base/datatype.h"
 #include "base/status.h"
 #include "kernels/host_reduce.h"
 #include "kernels/step_flags.h"
@@ -44,13 +45,36 @@ struct Step {
 };
 
 enum class CollKind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kPeerSend, kPeerRecv };
-const char* collKindName(CollKind k);
-// Whether ranks' values are combined (the call takes an op): allreduce, reduce, reduce-scatter.
-constexpr bool combines(CollKind k) {
-  return k == CollKind::kAllReduce || k == CollKind::kReduce || k == CollKind::kReduceScatter;
+
+// What each operation is, said once: every layer reads this table rather than listing kinds.
+// A buffer's extent: none, count elements (one block), or count x nranks (every rank's block).
+enum class Extent : uint8_t { kNone, kBlock, kAllBlocks };
+struct CollTraits {
+  const char* apiName;  // the C API's name, for errors and logs ("collAllReduce")
+  bool combines;        // ranks' values are combined: the call takes a reduction op
+  bool rooted;          // the call has a root (OpDesc::root): only it reads (broadcast) or
+                        // writes (reduce) the buffer the others leave alone
+  bool peer;            // a send or a receive: OpDesc::root is the peer
+  Extent input, output;
+};
+inline constexpr CollTraits kCollTraits[] = {
+    {"collAllReduce", true, false, false, Extent::kBlock, Extent::kBlock},
+    {"collBroadcast", false, true, false, Extent::kBlock, Extent::kBlock},
+    {"collReduce", true, true, false, Extent::kBlock, Extent::kBlock},
+    {"collAllGather", false, false, false, Extent::kBlock, Extent::kAllBlocks},
+    {"collReduceScatter", true, false, false, Extent::kAllBlocks, Extent::kBlock},
+    {"collSend", false, false, true, Extent::kBlock, Extent::kNone},
+    {"collRecv", false, false, true, Extent::kNone, Extent::kBlock},
+};
+constexpr const CollTraits& collTraits(CollKind k) { return kCollTraits[static_cast<int>(k)]; }
+constexpr const char* collKindName(CollKind k) { return collTraits(k).apiName; }
+constexpr bool combines(CollKind k) { return collTraits(k).combines; }
+constexpr bool rooted(CollKind k) { return collTraits(k).rooted; }
+constexpr bool isPeerOp(CollKind k) { return collTraits(k).peer; }
+// Whether count is one rank's block of a buffer of nranks blocks (allgather, reduce-scatter).
+constexpr bool spansRanks(CollKind k) {
+  return collTraits(k).input == Extent::kAllBlocks || collTraits(k).output == Extent::kAllBlocks;
 }
-// Whether the call has a root: broadcast, reduce.
-constexpr bool rooted(CollKind k) { return k == CollKind::kBroadcast || k == CollKind::kReduce; }
 
 // One operation as the user called it.
 struct OpDesc {
@@ -81,6 +105,21 @@ struct OpDesc {
   // which reads its scalar then): the launch calls it first.
   std::shared_ptr<std::function<Status()>> prepare{};
   std::string describe() const;  // "collAllReduce #3 (count 1024, float32, sum)"
+  // Bytes of count elements: the whole buffer, or one rank's block where the op spans ranks.
+  size_t bytes() const { return count * dataTypeSize(dtype); }
+  // Bytes the operation moves as a whole: bytes() times nranks where it spans ranks. The
+  // same on every rank, and for a send and its receive.
+  size_t spanBytes(int nranks) const { return spansRanks(kind) ? bytes() * static_cast<size_t>(nranks) : bytes(); }
+  // Bytes rank reads from sendbuff / writes to recvbuff (0 where it touches none).
+  size_t inputBytes(int rank, int nranks) const {
+    return touchesSend(rank) ? extentBytes(collTraits(kind).input, nranks) : 0;
+  }
+  size_t outputBytes(int rank, int nranks) const {
+    return touchesRecv(rank) ? extentBytes(collTraits(kind).output, nranks) : 0;
+  }
+  size_t extentBytes(Extent e, int nranks) const {
+    return e == Extent::kNone ? 0 : e == Extent::kBlock ? bytes() : bytes() * static_cast<size_t>(nranks);
+  }
   // Whether rank reads sendbuff / writes recvbuff: a broadcast's sendbuff and a reduce's
   // recvbuff are touched at the root only.
   bool touchesSend(int rank) const { return kind != CollKind::kBroadcast || rank == root; }

@@ -227,7 +227,7 @@ size_t userBlock(const BuildInput& in, int k) {
 
 void buildRingReduceScatter(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& progs) {
   const int n = in.nranks, r = in.ringPos;
-  const size_t blockBytes = od.count * dataTypeSize(od.dtype);
+  const size_t blockBytes = od.bytes();
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
   forEachBlockPiece(in, od, progs, [&](Program& pg, SendConnector* s, RecvConnector* rv, Piece mine) {
@@ -245,7 +245,7 @@ void buildRingReduceScatter(const BuildInput& in, const OpDesc& od, uint16_t opI
 
 void buildRingAllGather(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& progs) {
   const int n = in.nranks, r = in.ringPos;
-  const size_t blockBytes = od.count * dataTypeSize(od.dtype);
+  const size_t blockBytes = od.bytes();
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
   forEachBlockPiece(in, od, progs, [&](Program& pg, SendConnector* s, RecvConnector* rv, Piece mine) {

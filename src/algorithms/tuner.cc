@@ -135,7 +135,7 @@ std::vector<Choice> tunerCandidates(const TunerInput& in, CollKind kind, size_t 
     if (!allowed(in.algos, kind, static_cast<int>(a)) || !allowed(in.protos, kind, static_cast<int>(p))) return;
     out.push_back({a, p, us});
   };
-  if (kind == CollKind::kPeerSend || kind == CollKind::kPeerRecv) {
+  if (isPeerOp(kind)) {
     add(Algo::kRing, Proto::kSimple, hop + B / bw);
   } else if (kind == CollKind::kAllReduce) {
     add(Algo::kRing, Proto::kSimple, 2 * (n - 1) * hop + 2 * (n - 1) / n * B / bw);

@@ -32,7 +32,7 @@ namespace coll::api {
 // The arguments of collective call (not send/recv) as the caller named them.
 Status checkArgs(const OpCall& call, collComm* c, BufKinds* k) {
   const OpDesc& od = call.od;
-  const bool perRank = od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter;
+  const bool perRank = spansRanks(od.kind);
   const char* countArg = od.kind == CollKind::kAllGather ? "sendcount" : perRank ? "recvcount" : "count";
   if (combines(od.kind)) COLL_CHECK(checkOp(call.op, call.type(), c));
   if (rooted(od.kind)) COLL_CHECK(checkRank("root", od.root, c->nranks));

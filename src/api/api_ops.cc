@@ -47,8 +47,7 @@ std::string opOwnerText(int op, const collComm* comm) {
 Status runP2p(const char* fn, collComm* comm, const std::vector<OpDesc>& parts) {
   COLL_CHECK(coll::groupStart());
   for (OpDesc od : parts) {
-    if (od.kind == coll::CollKind::kPeerSend)
-      od.registered = isRegistered(comm, od.sendbuff, od.count * coll::dataTypeSize(od.dtype));
+    if (od.kind == coll::CollKind::kPeerSend) od.registered = isRegistered(comm, od.sendbuff, od.bytes());
     collComm* failed = nullptr;
     Status st = coll::enqueue(comm, od, &failed);  // inside a group: only queued
     if (!st.ok()) {

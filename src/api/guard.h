@@ -234,7 +234,7 @@ bool isRegistered(const collComm* comm, const void* p, size_t bytes);
 
 // Enqueues od (or runs it), recording the error on the rank that failed.
 inline Status enqueueOp(const char* fn, collComm* comm, OpDesc od) {
-  if (od.kind == CollKind::kPeerSend) od.registered = isRegistered(comm, od.sendbuff, od.count * dataTypeSize(od.dtype));
+  if (od.kind == CollKind::kPeerSend) od.registered = isRegistered(comm, od.sendbuff, od.bytes());
   collComm* failed = nullptr;
   Status st = enqueue(comm, od, &failed);
   if (!st.ok() && failed && failed != comm && isLiveComm(failed))

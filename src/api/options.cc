@@ -9,6 +9,7 @@
 
 #include "algorithms/tuner.h"
 #include "base/log.h"
+#include "transport/connector_set.h"
 #include "transport/net/net.h"
 
 namespace coll::api {
@@ -19,7 +20,6 @@ namespace {
 // fields are a prefix of today's; later versions only appended).
 constexpr unsigned kOldestConfigVersion = 21400;
 constexpr size_t kSmallestConfig = offsetof(collConfig_t, minCTAs);
-constexpr int kMaxChannels = 32;  // as COLL_MIN/MAX_NCHANNELS are clamped (comm.cc)
 
 // Whether the field at `offset` is inside a config of `size` bytes.
 bool has(const collConfig_t* c, size_t offset, size_t width) { return offset + width <= c->size; }

@@ -236,7 +236,8 @@ static Result<int32_t> compressSetting(const CommOptions& o) {
 static Result<SharedConfig> localConfig(collComm* c, bool shmDisable, bool overNet, int64_t minCh) {
   // collConfig_t's maxCTAs bounds the channels where given.
   const CommOptions& o = c->options;
-  const int64_t maxCh = std::clamp<int64_t>(o.maxChannels > 0 ? o.maxChannels : param(IntParam::MAX_NCHANNELS), 1, 32);
+  const int64_t maxCh = std::clamp<int64_t>(o.maxChannels > 0 ? o.maxChannels : param(IntParam::MAX_NCHANNELS), 1,
+                                            kMaxChannels);
   SharedConfig mine{};
   mine.buffSize = configuredFifoBytes(overNet);
   mine.deviceEmulate = param(IntParam::DEVICE_EMULATE) != 0 ? 1 : 0;
@@ -488,7 +489,8 @@ static Status initConnections(collComm* c) {
   const bool overNet = shmDisable || !oneHost;
   // collConfig_t's minCTAs bounds the channels where given.
   const CommOptions& o = c->options;
-  const int64_t minCh = std::clamp<int64_t>(o.minChannels > 0 ? o.minChannels : param(IntParam::MIN_NCHANNELS), 1, 32);
+  const int64_t minCh = std::clamp<int64_t>(o.minChannels > 0 ? o.minChannels : param(IntParam::MIN_NCHANNELS), 1,
+                                            kMaxChannels);
   COLL_ASSIGN(SharedConfig mine, localConfig(c, shmDisable, overNet, minCh));
   COLL_ASSIGN(std::vector<SharedConfig> all, agreeConfig(c, mine));
   initRing(c);  // from the peers alone; makeDeterministic reads it

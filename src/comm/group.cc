@@ -30,8 +30,6 @@ struct Queued {
   OpDesc op;
 };
 
-bool isPointToPoint(CollKind k) { return k == CollKind::kPeerSend || k == CollKind::kPeerRecv; }
-
 thread_local int tlsDepth = 0;
 thread_local std::vector<Queued> tlsQueue;
 thread_local std::vector<collComm*> tlsInits;  // groupDeferInit
@@ -78,7 +76,7 @@ void dropQueue() {
   std::vector<Queued> queue;
   queue.swap(tlsQueue);
   for (const Queued& q : queue)
-    if (!isPointToPoint(q.op.kind)) --q.comm->seq;
+    if (!isPeerOp(q.op.kind)) --q.comm->seq;
 }
 
 enum class Route : uint8_t { kOneShot, kRing, kTree, kDirectAllReduce };
@@ -106,9 +104,9 @@ Result<Choice> choose(collComm* c, const TunerInput& tuner, OpDesc& od, size_t b
 // Device operations never take the one-shot: its mailboxes and staging are host memory;
 // large device allreduces of ranks sharing a process and GPU take the direct route.
 Result<Route> routeFor(collComm* c, OpDesc& od, int groupOps) {
-  if (od.kind == CollKind::kPeerSend || od.kind == CollKind::kPeerRecv || c->nranks == 1) return Route::kRing;
+  if (isPeerOp(od.kind) || c->nranks == 1) return Route::kRing;
   const bool oneShot = !od.device && oneShotEligible(oneShotContext(c), od);
-  size_t bytes = od.count * dataTypeSize(od.dtype);
+  const size_t bytes = od.spanBytes(c->nranks);
   // A call's own algorithm filter (a per-call config) narrows the communicator's.
   const bool callFilter = od.algos != ~AllowMask{0};
   TunerInput filtered;
@@ -121,7 +119,6 @@ Result<Route> routeFor(collComm* c, OpDesc& od, int groupOps) {
   if (od.device && od.kind == CollKind::kAllReduce && od.encoding == kEncodingNone &&
       bytes >= c->deviceDirectMinBytes && allowed(tuner.algos, od.kind, static_cast<int>(Algo::kRing)))
     return Route::kDirectAllReduce;
-  if (od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter) bytes *= static_cast<size_t>(c->nranks);
   Result<Choice> chosen = choose(c, tuner, od, bytes, oneShot, groupOps);
   if (!chosen.ok() && callFilter) {
     if (od.forceAlgos)
@@ -243,7 +240,7 @@ Status buildSelfCopies(CommLaunch& l) {
   for (size_t k = 0; k < sends.size(); ++k) {
     const OpDesc& s = l.ops[sends[k]];
     const OpDesc& r = l.ops[recvs[k]];
-    size_t sb = s.count * dataTypeSize(s.dtype), rb = r.count * dataTypeSize(r.dtype);
+    const size_t sb = s.bytes(), rb = r.bytes();
     if (sb != rb)
       return invalidUsage("rank " + std::to_string(l.comm->rank) + ": " + s.describe() + " to itself pairs with " +
                           r.describe() + " of a different size");
@@ -337,9 +334,7 @@ Status buildPrograms(CommLaunch& l) {
   std::iota(order.begin(), order.end(), size_t{0});
   if (l.device)
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      auto key = [&](const OpDesc& od) {
-        return od.kind == CollKind::kPeerSend || od.kind == CollKind::kPeerRecv ? peerDistance(c, od) : 0;
-      };
+      auto key = [&](const OpDesc& od) { return isPeerOp(od.kind) ? peerDistance(c, od) : 0; };
       return key(l.ops[a]) < key(l.ops[b]);
     });
   for (size_t i : order) {
@@ -374,7 +369,7 @@ Status buildPrograms(CommLaunch& l) {
         Program& p = l.sends[key];
         if (!p.comm)
           initProgram(p, l, l.device ? "send lane " + std::to_string(key) : "send to rank " + std::to_string(key));
-        p.add(kSrc | kSend, od, idx, static_cast<const char*>(od.sendbuff), nullptr, od.count * dataTypeSize(od.dtype),
+        p.add(kSrc | kSend, od, idx, static_cast<const char*>(od.sendbuff), nullptr, od.bytes(),
               conns.peerSend.at(od.root).get(), nullptr);
         break;
       }
@@ -385,8 +380,8 @@ Status buildPrograms(CommLaunch& l) {
         if (!p.comm)
           initProgram(p, l,
                       l.device ? "receive lane " + std::to_string(key) : "receive from rank " + std::to_string(key));
-        p.add(kRecv | kDst, od, idx, nullptr, static_cast<char*>(od.recvbuff), od.count * dataTypeSize(od.dtype),
-              nullptr, conns.peerRecv.at(od.root).get());
+        p.add(kRecv | kDst, od, idx, nullptr, static_cast<char*>(od.recvbuff), od.bytes(), nullptr,
+              conns.peerRecv.at(od.root).get());
         break;
       }
     }
@@ -792,12 +787,11 @@ namespace {
 // The cost model's time for one queued operation (send/recv: one hop and its bytes).
 Result<double> predictUs(collComm* c, const OpDesc& od) {
   const TunerInput& t = c->tuner;
-  size_t bytes = od.count * dataTypeSize(od.dtype);
-  if (od.kind == CollKind::kPeerSend || od.kind == CollKind::kPeerRecv) {
+  const size_t bytes = od.spanBytes(c->nranks);
+  if (isPeerOp(od.kind)) {
     if (od.root == c->rank) return bytes / (t.bwGBs * 1e3);
     return (t.overNet ? t.netHopUs : t.hopUs) + bytes / ((t.overNet ? t.netBwGBs : t.bwGBs) * 1e3);
   }
-  if (od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter) bytes *= static_cast<size_t>(c->nranks);
   if (c->nranks == 1) return 0.0;
   const bool oneShot = !od.device && oneShotEligible(oneShotContext(c), od);
   COLL_ASSIGN(Choice ch, tunerChoose(t, od.kind, bytes, oneShot ? 1 : 0));
@@ -837,7 +831,7 @@ Status groupSimulateEnd(double* us) {
 }
 
 Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {
-  op.seq = isPointToPoint(op.kind) ? comm->seq : comm->seq++;
+  op.seq = isPeerOp(op.kind) ? comm->seq : comm->seq++;
   ProfApiCall profApi(comm, op, tlsDepth);
   if (tlsDepth > 0) {
     tlsQueue.push_back({comm, op});

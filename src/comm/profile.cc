@@ -28,7 +28,7 @@ constexpr uint64_t kTaskTypes = kEvColl | kEvP2p | kLaneTypes;  // Coll / P2p
 constexpr uint64_t kGroupTypes = kEvGroup | kTaskTypes;
 constexpr uint64_t kUnderGroupApi = kEvGroupApi | kEvCollApi | kEvP2pApi | kEvKernelLaunch | kGroupTypes;
 
-bool isP2p(const OpDesc& od) { return od.kind == CollKind::kPeerSend || od.kind == CollKind::kPeerRecv; }
+bool isP2p(const OpDesc& od) { return isPeerOp(od.kind); }
 
 ProfFunc funcOf(CollKind k) {
   switch (k) {

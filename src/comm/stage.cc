@@ -20,14 +20,6 @@ constexpr size_t kAlign = 64;
 
 size_t aligned(size_t x) { return (x + kAlign - 1) & ~(kAlign - 1); }
 
-// The same on every rank (and for a send and its receive): its count scaled by what
-// gathers and scatters span.
-size_t launchBytes(const OpDesc& od, int nranks) {
-  const size_t bytes = od.count * dataTypeSize(od.dtype);
-  const bool spansRanks = od.kind == CollKind::kAllGather || od.kind == CollKind::kReduceScatter;
-  return spansRanks ? bytes * static_cast<size_t>(nranks) : bytes;
-}
-
 // One operation's staged ranges: its input and output, or where they overlap (in place)
 // the one range holding both, copied in whole.
 struct OpLayout {
@@ -44,8 +36,8 @@ OpLayout layOut(const OpDesc& od, int rank, int nranks, size_t& used) {
   OpLayout l{};
   l.in = static_cast<const char*>(od.sendbuff);
   l.out = static_cast<char*>(od.recvbuff);
-  l.inBytes = opInputBytes(od, rank, nranks);
-  l.outBytes = opOutputBytes(od, rank, nranks);
+  l.inBytes = od.inputBytes(rank, nranks);
+  l.outBytes = od.outputBytes(rank, nranks);
   l.joined = l.inBytes && l.outBytes && l.in < l.out + l.outBytes && l.out < l.in + l.inBytes;
   if (l.joined) {
     l.lo = std::min<const char*>(l.in, l.out);
@@ -116,30 +108,8 @@ Status syncStreams(const std::vector<void*>& streams, bool emulated) {
 
 }  // namespace
 
-size_t opInputBytes(const OpDesc& od, int rank, int nranks) {
-  const size_t bytes = od.count * dataTypeSize(od.dtype);
-  switch (od.kind) {
-    case CollKind::kBroadcast: return rank == od.root ? bytes : 0;
-    case CollKind::kReduceScatter: return bytes * static_cast<size_t>(nranks);
-    case CollKind::kPeerRecv: return 0;
-    default:  // allreduce, reduce, allgather, send
-      return bytes;
-  }
-}
-
-size_t opOutputBytes(const OpDesc& od, int rank, int nranks) {
-  const size_t bytes = od.count * dataTypeSize(od.dtype);
-  switch (od.kind) {
-    case CollKind::kReduce: return rank == od.root ? bytes : 0;
-    case CollKind::kAllGather: return bytes * static_cast<size_t>(nranks);
-    case CollKind::kPeerSend: return 0;
-    default:  // allreduce, broadcast, reduce-scatter, recv
-      return bytes;
-  }
-}
-
 bool stagedOp(const collComm* c, const OpDesc& od) {
-  return c->deviceStageBytes != 0 && launchBytes(od, c->nranks) <= c->deviceStageBytes;
+  return c->deviceStageBytes != 0 && od.spanBytes(c->nranks) <= c->deviceStageBytes;
 }
 
 Status stageIn(collComm* c, std::vector<OpDesc>& ops, Staging* s) {

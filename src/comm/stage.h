@@ -42,10 +42,6 @@ struct Staging {
   uint64_t startNs = 0, stagedNs = 0;  // stageIn's start and end (COLL_DEVICE_TIMING)
 };
 
-// Bytes of the caller's buffers an operation reads and writes on this rank.
-size_t opInputBytes(const OpDesc& od, int rank, int nranks);
-size_t opOutputBytes(const OpDesc& od, int rank, int nranks);
-
 // Whether c stages od (an operation on device buffers).
 bool stagedOp(const collComm* c, const OpDesc& od);
 

@@ -48,7 +48,7 @@ void watchStarted(collComm* c, const OpDesc& first, size_t nOps) {
   call.op = static_cast<int32_t>(first.op);
   call.root = first.root;
   call.count = first.count;
-  call.p2p = first.kind == CollKind::kPeerSend || first.kind == CollKind::kPeerRecv;
+  call.p2p = isPeerOp(first.kind);
   box->started(call, static_cast<uint32_t>(nOps));
 }
 

@@ -34,7 +34,7 @@ struct DeviceComm {
   size_t slotBytes = 0;
   int ringPrev = 0, ringNext = 0;
   int channels = 1;                 // the device set's ring channels (COLL_DEVICE_NCHANNELS, shaped)
-  int peerLanes = 1;                 // lanes per direction for device send/recv (device_exec.h)
+  int peerLanes = 1;                // lanes per direction for device send/recv (device_exec.h)
   int laneBudget = 1;               // the most lanes one device launch may hold
   uint32_t yieldNs = 0;             // lanes give their block up after waiting this long (deviceYieldNs)
   bool planInParams = true;         // COLL_DEVICE_PLAN_PARAMS (device_lane.h DeviceParamPlan)

@@ -240,6 +240,9 @@ Status lowerProgram(const Program& p, const MapFn& map, DevicePlan& out, Pending
   ConnKeys keys;
   for (const Step& s : p.steps) {
     const OpDesc& od = (*p.ops)[s.op];
+    if (combines(od.kind) && !knownRedOp(od.op))  // the lanes would leave such a step undone
+      return invalidArgument(od.describe() + ": op " + std::to_string(static_cast<int>(od.op)) +
+                             " is no reduction operator the device executor knows");
     DeviceStep d{};
     // An address step (kDirect with a connector) carries the op's buffers as they are.
     const bool addr = (s.flags & kDirect) && (s.send || s.recv);
@@ -590,14 +593,12 @@ bool devicePathFor(const DeviceComm& d, const void* p) {
 }
 
 bool copiesOnly(const DeviceComm& d, std::span<const OpDesc> ops) {
-  return d.nranks == 1 && std::none_of(ops.begin(), ops.end(), [](const OpDesc& od) {
-           return od.kind == CollKind::kPeerSend || od.kind == CollKind::kPeerRecv;
-         });
+  return d.nranks == 1 && std::none_of(ops.begin(), ops.end(), [](const OpDesc& od) { return isPeerOp(od.kind); });
 }
 
 Status runCopiesOnly(const DeviceComm& d, std::span<const OpDesc> ops) {
   for (const OpDesc& od : ops) {
-    const size_t bytes = od.count * dataTypeSize(od.dtype);
+    const size_t bytes = od.bytes();
     if (bytes == 0 || od.sendbuff == od.recvbuff) continue;
     if (d.emulate) {
       std::memcpy(od.recvbuff, od.sendbuff, bytes);

@@ -93,15 +93,12 @@ Status launch(void* dst, const void* a, const void* b, size_t n, int nranks, cud
 template <typename T>
 Status forOp(void* dst, const void* a, const void* b, size_t n, collRedOp_t op, bool final, int nranks,
              cudaStream_t s) {
-  switch (op) {
-    case collSum: return launch<T, OpSum, false>(dst, a, b, n, nranks, s);
-    case collProd: return launch<T, OpProd, false>(dst, a, b, n, nranks, s);
-    case collMax: return launch<T, OpMax, false>(dst, a, b, n, nranks, s);
-    case collMin: return launch<T, OpMin, false>(dst, a, b, n, nranks, s);
-    case collAvg:
-      return final ? launch<T, OpSum, true>(dst, a, b, n, nranks, s) : launch<T, OpSum, false>(dst, a, b, n, nranks, s);
-    default: break;
-  }
+  Status st;
+  const bool known = withRedOp(op, [&](auto o, auto avg) {
+    if (decltype(avg)::value && final) st = launch<T, decltype(o), true>(dst, a, b, n, nranks, s);
+    else st = launch<T, decltype(o), false>(dst, a, b, n, nranks, s);
+  });
+  if (known) return st;
   return invalidArgument("op " + std::to_string(static_cast<int>(op)) + " is not a reduction operator");
 }
 

@@ -100,12 +100,9 @@ COLL_HD inline void encodedSliceTyped(unsigned tid, unsigned nt, uint8_t encodin
 COLL_HD inline void encodedSliceHd(unsigned tid, unsigned nt, uint8_t flags, uint8_t encoding, uint8_t redop,
                                    const char* in, const float* src, float* dst, char* out, uint64_t n, int nranks) {
   const bool final = flags & kFinal;
-  switch (redop) {
-    case collMax: encodedSliceTyped<OpMax, false>(tid, nt, encoding, final, in, src, dst, out, n, nranks); break;
-    case collMin: encodedSliceTyped<OpMin, false>(tid, nt, encoding, final, in, src, dst, out, n, nranks); break;
-    case collAvg: encodedSliceTyped<OpSum, true>(tid, nt, encoding, final, in, src, dst, out, n, nranks); break;
-    default: encodedSliceTyped<OpSum, false>(tid, nt, encoding, final, in, src, dst, out, n, nranks); break;
-  }
+  withRedOp(redop, [&](auto op, auto avg) {
+    encodedSliceTyped<decltype(op), decltype(avg)::value>(tid, nt, encoding, final, in, src, dst, out, n, nranks);
+  });
 }
 
 }  // namespace slice

@@ -72,6 +72,30 @@ void copyScale(void* dst, const void* src, size_t n, int) {
   else hostCopy(dst, src, bytes);
 }
 
+// The kernels of `op` for element type T from a family of implementations: Family::reduce<Op>
+// and Family::final<Op> combine two inputs, Family::avgFinal ends an average. An op
+// withRedOp does not know leaves them null (hostReduceKernels is only asked for valid ops).
+template <typename T, typename Family>
+ReduceKernels kernelsOf(collRedOp_t op) {
+  ReduceKernels k{};
+  withRedOp(op, [&](auto o, auto avg) {
+    using Op = decltype(o);
+    if constexpr (decltype(avg)::value) k = {Family::template reduce<OpSum>, Family::avgFinal, avgScaleImpl<T>};
+    else k = {Family::template reduce<Op>, Family::template final<Op>, copyScale<T>};
+  });
+  return k;
+}
+
+// The portable loops, every type.
+template <typename T>
+struct Portable {
+  template <typename Op>
+  static constexpr ReduceFn reduce = reduceImpl<T, Op>;
+  template <typename Op>
+  static constexpr FinalFn final = finalImpl<T, Op>;
+  static constexpr FinalFn avgFinal = avgFinalImpl<T>;
+};
+
 // fp8: a result depends only on the two 8-bit inputs, so sum/prod/max/min are one
 // lookup in a 256x256 table built once from the scalar path (bit-identical to it).
 template <typename T, typename Op>
@@ -96,16 +120,14 @@ void fp8TableFinal(void* dst, const void* a, const void* b, size_t n, int) {
   fp8TableReduce<T, Op>(dst, a, b, n);
 }
 
+// fp8 through the 64K-entry tables (an average ends as the portable one does).
 template <typename T>
-ReduceKernels fp8Kernels(collRedOp_t op) {
-  switch (op) {
-    case collSum: return {fp8TableReduce<T, OpSum>, fp8TableFinal<T, OpSum>, copyScale<T>};
-    case collProd: return {fp8TableReduce<T, OpProd>, fp8TableFinal<T, OpProd>, copyScale<T>};
-    case collMax: return {fp8TableReduce<T, OpMax>, fp8TableFinal<T, OpMax>, copyScale<T>};
-    case collMin: return {fp8TableReduce<T, OpMin>, fp8TableFinal<T, OpMin>, copyScale<T>};
-    default: return {fp8TableReduce<T, OpSum>, avgFinalImpl<T>, avgScaleImpl<T>};
-  }
-}
+struct Fp8Tables : Portable<T> {
+  template <typename Op>
+  static constexpr ReduceFn reduce = fp8TableReduce<T, Op>;
+  template <typename Op>
+  static constexpr FinalFn final = fp8TableFinal<T, Op>;
+};
 
 #if defined(__x86_64__)
 // fp16 with F16C: 8 elements per conversion instruction, rounding to nearest even like
@@ -165,32 +187,26 @@ void halfF16cAvg(void* dst, const void* a, const void* b, size_t n, int nranks) 
   halfF16c<VSum, OpSum, true>(dst, a, b, n, nranks);
 }
 
-ReduceKernels halfKernelsF16c(collRedOp_t op) {
-  switch (op) {
-    case collSum: return {halfF16cReduce<VSum, OpSum>, halfF16cFinal<VSum, OpSum>, copyScale<Half>};
-    case collProd: return {halfF16cReduce<VProd, OpProd>, halfF16cFinal<VProd, OpProd>, copyScale<Half>};
-    case collMax: return {halfF16cReduce<VMax, OpMax>, halfF16cFinal<VMax, OpMax>, copyScale<Half>};
-    case collMin: return {halfF16cReduce<VMin, OpMin>, halfF16cFinal<VMin, OpMin>, copyScale<Half>};
-    default: return {halfF16cReduce<VSum, OpSum>, halfF16cAvg, avgScaleImpl<Half>};
-  }
-}
+// The AVX functor of each scalar one.
+template <typename Op>
+using VectorOf = std::conditional_t<
+    std::is_same_v<Op, OpSum>, VSum,
+    std::conditional_t<std::is_same_v<Op, OpProd>, VProd, std::conditional_t<std::is_same_v<Op, OpMax>, VMax, VMin>>>;
+
+struct HalfF16c {
+  template <typename Op>
+  static constexpr ReduceFn reduce = halfF16cReduce<VectorOf<Op>, Op>;
+  template <typename Op>
+  static constexpr FinalFn final = halfF16cFinal<VectorOf<Op>, Op>;
+  static constexpr FinalFn avgFinal = halfF16cAvg;
+};
 #endif
 
 template <typename T>
-constexpr ReduceKernels kernelsFor(collRedOp_t op) {
-  switch (op) {
-    case collSum: return {reduceImpl<T, OpSum>, finalImpl<T, OpSum>, copyScale<T>};
-    case collProd: return {reduceImpl<T, OpProd>, finalImpl<T, OpProd>, copyScale<T>};
-    case collMax: return {reduceImpl<T, OpMax>, finalImpl<T, OpMax>, copyScale<T>};
-    case collMin: return {reduceImpl<T, OpMin>, finalImpl<T, OpMin>, copyScale<T>};
-    default: return {reduceImpl<T, OpSum>, avgFinalImpl<T>, avgScaleImpl<T>};
-  }
-}
-
-template <typename T>
 constexpr auto row() {
-  return std::array<ReduceKernels, collNumOps>{kernelsFor<T>(collSum), kernelsFor<T>(collProd), kernelsFor<T>(collMax),
-                                               kernelsFor<T>(collMin), kernelsFor<T>(collAvg)};
+  return std::array<ReduceKernels, collNumOps>{kernelsOf<T, Portable<T>>(collSum), kernelsOf<T, Portable<T>>(collProd),
+                                               kernelsOf<T, Portable<T>>(collMax), kernelsOf<T, Portable<T>>(collMin),
+                                               kernelsOf<T, Portable<T>>(collAvg)};
 }
 
 }  // namespace
@@ -201,12 +217,12 @@ const ReduceKernels& hostReduceKernels(collDataType_t type, collRedOp_t op) {
         row<int8_t>(), row<uint8_t>(), row<int32_t>(), row<uint32_t>(), row<int64_t>(), row<uint64_t>(),
         row<Half>(),   row<float>(),   row<double>(),  row<Bf16>(),     row<E4M3>(),    row<E5M2>()};
     for (int o = 0; o < collNumOps; ++o) {
-      t[collFloat8e4m3][o] = fp8Kernels<E4M3>(static_cast<collRedOp_t>(o));
-      t[collFloat8e5m2][o] = fp8Kernels<E5M2>(static_cast<collRedOp_t>(o));
+      t[collFloat8e4m3][o] = kernelsOf<E4M3, Fp8Tables<E4M3>>(static_cast<collRedOp_t>(o));
+      t[collFloat8e5m2][o] = kernelsOf<E5M2, Fp8Tables<E5M2>>(static_cast<collRedOp_t>(o));
     }
 #if defined(__x86_64__)
     if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx"))
-      for (int o = 0; o < collNumOps; ++o) t[collFloat16][o] = halfKernelsF16c(static_cast<collRedOp_t>(o));
+      for (int o = 0; o < collNumOps; ++o) t[collFloat16][o] = kernelsOf<Half, HalfF16c>(static_cast<collRedOp_t>(o));
 #endif
     return t;
   }();

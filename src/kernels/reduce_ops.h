@@ -129,6 +129,28 @@ COLL_HD inline typename Elem<T>::C avgOf(typename Elem<T>::C sum, int nranks) {
   }
 }
 
+// Calls f(Op{}, avg) with Op the functor combining two values under collRedOp_t `op` and avg a
+// std::bool_constant: whether the final step divides by the rank count (Avg combines as a
+// sum). False for a value that is no reduction operator: every caller then fails or does
+// nothing (the API refused such an op already); none takes it for a sum. One place maps ops.
+#if defined(__CUDACC__)
+#pragma nv_exec_check_disable
+#endif
+template <typename F>
+COLL_HD inline bool withRedOp(int op, F&& f) {
+  switch (op) {
+    case collSum: f(OpSum{}, std::false_type{}); return true;
+    case collProd: f(OpProd{}, std::false_type{}); return true;
+    case collMax: f(OpMax{}, std::false_type{}); return true;
+    case collMin: f(OpMin{}, std::false_type{}); return true;
+    case collAvg: f(OpSum{}, std::true_type{}); return true;
+    default: return false;
+  }
+}
+COLL_HD inline bool knownRedOp(int op) {
+  return withRedOp(op, [](auto, auto) {});
+}
+
 // Calls f(T{}) with T the storage type of collDataType_t `type` (one place maps types for
 // the host and device kernels); false for a value that is no data type.
 // (Instantiated with host-only callables too: nvcc's check of the device side is off.)

@@ -336,13 +336,9 @@ COLL_HD inline void typed(unsigned tid, unsigned nt, uint8_t flags, const char* 
 template <typename T>
 COLL_HD inline void withOp(unsigned tid, unsigned nt, uint8_t redop, uint8_t flags, const char* in, const char* src,
                            char* dst, char* out, uint64_t len, int nranks) {
-  switch (redop) {
-    case collProd: typed<T, OpProd, false>(tid, nt, flags, in, src, dst, out, len, nranks); break;
-    case collMax: typed<T, OpMax, false>(tid, nt, flags, in, src, dst, out, len, nranks); break;
-    case collMin: typed<T, OpMin, false>(tid, nt, flags, in, src, dst, out, len, nranks); break;
-    case collAvg: typed<T, OpSum, true>(tid, nt, flags, in, src, dst, out, len, nranks); break;
-    default: typed<T, OpSum, false>(tid, nt, flags, in, src, dst, out, len, nranks); break;
-  }
+  withRedOp(redop, [&](auto op, auto avg) {
+    typed<T, decltype(op), decltype(avg)::value>(tid, nt, flags, in, src, dst, out, len, nranks);
+  });
 }
 
 }  // namespace slice

@@ -13,6 +13,10 @@
 
 namespace coll {
 
+// Ring channels of the host set at most (COLL_MIN/MAX_NCHANNELS and config channel bounds
+// are clamped to it); the device set's bound is device_exec.h's kDeviceMaxChannels.
+constexpr int kMaxChannels = 32;
+
 struct ConnectorSet {
   // A ring channel: data flows rank -> ring next.
   struct Channel {

@@ -26,12 +26,10 @@ if(EXISTS ${NCCL_NVIDIA_HEADER})
   get_filename_component(NCCL_NVIDIA_INCLUDE ${NCCL_NVIDIA_HEADER} DIRECTORY)
   # NVIDIA's header includes cuda_runtime.h: CUDA's include folder, not its libraries.
   target_include_directories(nccl_layout_nvidia PRIVATE ${NCCL_NVIDIA_INCLUDE} /usr/local/cuda/include)
-  # $1, $2: the two programs; diff reads their outputs.
-  add_test(NAME nccl_layout
-           COMMAND bash -c "diff -u --label nvidia <(\"$1\") --label ours <(\"$2\") && echo \"PASS: $(\"$1\" | wc -l) lines identical\""
-                   nccl_layout $<TARGET_FILE:nccl_layout_nvidia> $<TARGET_FILE:nccl_layout_ours>)
+  add_test(NAME nccl_layout COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/layout_test.sh $<TARGET_FILE:nccl_layout_nvidia>
+                                      $<TARGET_FILE:nccl_layout_ours>)
   set_tests_properties(nccl_layout PROPERTIES TIMEOUT 60)
 else()
-  add_test(NAME nccl_layout COMMAND bash -c "echo 'SKIP: ${NCCL_NVIDIA_HEADER} not found'; exit 77")
+  add_test(NAME nccl_layout COMMAND bash ${CMAKE_SOURCE_DIR}/tests/skip_test.sh "${NCCL_NVIDIA_HEADER} not found")
   set_tests_properties(nccl_layout PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77)
 endif()

@@ -47,6 +47,8 @@ def run_one(cmd, timeout):
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("PYTHONUNBUFFERED", "1")
+    # A rank killed by a signal (an abort at exit, say) prints every Python thread's stack.
+    env.setdefault("PYTHONFAULTHANDLER", "1")
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env, start_new_session=True)
