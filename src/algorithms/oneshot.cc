@@ -224,7 +224,7 @@ Status OneShot::reduceDirect(char* dst, Base base, size_t cnt, int last) {
       hostCopy(tmp + 2 * kDirectReadBytes, own, bytes);
       own = tmp + 2 * kDirectReadBytes;
     }
-    auto get = [&](int r, int slot, const char** p) -> Status {
+    auto get = [&](int r, int region, const char** p) -> Status {
       if (r == me) {
         *p = own;
         return okStatus();
@@ -234,8 +234,8 @@ Status OneShot::reduceDirect(char* dst, Base base, size_t cnt, int last) {
         *p = remote;
         return okStatus();
       }
-      COLL_CHECK(mb.readPeer(r, tmp + slot * kDirectReadBytes, remote, bytes));
-      *p = tmp + slot * kDirectReadBytes;
+      COLL_CHECK(mb.readPeer(r, tmp + region * kDirectReadBytes, remote, bytes));
+      *p = tmp + region * kDirectReadBytes;
       return okStatus();
     };
     auto at = [&](int j) { return (last + 1 + j) % n; };
