@@ -95,8 +95,8 @@ Status forOp(void* dst, const void* a, const void* b, size_t n, collRedOp_t op, 
              cudaStream_t s) {
   Status st;
   const bool known = withRedOp(op, [&](auto o, auto avg) {
-    if (decltype(avg)::value && final) st = launch<T, decltype(o), true>(dst, a, b, n, nranks, s);
-    else st = launch<T, decltype(o), false>(dst, a, b, n, nranks, s);
+    if (decltype(avg)::value && final) (void)(st = launch<T, decltype(o), true>(dst, a, b, n, nranks, s));
+    else (void)(st = launch<T, decltype(o), false>(dst, a, b, n, nranks, s));
   });
   if (known) return st;
   return invalidArgument("op " + std::to_string(static_cast<int>(op)) + " is not a reduction operator");
