@@ -512,7 +512,7 @@ TEST_CASE("device lanes that yield resume where they stopped: a group, counted (
   else CHECK(reruns.load() == 0);
 }
 
-// Where lanes yield, small collectives go through host memory instead (comm/stage.h):
+// Where lanes yield, small collectives go through host memory instead (device/stage.h):
 // inputs copied out, the host path, outputs copied back. In place and out of place, roots
 // whose output or input is unused, a group of them; a collective above
 // COLL_DEVICE_STAGE_BYTES in its own launch takes the lanes (and yields); every rank
@@ -561,7 +561,7 @@ TEST_CASE("small device collectives run from host memory where lanes yield (emul
       }
       for (size_t i = 0; i < big; ++i)
         if (large[i] != n * static_cast<int32_t>(i) + n * (n - 1) / 2) return "large element " + std::to_string(i);
-      if (comm->deviceStageBytes != 4096 || comm->stageMemoryBytes == 0) return "the group was not staged";
+      if (comm->dev.stageBytes != 4096 || comm->dev.stageMemoryBytes == 0) return "the group was not staged";
       if (comm->dev.reruns.load() == 0) return "the large allreduce did not run on yielding lanes";
       return "";
     });
@@ -600,7 +600,7 @@ TEST_CASE("small device collectives run from host memory where lanes yield (emul
       }
       for (size_t i = 0; rank < 2 && i < big; ++i)
         if (gotLarge[i] != static_cast<int32_t>(peer * 17 + i)) return "large message " + std::to_string(i);
-      if (comm->stageMemoryBytes == 0) return "nothing was staged";
+      if (comm->dev.stageMemoryBytes == 0) return "nothing was staged";
       if (rank < 2 && comm->dev.reruns.load() == 0) return "the large message did not take yielding lanes";
       return "";
     });
@@ -637,8 +637,8 @@ TEST_CASE("the device set's FIFOs take COLL_DEVICE_BUFFSIZE, apart from the host
   const size_t cnt = 5000;  // 20 KiB of int32: 78 slices of 256 bytes per rank
   auto errors = testing::runRanks(n, [&](int rank, collComm_t comm) -> std::string {
     const size_t want = *device ? 256 : comm->slotBytes;
-    if (comm->deviceSlotBytes != want || comm->dev.slotBytes != want || comm->slotBytes != (size_t{1} << 20) / 8)
-      return "slots: device " + std::to_string(comm->deviceSlotBytes) + ", host " + std::to_string(comm->slotBytes);
+    if (comm->dev.slotBytes != want || comm->slotBytes != (size_t{1} << 20) / 8)
+      return "slots: device " + std::to_string(comm->dev.slotBytes) + ", host " + std::to_string(comm->slotBytes);
     std::vector<int32_t> in(cnt), sum(cnt, -1), all(cnt * n, -1);
     for (size_t i = 0; i < cnt; ++i) in[i] = static_cast<int32_t>(rank * 7 + i);
     if (collAllReduce(in.data(), sum.data(), cnt, collInt32, collSum, comm, nullptr) != collSuccess ||
@@ -965,9 +965,9 @@ TEST_CASE("a one-shot in a mailbox fails when its peer gave up a direct one-shot
   collComm_t comms[2];
   REQUIRE(collCommInitAll(comms, 2, nullptr) == collSuccess);
   const coll::OneShotContext ctx0 = coll::oneShotContext(comms[0]), ctx1 = coll::oneShotContext(comms[1]);
-  REQUIRE(ctx0.mailboxes != nullptr);
-  REQUIRE(ctx1.directOn);
-  const size_t small = 100, large = ctx1.mailboxes->capacity() / sizeof(float) + 1000;
+  REQUIRE(ctx0.state->mailboxes != nullptr);
+  REQUIRE(ctx1.state->directOn);
+  const size_t small = 100, large = ctx1.state->mailboxes->capacity() / sizeof(float) + 1000;
   std::vector<float> in0(small, 1.0f), out0(small), in1(large, 2.0f), out1(large);
   const coll::OpDesc od0{coll::CollKind::kAllReduce, in0.data(), out0.data(), small, collFloat, collSum, 0, 0};
   const coll::OpDesc od1{coll::CollKind::kAllReduce, in1.data(), out1.data(), large, collFloat, collSum, 0, 0};
@@ -1046,16 +1046,16 @@ TEST_CASE("aligned piece cuts: 16-byte starts, in order, covering the block", "[
 // of t at base. Built in place: `in` points into it.
 struct BuilderFixture {
   coll::ConnectorSet set;
-  std::vector<int> ring;
+  coll::RingLayout ring;
   coll::BuildInput in;
   coll::OpDesc od{};
-  BuilderFixture(int n, int nch, size_t sliceBytes, size_t loopSlices, char* base, size_t count, collDataType_t t)
-      : ring(static_cast<size_t>(n)) {
+  BuilderFixture(int n, int nch, size_t sliceBytes, size_t loopSlices, char* base, size_t count, collDataType_t t) {
     set.channels.resize(static_cast<size_t>(nch));
-    std::iota(ring.begin(), ring.end(), 0);
+    std::vector<int> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    ring = coll::RingLayout(std::move(order), 0);
     in.nranks = n;
-    in.ring = ring;
-    in.ringPosOf = ring;
+    in.ring = &ring;
     in.sliceBytes = sliceBytes;
     in.loopSlices = loopSlices;
     in.minChannels = nch;
@@ -1136,7 +1136,7 @@ TEST_CASE("2-rank device allreduces up to the exchange limit send both blocks an
             CAPTURE(nch, count, op, pos, n);
             BuilderFixture f(n, nch, 4096, 4, base, count, collFloat32);
             f.od.op = op;
-            f.in.ringPos = pos;
+            f.ring = RingLayout(f.ring.order, pos);
             f.in.exchangeMaxBytes = 65536 * 4;
             // A channel's block piece (with 16 bytes of cut slack) within half a loop.
             const size_t blockPiece = ((count + 1) / 2 + static_cast<size_t>(nch) - 1) / static_cast<size_t>(nch) * 4;
@@ -1191,7 +1191,7 @@ TEST_CASE("direct reductions start on 16 bytes, a block's head apart, and tile t
           CAPTURE(es, n, nch, count);
           BuilderFixture f(n, nch, 4096, 4, base, count, t);
           for (int r = 0; r < n; ++r) {
-            f.in.ringPos = r;
+            f.ring = RingLayout(f.ring.order, r);
             std::vector<Program> progs(static_cast<size_t>(nch));
             buildDirectAllReduce(f.in, f.od, 0, progs);
             size_t end = coll::partBegin(count, static_cast<size_t>(n), static_cast<size_t>(r)) * es;
@@ -1246,7 +1246,7 @@ TEST_CASE("device token batches: distinct connectors, one way each, tokens only"
 }
 
 // A small allreduce on 20 device channels leaves 19 of them empty: each carries a token
-// each way, and they run in lanes of 8 channels (group.cc mergeTokenLanes), not one lane
+// each way, and they run in lanes of 8 channels (device_launch.cc mergeTokenLanes), not one lane
 // (a thread block) each. The stall report while rank 1 is late lists rank 0's lanes.
 TEST_CASE("tokens of channels an operation leaves empty share lanes, 8 channels each (emulated)",
           "[collectives][device]") {

@@ -160,7 +160,7 @@ if [ "${1:-targets}" = first ]; then
   step allreduce_t2_small 25 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 1
   step allreduce_t2_small_exchange 25 env COLL_DEVICE_EXCHANGE_BYTES=262144 "$P/all_reduce_perf" -t 2 --mem device -b 8 -e 128K -f 16 -c 0
   # 2 processes without MPS, small operations staged: rank 0 making rank 1's copies (the
-  # copy agent, comm/copy_agent.h; the 8 B target) beside each rank copying itself.
+  # copy agent, device/copy_agent.h; the 8 B target) beside each rank copying itself.
   step procs2_agent 30 "$B/tools/collrun" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128K -f 16 -n 20 -w 2 -c 1
   step procs2_noagent 30 env COLL_DEVICE_COPY_AGENT=0 "$B/tools/collrun" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128K -f 16 -n 20 -w 2 -c 0
   step procs2_agent_timing 25 env COLL_DEVICE_TIMING=1 COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=COLL "$B/tools/collrun" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 8 -n 20 -w 2 -c 0
@@ -233,7 +233,7 @@ if [ "${1:-targets}" = first ]; then
 fi
 if [ "${1:-targets}" = yield ]; then
   # 2 and 4 processes without MPS (lanes that yield; small collectives staged through host
-  # memory, comm/stage.h): staged up to the default limit, everything staged, nothing
+  # memory, device/stage.h): staged up to the default limit, everything staged, nothing
   # staged; every collective checked; where a yielding launch's time goes.
   R="$B/tools/collrun"
   step procs2_stage 40 "$R" -np 2 -- "$P/all_reduce_perf" --mem device -b 8 -e 128M -f 4 -n 10 -w 2 -c 1

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "algorithms/plan.h"
+#include "algorithms/ring_layout.h"
 #include "transport/connector_set.h"
 
 namespace coll {
@@ -16,9 +17,7 @@ namespace coll {
 // (host or device).
 struct BuildInput {
   int nranks = 1;
-  int ringPos = 0;                 // this rank's position in `ring`
-  std::span<const int> ring;       // ranks in ring order (comm.h ringOrder)
-  std::span<const int> ringPosOf;  // rank -> its position in `ring`
+  const RingLayout* ring = nullptr;  // the communicator's ring
   size_t sliceBytes = 0;
   size_t loopSlices = 1;        // slices of a block per ring loop (ring.cc), 1..kFifoSlots/2
   int64_t channelMinBytes = 1;  // COLL_CHUNK_MIN_BYTES: bytes per channel used

@@ -28,8 +28,8 @@ void forEachPiece(const BuildInput& in, const OpDesc& od, F f) {
 
 void buildChainBroadcast(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& progs) {
   const int n = in.nranks;
-  const int rootPos = in.ringPosOf[static_cast<size_t>(od.root)];
-  const int pos = (in.ringPos - rootPos + n) % n;  // distance from the root along the ring
+  const int rootPos = in.ring->posOf[static_cast<size_t>(od.root)];
+  const int pos = (in.ring->pos - rootPos + n) % n;  // distance from the root along the ring
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
   forEachPiece(in, od, [&](int ch, size_t off, size_t bytes) {
@@ -46,8 +46,8 @@ void buildChainBroadcast(const BuildInput& in, const OpDesc& od, uint16_t opInde
 
 void buildChainReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& progs) {
   const int n = in.nranks;
-  const int rootPos = in.ringPosOf[static_cast<size_t>(od.root)];
-  const int pos = (in.ringPos - rootPos - 1 + 2 * n) % n;  // root is last (pos n-1)
+  const int rootPos = in.ring->posOf[static_cast<size_t>(od.root)];
+  const int pos = (in.ring->pos - rootPos - 1 + 2 * n) % n;  // root is last (pos n-1)
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
   forEachPiece(in, od, [&](int ch, size_t off, size_t bytes) {

@@ -50,7 +50,7 @@ void addAddressRound(Program& pg, const OpDesc& od, uint16_t opIndex, int n, int
 bool directFits(int nranks) { return nranks >= 2 && nranks <= kMaxDirectRanks; }
 
 void buildDirectAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& progs) {
-  const int n = in.nranks, r = in.ringPos;
+  const int n = in.nranks, r = in.ring->pos;
   const size_t es = dataTypeSize(od.dtype);
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);

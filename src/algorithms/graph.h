@@ -75,7 +75,7 @@ std::vector<int> bestRingOrder(const Topology& topo, double* bw, PathType* worst
 
 // The position in bestRingOrder of the GPU at PCI address busId ("0000:1b:00.0"; case and
 // domain width as cudaDeviceGetPCIBusId or NVML write it), or -1 if the topology has none.
-// Ranks of one host sort by it (comm.h ringOrder), so their ring follows NVLink and PCIe
+// Ranks of one host sort by it (ring_layout.h ringOrder), so their ring follows NVLink and PCIe
 // distance instead of bus numbers.
 int gpuRingPosition(const Topology& topo, const std::string& busId);
 

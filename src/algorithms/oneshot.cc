@@ -23,7 +23,7 @@ namespace {
 // dst[0, cnt) = src(o0) op src(o1) op ... op src(o_{n-1}) with o_j = last+1+j (mod n),
 // where src(r) points at rank r's elements; the op's post-step applies at the last
 // combine. The same chain the ring uses for the block ending at rank `last` when the ring
-// is in rank order (contiguous placement; comm.h ringOrder); otherwise the bits may differ
+// is in rank order (contiguous placement; ring_layout.h ringOrder); otherwise the bits may differ
 // from the ring's in the last place, but every rank computes the same ones.
 template <typename Src>
 void reduceChain(const ReduceKernels& k, char* dst, Src src, size_t cnt, int n, int last) {
@@ -106,19 +106,19 @@ constexpr size_t kDirectReadBytes = 128 * 1024;
 bool oneShotEligible(const OneShotContext& c, const OpDesc& od) {
   if (c.nranks < 2 || od.count == 0) return false;
   const size_t bytes = od.bytes();
-  if (c.mailboxes) {
+  if (c.state->mailboxes) {
     if (!directKind(od.kind)) return false;
-    size_t cap = c.mailboxes->capacity();
+    size_t cap = c.state->mailboxes->capacity();
     if (od.kind == CollKind::kReduceScatter) cap /= static_cast<size_t>(c.nranks);
-    return bytes <= cap || c.directOn;
+    return bytes <= cap || c.state->directOn;
   }
-  return od.kind == CollKind::kAllReduce && bytes <= c.netOneShotBytes && bytes <= c.slotBytes && c.ring0 &&
+  return od.kind == CollKind::kAllReduce && bytes <= c.state->netBytes && bytes <= c.slotBytes && c.ring0 &&
          c.ring0->send;
 }
 
 OneShot::OneShot(const OneShotContext& ctx, const OpDesc& od) : ctx_(ctx), od_(od), es_(dataTypeSize(od.dtype)) {
-  if (!ctx_.mailboxes) return;  // ring
-  size_t cap = ctx_.mailboxes->capacity();
+  if (!ctx_.state->mailboxes) return;  // ring
+  size_t cap = ctx_.state->mailboxes->capacity();
   if (od.kind == CollKind::kReduceScatter) cap /= static_cast<size_t>(ctx_.nranks);
   if (od.count * es_ <= cap) {
     mode_ = Mode::kMailbox;
@@ -127,29 +127,29 @@ OneShot::OneShot(const OneShotContext& ctx, const OpDesc& od) : ctx_(ctx), od_(o
     mode_ = Mode::kDirectRead;
     rounds_ = od.kind == CollKind::kAllReduce ? 3 : 2;
   }
-  for (int r = 0; r < rounds_; ++r) seqs_[r] = *ctx_.mailSeq = nextMailSeq(*ctx_.mailSeq);
+  for (int r = 0; r < rounds_; ++r) seqs_[r] = ctx_.state->mailSeq = nextMailSeq(ctx_.state->mailSeq);
 }
 
 Status OneShot::start() {
   const size_t bytes = od_.count * es_;
   if (mode_ == Mode::kMailbox) {
     size_t pub = mailBytes(ctx_, od_, es_);
-    if (pub) hostCopy(ctx_.mailboxes->mine(seqs_[0]), od_.sendbuff, pub);
-    ctx_.mailboxes->publish(seqs_[0], signatureOf(od_));
+    if (pub) hostCopy(ctx_.state->mailboxes->mine(seqs_[0]), od_.sendbuff, pub);
+    ctx_.state->mailboxes->publish(seqs_[0], signatureOf(od_));
     return okStatus();
   }
   if (mode_ == Mode::kDirectRead) {
     ptrs_.resize(static_cast<size_t>(ctx_.nranks));
     Ptrs mine{reinterpret_cast<uintptr_t>(od_.sendbuff), reinterpret_cast<uintptr_t>(od_.recvbuff)};
-    std::memcpy(ctx_.mailboxes->mine(seqs_[0]), &mine, sizeof(mine));
-    ctx_.mailboxes->publish(seqs_[0], signatureOf(od_));
+    std::memcpy(ctx_.state->mailboxes->mine(seqs_[0]), &mine, sizeof(mine));
+    ctx_.state->mailboxes->publish(seqs_[0], signatureOf(od_));
     published_ = true;
     return okStatus();
   }
   // Ring: copy our own input (in-place callers overwrite it while reducing).
   const size_t need = bytes * static_cast<size_t>(ctx_.nranks);
-  if (ctx_.oneShotScratch->size() < need) ctx_.oneShotScratch->resize(need);
-  hostCopy(ctx_.oneShotScratch->data() + static_cast<size_t>(ctx_.rank) * bytes, od_.sendbuff, bytes);
+  if (ctx_.state->scratch.size() < need) ctx_.state->scratch.resize(need);
+  hostCopy(ctx_.state->scratch.data() + static_cast<size_t>(ctx_.rank) * bytes, od_.sendbuff, bytes);
   return okStatus();
 }
 
@@ -158,7 +158,7 @@ Status OneShot::poll(bool* done, WaitTarget* wait) {
 }
 
 Status OneShot::pollRounds(bool* done, WaitTarget* wait) {
-  Mailboxes& mb = *ctx_.mailboxes;
+  Mailboxes& mb = *ctx_.state->mailboxes;
   const int n = ctx_.nranks;
   for (;;) {
     const uint32_t s = seqs_[round_];
@@ -206,13 +206,13 @@ Status OneShot::pollRounds(bool* done, WaitTarget* wait) {
 
 template <typename Base>
 Status OneShot::reduceDirect(char* dst, Base base, size_t cnt, int last) {
-  const Mailboxes& mb = *ctx_.mailboxes;
+  const Mailboxes& mb = *ctx_.state->mailboxes;
   const int n = ctx_.nranks, me = ctx_.rank;
   const pid_t self = getpid();
   const ReduceKernels& k = hostReduceKernels(od_.dtype, od_.op);
   const size_t perRead = std::max<size_t>(1, kDirectReadBytes / es_);
-  if (ctx_.oneShotScratch->size() < 3 * kDirectReadBytes + 64) ctx_.oneShotScratch->resize(3 * kDirectReadBytes + 64);
-  char* tmp = ctx_.oneShotScratch->data();
+  if (ctx_.state->scratch.size() < 3 * kDirectReadBytes + 64) ctx_.state->scratch.resize(3 * kDirectReadBytes + 64);
+  char* tmp = ctx_.state->scratch.data();
   for (size_t off = 0; off < cnt; off += perRead) {
     const size_t len = std::min(perRead, cnt - off), bytes = len * es_;
     char* d = dst + off * es_;
@@ -260,7 +260,7 @@ Status OneShot::reduceDirect(char* dst, Base base, size_t cnt, int last) {
 // that gave up meanwhile has handed its buffers back.
 Status OneShot::readPhase(int round) {
   if (round == rounds_ - 1) return okStatus();  // "done reading": nothing left to do
-  Mailboxes& mb = *ctx_.mailboxes;
+  Mailboxes& mb = *ctx_.state->mailboxes;
   const int gone = mb.beginReading(seqs_[round]);
   if (gone >= 0) return withdrawnError(gone);
   Status st = directPhase(round);
@@ -275,7 +275,7 @@ Status OneShot::withdrawnError(int peer) const {
 
 void OneShot::abandon() {
   if (mode_ != Mode::kDirectRead || !published_ || complete_) return;
-  Mailboxes& mb = *ctx_.mailboxes;
+  Mailboxes& mb = *ctx_.state->mailboxes;
   const std::span<const uint32_t> rounds(seqs_, static_cast<size_t>(rounds_));
   // Once our "done reading" flag is out, peers may still need it to finish.
   mb.withdraw(rounds, round_ == rounds_ - 1 ? seqs_[round_] : 0);
@@ -294,7 +294,7 @@ void OneShot::abandon() {
 }
 
 Status OneShot::directPhase(int round) {
-  const Mailboxes& mb = *ctx_.mailboxes;
+  const Mailboxes& mb = *ctx_.state->mailboxes;
   const int n = ctx_.nranks, me = ctx_.rank;
   const size_t bytes = od_.count * es_;
   char* out = static_cast<char*>(od_.recvbuff);
@@ -354,12 +354,12 @@ Status OneShot::directPhase(int round) {
 // then every flag is visible here too. Otherwise the ranks disagree.
 bool OneShot::allArrivedNow() const {
   for (int r = 0; r < ctx_.nranks; ++r)
-    if (r != ctx_.rank && !ctx_.mailboxes->arrived(r, seqs_[round_])) return false;
+    if (r != ctx_.rank && !ctx_.state->mailboxes->arrived(r, seqs_[round_])) return false;
   return true;
 }
 
 void OneShot::finishMailbox() {
-  Mailboxes& mb = *ctx_.mailboxes;
+  Mailboxes& mb = *ctx_.state->mailboxes;
   const int n = ctx_.nranks, me = ctx_.rank;
   const size_t bytes = od_.count * es_;
   char* out = static_cast<char*>(od_.recvbuff);
@@ -394,11 +394,11 @@ void OneShot::finishMailbox() {
 }
 
 Status OneShot::pollRingPass(bool* done, WaitTarget* wait) {
-  SendConnector& send = ctx_.oneShotPair->send ? *ctx_.oneShotPair->send : *ctx_.ring0->send;
-  RecvConnector& recv = ctx_.oneShotPair->recv ? *ctx_.oneShotPair->recv : *ctx_.ring0->recv;
+  SendConnector& send = ctx_.state->pair.send ? *ctx_.state->pair.send : *ctx_.ring0->send;
+  RecvConnector& recv = ctx_.state->pair.recv ? *ctx_.state->pair.recv : *ctx_.ring0->recv;
   const int n = ctx_.nranks, me = ctx_.rank;
   const size_t bytes = od_.count * es_;
-  char* scratch = ctx_.oneShotScratch->data();
+  char* scratch = ctx_.state->scratch.data();
   COLL_CHECK(send.progress());
   if (sent_ == 0) {  // send before anything else: the peers wait for it
     if (!send.ready()) {
@@ -432,7 +432,7 @@ Status OneShot::pollRingPass(bool* done, WaitTarget* wait) {
       *wait = send.waitTarget();
       return okStatus();
     }
-    const int origin = ctx_.ring[static_cast<size_t>((ctx_.ringPos - j + n) % n)];
+    const int origin = ctx_.ring->rankAt(ctx_.ring->pos - j);
     hostCopy(scratch + static_cast<size_t>(origin) * bytes, recv.slot(), bytes);
     if (forward) {
       hostCopy(send.slot(), recv.slot(), bytes);
@@ -457,7 +457,7 @@ Status OneShot::pollRingPass(bool* done, WaitTarget* wait) {
 
 void OneShot::finishRingPass() {
   const size_t bytes = od_.count * es_;
-  const char* scratch = ctx_.oneShotScratch->data();
+  const char* scratch = ctx_.state->scratch.data();
   reduceAllBlocks(od_, es_, ctx_.nranks, [&](int r) { return scratch + static_cast<size_t>(r) * bytes; });
 }
 

@@ -33,26 +33,36 @@
 #include <vector>
 
 #include "algorithms/plan.h"
+#include "algorithms/ring_layout.h"
 #include "transport/connector_set.h"
 #include "transport/shm/mailbox.h"
 
 namespace coll {
 
+// What one-shot operations keep of a communicator between operations (collComm::oneShot),
+// made at init (comm/comm.cc).
+struct OneShotState {
+  std::unique_ptr<Mailboxes> mailboxes;  // every rank on this host: the mailbox modes
+  uint32_t mailSeq = 0;                  // last mailbox round number used
+  bool directOn = false;                 // large operations read peers' buffers
+  size_t netBytes = 0;                   // across hosts: allreduce up to this size (COLL_NET_ONESHOT_BYTES)
+  std::vector<char> scratch;             // ring one-shot inputs; direct reductions' chunks
+  // Two ranks over net: a duplex connection for the one-shot only, so the ACKs of small
+  // messages ride on data (8 B: 13 -> 9 us), while ring slices stay on one-way
+  // connections (sharing a socket serialises bulk sends and receives on its lock:
+  // measured -20-35 % bandwidth). Empty otherwise.
+  ConnectorSet::Channel pair;
+};
+
 // What a one-shot operation uses of its communicator (comm/comm.h oneShotContext): the
-// ranks, the mailboxes and their round counter, the scratch buffer, the connectors.
+// ranks, the ring, the one-shot state, the host set's channel 0.
 struct OneShotContext {
   int rank = 0;
   int nranks = 1;
-  int ringPos = 0;
-  std::span<const int> ring;
-  Mailboxes* mailboxes = nullptr;               // every rank on this host: the mailbox modes
-  uint32_t* mailSeq = nullptr;                  // last mailbox round number used
-  std::vector<char>* oneShotScratch = nullptr;  // ring one-shot inputs; direct reductions' chunks
-  bool directOn = false;                        // large operations read peers' buffers
-  size_t netOneShotBytes = 0;                   // across hosts: allreduce up to this size
+  const RingLayout* ring = nullptr;
+  OneShotState* state = nullptr;
   size_t slotBytes = 0;
-  ConnectorSet::Channel* oneShotPair = nullptr;  // two ranks over net: the one-shot pair, or empty
-  ConnectorSet::Channel* ring0 = nullptr;        // the host set's channel 0; null without one
+  ConnectorSet::Channel* ring0 = nullptr;  // the host set's channel 0; null without one
 };
 
 // Whether od runs as a one-shot operation (depends only on values every rank shares, so

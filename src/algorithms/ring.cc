@@ -5,7 +5,7 @@
 // into one piece per channel; channel ch handles piece ch of every block, so channels
 // never share a connector and run concurrently.
 //
-// Positions, not ranks: the rank at ring position p (comm.h ringOrder; p = r when ranks
+// Positions, not ranks: the rank at ring position p (ring_layout.h ringOrder; p = r when ranks
 // are placed contiguously) plays the part described here for rank r. Allreduce blocks
 // are numbered by position; reduce-scatter and allgather blocks are the user's, so block
 // k below is the block of the rank at position k.
@@ -141,7 +141,7 @@ bool exchanges(const BuildInput& in, const OpDesc& od, int nch) {
 // then the rank's own), then the peer's, as they come, combined with this rank's into the
 // output: four steps, one wait. At most a FIFO's half in flight each way (exchanges()).
 void buildExchange(const BuildInput& in, const OpDesc& od, uint16_t opIndex, int nch, std::vector<Program>& progs) {
-  const int r = in.ringPos;
+  const int r = in.ring->pos;
   const size_t es = dataTypeSize(od.dtype);
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
@@ -162,7 +162,7 @@ void buildExchange(const BuildInput& in, const OpDesc& od, uint16_t opIndex, int
 }  // namespace
 
 void buildRingAllReduce(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& progs) {
-  const int n = in.nranks, r = in.ringPos;
+  const int n = in.nranks, r = in.ring->pos;
   const size_t es = dataTypeSize(od.dtype);
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
@@ -221,12 +221,10 @@ void forEachBlockPiece(const BuildInput& in, const OpDesc& od, std::vector<Progr
 }
 
 // The user's block of the rank at ring position k (mod n).
-size_t userBlock(const BuildInput& in, int k) {
-  return static_cast<size_t>(in.ring[static_cast<size_t>(mod(k, in.nranks))]);
-}
+size_t userBlock(const BuildInput& in, int k) { return static_cast<size_t>(in.ring->rankAt(k)); }
 
 void buildRingReduceScatter(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& progs) {
-  const int n = in.nranks, r = in.ringPos;
+  const int n = in.nranks, r = in.ring->pos;
   const size_t blockBytes = od.bytes();
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);
@@ -244,7 +242,7 @@ void buildRingReduceScatter(const BuildInput& in, const OpDesc& od, uint16_t opI
 }
 
 void buildRingAllGather(const BuildInput& in, const OpDesc& od, uint16_t opIndex, std::vector<Program>& progs) {
-  const int n = in.nranks, r = in.ringPos;
+  const int n = in.nranks, r = in.ring->pos;
   const size_t blockBytes = od.bytes();
   const char* src = static_cast<const char*>(od.sendbuff);
   char* dst = static_cast<char*>(od.recvbuff);

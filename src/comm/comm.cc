@@ -139,7 +139,7 @@ static void initTrees(collComm* c, int nch, bool shmDisable) {
   const auto& peers = c->bootstrap->peers();
   std::vector<std::string> ids;
   std::vector<std::vector<int>> members;
-  for (int r : c->ring) {
+  for (int r : c->ring.order) {
     std::string h(peers[r].hostId, strnlen(peers[r].hostId, sizeof(peers[r].hostId)));
     auto it = std::find(ids.begin(), ids.end(), h);
     if (it == ids.end()) {
@@ -348,7 +348,7 @@ static Status agreeNet(collComm* c, const std::vector<SharedConfig>& all) {
 // rounds partial sums.
 static void makeDeterministic(collComm* c) {
   bool rankOrder = true;
-  for (int p = 0; p < c->nranks; ++p) rankOrder = rankOrder && c->ring[static_cast<size_t>(p)] == p;
+  for (int p = 0; p < c->nranks; ++p) rankOrder = rankOrder && c->ring.order[static_cast<size_t>(p)] == p;
   for (CollKind k : {CollKind::kAllReduce, CollKind::kReduce, CollKind::kReduceScatter}) {
     const int base = static_cast<int>(k) * 4;
     c->tuner.algos = (c->tuner.algos | AllowMask{1} << (base + static_cast<int>(Algo::kRing))) &
@@ -385,19 +385,19 @@ static Status applyConfig(collComm* c, const std::vector<SharedConfig>& all, boo
   // Slots are 64-byte multiples so every element type divides them.
   c->slotBytes = (static_cast<size_t>(agreed.buffSize) / kFifoSlots) & ~size_t{63};
   c->sliceBytes = c->slotBytes;
-  c->deviceSlotBytes = (static_cast<size_t>(agreed.deviceBuffSize) / kFifoSlots) & ~size_t{63};
+  c->dev.slotBytes = (static_cast<size_t>(agreed.deviceBuffSize) / kFifoSlots) & ~size_t{63};
   // Ring loops of 2 slices per block across the network, of kFifoSlots/2 within a host: over
   // TCP 2 beat 4 by 3-16 % at 1-32 MiB, over shared memory 4 beat 2 by 8-26 % at 256 KiB-4
   // MiB (docs/PERFORMANCE.md). Every rank sees the same hosts, so they agree.
   c->loopSlices = overNet ? 2 : kFifoSlots / 2;
   c->channelMinBytes = std::max<int64_t>(1, param(IntParam::CHUNK_MIN_BYTES));
-  c->deviceChannelMinBytes = std::max<int64_t>(1, param(IntParam::DEVICE_CHUNK_MIN_BYTES));
+  c->dev.channelMinBytes = std::max<int64_t>(1, param(IntParam::DEVICE_CHUNK_MIN_BYTES));
   c->stallWarnS = static_cast<double>(std::max<int64_t>(0, param(IntParam::STALL_WARN_S)));
   c->opTimeoutS = c->options.timeoutMs >= 0 ? c->options.timeoutMs / 1000.0
                                             : static_cast<double>(std::max<int64_t>(0, param(IntParam::TIMEOUT_S)));
   c->spinNs = std::max<int64_t>(0, param(IntParam::SPIN_US)) * 1000;
   c->streamMinBytes = static_cast<size_t>(std::max<int64_t>(0, param(IntParam::STREAM_MIN_BYTES)));
-  c->netOneShotBytes = static_cast<size_t>(agreed.netOneShotBytes);
+  c->oneShot.netBytes = static_cast<size_t>(agreed.netOneShotBytes);
   c->compress = static_cast<uint8_t>(agreed.compress);  // collCompress_t values are Encodings
   if (agreed.deterministic) makeDeterministic(c);
   if (c->compress != kEncodingNone)
@@ -413,74 +413,47 @@ static Status applyConfig(collComm* c, const std::vector<SharedConfig>& all, boo
   c->dev.laneBudget = budget;
   bool yields = false;
   for (const SharedConfig& o : all) yields |= o.deviceYields != 0;
-  c->deviceStageBytes = yields ? static_cast<size_t>(agreed.deviceStageBytes) : 0;
-  c->deviceDirectMinBytes = directMinBytes(c, yields);
-  c->deviceExchangeBytes = static_cast<size_t>(agreed.deviceExchangeBytes);
+  c->dev.stageBytes = yields ? static_cast<size_t>(agreed.deviceStageBytes) : 0;
+  if (c->dev.stageBytes > 0) c->dev.mail = &c->oneShot;
+  c->dev.directMinBytes = directMinBytes(c, yields);
+  c->dev.exchangeBytes = static_cast<size_t>(agreed.deviceExchangeBytes);
   const DeviceShape shape = deviceShape(c->nranks, budget, agreed.deviceChannels);
   c->dev.channels = shape.channels;
   c->dev.peerLanes = shape.peerLanes;
   if (c->nranks > 1 && agreed.oneShotBytes > 0 && agreed.shmDisable == 0 && oneHost) {
-    COLL_ASSIGN(c->mailboxes, Mailboxes::create(c->bootstrap.get(), static_cast<size_t>(agreed.oneShotBytes),
-                                                kTagMailbox, agreed.direct));
-    c->directOn = c->mailboxes && c->mailboxes->directOk();
+    COLL_ASSIGN(c->oneShot.mailboxes, Mailboxes::create(c->bootstrap.get(), static_cast<size_t>(agreed.oneShotBytes),
+                                                        kTagMailbox, agreed.direct));
+    c->oneShot.directOn = c->oneShot.mailboxes && c->oneShot.mailboxes->directOk();
   }
-  if (c->nranks > 1 && c->deviceStageBytes > 0) {
-    COLL_ASSIGN(c->copyAgent, CopyAgent::create(c));
+  if (c->nranks > 1 && c->dev.stageBytes > 0) {
+    COLL_ASSIGN(c->dev.copyAgent, CopyAgent::create(c->dev));
   }
   return okStatus();
 }
 
 // The ring's order and this rank's neighbours in it.
-static void initRing(collComm* c) {
-  c->ring = ringOrder(c->bootstrap->peers());
-  c->ringPosOf.assign(static_cast<size_t>(c->nranks), 0);
-  for (int p = 0; p < c->nranks; ++p) c->ringPosOf[static_cast<size_t>(c->ring[p])] = p;
-  c->ringPos = c->ringPosOf[static_cast<size_t>(c->rank)];
-  c->ringNext = c->ring[(c->ringPos + 1) % c->nranks];
-  c->ringPrev = c->ring[(c->ringPos + c->nranks - 1) % c->nranks];
-}
+static void initRing(collComm* c) { c->ring = RingLayout(ringOrder(c->bootstrap->peers()), c->rank); }
 
 // Connects the host set's ring channels, and for two ranks over a duplex-capable transport
-// the LL connection (comm.h: oneShotPair).
+// the LL connection (OneShotState::pair).
 static Status connectRing(collComm* c, const SharedConfig& agreed, int nch) {
   auto& channels = c->hostConns.channels;
   ConnectJob job(c->bootstrap.get(), c->slotBytes, false, false, c->net);
   for (int ch = 0; ch < nch; ++ch) {
-    job.addRecv(c->ringPrev, kTagRing | static_cast<uint64_t>(ch), &channels[ch].recv);
-    job.addSend(c->ringNext, kTagRing | static_cast<uint64_t>(ch), &channels[ch].send);
+    job.addRecv(c->ring.prev, kTagRing | static_cast<uint64_t>(ch), &channels[ch].recv);
+    job.addSend(c->ring.next, kTagRing | static_cast<uint64_t>(ch), &channels[ch].send);
   }
   const auto& peers = c->bootstrap->peers();
   if (c->nranks == 2 && agreed.netDuplex && agreed.netOneShotBytes > 0 &&
-      transportTable()[chooseTransport(peers[c->rank], peers[c->ringNext])]->duplex) {
-    job.addRecv(c->ringPrev, kTagOneShotPair, &c->oneShotPair.recv);
-    job.addSend(c->ringNext, kTagOneShotPair, &c->oneShotPair.send);
+      transportTable()[chooseTransport(peers[c->rank], peers[c->ring.next])]->duplex) {
+    job.addRecv(c->ring.prev, kTagOneShotPair, &c->oneShot.pair.recv);
+    job.addSend(c->ring.next, kTagOneShotPair, &c->oneShot.pair.send);
   }
   COLL_CHECK(job.run());
   COLL_INFO(INIT, "rank %d/%d: ring %d -> %d -> %d over %s/%s, %d channel(s), %zu-byte slices", c->rank, c->nranks,
-            c->ringPrev, c->rank, c->ringNext, channels[0].recv->kind(), channels[0].send->kind(), nch, c->sliceBytes);
+            c->ring.prev, c->rank, c->ring.next, channels[0].recv->kind(), channels[0].send->kind(), nch,
+            c->sliceBytes);
   return okStatus();
-}
-
-// The device path's copy of what it reads of c (device/device_comm.h), fixed from now on.
-static void bindDevice(collComm* c) {
-  DeviceComm& d = c->dev;
-  d.owner = c;
-  d.rank = c->rank;
-  d.nranks = c->nranks;
-  d.bootstrap = c->bootstrap.get();
-  d.net = c->net;
-  d.abort = c->abort;
-  d.opTimeoutS = &c->opTimeoutS;
-  d.stallWarnS = c->stallWarnS;
-  d.timing = param(IntParam::DEVICE_TIMING) != 0;
-  d.spinNs = c->spinNs;
-  d.slotBytes = c->deviceSlotBytes;
-  d.ringPrev = c->ringPrev;
-  d.ringNext = c->ringNext;
-  if (c->deviceStageBytes > 0) {
-    d.mailboxes = c->mailboxes.get();
-    d.mailSeq = &c->mailSeq;
-  }
 }
 
 static Status initConnections(collComm* c) {
@@ -531,35 +504,6 @@ static Status initConnections(collComm* c) {
   return pos;
 }
 
-std::vector<int> ringOrder(const std::vector<PeerInfo>& peers) {
-  const int n = static_cast<int>(peers.size());
-  std::vector<std::string> hosts;  // in order of first appearance
-  std::vector<int> hostOf(static_cast<size_t>(n));
-  std::vector<std::string> busOf(static_cast<size_t>(n));
-  std::vector<int> posOf(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r) {
-    const PeerInfo& p = peers[static_cast<size_t>(r)];
-    const std::string host(p.hostId, strnlen(p.hostId, sizeof(p.hostId)));
-    auto it = std::find(hosts.begin(), hosts.end(), host);
-    if (it == hosts.end()) it = hosts.insert(hosts.end(), host);
-    hostOf[static_cast<size_t>(r)] = static_cast<int>(it - hosts.begin());
-    busOf[static_cast<size_t>(r)] = std::string(p.busId, strnlen(p.busId, sizeof(p.busId)));
-    posOf[static_cast<size_t>(r)] = p.ringPos;
-  }
-  // Host, then place in the host's GPU ring (-1 first: host-memory ranks, GPUs not
-  // placed), then bus id (PCI order follows the machine's switches and sockets, whatever
-  // the device numbering; host-memory ranks, with none, first), then rank.
-  std::vector<int> order(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r) order[static_cast<size_t>(r)] = r;
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
-    if (hostOf[ua] != hostOf[ub]) return hostOf[ua] < hostOf[ub];
-    if (posOf[ua] != posOf[ub]) return posOf[ua] < posOf[ub];
-    return busOf[ua] < busOf[ub];
-  });
-  return order;
-}
-
 namespace {
 
 // The banner, once per process, at COLL_DEBUG=VERSION or INFO (NCCL's rule).
@@ -575,9 +519,15 @@ std::unique_ptr<collComm> commMake(int nranks, int rank, int cudaDev, const Comm
   auto comm = std::make_unique<collComm>();
   comm->rank = rank;
   comm->nranks = nranks;
-  comm->dev.cudaDev = cudaDev;
   comm->options = opts;
   comm->abort = std::make_shared<AbortState>();
+  // The device part reads the core and the ring through references, fixed from now on.
+  DeviceComm& d = comm->dev;
+  d.owner = comm.get();
+  d.core = comm.get();
+  d.ring = &comm->ring;
+  d.cudaDev = cudaDev;
+  d.timing = param(IntParam::DEVICE_TIMING) != 0;
   return comm;
 }
 
@@ -606,10 +556,7 @@ Status commJoin(collComm* comm, const UniqueIdData& id) {
   COLL_ASSIGN(comm->bootstrap, Bootstrap::create(id, comm->rank, comm->nranks, self, comm->abort));
   watchInit(comm);
   Status st = initConnections(comm);
-  if (st.ok()) {
-    bindDevice(comm);
-    st = devicePrepare(comm->dev);
-  }
+  if (st.ok()) st = devicePrepare(comm->dev);
   if (st.ok() && comm->nranks > 1) comm->tunerPlugin = TunerPluginComm::open(comm->commHash, &comm->tuner);
   if (!st.ok()) {
     st.prefix("rank " + std::to_string(comm->rank) + " init: ");
@@ -668,7 +615,6 @@ void commFree(collComm* comm, bool clean) {
   if (comm->dev.proxy) comm->dev.proxy->quiesce(!clean || comm->abort->raised());
   comm->profiler.detach();  // after the last operation's events
   if (comm->bootstrap && clean) comm->bootstrap->leave();
-  comm->magic = 0;
   delete comm;
 }
 

@@ -18,8 +18,9 @@
 #include "algorithms/oneshot.h"
 #include "algorithms/tuner.h"
 #include "algorithms/tuner_plugin.h"
+#include "algorithms/ring_layout.h"
 #include "bootstrap/bootstrap.h"
-#include "comm/copy_agent.h"
+#include "bootstrap/comm_core.h"
 #include "device/device_comm.h"
 #include "profiler/profiler.h"
 #include "transport/connector.h"
@@ -77,85 +78,43 @@ struct Registration {
 };
 }  // namespace coll
 
-struct collComm {
-  static constexpr uint32_t kMagic = 0xC011C0A1u;
-  uint32_t magic = kMagic;
-  int rank = 0;
-  int nranks = 0;
-  std::unique_ptr<coll::Bootstrap> bootstrap;
-  std::shared_ptr<coll::AbortState> abort;
+// The communicator in parts: the core (bootstrap/comm_core.h: rank, bootstrap, abort
+// state, timeouts), the ring (algorithms/ring_layout.h), the host path's connectors and
+// limits, the one-shots' state (algorithms/oneshot.h), the device path (dev:
+// device/device_comm.h), then what the API layer keeps (options, registrations, redops).
+// The layers below receive the parts they use by reference.
+struct collComm : coll::CommCore {
+  // The host path: its slots and slices, per-operation limits, connectors.
   size_t slotBytes = 0;
   size_t sliceBytes = 0;
-  size_t deviceSlotBytes = 0;                // the device set's slots and slices (COLL_DEVICE_BUFFSIZE / kFifoSlots)
   size_t loopSlices = coll::kFifoSlots / 2;  // slices of a block per ring loop (algorithms/ring.cc), 1..kFifoSlots/2
   int64_t channelMinBytes = 0;
-  int64_t deviceChannelMinBytes = 0;  // COLL_DEVICE_CHUNK_MIN_BYTES: the same for device operations
   int minChannels = 1;
-  double stallWarnS = 0;  // 0: no stall reports
-  // collCommSetTimeout / config->timeoutMs / COLL_TIMEOUT_S: an operation still running this long after it
-  // started fails with kTimeout and aborts the communicator. 0: no limit. Read by the
-  // thread running the operation, written by any.
-  std::atomic<double> opTimeoutS{0};
-  // The net backend every rank of the communicator agreed on at init (null: it spans no
-  // network, one host with shared memory).
-  coll::NetBackend* net = nullptr;
-
-  // The connectors the host executor runs over; the device set (device/device_exec.h) for
-  // operations on device buffers: between ranks that share a GPU or reach each other's
-  // (p2p) its FIFOs are in device memory, which the host executor cannot touch. Ring
-  // channels are connected at init (the device set's for ranks bound to a device, and with
+  size_t streamMinBytes = 0;  // COLL_STREAM_MIN_BYTES: non-temporal stores from here up
+  uint8_t compress = 0;       // Encoding (kernels/compress.h) of fp32 collectives by default
+  // The connectors the host executor runs over; the device set (dev.conns) for operations
+  // on device buffers: between ranks that share a GPU or reach each other's (p2p) its
+  // FIFOs are in device memory, which the host executor cannot touch. Ring channels are
+  // connected at init (the device set's for ranks bound to a device, and with
   // COLL_DEVICE_EMULATE), tree edges and send/recv peers on first use. The device set is
   // null for host-memory ranks.
   coll::ConnectorSet hostConns;
   coll::ConnectorSet& conns(bool device) { return device ? *dev.conns : hostConns; }
-  // Two ranks over net: a duplex connection for the LL one-shot only, so the ACKs of
-  // small messages ride on data (8 B: 13 -> 9 us), while ring slices stay on one-way
-  // connections (sharing a socket serialises bulk sends and receives on its lock:
-  // measured -20-35 % bandwidth). Empty otherwise.
-  coll::ConnectorSet::Channel oneShotPair;
-  std::vector<int> ring;       // ranks in ring order (ringOrder)
-  std::vector<int> ringPosOf;  // rank -> its position in `ring`
-  int ringPos = 0;             // this rank's position
-  int ringNext = 0, ringPrev = 0;
-
+  coll::RingLayout ring;
   // Double binary trees over hosts with a chain inside each (algorithms/tree.cc): the
   // shape is in the connector sets' trees.
   bool twoTrees = false;                               // the two trees differ (two hosts or more)
   coll::TunerInput tuner;                              // the cost model's inputs and the COLL_ALGO/PROTO filters
   std::unique_ptr<coll::TunerPluginComm> tunerPlugin;  // a tuner plugin's say (null: none)
-  // The same on every rank and (but for a one-in-2^64 chance) no other communicator: the
-  // first bytes of the unique id's SHA-256 (NCCL's commHash, given to plugins).
-  uint64_t commHash = 0;
 
   // One-shot algorithms for small operations (algorithms/oneshot.h): mailboxes when
-  // every rank shares this host, else allreduce over channel 0 up to netOneShotBytes.
-  std::unique_ptr<coll::Mailboxes> mailboxes;
-  uint32_t mailSeq = 0;   // last mailbox round number used
-  bool directOn = false;  // large operations read peers' buffers (oneshot.h)
-  size_t netOneShotBytes = 0;
-  std::vector<char> oneShotScratch;  // ring one-shot inputs; direct reductions' peer chunks
-  int64_t spinNs = 0;                // COLL_SPIN_US, for waiters
-  size_t streamMinBytes = 0;         // COLL_STREAM_MIN_BYTES: non-temporal stores from here up
-  uint8_t compress = 0;              // Encoding (kernels/compress.h) of fp32 collectives by default
+  // every rank shares this host, else allreduce over channel 0 up to oneShot.netBytes.
+  coll::OneShotState oneShot;
 
   // The device path (device/device_comm.h): the CUDA device this rank is bound to
-  // (dev.cudaDev, -1 for a host-memory rank), emulation, the device connector set
-  // (conns(true)), the proxy.
+  // (dev.cudaDev, -1 for a host-memory rank), emulation, the device connector set, its
+  // limits, staging and copy agent, the proxy.
   coll::DeviceComm dev;
-  // Launches on device buffers of at most this many bytes go through host memory
-  // (comm/stage.h) where any rank's lanes yield; 0: never.
-  size_t deviceStageBytes = 0;
-  // Device allreduces of at least this many bytes take the direct route (algorithms.h
-  // buildDirectAllReduce) where every rank shares this process and GPU; SIZE_MAX: never.
-  size_t deviceDirectMinBytes = SIZE_MAX;
-  // 2 ranks: device allreduces of at most this many bytes exchange their blocks
-  // (algorithms/ring.cc); 0: never.
-  size_t deviceExchangeBytes = 0;
-  std::shared_ptr<void> stageMemory;  // pinned host memory of staged launches, kept for the next
-  size_t stageMemoryBytes = 0;
-  // Where ranks of several processes share this rank's GPU: the rank that makes their
-  // staging copies (comm/copy_agent.h), on the agent and its clients.
-  std::unique_ptr<coll::CopyAgent> copyAgent;
 
   coll::CommOptions options;
   // collInProgress while a non-blocking init runs on initThread, then its result.
@@ -191,30 +150,9 @@ namespace coll {
 
 // What a one-shot operation of c uses (algorithms/oneshot.h).
 inline OneShotContext oneShotContext(collComm* c) {
-  OneShotContext x;
-  x.rank = c->rank;
-  x.nranks = c->nranks;
-  x.ringPos = c->ringPos;
-  x.ring = c->ring;
-  x.mailboxes = c->mailboxes.get();
-  x.mailSeq = &c->mailSeq;
-  x.oneShotScratch = &c->oneShotScratch;
-  x.directOn = c->directOn;
-  x.netOneShotBytes = c->netOneShotBytes;
-  x.slotBytes = c->slotBytes;
-  x.oneShotPair = &c->oneShotPair;
-  x.ring0 = c->hostConns.channels.empty() ? nullptr : &c->hostConns.channels[0];
-  return x;
+  return {c->rank,     c->nranks,    &c->ring,
+          &c->oneShot, c->slotBytes, c->hostConns.channels.empty() ? nullptr : &c->hostConns.channels[0]};
 }
-
-// The ring's order of ranks: grouped by host (hosts in order of their first rank), inside
-// a host by GPU: in the host's best GPU ring (PeerInfo::ringPos, from the topology: NVLink
-// and PCIe distance, graph.h), then in PCI bus id order (host-memory ranks and GPUs the
-// topology did not show first), by rank inside a group. Contiguous placements keep rank
-// order; round-robin ones (mpirun --map-by node, threads spread over GPUs) cross between
-// hosts and GPUs once per group instead of at every hop, and a device numbering that
-// jumps between sockets (CUDA_VISIBLE_DEVICES=0,4,1,5) does not make the ring jump with it.
-std::vector<int> ringOrder(const std::vector<PeerInfo>& peers);
 
 // Creates rank `rank` of the communicator named by id.
 // cudaDev: the CUDA device this rank is bound to (-1: a host-memory rank).

@@ -207,9 +207,9 @@ namespace {
 // flag beyond them is not part of this launch.)
 Status mailboxIntrusion(const Program& p) {
   collComm* c = p.comm;
-  if (!c->mailboxes || p.blockedPeer < 0 || p.blockedPeer == c->rank) return okStatus();
-  uint32_t next = nextMailSeq(c->mailSeq);
-  if (!c->mailboxes->arrived(p.blockedPeer, next)) return okStatus();
+  if (!c->oneShot.mailboxes || p.blockedPeer < 0 || p.blockedPeer == c->rank) return okStatus();
+  uint32_t next = nextMailSeq(c->oneShot.mailSeq);
+  if (!c->oneShot.mailboxes->arrived(p.blockedPeer, next)) return okStatus();
   // The peer wrote everything it owed this lane before publishing: look again.
   if (p.cur < p.steps.size()) {
     const Step& s = p.steps[p.cur];
@@ -224,7 +224,7 @@ Status mailboxIntrusion(const Program& p) {
 // oneShotIntrusion for a program: a step receiving on channel 0 waits on the ring's connection.
 Status oneShotIntrusionInLane(const Program& p, const Waiter& waiter, bool now = false) {
   collComm* c = p.comm;
-  if (!c->oneShotPair.recv || p.cur >= p.steps.size()) return okStatus();
+  if (!c->oneShot.pair.recv || p.cur >= p.steps.size()) return okStatus();
   const Step& s = p.steps[p.cur];
   if (s.recv && s.recv == c->hostConns.channels[0].recv.get() && (now || p.blockedFor == Awaiting::kData))
     return oneShotIntrusion(c, false, waiter, now);
@@ -235,9 +235,9 @@ Status oneShotIntrusionInLane(const Program& p, const Waiter& waiter, bool now =
 
 Status oneShotIntrusion(collComm* c, bool waitingOnOneShot, const Waiter& waiter, bool now) {
   constexpr double kGraceS = 2.0;
-  if (!c->oneShotPair.recv || c->hostConns.channels.empty() || (!now && waiter.idleSeconds() < kGraceS))
+  if (!c->oneShot.pair.recv || c->hostConns.channels.empty() || (!now && waiter.idleSeconds() < kGraceS))
     return okStatus();
-  RecvConnector* other = waitingOnOneShot ? c->hostConns.channels[0].recv.get() : c->oneShotPair.recv.get();
+  RecvConnector* other = waitingOnOneShot ? c->hostConns.channels[0].recv.get() : c->oneShot.pair.recv.get();
   if (!other) return okStatus();
   if (!other->progress().ok() && !other->ready()) return okStatus();
   if (!other->ready()) return okStatus();
@@ -245,10 +245,6 @@ Status oneShotIntrusion(collComm* c, bool waitingOnOneShot, const Waiter& waiter
                       (waitingOnOneShot ? " sent ring data while this rank waits in a one-shot (LL) operation"
                                         : " sent a one-shot (LL) message while this rank waits in a ring operation") +
                       ": the ranks called different operations or counts");
-}
-
-Status fatalWhileStalled(collComm* c, const Waiter& waiter, std::chrono::steady_clock::time_point started) {
-  return stalledVerdict(*c->abort, waiter, c->opTimeoutS.load(std::memory_order_relaxed), started);
 }
 
 Status failLane(collComm* c, const char* lane, const OpDesc& od, int peer, Status st) {
@@ -402,7 +398,7 @@ Status checkStalled(std::span<Lane* const> live, const Waiter& waiter, std::chro
                     collComm** failedComm) {
   for (Lane* l : live) {
     Status st = waitsOnGoneRank(l);
-    if (st.ok()) st = fatalWhileStalled(l->comm(), waiter, started);
+    if (st.ok()) st = fatalWhileStalled(*l->comm(), waiter, started);
     if (st.ok()) st = l->diagnose(waiter, false);
     if (!st.ok()) {
       if (failedComm) *failedComm = l->comm();

@@ -37,12 +37,8 @@ std::unique_ptr<Lane> sequenceLane(std::vector<std::unique_ptr<Lane>> lanes);
 // runLanes over one one-shot operation (algorithms/oneshot.h), from start to finish.
 Status runOneShot(struct ::collComm* c, const OneShotContext& ctx, const OpDesc& od, struct ::collComm** failedComm);
 
-// The error that ends a lane's wait on c: its abort state raised, its bootstrap root lost for
-// longer than a grace period while stuck, or the operation, started at `started`, running
-// past c's timeout (collCommSetTimeout: kTimeout); ok otherwise.
-Status fatalWhileStalled(struct ::collComm* c, const Waiter& waiter, std::chrono::steady_clock::time_point started);
 // Two ranks over net keep LL (one-shot) messages and ring slices on separate connections
-// (comm.h: oneShotPair). A rank stalled for 2 s on one of them (waitingOnOneShot: the one-shot one) while the
+// (algorithms/oneshot.h OneShotState::pair). A rank stalled for 2 s on one of them (waitingOnOneShot: the one-shot one) while the
 // other holds data from the peer: the ranks called different operations or counts. (Data
 // on the other connection can also be the peer's next operation, legitimately ahead of
 // ours: two TCP connections keep no order between them, hence the grace period.)

@@ -240,9 +240,6 @@ Status lowerProgram(const Program& p, const MapFn& map, DevicePlan& out, Pending
   ConnKeys keys;
   for (const Step& s : p.steps) {
     const OpDesc& od = (*p.ops)[s.op];
-    if (combines(od.kind) && !knownRedOp(od.op))  // the lanes would leave such a step undone
-      return invalidArgument(od.describe() + ": op " + std::to_string(static_cast<int>(od.op)) +
-                             " is no reduction operator the device executor knows");
     DeviceStep d{};
     // An address step (kDirect with a connector) carries the op's buffers as they are.
     const bool addr = (s.flags & kDirect) && (s.send || s.recv);
@@ -275,6 +272,12 @@ Status lowerProgram(const Program& p, const MapFn& map, DevicePlan& out, Pending
 // launch of the same operations).
 Result<std::shared_ptr<const DevicePlan>> planOf(const DevicePart& part, const MapFn& map) {
   if (part.plan) return part.plan;
+  for (size_t i = 0; part.ops && i < part.ops->size(); ++i) {
+    const OpDesc& od = (*part.ops)[i];
+    if (combines(od.kind) && !knownRedOp(od.op))  // the lanes would leave its steps undone
+      return invalidArgument(od.describe() + ": op " + std::to_string(static_cast<int>(od.op)) +
+                             " is no reduction operator the device executor knows");
+  }
   auto plan = std::make_shared<DevicePlan>();
   auto info = std::make_shared<PendingLaunch::LaneInfos>();
   size_t steps = 0;
@@ -292,7 +295,7 @@ Status lowerPart(const DevicePart& part, const MapFn& map, LoweredPart& out) {
   COLL_ASSIGN(out.plan, planOf(part, map));
   out.pending = std::make_shared<PendingLaunch>();
   PendingLaunch& p = *out.pending;
-  if (part.dev->mailSeq) p.mailSeq = *part.dev->mailSeq;
+  if (part.dev->mail) p.mailSeq = part.dev->mail->mailSeq;
   if (part.ops) p.ops = std::make_shared<const std::vector<OpDesc>>(*part.ops);
   p.laneInfo = out.plan->info;
   p.planReused = part.plan != nullptr;
@@ -306,7 +309,7 @@ Result<DeviceProxy*> proxyOf(DeviceComm* c) {
     auto proxy = std::make_unique<DeviceProxy>(c);
     COLL_CHECK(proxy->init());
     c->proxy = std::move(proxy);
-    COLL_INFO(INIT, "rank %d: device path %s", c->rank,
+    COLL_INFO(INIT, "rank %d: device path %s", c->core->rank,
               c->emulate ? "emulated on host threads (COLL_DEVICE_EMULATE=1)"
                          : ("on CUDA device " + std::to_string(c->cudaDev)).c_str());
   }
@@ -460,15 +463,15 @@ Status checkStreams(const DevicePart& part, int partsOnDevice) {
   if (part.dev->yieldNs != 0)
     for (void* s : part.streams)
       if (gpu::isCapturing(s))
-        return invalidUsage("rank " + std::to_string(part.dev->rank) +
+        return invalidUsage("rank " + std::to_string(part.dev->core->rank) +
                             ": a device collective cannot be captured into a CUDA graph while its lanes yield "
                             "(ranks of other processes share this GPU without MPS, or COLL_DEVICE_YIELD_US is set); "
                             "start the MPS daemon, or set COLL_DEVICE_YIELD_US=0");
-  const int sharing = ranksOnGpu(part.dev->bootstrap->peers(), part.dev->rank, true);
+  const int sharing = ranksOnGpu(part.dev->core->bootstrap->peers(), part.dev->core->rank, true);
   if (sharing <= partsOnDevice) return okStatus();
   for (void* s : part.streams)
     if (s == nullptr || s == reinterpret_cast<void*>(1) /* cudaStreamLegacy */)
-      return invalidUsage("rank " + std::to_string(part.dev->rank) + " shares CUDA device " +
+      return invalidUsage("rank " + std::to_string(part.dev->core->rank) + " shares CUDA device " +
                           std::to_string(part.dev->cudaDev) + " with " + std::to_string(sharing - 1) +
                           " other rank(s) of this process but was given the legacy default stream (0): their "
                           "kernels would wait for each other forever; give each rank its own stream (or "
@@ -593,7 +596,8 @@ bool devicePathFor(const DeviceComm& d, const void* p) {
 }
 
 bool copiesOnly(const DeviceComm& d, std::span<const OpDesc> ops) {
-  return d.nranks == 1 && std::none_of(ops.begin(), ops.end(), [](const OpDesc& od) { return isPeerOp(od.kind); });
+  return d.core->nranks == 1 &&
+         std::none_of(ops.begin(), ops.end(), [](const OpDesc& od) { return isPeerOp(od.kind); });
 }
 
 Status runCopiesOnly(const DeviceComm& d, std::span<const OpDesc> ops) {
@@ -677,21 +681,21 @@ Status devicePrepare(DeviceComm& d) {
     d.plans = std::make_unique<DevicePlanCache>(static_cast<size_t>(plans));
   auto& channels = d.conns->channels;
   channels.resize(static_cast<size_t>(d.channels));
-  if (d.nranks > 1) {
-    ConnectJob job(d.bootstrap, d.slotBytes, true, d.emulate, d.net);
+  if (d.core->nranks > 1) {
+    ConnectJob job(d.core->bootstrap.get(), d.slotBytes, true, d.emulate, d.core->net);
     for (size_t ch = 0; ch < channels.size(); ++ch) {
-      job.addRecv(d.ringPrev, kTagDevice | kTagRing | ch, &channels[ch].recv);
-      job.addSend(d.ringNext, kTagDevice | kTagRing | ch, &channels[ch].send);
+      job.addRecv(d.ring->prev, kTagDevice | kTagRing | ch, &channels[ch].recv);
+      job.addSend(d.ring->next, kTagDevice | kTagRing | ch, &channels[ch].send);
     }
     COLL_CHECK(job.run());
-    COLL_INFO(INIT, "rank %d: device ring %d -> %d -> %d over %s/%s, %zu channel(s)", d.rank, d.ringPrev, d.rank,
-              d.ringNext, channels[0].recv->kind(), channels[0].send->kind(), channels.size());
+    COLL_INFO(INIT, "rank %d: device ring %d -> %d -> %d over %s/%s, %zu channel(s)", d.core->rank, d.ring->prev,
+              d.core->rank, d.ring->next, channels[0].recv->kind(), channels[0].send->kind(), channels.size());
   }
 #if COLL_HAVE_CUDA
   if (!bound) return okStatus();
-  const std::string queues = hardwareQueueWarning(ranksOnGpu(d.bootstrap->peers(), d.rank, true),
+  const std::string queues = hardwareQueueWarning(ranksOnGpu(d.core->bootstrap->peers(), d.core->rank, true),
                                                   gpu::hardwareQueues());
-  if (!queues.empty()) COLL_WARN(INIT, "rank %d: %s", d.rank, queues.c_str());
+  if (!queues.empty()) COLL_WARN(INIT, "rank %d: %s", d.core->rank, queues.c_str());
   // Kernels reach host-memory FIFOs (shm, net) through mappings made now, before any
   // kernel runs; the abort word and launch memory likewise.
   Result<DeviceProxy*> proxy = proxyOf(&d);

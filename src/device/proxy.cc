@@ -20,7 +20,7 @@ namespace {
 Status laneStatus(DeviceComm* c, const PendingLaunch& p, const PendingLaunch::LaneInfo& lane,
                   const DeviceLaneResult& r) {
   if (r.code == kDeviceDone) return okStatus();
-  std::string where = "rank " + std::to_string(c->rank) + " " + lane.name;
+  std::string where = "rank " + std::to_string(c->core->rank) + " " + lane.name;
   if (r.step < lane.steps.size()) where += ", " + p.stepOp(lane, r.step);
   const std::string peer = std::to_string(r.peer);
   switch (r.code) {
@@ -28,7 +28,7 @@ Status laneStatus(DeviceComm* c, const PendingLaunch& p, const PendingLaunch::La
       return invalidUsage(where + ": rank " + peer + " sent " + std::to_string(r.got) + " bytes where " +
                           std::to_string(r.want) + " were expected: the ranks called different operations or counts");
     case kDeviceAborted: {
-      Status cause = c->abort->raised() ? c->abort->status() : remoteError("aborted");
+      Status cause = c->core->abort->raised() ? c->core->abort->status() : remoteError("aborted");
       return cause.prefix(where + ", waiting on rank " + peer + ": ");
     }
     case kDeviceYielded:
@@ -73,7 +73,7 @@ Status DeviceProxy::init() {
 }
 
 DeviceProxy::~DeviceProxy() {
-  quiesce(c_->abort->raised());
+  quiesce(c_->core->abort->raised());
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -123,18 +123,18 @@ void DeviceProxy::logTiming(const PendingLaunch& p) const {
   COLL_INFO(COLL,
             "device timing: rank %d, %zu lane(s): call to %s %.1f us, to assembled %.1f us, to queued %.1f us; "
             "queued to first lane start %.1f us, lanes ran %.1f us in %u run(s), last lane end to proxy %.1f us",
-            c_->rank, p.lanes().size(), p.planReused ? "plan found" : "built", us(p.calledNs, p.builtNs),
+            c_->core->rank, p.lanes().size(), p.planReused ? "plan found" : "built", us(p.calledNs, p.builtNs),
             us(p.builtNs, p.assembledNs), us(p.assembledNs, p.submittedNs), us(p.submittedNs, start), us(start, end),
             p.completion->runs.load(), us(end, seen));
 }
 
 void DeviceProxy::finish(PendingLaunch& p, Status st) {
   if (c_->timing && st.ok()) logTiming(p);
-  if (!st.ok() && !c_->abort->raised()) {
+  if (!st.ok() && !c_->core->abort->raised()) {
     // Found here (a size mismatch, a device fault): the peers may wait for this rank's
     // data forever, so they are told.
-    (void)recordFailure(*c_->abort, st);
-    c_->bootstrap->announceFailure(st.message());
+    (void)recordFailure(*c_->core->abort, st);
+    c_->core->bootstrap->announceFailure(st.message());
   }
   if (!st.ok()) COLL_WARN(COLL, "%s", st.message().c_str());
   std::lock_guard<std::mutex> lock(mu_);
@@ -160,25 +160,26 @@ bool DeviceProxy::pass(std::vector<std::shared_ptr<PendingLaunch>>& live) {
       if (st.ok()) st = r->progress();
       moved |= before != r->fifo()->ctrl->tail.load(std::memory_order_acquire);
     }
-    if (!st.ok() && !c_->abort->raised())
-      (void)recordFailure(*c_->abort, st.prefix("rank " + std::to_string(c_->rank) + ": "));
+    if (!st.ok() && !c_->core->abort->raised())
+      (void)recordFailure(*c_->core->abort, st.prefix("rank " + std::to_string(c_->core->rank) + ": "));
   }
   // An aborted or failed communicator: every kernel of it must give up waiting.
-  if (c_->abort->raised()) __atomic_store_n(abortHost_, 1u, __ATOMIC_RELEASE);
+  if (c_->core->abort->raised()) __atomic_store_n(abortHost_, 1u, __ATOMIC_RELEASE);
   for (auto& p : live) {
     Status err;
     if (!p->completion->done(&err)) {
       const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - p->submitted).count();
-      if (c_->stallWarnS > 0 && !p->stallReported && waited > c_->stallWarnS) reportStall(*p, waited);
-      const double limit = c_->opTimeoutS->load(std::memory_order_relaxed);
-      if (limit > 0 && waited > limit && !c_->abort->raised())
-        (void)recordFailure(*c_->abort, opTimedOut(waited, limit).prefix("rank " + std::to_string(c_->rank) + ": "));
+      if (c_->core->stallWarnS > 0 && !p->stallReported && waited > c_->core->stallWarnS) reportStall(*p, waited);
+      const double limit = c_->core->opTimeoutS.load(std::memory_order_relaxed);
+      if (limit > 0 && waited > limit && !c_->core->abort->raised())
+        (void)recordFailure(*c_->core->abort,
+                            opTimedOut(waited, limit).prefix("rank " + std::to_string(c_->core->rank) + ": "));
       if (waited > kPeerAheadS) checkPeerAhead(*p);  // nothing to scan on the fast path
       continue;
     }
     bool flushed = true;
     for (SendConnector* s : p->sends) flushed &= s->flushed();
-    if (!flushed && err.ok() && !c_->abort->raised()) continue;  // the last slots are still leaving
+    if (!flushed && err.ok() && !c_->core->abort->raised()) continue;  // the last slots are still leaving
     // A lane that failed names the cause; lanes that yielded (and so were not run again)
     // only if none did.
     Status st = err;
@@ -198,7 +199,7 @@ int DeviceProxy::laneWaitingOnPeerAhead(const PendingLaunch& p, uint32_t* step) 
     const uint32_t s = __atomic_load_n(&p.results[i].step, __ATOMIC_RELAXED);
     if (s >= p.lanes()[i].steps.size()) continue;
     const int from = p.lanes()[i].steps[s].from;
-    if (from >= 0 && c_->mailboxes->arrived(from, next)) {
+    if (from >= 0 && c_->mail->mailboxes->arrived(from, next)) {
       *step = s;
       return static_cast<int>(i);
     }
@@ -213,7 +214,7 @@ int DeviceProxy::laneWaitingOnPeerAhead(const PendingLaunch& p, uint32_t* step) 
 // the staging limit.
 // Fails the communicator and tells the others, as a size mismatch would.
 void DeviceProxy::checkPeerAhead(PendingLaunch& p) {
-  if (!c_->mailboxes || c_->abort->raised()) return;
+  if (!c_->mail || !c_->mail->mailboxes || c_->core->abort->raised()) return;
   uint32_t step = 0;
   const int lane = laneWaitingOnPeerAhead(p, &step);
   const auto now = std::chrono::steady_clock::now();
@@ -230,9 +231,10 @@ void DeviceProxy::checkPeerAhead(PendingLaunch& p) {
                                  " went on to a later operation (its mailbox shows it) without sending this data: the "
                                  "ranks called different operations or counts (one on either side of "
                                  "COLL_DEVICE_STAGE_BYTES?)");
-  (void)recordFailure(*c_->abort, st);
-  c_->bootstrap->announceFailure("rank " + std::to_string(c_->rank) + " " + l.name + ", " + p.stepOp(l, step) +
-                                 ", waiting for data from rank " + peer + ": " + st.message());
+  (void)recordFailure(*c_->core->abort, st);
+  c_->core->bootstrap->announceFailure("rank " + std::to_string(c_->core->rank) + " " + l.name + ", " +
+                                       p.stepOp(l, step) + ", waiting for data from rank " + peer + ": " +
+                                       st.message());
 }
 
 void DeviceProxy::reportStall(PendingLaunch& p, double seconds) {
@@ -246,13 +248,13 @@ void DeviceProxy::reportStall(PendingLaunch& p, double seconds) {
                             ? p.stepOp(lane, step) + " step " + std::to_string(step + 1) + "/" +
                                   std::to_string(lane.steps.size()) + ", " + p.stepPeers(lane, step)
                             : "not started (the stream has work queued before it?)";
-    COLL_WARN(COLL, "device launch stalled for %.0f s: rank %d %s, %s", seconds, c_->rank, lane.name.c_str(),
+    COLL_WARN(COLL, "device launch stalled for %.0f s: rank %d %s, %s", seconds, c_->core->rank, lane.name.c_str(),
               where.c_str());
   }
 }
 
 void DeviceProxy::loop() {
-  Waiter waiter(c_->spinNs);
+  Waiter waiter(c_->core->spinNs);
   auto lastMove = std::chrono::steady_clock::now();
   for (;;) {
     std::vector<std::shared_ptr<PendingLaunch>> live;
@@ -285,9 +287,9 @@ void DeviceProxy::loop() {
     }
     // A peer gone (the root lost, a rank aborted) is fatal once the launches stay stuck,
     // as in the host executor; the next pass then tells the kernels to give up.
-    if (c_->abort->peerGone.load(std::memory_order_relaxed) && !c_->abort->raised() &&
+    if (c_->core->abort->peerGone.load(std::memory_order_relaxed) && !c_->core->abort->raised() &&
         std::chrono::steady_clock::now() - lastMove > std::chrono::duration<double>(kPeerGoneGraceS))
-      c_->abort->set(Code::kRemote, c_->abort->peerGoneReason());
+      c_->core->abort->set(Code::kRemote, c_->core->abort->peerGoneReason());
     if (!urgent) {
       // Nothing to move and nobody waiting: look again in a while, or when a launch
       // arrives or a thread starts waiting.

@@ -1,4 +1,4 @@
-#include "comm/copy_agent.h"
+#include "device/copy_agent.h"
 
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -17,8 +17,7 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "base/wait.h"
-#include "comm/comm.h"
-#include "comm/executor.h"
+#include "device/device_comm.h"
 #include "transport/shm/shm.h"
 #if COLL_HAVE_CUDA
 #include "cuda/gpu.h"
@@ -90,13 +89,13 @@ struct CopyAgent::SetupEntry {
 namespace {
 
 // The ranks of c on this rank's GPU (emulated: on its host), in rank order.
-std::vector<int> gpuGroup(const collComm* c) {
-  const auto& peers = c->bootstrap->peers();
-  const PeerInfo& me = peers[static_cast<size_t>(c->rank)];
+std::vector<int> gpuGroup(const DeviceComm& d) {
+  const auto& peers = d.core->bootstrap->peers();
+  const PeerInfo& me = peers[static_cast<size_t>(d.core->rank)];
   std::vector<int> group;
-  for (int r = 0; r < c->nranks; ++r) {
+  for (int r = 0; r < d.core->nranks; ++r) {
     const PeerInfo& p = peers[static_cast<size_t>(r)];
-    if (c->dev.emulate ? sameHost(me, p) : sameGpu(me, p)) group.push_back(r);
+    if (d.emulate ? sameHost(me, p) : sameGpu(me, p)) group.push_back(r);
   }
   return group;
 }
@@ -162,10 +161,10 @@ struct CopyAgent::Server {
                       bool* forGood);
 };
 
-Result<std::unique_ptr<CopyAgent>> CopyAgent::create(collComm* c) {
-  const std::vector<int> group = gpuGroup(c);
-  const auto& peers = c->bootstrap->peers();
-  const int agent = group.empty() ? c->rank : group.front();
+Result<std::unique_ptr<CopyAgent>> CopyAgent::create(DeviceComm& d) {
+  const std::vector<int> group = gpuGroup(d);
+  const auto& peers = d.core->bootstrap->peers();
+  const int agent = group.empty() ? d.core->rank : group.front();
   const int32_t agentPid = peers[static_cast<size_t>(agent)].pid;
   std::vector<int> clients;
   for (int r : group)
@@ -173,22 +172,22 @@ Result<std::unique_ptr<CopyAgent>> CopyAgent::create(collComm* c) {
   const bool on = param(IntParam::DEVICE_COPY_AGENT) != 0;
 
   std::unique_ptr<CopyAgent> a(new CopyAgent());
-  a->c_ = c;
+  a->d_ = &d;
   a->agentRank_ = agent;
-  std::vector<SetupEntry> all(static_cast<size_t>(c->nranks));
-  SetupEntry& mine = all[static_cast<size_t>(c->rank)];
-  if (c->rank == agent && !clients.empty() && on) a->createSegment(clients.size(), &mine);
+  std::vector<SetupEntry> all(static_cast<size_t>(d.core->nranks));
+  SetupEntry& mine = all[static_cast<size_t>(d.core->rank)];
+  if (d.core->rank == agent && !clients.empty() && on) a->createSegment(clients.size(), &mine);
   ShmUnlinkGuard unlinkOwn{mine.name};
-  COLL_CHECK(c->bootstrap->allGather(all.data(), sizeof(SetupEntry), kTagCopyAgent));
-  const auto asClient = std::find(clients.begin(), clients.end(), c->rank);
+  COLL_CHECK(d.core->bootstrap->allGather(all.data(), sizeof(SetupEntry), kTagCopyAgent));
+  const auto asClient = std::find(clients.begin(), clients.end(), d.core->rank);
   if (asClient != clients.end() && all[static_cast<size_t>(agent)].name[0] && on)
     a->mapSegment(all[static_cast<size_t>(agent)], static_cast<int>(asClient - clients.begin()), agentPid);
   // The agent's segment stays named until every client has mapped it.
-  std::vector<int32_t> maps(static_cast<size_t>(c->nranks));
-  maps[static_cast<size_t>(c->rank)] = a->seg_ ? 1 : 0;
-  COLL_CHECK(c->bootstrap->allGather(maps.data(), sizeof(int32_t), kTagCopyAgent | 1));
+  std::vector<int32_t> maps(static_cast<size_t>(d.core->nranks));
+  maps[static_cast<size_t>(d.core->rank)] = a->seg_ ? 1 : 0;
+  COLL_CHECK(d.core->bootstrap->allGather(maps.data(), sizeof(int32_t), kTagCopyAgent | 1));
   if (!a->seg_) return std::unique_ptr<CopyAgent>();
-  if (c->rank == agent) {
+  if (d.core->rank == agent) {
     std::vector<int32_t> pids;
     for (int r : clients) pids.push_back(peers[static_cast<size_t>(r)].pid);
     a->startServer(std::move(pids));
@@ -199,13 +198,13 @@ Result<std::unique_ptr<CopyAgent>> CopyAgent::create(collComm* c) {
 // On the agent: its segment, a request record and an area per client; the name in `entry` ("" where
 // it could not).
 void CopyAgent::createSegment(size_t nclients, SetupEntry* entry) {
-  const size_t area = std::min(roundUp(2 * c_->deviceStageBytes + (64 << 10), kPage), kMaxAreaBytes);
+  const size_t area = std::min(roundUp(2 * d_->stageBytes + (64 << 10), kPage), kMaxAreaBytes);
   const auto n = static_cast<uint32_t>(nclients);
   const size_t bytes = Shared::bytesFor(n, area);
   Result<void*> seg = shmCreateSegment(entry->name, sizeof(entry->name), "copy", bytes);
   if (!seg.ok()) {
     COLL_WARN(COLL, "rank %d: no copy agent for the ranks of other processes on its GPU (%s): each copies itself",
-              c_->rank, seg.status().message().c_str());
+              d_->core->rank, seg.status().message().c_str());
     entry->name[0] = 0;
     return;
   }
@@ -225,7 +224,8 @@ void CopyAgent::mapSegment(const SetupEntry& theirs, int clientIndex, int32_t ag
   const size_t bytes = Shared::bytesFor(theirs.nclients, theirs.areaBytes);
   Result<void*> seg = named.ok() ? shmMapSegment(theirs.name, bytes, what) : Result<void*>(named);
   if (!seg.ok()) {
-    COLL_WARN(COLL, "rank %d: %s: it copies its staged operations itself", c_->rank, seg.status().message().c_str());
+    COLL_WARN(COLL, "rank %d: %s: it copies its staged operations itself", d_->core->rank,
+              seg.status().message().c_str());
     return;
   }
   seg_ = static_cast<Shared*>(seg.take());
@@ -235,13 +235,13 @@ void CopyAgent::mapSegment(const SetupEntry& theirs, int clientIndex, int32_t ag
   areaBytes_ = seg_->areaBytes;
   exported_.resize(kMaxBuffers);
   // Yama's ptrace rules: let the agent's process_vm_* reach this process (emulation).
-  if (c_->dev.emulate) (void)prctl(PR_SET_PTRACER, static_cast<unsigned long>(agentPid), 0, 0, 0);
+  if (d_->emulate) (void)prctl(PR_SET_PTRACER, static_cast<unsigned long>(agentPid), 0, 0, 0);
 #if COLL_HAVE_CUDA
   // Pinned here too: the copies this rank makes itself (whatever the agent refuses).
-  if (!c_->dev.emulate) areaRegistered_ = gpu::mapHost(area_, areaBytes_, area_).ok();
+  if (!d_->emulate) areaRegistered_ = gpu::mapHost(area_, areaBytes_, area_).ok();
 #endif
-  COLL_INFO(INIT, "rank %d: rank %d copies its staged operations in and out (%zu-byte area)", c_->rank, agentRank_,
-            areaBytes_);
+  COLL_INFO(INIT, "rank %d: rank %d copies its staged operations in and out (%zu-byte area)", d_->core->rank,
+            agentRank_, areaBytes_);
 }
 
 // On the agent: the segment registered with CUDA and the thread serving the clients
@@ -250,8 +250,8 @@ void CopyAgent::startServer(std::vector<int32_t> pids) {
   server_ = std::make_unique<Server>();
   Server& s = *server_;
   s.self = this;
-  s.dev = c_->dev.cudaDev;
-  s.emulated = c_->dev.emulate;
+  s.dev = d_->cudaDev;
+  s.emulated = d_->emulate;
   s.pids = std::move(pids);
 #if COLL_HAVE_CUDA
   s.opened.resize(s.pids.size());
@@ -265,7 +265,7 @@ void CopyAgent::startServer(std::vector<int32_t> pids) {
   }
 #endif
   s.thread = std::thread([&s] { s.run(); });
-  COLL_INFO(INIT, "rank %d: copies the staged operations of %zu rank(s) of other processes on its GPU", c_->rank,
+  COLL_INFO(INIT, "rank %d: copies the staged operations of %zu rank(s) of other processes on its GPU", d_->core->rank,
             s.pids.size());
 }
 
@@ -292,7 +292,7 @@ void CopyAgent::Server::run() {
   if (!emulated) (void)gpu::setDevice(dev);
 #endif
   Shared* seg = self->seg_;
-  Waiter waiter(self->c_->spinNs);
+  Waiter waiter(self->d_->core->spinNs);
   std::vector<Taken> taken;
   for (;;) {
     const uint32_t rung = seg->doorbell.load(std::memory_order_seq_cst);
@@ -433,7 +433,7 @@ Result<bool> CopyAgent::copy(std::span<const StageCopy> copies) {
 // the agent closes its mappings of them at the next request.
 void CopyAgent::sweep(ClientRequest& b) {
 #if COLL_HAVE_CUDA
-  if (c_->dev.emulate) return;
+  if (d_->emulate) return;
   for (size_t n = 0; n < kChecksPerRequest; ++n) {
     const size_t j = sweepAt_;
     sweepAt_ = (sweepAt_ + 1) % kMaxBuffers;
@@ -455,7 +455,7 @@ void CopyAgent::sweep(ClientRequest& b) {
 size_t CopyAgent::entryFor(ClientRequest& b, const StageCopy& cp, const std::array<bool, kMaxBuffers>& used) {
   Exported want{reinterpret_cast<uintptr_t>(cp.device), cp.bytes, 0};
 #if COLL_HAVE_CUDA
-  if (!c_->dev.emulate) {
+  if (!d_->emulate) {
     Result<gpu::Allocation> al = gpu::allocationOf(cp.device);
     if (!al.ok() || std::find(unexportable_.begin(), unexportable_.end(), al.value().id) != unexportable_.end())
       return kMaxBuffers;
@@ -477,7 +477,7 @@ size_t CopyAgent::entryFor(ClientRequest& b, const StageCopy& cp, const std::arr
   }
   ClientRequest::Buffer& buf = b.buffers[at];
 #if COLL_HAVE_CUDA
-  if (!c_->dev.emulate) {
+  if (!d_->emulate) {
     Result<gpu::IpcHandle> h = gpu::ipcHandleOf(want.base);
     if (!h.ok()) {  // cudaMallocAsync pools, VMM, managed memory: remembered, copied here
       if (unexportable_.size() == kMaxUnexportable) unexportable_.erase(unexportable_.begin());
@@ -511,7 +511,7 @@ Result<bool> CopyAgent::request(std::span<const StageCopy> copies) {
   for (size_t k = 0; k < copies.size(); ++k)
     COLL_TRACE(COLL,
                "rank %d asks rank %d: copy %zu %s device %p (entry %u: allocation %#llx, %llu bytes) %s area+%llu",
-               c_->rank, agentRank_, k, copies[k].toDevice ? "to" : "from", copies[k].device, b.copies[k].buffer,
+               d_->core->rank, agentRank_, k, copies[k].toDevice ? "to" : "from", copies[k].device, b.copies[k].buffer,
                static_cast<unsigned long long>(b.buffers[b.copies[k].buffer].base),
                static_cast<unsigned long long>(b.copies[k].bytes), copies[k].toDevice ? "from" : "to",
                static_cast<unsigned long long>(b.copies[k].hostOffset));
@@ -523,7 +523,7 @@ Result<bool> CopyAgent::request(std::span<const StageCopy> copies) {
 }
 
 Result<bool> CopyAgent::await(ClientRequest& b) {
-  Waiter waiter(c_->spinNs);
+  Waiter waiter(d_->core->spinNs);
   const auto started = std::chrono::steady_clock::now();
   const uint32_t done = stateOf(seq_, kDone);
   for (;;) {
@@ -535,7 +535,7 @@ Result<bool> CopyAgent::await(ClientRequest& b) {
       usable_ = false;  // the agent's communicator is gone
       return false;
     }
-    if (Status st = fatalWhileStalled(c_, waiter, started); !st.ok()) return abandon(b, std::move(st));
+    if (Status st = fatalWhileStalled(*d_->core, waiter, started); !st.ok()) return abandon(b, std::move(st));
     waiter.idle(WaitTarget{&b.state, &b.waiters, s, -1, 0, true});
   }
 }
@@ -544,7 +544,7 @@ bool CopyAgent::outcome(const ClientRequest& b) {
   if (b.status == kCopied) return true;
   if (b.status == kRefusedForGood) usable_ = false;
   if (!refusedLogged_ || !usable_)
-    COLL_INFO(COLL, "rank %d: rank %d could not make a staged copy (%.*s): this rank makes %s itself", c_->rank,
+    COLL_INFO(COLL, "rank %d: rank %d could not make a staged copy (%.*s): this rank makes %s itself", d_->core->rank,
               agentRank_, static_cast<int>(sizeof(b.why)), b.why, usable_ ? "such copies" : "every copy from now on");
   refusedLogged_ = true;
   return false;
@@ -564,10 +564,10 @@ Status CopyAgent::abandon(ClientRequest& b, Status st) {
       COLL_WARN(COLL,
                 "rank %d: rank %d did not finish a staged copy within a second of this call failing: it may "
                 "still write this call's buffers; this rank copies itself from now on",
-                c_->rank, agentRank_);
+                d_->core->rank, agentRank_);
     }
   }
-  return st.prefix("rank " + std::to_string(c_->rank) + ", waiting for rank " + std::to_string(agentRank_) +
+  return st.prefix("rank " + std::to_string(d_->core->rank) + ", waiting for rank " + std::to_string(agentRank_) +
                    " to copy a staged operation: ");
 }
 

@@ -1,4 +1,4 @@
-#include "comm/stage.h"
+#include "device/stage.h"
 
 #include <algorithm>
 #include <cstring>
@@ -6,7 +6,7 @@
 #include "collectives/config.h"
 #include "base/datatype.h"
 #include "base/log.h"
-#include "comm/comm.h"
+#include "device/device_comm.h"
 #include "device/proxy.h"  // wallNs
 #if COLL_HAVE_CUDA
 #include "cuda/gpu.h"
@@ -58,25 +58,25 @@ OpLayout layOut(const OpDesc& od, int rank, int nranks, size_t& used) {
 
 // Host memory for a staged launch: pinned (copies from it run asynchronously and at full
 // speed), kept by the communicator for the next one; plain memory under emulation.
-Result<char*> stageMemory(collComm* c, size_t bytes, Staging* s) {
-  if (c->stageMemoryBytes < bytes) {
+Result<char*> stageMemory(DeviceComm& d, size_t bytes, Staging* s) {
+  if (d.stageMemoryBytes < bytes) {
     const size_t want = std::max<size_t>(bytes, 64 << 10);
-    c->stageMemory.reset();
-    c->stageMemoryBytes = 0;
-    if (c->dev.emulate) {
-      c->stageMemory = std::shared_ptr<void>(new char[want], [](void* p) { delete[] static_cast<char*>(p); });
+    d.stageMemory.reset();
+    d.stageMemoryBytes = 0;
+    if (d.emulate) {
+      d.stageMemory = std::shared_ptr<void>(new char[want], [](void* p) { delete[] static_cast<char*>(p); });
     } else {
 #if COLL_HAVE_CUDA
       COLL_ASSIGN(gpu::MappedHostBuffer b, gpu::MappedHostBuffer::allocate(want));
-      c->stageMemory = std::shared_ptr<void>(b.host(), [b](void*) {});
+      d.stageMemory = std::shared_ptr<void>(b.host(), [b](void*) {});
 #else
       return invalidUsage("device buffers need a build with CUDA support");
 #endif
     }
-    c->stageMemoryBytes = want;
+    d.stageMemoryBytes = want;
   }
-  s->memory = c->stageMemory;
-  return static_cast<char*>(c->stageMemory.get());
+  s->memory = d.stageMemory;
+  return static_cast<char*>(d.stageMemory.get());
 }
 
 // dst <- src, bytes, in the order of `stream` (memcpy under emulation).
@@ -108,20 +108,20 @@ Status syncStreams(const std::vector<void*>& streams, bool emulated) {
 
 }  // namespace
 
-bool stagedOp(const collComm* c, const OpDesc& od) {
-  return c->deviceStageBytes != 0 && od.spanBytes(c->nranks) <= c->deviceStageBytes;
+bool stagedOp(const DeviceComm& d, const OpDesc& od) {
+  return d.stageBytes != 0 && od.spanBytes(d.core->nranks) <= d.stageBytes;
 }
 
-Status stageIn(collComm* c, std::vector<OpDesc>& ops, Staging* s) {
+Status stageIn(DeviceComm& d, std::vector<OpDesc>& ops, Staging* s) {
   s->startNs = wallNs();
-  s->emulated = c->dev.emulate;
+  s->emulated = d.emulate;
   std::vector<void*> streams;
   for (const OpDesc& od : ops)
     if (std::find(streams.begin(), streams.end(), od.stream) == streams.end()) streams.push_back(od.stream);
 #if COLL_HAVE_CUDA
   for (void* st : streams)
     if (!s->emulated && gpu::isCapturing(st))
-      return invalidUsage("rank " + std::to_string(c->rank) +
+      return invalidUsage("rank " + std::to_string(d.core->rank) +
                           ": a collective on device buffers cannot be captured into a CUDA graph while ranks of "
                           "other processes share the GPU without MPS (small ones are copied through host memory, "
                           "larger ones run again from the proxy); start the MPS daemon, or set "
@@ -131,16 +131,16 @@ Status stageIn(collComm* c, std::vector<OpDesc>& ops, Staging* s) {
   COLL_CHECK(syncStreams(streams, s->emulated));
   std::vector<OpLayout> layouts;
   size_t used = 0;
-  for (const OpDesc& od : ops) layouts.push_back(layOut(od, c->rank, c->nranks, used));
+  for (const OpDesc& od : ops) layouts.push_back(layOut(od, d.core->rank, d.core->nranks, used));
   // A client of a copy agent stages in its area of the agent's segment, and the agent
-  // copies (comm/copy_agent.h); anything else, and whatever the agent refuses, this rank.
-  CopyAgent* agent = c->copyAgent && c->copyAgent->isClient() && used <= c->copyAgent->areaBytes() ? c->copyAgent.get()
-                                                                                                   : nullptr;
+  // copies (device/copy_agent.h); anything else, and whatever the agent refuses, this rank.
+  CopyAgent* agent = d.copyAgent && d.copyAgent->isClient() && used <= d.copyAgent->areaBytes() ? d.copyAgent.get()
+                                                                                                : nullptr;
   char* host = nullptr;
   if (agent) {
     host = agent->area();
   } else {
-    COLL_ASSIGN(host, stageMemory(c, used, s));
+    COLL_ASSIGN(host, stageMemory(d, used, s));
   }
   std::vector<StageCopy> ins;
   std::vector<void*> inStreams;
@@ -177,7 +177,7 @@ Status stageIn(collComm* c, std::vector<OpDesc>& ops, Staging* s) {
   return okStatus();
 }
 
-Status stageOut(const collComm* c, const Staging& s) {
+Status stageOut(const DeviceComm& d, const Staging& s) {
   const uint64_t ranNs = wallNs();
   bool copied = false;
   if (s.agent) {
@@ -191,10 +191,10 @@ Status stageOut(const collComm* c, const Staging& s) {
   }
   // The staged memory is the next launch's: the copies must have read it.
   COLL_CHECK(syncStreams(streams, s.emulated));
-  if (c->dev.timing) {
+  if (d.timing) {
     auto us = [](uint64_t from, uint64_t to) { return (static_cast<double>(to) - static_cast<double>(from)) / 1e3; };
-    COLL_INFO(COLL, "staged timing: rank %d: inputs to host %.1f us, host run %.1f us, outputs back %.1f us%s", c->rank,
-              us(s.startNs, s.stagedNs), us(s.stagedNs, ranNs), us(ranNs, wallNs()),
+    COLL_INFO(COLL, "staged timing: rank %d: inputs to host %.1f us, host run %.1f us, outputs back %.1f us%s",
+              d.core->rank, us(s.startNs, s.stagedNs), us(s.stagedNs, ranNs), us(ranNs, wallNs()),
               s.agentCopiedIn && copied ? (" (copies by rank " + std::to_string(s.agent->agentRank()) + ")").c_str()
                                         : "");
   }

@@ -1,6 +1,6 @@
 // The copy agent: one process does the staging copies of every rank on its GPU.
 //
-// Staged launches (comm/stage.h) copy a small operation's inputs to host memory and its
+// Staged launches (device/stage.h) copy a small operation's inputs to host memory and its
 // outputs back. Where ranks of several processes share a GPU without MPS, the GPU runs
 // one process's context at a time, and a context whose work comes right after another
 // context's waits for the switch: on an H100, ~135 us, where a copy takes ~8. Both
@@ -45,9 +45,9 @@
 
 #include "base/status.h"
 
-struct collComm;
-
 namespace coll {
+
+struct DeviceComm;
 
 // One copy of a staged launch: between a caller's device buffer and the staged memory.
 struct StageCopy {
@@ -59,10 +59,10 @@ struct StageCopy {
 
 class CopyAgent {
  public:
-  // Collective over c's bootstrap (every rank calls it, once staging is on): returns the
-  // agent of c's GPU on the agent rank and its clients, nullptr on every other rank and
+  // Collective over d's bootstrap (every rank calls it, once staging is on): returns the
+  // agent of d's GPU on the agent rank and its clients, nullptr on every other rank and
   // where the agent could not set up (each client then copies itself).
-  static Result<std::unique_ptr<CopyAgent>> create(collComm* c);
+  static Result<std::unique_ptr<CopyAgent>> create(DeviceComm& d);
   ~CopyAgent();
   CopyAgent(const CopyAgent&) = delete;
   CopyAgent& operator=(const CopyAgent&) = delete;
@@ -77,7 +77,7 @@ class CopyAgent {
 
   // On a client: has the agent make copies (their `host` inside area()). True when done;
   // false when the agent refused or has closed (nothing written where it refused before
-  // copying; the caller then makes every copy itself); an error when c was aborted
+  // copying; the caller then makes every copy itself); an error when d's communicator was aborted
   // while waiting.
   Result<bool> copy(std::span<const StageCopy> copies);
 
@@ -99,7 +99,7 @@ class CopyAgent {
   bool outcome(const ClientRequest& b);
   Status abandon(ClientRequest& b, Status st);
 
-  collComm* c_ = nullptr;
+  DeviceComm* d_ = nullptr;
   int agentRank_ = -1;
   Shared* seg_ = nullptr;  // the mapped segment
   size_t segBytes_ = 0;

@@ -15,7 +15,7 @@
 // COLL_DEVICE_STAGE_BYTES by a measure every rank computes alike (its count, times the
 // ranks for gathers and scatters; a send's is its receive's). A group's other operations
 // stay on the lanes, as a launch of their own. Where ranks of other processes share the
-// GPU, the lowest rank makes their copies (comm/copy_agent.h).
+// GPU, the lowest rank makes their copies (device/copy_agent.h).
 #pragma once
 
 #include <cstddef>
@@ -25,11 +25,11 @@
 
 #include "algorithms/plan.h"
 #include "base/status.h"
-#include "comm/copy_agent.h"
-
-struct collComm;
+#include "device/copy_agent.h"
 
 namespace coll {
+
+struct DeviceComm;
 
 // What a staged launch copies back when its host run is done.
 struct Staging {
@@ -42,17 +42,17 @@ struct Staging {
   uint64_t startNs = 0, stagedNs = 0;  // stageIn's start and end (COLL_DEVICE_TIMING)
 };
 
-// Whether c stages od (an operation on device buffers).
-bool stagedOp(const collComm* c, const OpDesc& od);
+// Whether d stages od (an operation on device buffers).
+bool stagedOp(const DeviceComm& d, const OpDesc& od);
 
 // Waits for the work queued on the operations' streams, copies their inputs to host
 // memory and points `ops` at the staged buffers (no longer device operations); where an
 // operation's input and output overlap (in place), they are staged as one range. Refuses
 // streams being captured into a CUDA graph.
-Status stageIn(collComm* c, std::vector<OpDesc>& ops, Staging* s);
+Status stageIn(DeviceComm& d, std::vector<OpDesc>& ops, Staging* s);
 
 // Copies the outputs back to the caller's buffers, on each operation's stream, and waits
-// for them; with COLL_DEVICE_TIMING logs where c's staged launch spent its time.
-Status stageOut(const collComm* c, const Staging& s);
+// for them; with COLL_DEVICE_TIMING logs where d's staged launch spent its time.
+Status stageOut(const DeviceComm& d, const Staging& s);
 
 }  // namespace coll
