@@ -49,27 +49,29 @@ enum class CollKind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatte
 // What each operation is, said once: every layer reads this table rather than listing kinds.
 // A buffer's extent: none, count elements (one block), or count x nranks (every rank's block).
 enum class Extent : uint8_t { kNone, kBlock, kAllBlocks };
+// A rooted call (OpDesc::root): which buffer only the root uses (broadcast: only the root
+// reads its input; reduce: only the root's output is written).
+enum class RootOnly : uint8_t { kNotRooted, kInput, kOutput };
 struct CollTraits {
   const char* apiName;  // the C API's name, for errors and logs ("collAllReduce")
   bool combines;        // ranks' values are combined: the call takes a reduction op
-  bool rooted;          // the call has a root (OpDesc::root): only it reads (broadcast) or
-                        // writes (reduce) the buffer the others leave alone
+  RootOnly rooted;      // the call has a root, and the buffer only it uses
   bool peer;            // a send or a receive: OpDesc::root is the peer
   Extent input, output;
 };
 inline constexpr CollTraits kCollTraits[] = {
-    {"collAllReduce", true, false, false, Extent::kBlock, Extent::kBlock},
-    {"collBroadcast", false, true, false, Extent::kBlock, Extent::kBlock},
-    {"collReduce", true, true, false, Extent::kBlock, Extent::kBlock},
-    {"collAllGather", false, false, false, Extent::kBlock, Extent::kAllBlocks},
-    {"collReduceScatter", true, false, false, Extent::kAllBlocks, Extent::kBlock},
-    {"collSend", false, false, true, Extent::kBlock, Extent::kNone},
-    {"collRecv", false, false, true, Extent::kNone, Extent::kBlock},
+    {"collAllReduce", true, RootOnly::kNotRooted, false, Extent::kBlock, Extent::kBlock},
+    {"collBroadcast", false, RootOnly::kInput, false, Extent::kBlock, Extent::kBlock},
+    {"collReduce", true, RootOnly::kOutput, false, Extent::kBlock, Extent::kBlock},
+    {"collAllGather", false, RootOnly::kNotRooted, false, Extent::kBlock, Extent::kAllBlocks},
+    {"collReduceScatter", true, RootOnly::kNotRooted, false, Extent::kAllBlocks, Extent::kBlock},
+    {"collSend", false, RootOnly::kNotRooted, true, Extent::kBlock, Extent::kNone},
+    {"collRecv", false, RootOnly::kNotRooted, true, Extent::kNone, Extent::kBlock},
 };
 constexpr const CollTraits& collTraits(CollKind k) { return kCollTraits[static_cast<int>(k)]; }
 constexpr const char* collKindName(CollKind k) { return collTraits(k).apiName; }
 constexpr bool combines(CollKind k) { return collTraits(k).combines; }
-constexpr bool rooted(CollKind k) { return collTraits(k).rooted; }
+constexpr bool rooted(CollKind k) { return collTraits(k).rooted != RootOnly::kNotRooted; }
 constexpr bool isPeerOp(CollKind k) { return collTraits(k).peer; }
 // Whether count is one rank's block of a buffer of nranks blocks (allgather, reduce-scatter).
 constexpr bool spansRanks(CollKind k) {
@@ -120,10 +122,10 @@ struct OpDesc {
   size_t extentBytes(Extent e, int nranks) const {
     return e == Extent::kNone ? 0 : e == Extent::kBlock ? bytes() : bytes() * static_cast<size_t>(nranks);
   }
-  // Whether rank reads sendbuff / writes recvbuff: a broadcast's sendbuff and a reduce's
-  // recvbuff are touched at the root only.
-  bool touchesSend(int rank) const { return kind != CollKind::kBroadcast || rank == root; }
-  bool touchesRecv(int rank) const { return kind != CollKind::kReduce || rank == root; }
+  // Whether rank reads sendbuff / writes recvbuff: a rooted call's buffer that only the
+  // root uses (CollTraits::rooted) is touched there only.
+  bool touchesSend(int rank) const { return collTraits(kind).rooted != RootOnly::kInput || rank == root; }
+  bool touchesRecv(int rank) const { return collTraits(kind).rooted != RootOnly::kOutput || rank == root; }
 };
 
 // What a stalled lane waits for from its peer; awaitingName gives the words of messages

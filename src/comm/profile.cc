@@ -28,8 +28,6 @@ constexpr uint64_t kTaskTypes = kEvColl | kEvP2p | kLaneTypes;  // Coll / P2p
 constexpr uint64_t kGroupTypes = kEvGroup | kTaskTypes;
 constexpr uint64_t kUnderGroupApi = kEvGroupApi | kEvCollApi | kEvP2pApi | kEvKernelLaunch | kGroupTypes;
 
-bool isP2p(const OpDesc& od) { return isPeerOp(od.kind); }
-
 ProfFunc funcOf(CollKind k) {
   switch (k) {
     case CollKind::kAllReduce: return ProfFunc::kAllReduce;
@@ -51,7 +49,7 @@ void* startTask(Profiler& prof, OpDesc& od, void* group, const ProfAlgoProto& r)
   DescrV6 d{};
   d.parentObj = od.prof.api;
   const auto channels = static_cast<uint8_t>(std::min(r.channels, 255));
-  if (isP2p(od)) {
+  if (isPeerOp(od.kind)) {
     d.type = kEvP2p;
     d.p2p.func = profFuncName(funcOf(od.kind));
     d.p2p.buff = od.kind == CollKind::kPeerSend ? const_cast<void*>(od.sendbuff) : od.recvbuff;
@@ -90,10 +88,10 @@ ProfApiCall::ProfApiCall(collComm* c, OpDesc& op, int groupDepth) : c_(c) {
     prof.record(tlsGroupApi.event, kStGroupStartApiStop);
     implicitGroup_ = groupDepth == 0;
   }
-  if (!prof.wants((isP2p(op) ? kEvP2pApi : kEvCollApi) | kTaskTypes)) return;
+  if (!prof.wants((isPeerOp(op.kind) ? kEvP2pApi : kEvCollApi) | kTaskTypes)) return;
   DescrV6 d{};
   d.parentObj = groupApiFor(prof);
-  if (isP2p(op)) {
+  if (isPeerOp(op.kind)) {
     d.type = kEvP2pApi;
     d.p2pApi = {profFuncName(funcOf(op.kind)), op.count, profTypeName(op.dtype), op.stream, false};
   } else {
@@ -131,7 +129,7 @@ void profLaunchStart(ProfLaunch& pl, std::span<const ProfAlgoProto> algoProtos) 
   }
   for (size_t i = 0; i < pl.ops->size(); ++i) {
     OpDesc& od = (*pl.ops)[i];
-    if (isP2p(od) && !prof.wants(kTaskTypes)) continue;
+    if (isPeerOp(od.kind) && !prof.wants(kTaskTypes)) continue;
     od.prof.task = startTask(prof, od, pl.group, algoProtos[i]);  // collectives take their number even unwatched
   }
 }
