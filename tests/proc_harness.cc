@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -93,6 +94,61 @@ std::vector<ProcResult> runProcs(int nranks, const std::function<int(int, std::s
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return res;
+}
+
+int basicOps(int rank, std::string& report) {
+  collComm_t comm = nullptr;
+  collUniqueId id;
+  int n = std::atoi(std::getenv("TEST_NRANKS"));
+  PCHECK(collGetUniqueId(&id));
+  PCHECK(collCommInitRank(&comm, n, id, rank));
+  for (size_t count : {size_t{1}, size_t{1000}, size_t{300000}}) {
+    std::vector<int32_t> in(count), out(count);
+    for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(rank * 1000 + i % 97);
+    PCHECK(collAllReduce(in.data(), out.data(), count, collInt32, collSum, comm, nullptr));
+    for (size_t i = 0; i < count; ++i)
+      if (out[i] != static_cast<int32_t>(1000 * n * (n - 1) / 2 + n * (i % 97))) {
+        report += "allreduce wrong at " + std::to_string(i);
+        return 1;
+      }
+    PCHECK(collBroadcast(in.data(), out.data(), count, collInt32, n - 1, comm, nullptr));
+    for (size_t i = 0; i < count; ++i)
+      if (out[i] != static_cast<int32_t>((n - 1) * 1000 + i % 97)) {
+        report += "broadcast wrong at " + std::to_string(i);
+        return 1;
+      }
+    std::vector<int32_t> big(count * n), part(count);
+    for (size_t i = 0; i < count * n; ++i) big[i] = static_cast<int32_t>(rank + i % 89);
+    PCHECK(collReduceScatter(big.data(), part.data(), count, collInt32, collSum, comm, nullptr));
+    for (size_t i = 0; i < count; ++i)
+      if (part[i] != static_cast<int32_t>(n * (n - 1) / 2 + n * ((rank * count + i) % 89))) {
+        report += "reduce-scatter wrong at " + std::to_string(i);
+        return 1;
+      }
+    PCHECK(collReduce(in.data(), out.data(), count, collInt32, collMax, 0, comm, nullptr));
+    for (size_t i = 0; rank == 0 && i < count; ++i)
+      if (out[i] != static_cast<int32_t>((n - 1) * 1000 + i % 97)) {
+        report += "reduce wrong at " + std::to_string(i);
+        return 1;
+      }
+    std::vector<int32_t> all(count * n);
+    PCHECK(collAllGather(in.data(), all.data(), count, collInt32, comm, nullptr));
+    for (int r = 0; r < n; ++r)
+      if (all[r * count] != r * 1000) {
+        report += "allgather wrong";
+        return 1;
+      }
+  }
+  PCHECK(collCommDestroy(comm));
+  return 0;
+}
+
+std::string describe(const std::vector<ProcResult>& res) {
+  std::string s;
+  for (size_t r = 0; r < res.size(); ++r)
+    s += "rank " + std::to_string(r) + " exit " + std::to_string(res[r].exitCode) + " signal " +
+         std::to_string(res[r].signal) + ": " + res[r].output + "\n";
+  return s;
 }
 
 }  // namespace testing

@@ -10,6 +10,19 @@
 #include <string>
 #include <vector>
 
+#include "collectives/collectives.h"
+
+// In a rank's body (with `comm` and `report` in scope): on failure, appends the call and
+// the communicator's last error to the report and returns 1 (the rank's exit code).
+#define PCHECK(call)                                                       \
+  do {                                                                     \
+    collResult_t r_ = (call);                                              \
+    if (r_ != collSuccess) {                                               \
+      report += std::string(#call) + ": " + collGetLastError(comm) + "\n"; \
+      return 1;                                                            \
+    }                                                                      \
+  } while (0)
+
 namespace testing {
 
 struct ProcResult {
@@ -33,5 +46,12 @@ std::vector<ProcResult> runProcs(int nranks, const std::function<int(int rank, s
 
 // A currently free TCP port on 127.0.0.1.
 int freePort();
+
+// Every rank's exit code, signal and report, one line each, for a failure's message.
+std::string describe(const std::vector<ProcResult>& res);
+
+// A rank's body: forms a communicator of TEST_NRANKS ranks and checks allreduce,
+// broadcast, reduce-scatter, reduce and allgather at three sizes; 0 when all correct.
+int basicOps(int rank, std::string& report);
 
 }  // namespace testing

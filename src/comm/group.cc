@@ -127,7 +127,7 @@ Result<Route> routeFor(collComm* c, OpDesc& od, int groupOps) {
 }
 
 // True when the one-shot fast path may skip the tuner: nothing filters the one-shot out
-// (the model prefers it wherever it applies; tests/test_topology.cc checks that) and no
+// (the model prefers it wherever it applies; tests/test_tuner.cc checks that) and no
 // tuner plugin has a say.
 bool oneShotUnfiltered(const collComm* c, const OpDesc& od) {
   return !c->tunerPlugin && allowed(c->tuner.algos & od.algos, od.kind, static_cast<int>(Algo::kRing)) &&
