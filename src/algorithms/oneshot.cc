@@ -79,24 +79,6 @@ std::string signatureString(const MailSignature& s) {
   return d + ")";
 }
 
-// Bytes this rank publishes into its mailbox for od.
-size_t mailBytes(const OneShotContext& c, const OpDesc& od, size_t es) {
-  switch (od.kind) {
-    case CollKind::kReduceScatter: return od.count * es * static_cast<size_t>(c.nranks);
-    case CollKind::kBroadcast: return c.rank == od.root ? od.count * es : 0;
-    default: return od.count * es;
-  }
-}
-
-}  // namespace
-
-namespace {
-
-bool directKind(CollKind k) {
-  return k == CollKind::kAllReduce || k == CollKind::kReduce || k == CollKind::kBroadcast ||
-         k == CollKind::kAllGather || k == CollKind::kReduceScatter;
-}
-
 // Bytes of reduction work per read of the direct algorithms (peers' data is copied in
 // pieces this big, so it stays in cache while being reduced).
 constexpr size_t kDirectReadBytes = 128 * 1024;
@@ -107,7 +89,7 @@ bool oneShotEligible(const OneShotContext& c, const OpDesc& od) {
   if (c.nranks < 2 || od.count == 0) return false;
   const size_t bytes = od.bytes();
   if (c.state->mailboxes) {
-    if (!directKind(od.kind)) return false;
+    if (isPeerOp(od.kind)) return false;
     size_t cap = c.state->mailboxes->capacity();
     if (od.kind == CollKind::kReduceScatter) cap /= static_cast<size_t>(c.nranks);
     return bytes <= cap || c.state->directOn;
@@ -133,7 +115,7 @@ OneShot::OneShot(const OneShotContext& ctx, const OpDesc& od) : ctx_(ctx), od_(o
 Status OneShot::start() {
   const size_t bytes = od_.count * es_;
   if (mode_ == Mode::kMailbox) {
-    size_t pub = mailBytes(ctx_, od_, es_);
+    size_t pub = od_.inputBytes(ctx_.rank, ctx_.nranks);  // its whole input, where it has one
     if (pub) hostCopy(ctx_.state->mailboxes->mine(seqs_[0]), od_.sendbuff, pub);
     ctx_.state->mailboxes->publish(seqs_[0], signatureOf(od_));
     return okStatus();
