@@ -292,11 +292,14 @@ class OneShotLane : public Lane {
     if (started_) os_->abandon();
   }
   collComm* comm() const override { return c_; }
+  // Publishes this rank's contribution (poll does it first where this was not called).
+  Status begin() {
+    COLL_CHECK(os_->start());
+    started_ = true;
+    return okStatus();
+  }
   Status poll(bool* moved, bool* done) override {
-    if (!started_) {
-      COLL_CHECK(os_->start());
-      started_ = true;
-    }
+    if (!started_) COLL_CHECK(begin());
     wait_ = WaitTarget{};
     COLL_CHECK(os_->poll(done, &wait_));
     *moved |= *done;
@@ -408,12 +411,21 @@ Status checkStalled(std::span<Lane* const> live, const Waiter& waiter, std::chro
   return okStatus();
 }
 
+// A lane's poll failed with st: the error, with the cause its diagnosis finds.
+Status pollFailed(Lane& lane, const Waiter& waiter, Status st, collComm** failedComm) {
+  Status cause = lane.diagnose(waiter, true);
+  if (failedComm) *failedComm = lane.comm();
+  return lane.fail(cause.ok() ? std::move(st) : std::move(cause), false);
+}
+
 }  // namespace
 
 Status runLanes(std::span<Lane*> lanes, collComm** failedComm) {
   if (lanes.empty()) return okStatus();
   Waiter waiter(lanes.front()->comm()->spinNs);
-  const auto started = std::chrono::steady_clock::now();
+  // Read at the first pass that makes no progress: the smallest operations, done before
+  // they ever wait, read no clock. Timeouts count from there.
+  std::chrono::steady_clock::time_point started{};
   const double stallWarnS = lanes.front()->comm()->stallWarnS;
   bool stallReported = false, stallNoted = false;
   size_t n = lanes.size();  // lanes[0, n) are live; finished ones are swapped past n
@@ -423,11 +435,7 @@ Status runLanes(std::span<Lane*> lanes, collComm** failedComm) {
     for (size_t i = 0; i < n;) {
       bool done = false;
       Status st = live[i]->poll(&moved, &done);
-      if (!st.ok()) {
-        Status cause = live[i]->diagnose(waiter, true);
-        if (failedComm) *failedComm = live[i]->comm();
-        return live[i]->fail(cause.ok() ? std::move(st) : std::move(cause), false);
-      }
+      if (!st.ok()) return pollFailed(*live[i], waiter, std::move(st), failedComm);
       if (!done) {
         ++i;
         continue;
@@ -448,6 +456,7 @@ Status runLanes(std::span<Lane*> lanes, collComm** failedComm) {
       stallReported = true;
       reportStall(lanes.first(n), waiter);
     }
+    if (started == std::chrono::steady_clock::time_point{}) started = std::chrono::steady_clock::now();
     COLL_RETURN_IF_FAILED(checkStalled(lanes.first(n), waiter, started, failedComm));
     waiter.idle(lanes.front()->waitTarget());
   }
@@ -466,9 +475,11 @@ std::unique_ptr<Lane> sequenceLane(std::vector<std::unique_ptr<Lane>> lanes) {
 }
 
 Status runOneShot(collComm* c, const OneShotContext& ctx, const OpDesc& od, collComm** failedComm) {
-  // Nothing on the heap: this is the path of the smallest operations.
+  // Nothing on the heap: this is the path of the smallest operations. The contribution
+  // is published before the progress loop is set up: peers waiting for it see it sooner.
   OneShot os(ctx, od);
   OneShotLane lane(c, &os);
+  if (Status st = lane.begin(); !st.ok()) return pollFailed(lane, Waiter(c->spinNs), std::move(st), failedComm);
   Lane* lanes[] = {&lane};
   return runLanes(lanes, failedComm);
 }
