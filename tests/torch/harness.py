@@ -1,19 +1,23 @@
-# Multi-process harness for the torch_collectives tests (a c10d backend).
+# The ranks of a torch_collectives test module, run by pytest.
 #
-# Launcher: starts --nranks worker processes on 127.0.0.1 (env:// rendezvous with
-# MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE on a free port), enforces a hard wall-clock
-# limit per launch (on expiry every rank's Python stack is dumped, all ranks are killed
-# and the launch is reported as "hung"; once a rank has failed, the others get
-# STRAGGLER_GRACE_S before that happens), then prints each rank's failures (case, rank,
-# what differed) and exits non-zero if any case failed on any rank, a rank crashed, or
-# the launch hung. A rank's progress is a JSON-lines report file, so a crash or a hang
-# still says in which case (or phase) it happened.
+# `pytest tests/torch/test_ops.py --nranks 2` does not run the cases in the process that
+# pytest starts: that process is the launcher (conftest.py hands it to launch() here). It
+# starts --nranks ranks on 127.0.0.1, each of them pytest again over the same module
+# (env:// rendezvous with MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE on a free port), so
+# every rank collects the same cases in the same order and runs them together. The
+# launcher enforces a hard wall-clock limit per launch (on expiry every rank's Python
+# stack is dumped, all ranks are killed and the launch is reported as "hung"; once a rank
+# has failed, the others get STRAGGLER_GRACE_S before that happens), then prints each
+# rank's failures (case, rank, what differed) and exits non-zero if any case failed on any
+# rank, a rank crashed, or the launch hung. A rank's progress is a JSON-lines report
+# file, so a crash or a hang still says in which case (or phase) it happened.
 #
-# Worker: imports torch_collectives first when --backend collectives, loads the test
-# module and runs MANY cases in the same process (importing torch is slow). The module
-# provides `cases(ctx)` (a list of Case), may raise Skip while it is imported (this torch
-# lacks what it tests: the launch is then reported skipped, exit status 77, as it is when
-# every case skipped), and optionally:
+# A module is a table of cases (Case: a name and a function taking a Ctx) handed to
+# pytest by `@harness.table(cases(...))` on one test function. Checks go through the Ctx
+# and never raise mid-case (a rank that stopped half-way would leave its peers blocked in
+# the case's next collective); the case fails after it returns. A case or a module skips
+# with pytest.skip (identically on every rank, before its first collective). Optional
+# module flags:
 #   DEFAULT_PG = False  -- the harness does not create the default process group
 #   ISOLATED = True     -- one case per launch (cases that break the world: faults)
 # After every case the ranks exchange their status through a TCPStore of their own
@@ -21,11 +25,6 @@
 # ranks rebuild the default group so that one broken case does not cascade.
 # destroy_process_group() must return within the group timeout + 10 s (a C watchdog,
 # faulthandler, dumps the stacks and ends the process otherwise).
-#
-# Usage: harness.py [--backend collectives|gloo] [--nranks N] [-k REGEX] MODULE
-#        (each test_*.py also accepts these options when run directly).
-import argparse
-import importlib.util
 import json
 import os
 import re
@@ -35,21 +34,31 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
+
+import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-class Skip(Exception):
-    """Raised by a case (identically on every rank) before its first collective."""
+# The world size of this rank (1 outside a launch, e.g. under --collect-only).
+WORLD = int(os.environ.get("WORLD_SIZE", "1"))
 
 
 class Case:
+    """One row of a module's table: a name (its pytest id) and the function to call."""
+
     def __init__(self, name, fn, *args, **kwargs):
         self.name, self.fn, self.args, self.kwargs = name, fn, args, kwargs
 
     def run(self, ctx):
         return self.fn(ctx, *self.args, **self.kwargs)
+
+
+def table(cases):
+    """Parametrizes a test function `(ctx, case)` over a table of cases."""
+    return pytest.mark.parametrize("case", cases, ids=[c.name for c in cases])
+
+
+class CheckFailed(AssertionError):
+    """A case returned with failed checks (its Ctx holds what differed)."""
 
 
 class Ctx:
@@ -100,15 +109,71 @@ class Report:
         self.f.flush()
 
 
-# ----------------------------------------------------------------------------- worker
+# ------------------------------------------------------------------------------- rank
 
 
-def _load_module(path):
-    name = "tc_" + os.path.splitext(os.path.basename(path))[0]
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+class Rank:
+    """This rank's side of a launch: its Ctx, the status store and the default group.
+    conftest.py drives it from pytest's hooks."""
+
+    def __init__(self, module_flags):
+        import datetime
+        env = os.environ
+        self.isolated = module_flags.get("ISOLATED", False)
+        self.default_pg = module_flags.get("DEFAULT_PG", True)
+        self.timeout = datetime.timedelta(seconds=float(env["TC_PG_TIMEOUT"]))
+        self.report = Report(env["TC_REPORT"])
+        ports = [int(p) for p in env["TC_PORTS"].split(",")]
+        self.ctx = Ctx(int(env["RANK"]), WORLD, env["TC_BACKEND"], self.timeout, ports,
+                       env["TC_TMPDIR"], self.report)
+        self.store, self.index, self.started = None, 0, False
+
+    def begin_case(self, name):
+        """Before a case's first collective: the world exists, the Ctx is fresh."""
+        if not self.started:
+            self.started = True
+            if not self.isolated:
+                import datetime
+                import torch.distributed as dist
+                self.store = dist.TCPStore("127.0.0.1", int(os.environ["TC_SYNC_PORT"]),
+                                           WORLD, self.ctx.rank == 0,
+                                           self.timeout + datetime.timedelta(seconds=30))
+            if self.default_pg:
+                _init_default_pg(self.ctx.backend, self.ctx.rank, WORLD, self.timeout)
+        self.ctx.case, self.ctx.msgs = name, []
+        return self.ctx
+
+    def end_case(self, status):
+        """After a case on every rank: rebuild the group if a rank saw an error; an
+        isolated case leaves at once (its world is broken on purpose)."""
+        if self.isolated:
+            self.report.write(ev="case_over")
+            _wait_for_peers(self.ctx, ISOLATED_WAIT_S)
+            self.report.write(ev="done")
+            _leave(0)  # no destructor may wait for the peers killed on purpose
+        import torch.distributed as dist
+        idx, self.index = self.index, self.index + 1
+        statuses = _sync_statuses(self.store, idx, self.ctx.rank, WORLD, status)
+        if self.default_pg and "error" in statuses:
+            self.report.write(ev="regen", after=self.ctx.case)
+            _destroy_within(self.report, self._destroy_limit(),
+                            f"after case {self.ctx.case} failed")
+            _init_default_pg(self.ctx.backend, self.ctx.rank, WORLD, self.timeout,
+                             dist.PrefixStore(f"regen{idx}", self.store))
+
+    def finish(self):
+        """After the last case: destroy the group, leave together, report done."""
+        if self.started:
+            import torch.distributed as dist
+            self.report.write(ev="teardown")
+            if dist.is_initialized():
+                _destroy_within(self.report, self._destroy_limit(), "after the last case")
+            _leave_together(self.store, self.ctx.rank, WORLD)
+        self.report.write(ev="done")
+
+    def _destroy_limit(self):
+        # Time for an operation still queued to time out, and then some.
+        return self.timeout.total_seconds() + 10
 
 
 def _init_default_pg(backend, rank, world, timeout, store=None):
@@ -121,23 +186,6 @@ def _init_default_pg(backend, rank, world, timeout, store=None):
                                 timeout=timeout)
 
 
-def _run_case(ctx, case):
-    ctx.case, ctx.msgs = case.name, []
-    ctx.report.write(ev="start", case=case.name)
-    t0 = time.monotonic()
-    try:
-        case.run(ctx)
-        status = "fail" if ctx.msgs else "ok"
-    except Skip as e:
-        status, ctx.msgs = "skip", [str(e)]
-    except Exception as e:  # an unexpected exception: the group may be out of step
-        status = "error"
-        ctx.msgs.append(f"unexpected {type(e).__name__}: {e}\n" + traceback.format_exc())
-    ctx.report.write(ev="result", case=case.name, status=status, msgs=ctx.msgs,
-                     secs=round(time.monotonic() - t0, 4))
-    return status
-
-
 def _sync_statuses(store, idx, rank, world, status):
     store.set(f"st/{idx}/{rank}", status)
     keys = [f"st/{idx}/{r}" for r in range(world)]
@@ -145,67 +193,11 @@ def _sync_statuses(store, idx, rank, world, status):
     return [store.get(k).decode() for k in keys]
 
 
-def _select(cases, pattern):
-    if not pattern:
-        return cases
-    rx = re.compile(pattern)
-    return [c for c in cases if rx.search(c.name)]
-
-
-def worker_main():
-    env = os.environ
-    rank, world = int(env["RANK"]), int(env["WORLD_SIZE"])
-    backend = env["TC_BACKEND"]
-    report = Report(env["TC_REPORT"])
-    try:
-        import faulthandler
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
-        if backend == "collectives":
-            import torch_collectives  # noqa: F401  (registers the backend)
-        import datetime
-        mod = _load_module(env["TC_MODULE"])
-    except Skip as e:  # the module cannot run here (the same on every rank)
-        report.write(ev="unavailable", msg=str(e))
-        report.write(ev="done")
-        return 0
-    except BaseException as e:
-        report.write(ev="fatal", msg=f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
-        return 3
-    timeout = datetime.timedelta(seconds=float(env["TC_PG_TIMEOUT"]))
-    ports = [int(p) for p in env["TC_PORTS"].split(",")]
-    ctx = Ctx(rank, world, backend, timeout, ports, env["TC_TMPDIR"], report)
-    try:
-        cases = _select(mod.cases(ctx), env.get("TC_FILTER"))
-        if getattr(mod, "ISOLATED", False):
-            _run_isolated(ctx, mod, cases, int(env["TC_CASE_INDEX"]))
-        else:
-            _run_all(ctx, mod, cases, timeout)
-    except BaseException as e:  # outside any case: the harness itself cannot go on
-        report.write(ev="fatal", msg=f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
-        _leave(3)
-    if getattr(mod, "ISOLATED", False):
-        _leave(0)  # no destructor may wait for the peers killed on purpose
-    return 0  # a normal exit: destructors run (a hang there is reported)
-
-
 def _leave(code):
     """Exit now: destructors of a broken group must not keep this process alive."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
-
-
-def _run_isolated(ctx, mod, cases, index):
-    """One case, then leave at once: the world is broken on purpose."""
-    if ctx.rank == 0:
-        ctx.report.write(ev="plan", cases=[c.name for c in cases])
-    if index < len(cases):
-        if getattr(mod, "DEFAULT_PG", True):
-            _init_default_pg(ctx.backend, ctx.rank, ctx.world, ctx.pg_timeout)
-        _run_case(ctx, cases[index])
-        ctx.report.write(ev="case_over")
-        _wait_for_peers(ctx, ISOLATED_WAIT_S)
-    ctx.report.write(ev="done")  # and leave without destroying anything (dead peers)
 
 
 ISOLATED_WAIT_S = 30
@@ -222,32 +214,6 @@ def _wait_for_peers(ctx, limit):
             if events & {"case_over", "done", "dying"}:
                 peers.discard(r)
         time.sleep(0.05)
-
-
-def _run_all(ctx, mod, cases, timeout):
-    import datetime
-    import torch.distributed as dist
-    store = dist.TCPStore("127.0.0.1", int(os.environ["TC_SYNC_PORT"]), ctx.world,
-                          ctx.rank == 0, timeout + datetime.timedelta(seconds=30))
-    default_pg = getattr(mod, "DEFAULT_PG", True)
-    # Time for an operation still queued to time out, and then some.
-    destroy_limit = timeout.total_seconds() + 10
-    if default_pg:
-        _init_default_pg(ctx.backend, ctx.rank, ctx.world, timeout)
-    for idx, case in enumerate(cases):
-        status = _run_case(ctx, case)
-        statuses = _sync_statuses(store, idx, ctx.rank, ctx.world, status)
-        if default_pg and "error" in statuses:
-            ctx.report.write(ev="regen", after=case.name)
-            _destroy_within(ctx.report, destroy_limit, f"after case {case.name} failed")
-            _init_default_pg(ctx.backend, ctx.rank, ctx.world, timeout,
-                             dist.PrefixStore(f"regen{idx}", store))
-    ctx.report.write(ev="teardown")
-    if dist.is_initialized():
-        _destroy_within(ctx.report, destroy_limit, "after the last case")
-    _leave_together(store, ctx.rank, ctx.world)
-    ctx.report.write(ev="done")
-
 
 
 def _destroy_within(report, seconds, when):
@@ -315,21 +281,23 @@ def _spawn(args, tmpdir, case_index):
         env.update(RANK=str(rank), WORLD_SIZE=str(args.nranks), LOCAL_RANK=str(rank),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(ports[0]),
                    TC_SYNC_PORT=str(ports[1]), TC_PORTS=",".join(map(str, ports[2:])),
-                   TC_BACKEND=args.backend, TC_MODULE=args.module,
-                   TC_FILTER=args.k or "", TC_PG_TIMEOUT=str(args.pg_timeout),
+                   TC_BACKEND=args.backend, TC_PG_TIMEOUT=str(args.pg_timeout),
                    TC_TMPDIR=tmpdir, TC_CASE_INDEX=str(case_index),
                    TC_REPORT=os.path.join(tmpdir, f"rank{rank}.jsonl"))
         env.setdefault("OMP_NUM_THREADS", "1")  # 2-core CI machine, N ranks
         env.setdefault("PYTHONUNBUFFERED", "1")
         out = open(os.path.join(tmpdir, f"rank{rank}.log"), "w")
-        code = f"import sys; sys.path.insert(0, {HERE!r}); import harness; " \
-               "sys.exit(harness.worker_main())"
-        procs.append(subprocess.Popen([sys.executable, "-c", code], env=env, stdout=out,
-                                      stderr=subprocess.STDOUT, start_new_session=True))
+        cmd = [sys.executable, "-m", "pytest", args.module, "-p", "no:cacheprovider",
+               "--color=no", "-q", "-rfE", "--tb=short"] + (["-k", args.k] if args.k else [])
+        procs.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                      start_new_session=True))
     return procs
 
 
 STRAGGLER_GRACE_S = 15
+# pytest's exit status of a rank that ran to the end: all passed, some failed (each
+# failure is in its report), nothing selected.
+RANK_EXIT_OK = (0, 1, 5)
 # The exit status when every case was skipped (CTest's SKIP_RETURN_CODE): not a pass.
 SKIP_STATUS = 77
 
@@ -434,7 +402,7 @@ def _rank_problem(tmpdir, rank, p, events, killed, secs, outcome, label):
     elif "fatal" in kinds:
         outcome.problems.append(f"CRASH {label} rank {rank}: exit status {p.returncode} "
                                 f"{where} (its error is above)")
-    elif p.returncode != 0 or "done" not in kinds:
+    elif p.returncode not in RANK_EXIT_OK or "done" not in kinds:
         outcome.problems.append(f"CRASH {label} rank {rank}: exit status {p.returncode} "
                                 f"{where}; last output:\n{_tail(log)}")
 
@@ -476,34 +444,6 @@ def _is_isolated(path):
         return re.search(r"^ISOLATED\s*=\s*True", f.read(), re.M) is not None
 
 
-def parse_args(argv, module=None):
-    ap = argparse.ArgumentParser(description="Run a torch_collectives test module on N "
-                                             "local ranks.")
-    if module is None:
-        ap.add_argument("module", help="test module (e.g. test_ops or test_ops.py)")
-    ap.add_argument("--backend", default="collectives", choices=["collectives", "gloo"])
-    ap.add_argument("--nranks", type=int, default=2)
-    ap.add_argument("-k", metavar="REGEX", help="run only cases whose name matches")
-    ap.add_argument("--timeout", type=float, default=150.0,
-                    help="hard wall-clock limit per launch, seconds")
-    ap.add_argument("--pg-timeout", type=float, default=30.0,
-                    help="process-group timeout given to init_process_group, seconds")
-    ap.add_argument("--force", action="store_true",
-                    help="run cases that a module skips for this backend (fault tests)")
-    ap.add_argument("--slowest", type=int, default=0, metavar="K",
-                    help="print the K slowest cases")
-    ap.add_argument("-v", "--verbose", action="store_true", help="print every rank's output")
-    args = ap.parse_args(argv)
-    mod = module or args.module
-    if not mod.endswith(".py"):
-        mod += ".py"
-    if not os.path.isabs(mod) and not os.path.exists(mod):
-        mod = os.path.join(HERE, mod)
-    args.module = os.path.abspath(mod)
-    args.isolated = _is_isolated(args.module)
-    return args
-
-
 def _print_outcome(outcome, t0, slowest):
     for case, secs in sorted(outcome.secs.items(), key=lambda kv: -kv[1])[:slowest]:
         print(f"SLOW {secs:7.3f} s  {case}")
@@ -522,19 +462,47 @@ def _print_outcome(outcome, t0, slowest):
           f"crashed/hung rank reports; {time.monotonic() - t0:.1f} s total", flush=True)
 
 
-def main(module=None, argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv, module)
-    if args.force:
+class Launch:
+    """What one launch of one module needs from the pytest command line."""
+
+    def __init__(self, config, module):
+        opt = config.option
+        self.module, self.isolated = module, _is_isolated(module)
+        self.nranks, self.backend = opt.nranks, opt.backend
+        self.timeout, self.pg_timeout = opt.launch_timeout, opt.pg_timeout
+        self.k, self.verbose = opt.keyword, opt.rank_output
+
+
+def ranked_modules(paths):
+    """The modules with a table of cases among pytest's arguments (files, or folders of
+    test_*.py)."""
+    out = []
+    for p in paths:
+        p = os.path.abspath(p.split("::")[0])
+        files = [p] if not os.path.isdir(p) else sorted(
+            os.path.join(p, f) for f in os.listdir(p)
+            if f.startswith("test_") and f.endswith(".py"))
+        out += [f for f in files if _ranked(f)]
+    return out
+
+
+def _ranked(path):
+    with open(path) as f:
+        return re.search(r"^@harness\.table\(", f.read(), re.M) is not None
+
+
+def launch(config):
+    """The launcher's whole run: every module named, on --nranks ranks; the exit status."""
+    if config.option.force:
         os.environ["TC_FORCE"] = "1"
     t0 = time.monotonic()
     outcome = Outcome()
-    if args.isolated:  # one launch per case; the first launch reports the plan
-        plan = _launch(args, 0, outcome)
-        for index in range(1, len(plan)):
+    for module in ranked_modules(config.args):
+        args = Launch(config, module)
+        plan = _launch(args, 0, outcome)  # an isolated module: the first launch's plan
+        for index in range(1, len(plan) if args.isolated else 0):
             _launch(args, index, outcome)
-    else:
-        _launch(args, 0, outcome)
-    _print_outcome(outcome, t0, args.slowest)
+    _print_outcome(outcome, t0, config.option.slowest)
     if outcome.passed == 0 and not outcome.skipped and outcome.ok:
         print("no case was run (check -k)")
         return 1
@@ -542,7 +510,3 @@ def main(module=None, argv=None):
         print("skipped: no case could run here (the reasons are above)")
         return SKIP_STATUS
     return 0 if outcome.ok else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,17 +11,13 @@
 #    (matched in order), 1 to 1M elements, several dtypes, a ring on a subgroup (group
 #    peers), 20 rounds passing a buffer on (a pipeline), and collectives afterwards.
 #
-# Run: python3 test_coalesce.py --backend collectives|gloo --nranks N [-k REGEX]
-#      (python3: one with torch 2.x, the interpreter COLL_TORCH_PYTHON names)
-import harness
-
-if __name__ == "__main__":  # the launcher: it starts the ranks, which import this file
-    raise SystemExit(harness.main(__file__))
-
+# Run: .venv/bin/python -m pytest tests/torch/test_coalesce.py --nranks N [--backend gloo] [-k EXPR]
+import pytest
 import torch
 import torch.distributed as dist
 
-from harness import Case, Skip
+import harness
+from harness import Case
 
 CPU = torch.device("cpu")
 SIZES = [1, 3, 7, 16, 31, 64, 100, 257]  # cycled over the 32 calls
@@ -42,11 +38,11 @@ def group_for(ctx, which, with_device):
     """(group, its global ranks): the default group or all ranks but rank 0. Skips,
     on every rank alike, what cannot run."""
     if with_device and ctx.backend == "gloo":
-        raise Skip("gloo: no startCoalescing (_coalescing_manager with a device)")
+        pytest.skip("gloo: no startCoalescing (_coalescing_manager with a device)")
     if which == "world":
         return None, list(range(ctx.world))
     if ctx.world < 2:
-        raise Skip("needs 2 ranks for a subgroup")
+        pytest.skip("needs 2 ranks for a subgroup")
     members = list(range(1, ctx.world))
     return dist.new_group(members, backend=ctx.backend, timeout=ctx.pg_timeout), members
 
@@ -132,7 +128,7 @@ def ring(ctx, dtype, count):
     Messages between two ranks match in the order listed: with 2 ranks, where both
     neighbours are the same rank, messages 0-3 arrive in that order."""
     if ctx.world < 2:
-        raise Skip("needs 2 ranks")
+        pytest.skip("needs 2 ranks")
     n, me = ctx.world, ctx.rank
     nxt, prv = (me + 1) % n, (me - 1) % n
     expect = [(prv, 0), (prv, 1), (nxt, 2), (nxt, 3)]  # (sender, message)
@@ -150,7 +146,7 @@ def ring(ctx, dtype, count):
 def ring_subgroup(ctx):
     """A ring on a subgroup of all ranks but rank 0, peers given as group ranks."""
     if ctx.world < 3:
-        raise Skip("needs 3 ranks (a subgroup of 2)")
+        pytest.skip("needs 3 ranks (a subgroup of 2)")
     members = list(range(1, ctx.world))
     g = dist.new_group(members, backend=ctx.backend, timeout=ctx.pg_timeout)
     if ctx.rank not in members:
@@ -171,7 +167,7 @@ def pipeline(ctx, rounds=20):
     """A buffer goes round the ring `rounds` times, each rank adding its rank + 1 to it
     before passing it on in the next batch; then the group still runs collectives."""
     if ctx.world < 2:
-        raise Skip("needs 2 ranks")
+        pytest.skip("needs 2 ranks")
     n, me = ctx.world, ctx.rank
     buf = torch.full((1000,), float(me))
     for _ in range(rounds):
@@ -192,7 +188,7 @@ def pipeline(ctx, rounds=20):
     ctx.check("all_reduce after the batches", t, torch.full((3,), float(n)))
 
 
-def cases(ctx):
+def cases(world):
     out = []
     for which in ("world", "subgroup"):
         for dev in (False, True):
@@ -214,3 +210,8 @@ def cases(ctx):
     out += [Case("batch_p2p/ring_subgroup", ring_subgroup),
             Case("batch_p2p/pipeline_20_rounds", pipeline)]
     return out
+
+
+@harness.table(cases(harness.WORLD))
+def test_coalesced(ctx, case):
+    case.run(ctx)

@@ -10,22 +10,18 @@
 # seeded projections), static_graph and gradient_as_bucket_view; and COLL_COMPRESS=fp16
 # with no hook (the library compresses; rtol 1e-3, bits differ).
 #
-# Run: python3 test_ddp.py --backend collectives|gloo --nranks N [-k REGEX]
-#      (python3: one with torch 2.x, the interpreter COLL_TORCH_PYTHON names)
-import harness
-
-if __name__ == "__main__":  # the launcher: it starts the ranks, which import this file
-    raise SystemExit(harness.main(__file__))
-
+# Run: .venv/bin/python -m pytest tests/torch/test_ddp.py --nranks N [--backend gloo] [-k EXPR]
 import os
 
+import pytest
 import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from harness import Case, Skip
+import harness
+from harness import Case
 
 STEPS, BATCH, IN, HIDDEN, OUT, LR = 20, 32, 16, 128, 4, 0.1
 RTOL, ATOL = 1e-5, 1e-6
@@ -165,10 +161,10 @@ def ddp_vs_single(ctx, name):
 
 def ddp_vs_gloo(ctx, name):
     if ctx.backend == "gloo" and not os.environ.get("TC_FORCE"):
-        raise Skip("gloo: comparing gloo with itself (--force runs it)")
+        pytest.skip("gloo: comparing gloo with itself (--force runs it)")
     v = VARIANTS[name]
     if name not in _runs:
-        raise Skip("the run over the backend did not happen (filtered out)")
+        pytest.skip("the run over the backend did not happen (filtered out)")
     compare(ctx, f"DDP {name}: {ctx.backend} vs gloo", _runs[name],
             train_ddp(ctx, v, make_group(ctx, "gloo", v)), v)
 
@@ -179,7 +175,7 @@ def library_compress(ctx):
     fp16 hook's tolerance, and to other bits than the uncompressed run (so it did compress).
     """
     if ctx.backend != "collectives":
-        raise Skip("COLL_COMPRESS is this library's")
+        pytest.skip("COLL_COMPRESS is this library's")
     # Read when the group's communicator initialises; one-shots (exact: fp32 on the wire)
     # off, as DDP's buckets here (11 KB) would take them.
     saved = {k: os.environ.get(k) for k in ("COLL_COMPRESS", "COLL_ONESHOT_BYTES", "COLL_NET_ONESHOT_BYTES")}
@@ -199,9 +195,14 @@ def library_compress(ctx):
                any(not torch.equal(a, b) for a, b in zip(params, exact)))
 
 
-def cases(ctx):
+def cases(world):
     out = []
     for name in VARIANTS:
         out += [Case(f"ddp/{name}/vs_single_process", ddp_vs_single, name),
                 Case(f"ddp/{name}/vs_gloo", ddp_vs_gloo, name)]
     return out + [Case("ddp/library_compress_fp16", library_compress)]
+
+
+@harness.table(cases(harness.WORLD))
+def test_ddp(ctx, case):
+    case.run(ctx)

@@ -12,14 +12,8 @@
 #    "never arrived" followed by K.
 # A watchdog turns a survivor that neither raises nor returns into a failure.
 #
-# Run: python3 test_faults.py --backend collectives --nranks 3 [-k REGEX]
-#      (python3: one with torch 2.x, the interpreter COLL_TORCH_PYTHON names)
+# Run: .venv/bin/python -m pytest tests/torch/test_faults.py --nranks 3 [--backend gloo] [-k EXPR]
 #      (--force runs them on gloo too, where they are expected to fail)
-import harness
-
-if __name__ == "__main__":  # the launcher: it starts the ranks, which import this file
-    raise SystemExit(harness.main(__file__))
-
 import datetime
 import os
 import re
@@ -27,10 +21,12 @@ import signal
 import threading
 import time
 
+import pytest
 import torch
 import torch.distributed as dist
 
-from harness import Case, Skip
+import harness
+from harness import Case
 
 ISOLATED = True     # one launch per case
 DEFAULT_PG = False  # each case picks its own timeout
@@ -41,7 +37,7 @@ STALL_TIMEOUT, STALL_SLACK = 3, 5
 
 def guard(ctx):
     if ctx.backend == "gloo" and not os.environ.get("TC_FORCE"):
-        raise Skip("skipped: gloo (fault expectations hold only for collectives)")
+        pytest.skip("skipped: gloo (fault expectations hold only for collectives)")
 
 
 def init(ctx, seconds):
@@ -217,9 +213,14 @@ def _wait_files(paths, limit):
         time.sleep(0.1)
 
 
-def cases(ctx):
+def cases(world):
     return [Case("kill/allreduce_loop/rank1", kill_in_allreduce, 1),
             Case("kill/allreduce_loop/rank0", kill_in_allreduce, 0),
             Case("kill/ddp_training/last_rank", kill_in_ddp, -1),
             Case("stall/allreduce/rank1", stall_in_allreduce, 1),
             Case("destroy_pending/rank0", destroy_pending, 0)]
+
+
+@harness.table(cases(harness.WORLD))
+def test_fault(ctx, case):
+    case.run(ctx)

@@ -14,20 +14,16 @@
 #    into a model sharded 2 ways (over a 2-rank group of the backend); every parameter
 #    equal to what was saved. Needs 4 ranks (skipped with fewer).
 #
-# Run: python3 test_fsdp.py --backend collectives|gloo --nranks N [-k REGEX]
-#      (python3: one with torch 2.x, the interpreter COLL_TORCH_PYTHON names)
-import harness
-
-if __name__ == "__main__":  # the launcher: it starts the ranks, which import this file
-    raise SystemExit(harness.main(__file__))
-
+# Run: .venv/bin/python -m pytest tests/torch/test_fsdp.py --nranks N [--backend gloo] [-k EXPR]
 import os
 
+import pytest
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from harness import Case, Skip
+import harness
+from harness import Case
 
 try:  # FSDP2, public DTensor and these checkpoint APIs: torch 2.6 and later
     import torch.distributed.checkpoint as dcp
@@ -37,8 +33,8 @@ try:  # FSDP2, public DTensor and these checkpoint APIs: torch 2.6 and later
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
 except ImportError as e:
-    raise Skip(f"torch {torch.__version__} lacks FSDP2, DTensor or distributed "
-               f"checkpoints: {e}") from None
+    pytest.skip(f"torch {torch.__version__} lacks FSDP2, DTensor or distributed "
+                f"checkpoints: {e}", allow_module_level=True)
 
 STEPS, BATCH, SEQ, IN, WIDTH, HEADS, FF, LAYERS, OUT, LR = 6, 12, 8, 16, 32, 4, 64, 2, 4, 0.05
 RTOL_SINGLE, ATOL_SINGLE = 1e-4, 1e-6  # another summation order than one process's
@@ -82,7 +78,7 @@ def global_batches():
 
 def need_even_batch(ctx):
     if BATCH % ctx.world:
-        raise Skip(f"the global batch of {BATCH} does not split evenly over {ctx.world} ranks")
+        pytest.skip(f"the global batch of {BATCH} does not split evenly over {ctx.world} ranks")
 
 
 # ------------------------------------------------------------------------ training
@@ -149,9 +145,9 @@ def fsdp_vs_single(ctx):
 
 def fsdp_vs_gloo(ctx):
     if ctx.backend == "gloo" and not os.environ.get("TC_FORCE"):
-        raise Skip("gloo: comparing gloo with itself (--force runs it)")
+        pytest.skip("gloo: comparing gloo with itself (--force runs it)")
     if "backend" not in _runs:
-        raise Skip("the run over the backend did not happen (filtered out)")
+        pytest.skip("the run over the backend did not happen (filtered out)")
     need_even_batch(ctx)
     gloo = dist.new_group(backend="gloo", timeout=ctx.pg_timeout)
     compare(ctx, f"FSDP2 over {ctx.backend} vs over gloo", _runs["backend"],
@@ -222,7 +218,7 @@ def set_saved_values(model):
 
 def dcp_save4_load2(ctx):
     if ctx.world < 4:
-        raise Skip("needs 4 ranks (saved by 4 processes, loaded by 2)")
+        pytest.skip("needs 4 ranks (saved by 4 processes, loaded by 2)")
     path = os.path.join(ctx.tmpdir, "checkpoint")
     savers = list(range(4))
     g4 = dist.distributed_c10d._get_default_group() if ctx.world == 4 else \
@@ -254,8 +250,13 @@ def dcp_save4_load2(ctx):
             ctx.check(f"{name}: full_tensor() loaded", p.full_tensor(), expected[name])
 
 
-def cases(ctx):
+def cases(world):
     return [Case("fsdp/transformer/vs_single_process", fsdp_vs_single),
             Case("fsdp/transformer/vs_gloo", fsdp_vs_gloo),
             Case("dtensor/redistribute", dtensor_redistribute),
             Case("dcp/save4_load2", dcp_save4_load2)]
+
+
+@harness.table(cases(harness.WORLD))
+def test_fsdp(ctx, case):
+    case.run(ctx)

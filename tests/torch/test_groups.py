@@ -13,20 +13,16 @@
 #    subgroup (group ranks, in the order given; ranks in no split get NON_GROUP_MEMBER);
 #    the backend must support splitting.
 #
-# Run: python3 test_groups.py --backend collectives|gloo --nranks N [-k REGEX]
-#      (python3: one with torch 2.x, the interpreter COLL_TORCH_PYTHON names)
-import harness
-
-if __name__ == "__main__":  # the launcher: it starts the ranks, which import this file
-    raise SystemExit(harness.main(__file__))
-
+# Run: .venv/bin/python -m pytest tests/torch/test_groups.py --nranks N [--backend gloo] [-k EXPR]
 import inspect
 import os
 
+import pytest
 import torch
 import torch.distributed as dist
 
-from harness import Case, Skip
+import harness
+from harness import Case
 
 DEFAULT_PG = False  # each case creates (and destroys) its default group
 CPU = torch.device("cpu")
@@ -64,9 +60,9 @@ def needs(name, param=None):
     """Skip what this torch lacks: dist.<name>, or its keyword argument `param`."""
     fn = getattr(dist, name, None)
     if fn is None:
-        raise Skip(f"torch {torch.__version__} has no dist.{name}")
+        pytest.skip(f"torch {torch.__version__} has no dist.{name}")
     if param and param not in inspect.signature(fn).parameters:
-        raise Skip(f"dist.{name} of torch {torch.__version__} takes no {param}")
+        pytest.skip(f"dist.{name} of torch {torch.__version__} takes no {param}")
 
 
 def cpu_backend_name(group=None):
@@ -113,7 +109,7 @@ def per_device(ctx, cuda_backend):
     ones; only CPU tensors are used."""
     if cuda_backend == "nccl" and not (torch.cuda.is_available()
                                        and torch.cuda.device_count() > 0):
-        raise Skip("needs a GPU: torch's nccl backend cannot be created without one")
+        pytest.skip("needs a GPU: torch's nccl backend cannot be created without one")
     if cuda_backend == "nccl":
         torch.cuda.set_device(ctx.rank % torch.cuda.device_count())
     spec = f"cpu:{ctx.backend},cuda:{cuda_backend}"
@@ -180,7 +176,7 @@ def new_group_unsorted(ctx):
 @with_world(None, "subgroups")
 def new_subgroups(ctx, size):
     if ctx.world % size:
-        raise Skip(f"the world ({ctx.world}) is not a multiple of the group size {size}")
+        pytest.skip(f"the world ({ctx.world}) is not a multiple of the group size {size}")
     cur, groups = dist.new_subgroups(group_size=size, backend=ctx.backend,
                                      timeout=ctx.pg_timeout)
     ctx.expect("new_subgroups: one group per slice", len(groups) == ctx.world // size,
@@ -214,7 +210,7 @@ def needs_split():
     needs("split_group", "split_ranks")
     bound = dist.distributed_c10d._get_default_group().bound_device_id
     if not bound and "No device associated with the default pg" in inspect.getsource(dist.split_group):
-        raise Skip(f"torch {torch.__version__} splits only a default group bound to an accelerator")
+        pytest.skip(f"torch {torch.__version__} splits only a default group bound to an accelerator")
 
 
 def _split(ctx, what, parent, split_ranks, parent_members):
@@ -250,7 +246,7 @@ def split_world(ctx):
 def split_subgroup(ctx):
     """A split of a new_group: split_ranks are the subgroup's group ranks."""
     if ctx.world < 2:
-        raise Skip("needs 2 ranks")
+        pytest.skip("needs 2 ranks")
     needs_split()
     sub = list(range(1, ctx.world)) if ctx.world > 2 else [0, 1]
     parent = dist.new_group(sub, backend=ctx.backend, timeout=ctx.pg_timeout)
@@ -264,7 +260,7 @@ def split_subgroup(ctx):
     del g
 
 
-def cases(ctx):
+def cases(world):
     return [Case("per_device/cuda_gloo", per_device, "gloo"),
             Case("per_device/cuda_nccl", per_device, "nccl"),
             Case("new_group/beside_gloo_default", new_group_on_gloo),
@@ -275,3 +271,8 @@ def cases(ctx):
             Case("new_subgroups/by_enumeration", new_subgroups_by_enumeration),
             Case("split_group/world", split_world),
             Case("split_group/of_subgroup", split_subgroup)]
+
+
+@harness.table(cases(harness.WORLD))
+def test_group(ctx, case):
+    case.run(ctx)

@@ -8,21 +8,17 @@
 # kind or another backend's options raise RuntimeError naming them; an operation on a
 # group that was destroyed raises RuntimeError naming the operation.
 #
-# Run: python3 test_init.py --backend collectives|gloo --nranks N [-k REGEX]
-#      (python3: one with torch 2.x, the interpreter COLL_TORCH_PYTHON names)
-import harness
-
-if __name__ == "__main__":  # the launcher: it starts the ranks, which import this file
-    raise SystemExit(harness.main(__file__))
-
+# Run: .venv/bin/python -m pytest tests/torch/test_init.py --nranks N [--backend gloo] [-k EXPR]
 import os
 import time
 
+import pytest
 import torch
 import torch.distributed as dist
 
 import checks
-from harness import Case, Skip
+import harness
+from harness import Case
 
 DEFAULT_PG = False  # the cases create (and destroy) it themselves
 
@@ -94,7 +90,7 @@ METHODS = ["env", "tcp", "file", "tcpstore", "filestore"]
 
 def options(ctx, slot):
     if ctx.backend != "collectives":
-        raise Skip("torch_collectives.Options are this backend's")
+        pytest.skip("torch_collectives.Options are this backend's")
     import torch_collectives as tc
 
     checks.expect_error(ctx, "Options(colour=3)", lambda: tc.Options(colour=3),
@@ -120,9 +116,14 @@ def options(ctx, slot):
                         {"the operation": r"allreduce", "the cause": r"shut down"})
 
 
-def cases(ctx):
+def cases(world):
     out = [Case(f"init/{m}", init_use_destroy, m, slot) for slot, m in enumerate(METHODS)]
     out.append(Case("options/and_destroyed_group", options, 12))
     out.append(Case("reinit/same_method_3x", reinit_cycle, ["tcpstore"] * 3, 5))
     out.append(Case("reinit/mixed", reinit_cycle, ["filestore", "env", "tcp", "file"], 8))
     return out
+
+
+@harness.table(cases(harness.WORLD))
+def test_init(ctx, case):
+    case.run(ctx)

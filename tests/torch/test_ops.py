@@ -9,23 +9,19 @@
 # the group must still work afterwards; integer sums wrap, integer AVG truncates toward
 # zero; new_group subsets and several groups with async operations in flight at once.
 #
-# Run: python3 test_ops.py --backend collectives|gloo --nranks N [-k REGEX]
-#      (python3: one with torch 2.x, the interpreter COLL_TORCH_PYTHON names)
-import harness
-
-if __name__ == "__main__":  # the launcher: it starts the ranks, which import this file
-    raise SystemExit(harness.main(__file__))
-
+# Run: .venv/bin/python -m pytest tests/torch/test_ops.py --nranks N [--backend gloo] [-k EXPR]
 import functools
 import random
 import time
 
+import pytest
 import torch
 import torch.distributed as dist
 
 import checks
 from checks import DTYPES, dtype_name
-from harness import Case, Skip
+import harness
+from harness import Case
 
 R = dist.ReduceOp
 OPS = ["SUM", "PRODUCT", "MIN", "MAX", "AVG", "PREMUL_SUM", "BAND", "BOR", "BXOR"]
@@ -160,26 +156,26 @@ def gloo_gaps(ctx, coll, dtype=None, op=None, mode=None):
     if ctx.backend != "gloo":
         return
     if coll in GLOO_NO_OPS:
-        raise Skip(f"gloo: no {coll} with unequal sizes")
+        pytest.skip(f"gloo: no {coll} with unequal sizes")
     if (coll, mode) in GLOO_NO_MODES:
-        raise Skip(f"gloo: no {coll} with {GLOO_NO_MODES[coll, mode]}")
+        pytest.skip(f"gloo: no {coll} with {GLOO_NO_MODES[coll, mode]}")
     if dtype in GLOO_NO_DTYPES:
-        raise Skip(f"gloo: no {dtype_name(dtype)} tensors")
+        pytest.skip(f"gloo: no {dtype_name(dtype)} tensors")
     if dtype == torch.complex64 and coll in RAW_COMPLEX:
-        raise Skip(f"gloo: no complex64 tensors ({coll} passes them unconverted)")
+        pytest.skip(f"gloo: no complex64 tensors ({coll} passes them unconverted)")
     if op == "PREMUL_SUM":
-        raise Skip(f"gloo: no ReduceOp.{op}")
+        pytest.skip(f"gloo: no ReduceOp.{op}")
     if op == "SUM" and dtype == torch.bool and coll != "all_reduce_coalesced":
         # (its all_reduce_coalesced gives 0/1)
-        raise Skip("gloo: sums bool tensors as bytes (3 ranks give a bool holding 2)")
+        pytest.skip("gloo: sums bool tensors as bytes (3 ranks give a bool holding 2)")
     if op == "AVG" and dtype is not None and not (dtype.is_floating_point
                                                   or dtype.is_complex):
-        raise Skip("gloo: no ReduceOp.AVG on integer or bool tensors")
+        pytest.skip("gloo: no ReduceOp.AVG on integer or bool tensors")
 
 
 def need_ranks(ctx, n):
     if ctx.world < n:
-        raise Skip(f"needs {n} ranks")
+        pytest.skip(f"needs {n} ranks")
 
 
 # --------------------------------------------------------------------- shared checks
@@ -236,7 +232,7 @@ def run_noncontig(ctx, what, fn):
     checks the values) or refuses it: RuntimeError saying "contiguous". Gloo does
     neither (torch 2.x's too): it reads such tensors as if they were contiguous."""
     if ctx.backend == "gloo":
-        raise Skip("gloo: reads non-contiguous tensors as if contiguous (wrong values)")
+        pytest.skip("gloo: reads non-contiguous tensors as if contiguous (wrong values)")
     try:
         fn()
         return True
@@ -898,5 +894,10 @@ def group_cases(world):
     return out
 
 
-def cases(ctx):
-    return reduction_cases() + movement_cases() + group_cases(ctx.world)
+def cases(world):
+    return reduction_cases() + movement_cases() + group_cases(world)
+
+
+@harness.table(cases(harness.WORLD))
+def test_op(ctx, case):
+    case.run(ctx)
