@@ -11,8 +11,10 @@
 # NVIDIA's header decides only what the calls compile to, not which transport carries
 # them: its variant runs local, threads and procs_shm (procs_tcp and procs_hosts are the
 # same library code the ours variant runs; ~27 s of CI).
-# `nccl_api_test_ours list` prints the cases; `nccl_api_test_ours procs -n 3 kill_root`
-# runs one; -v prints each case's notes (the error texts it got, timings).
+# A Catch2 program: `nccl_api_test_ours --list-tests` prints the cases with the modes they
+# run in (tags); `nccl_api_test_ours kill_root` runs one in its first mode, and
+# NCCL_API_TEST_MODE / NCCL_API_TEST_NRANKS pick another (api_test.cc's header lists the
+# variables; NCCL_API_TEST_NOTES=1 prints each case's notes).
 set(NCCL_API_TEST_VARIANTS ours)
 add_executable(nccl_api_test_ours ${CMAKE_CURRENT_SOURCE_DIR}/api_test.cc)
 target_include_directories(nccl_api_test_ours PRIVATE ${CMAKE_SOURCE_DIR}/include/collectives/nccl)
@@ -31,22 +33,21 @@ endif()
 
 # Rendezvous on loopback; dead peers and missing ranks are reported within seconds.
 set(NCCL_API_TEST_ENV "NCCL_SOCKET_IFNAME=lo;COLL_BOOTSTRAP_TIMEOUT_S=10")
+# nccl_api_test(NAME program mode ranks [more environment...]): the cases of one mode.
+function(nccl_api_test name exe mode nranks)
+  add_test(NAME ${name} COMMAND ${exe} --warn NoTests [${mode}])
+  set_tests_properties(${name} PROPERTIES TIMEOUT 300 ENVIRONMENT
+                       "${NCCL_API_TEST_ENV};NCCL_API_TEST_MODE=${mode};NCCL_API_TEST_NRANKS=${nranks};${ARGN}")
+endfunction()
 foreach(v ${NCCL_API_TEST_VARIANTS})
   set(exe nccl_api_test_${v})
-  target_link_libraries(${exe} PRIVATE nccl_dropin Threads::Threads)
+  target_link_libraries(${exe} PRIVATE nccl_dropin Threads::Threads Catch2::Catch2)
   target_link_libraries(${exe} PRIVATE coll_warnings)
-  add_test(NAME nccl_api_${v}_local COMMAND ${exe} local -n 3)
-  add_test(NAME nccl_api_${v}_threads COMMAND ${exe} threads -n 4)
-  add_test(NAME nccl_api_${v}_procs_shm COMMAND ${exe} procs -n 3)
-  set(modes local threads procs_shm)
+  nccl_api_test(nccl_api_${v}_local ${exe} local 3)
+  nccl_api_test(nccl_api_${v}_threads ${exe} threads 4)
+  nccl_api_test(nccl_api_${v}_procs_shm ${exe} procs 3)
   if(v STREQUAL ours)
-    add_test(NAME nccl_api_${v}_procs_tcp COMMAND ${exe} procs -n 3)
-    add_test(NAME nccl_api_${v}_procs_hosts COMMAND ${exe} procs -n 4)
-    list(APPEND modes procs_tcp procs_hosts)
+    nccl_api_test(nccl_api_${v}_procs_tcp ${exe} procs 3 COLL_SHM_DISABLE=1)
+    nccl_api_test(nccl_api_${v}_procs_hosts ${exe} procs 4 NCCL_API_TEST_HOSTS=2)
   endif()
-  foreach(mode ${modes})
-    set_tests_properties(nccl_api_${v}_${mode} PROPERTIES TIMEOUT 300 ENVIRONMENT "${NCCL_API_TEST_ENV}")
-  endforeach()
 endforeach()
-set_tests_properties(nccl_api_ours_procs_tcp PROPERTIES ENVIRONMENT "${NCCL_API_TEST_ENV};COLL_SHM_DISABLE=1")
-set_tests_properties(nccl_api_ours_procs_hosts PROPERTIES ENVIRONMENT "${NCCL_API_TEST_ENV};NCCL_API_TEST_HOSTS=2")

@@ -10,20 +10,30 @@
 //     outermost ncclGroupEnd) and the stream argument is ignored (we pass 0);
 //   - a rank that never touched CUDA is a host-memory rank (ncclCommCuDevice gives -1).
 //
-// Usage: nccl_api_test_X MODE [-n NRANKS] [-t SCALE] [CASE...]   (SCALE multiplies the
-// per-case watchdog, 30-120 s)
-//   MODE local    one process, no shared communicator (process-level calls, InitAll)
-//        threads  NRANKS ranks as threads of one process
-//        procs    NRANKS ranks as forked processes (shared memory by default; the
-//                 environment picks TCP: COLL_SHM_DISABLE=1, or simulated hosts:
-//                 NCCL_API_TEST_HOSTS=K gives each process COLL_HOSTID apitest-host<k>)
-//        list     print the cases of each mode
+// A Catch2 program: one test per case, tagged with the modes it runs in
+// (`--list-tests`). Usage: [VARIABLES] nccl_api_test_X [Catch2 options] [CASE,... | "[MODE]"]
+//   NCCL_API_TEST_MODE=local    one process, no shared communicator (process-level
+//                               calls, InitAll)
+//                      threads  the ranks as threads of one process
+//                      procs    the ranks as forked processes (shared memory unless the
+//                               environment picks TCP: COLL_SHM_DISABLE=1, or simulated
+//                               hosts: NCCL_API_TEST_HOSTS=K gives each process
+//                               COLL_HOSTID apitest-host<k>)
+//                      unset    each case in its first mode: local, else procs
+//   NCCL_API_TEST_NRANKS=N      ranks of each case (default 3 local, 4 otherwise)
+//   NCCL_API_TEST_TIMEOUT_SCALE=S  multiplies every case's watchdog (30-120 s)
+//   NCCL_API_TEST_NOTES=1       print the cases' notes (error texts, timings)
 // Each case runs in its own forked process (threads, local) or processes (procs) under
 // a watchdog, so a crash or a hang fails that case only, and the rest still run. Every
-// check that fails prints "FAIL <case> rank <r>: <what>"; each case ends with one
-// "PASS <case>" or "FAIL <case>" line; the exit status is the number of failed cases
-// (capped at 100). -v adds the cases' notes (error texts, timings). The parent never
-// calls the library, so no library thread exists when it forks.
+// check that fails prints "FAIL <case> rank <r>: <what>"; the failed cases are repeated
+// after Catch2's summary. Catch2's own code never calls the library, so no library
+// thread exists when a case forks.
+#define CATCH_CONFIG_MAIN
+// A case's processes die of signals on purpose and are judged by their parent: Catch2
+// must not catch those signals in them.
+#define CATCH_CONFIG_NO_POSIX_SIGNALS
+#include <catch2/catch.hpp>
+
 #include <arpa/inet.h>
 #include <nccl.h>
 #include <netinet/in.h>
@@ -47,10 +57,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <mutex>
 #include <new>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -94,7 +106,7 @@ Shared* newShared() {
 std::mutex gOutMutex;
 
 // One write per line, so lines of ranks (threads or processes) do not interleave.
-bool gNotes = false;  // -v: print the cases' notes
+bool gNotes = false;  // NCCL_API_TEST_NOTES: print the cases' notes
 
 void emit(const std::string& line) {
   std::lock_guard<std::mutex> lock(gOutMutex);
@@ -2646,75 +2658,96 @@ Outcome runCase(const Case& cs, Mode mode, int nranks, double timeoutScale) {
   return o;
 }
 
-int usage(const char* argv0) {
-  std::fprintf(stderr, "usage: %s local|threads|procs|list [-n NRANKS] [-t TIMEOUT_SCALE] [-v] [CASE...]\n", argv0);
-  return 2;
+// ---------------------------------------------------------------------------------------
+// Catch2: one test per case, tagged with the modes it runs in. The environment picks the
+// mode and the number of ranks (CTest sets them per test); a case runs only in its modes.
+
+#ifdef __DRIVER_TYPES_H__
+constexpr const char* kHeader = "NVIDIA's (with CUDA's)";
+#else
+constexpr const char* kHeader = "Collectives'";
+#endif
+
+struct Options {
+  bool ok = true;
+  std::string error;        // why not
+  const char* mode = "";    // "": each case in its first mode (local, else procs)
+  int nranks = 0;           // 0: 3 for local, 4 otherwise
+  double timeoutScale = 1;  // multiplies every case's watchdog
+};
+
+Options readOptions() {
+  Options o;
+  if (const char* m = std::getenv("NCCL_API_TEST_MODE")) {
+    for (const char* name : {"local", "threads", "procs"})
+      if (std::strcmp(m, name) == 0) o.mode = name;
+    if (!*o.mode) o = {false, format("NCCL_API_TEST_MODE=%s: not local, threads or procs", m)};
+  }
+  if (const char* n = std::getenv("NCCL_API_TEST_NRANKS")) {
+    o.nranks = std::atoi(n);
+    if (o.nranks < 1 || o.nranks > kMaxRanks) o = {false, format("NCCL_API_TEST_NRANKS=%s: not 1 to %d", n, kMaxRanks)};
+  }
+  if (const char* t = std::getenv("NCCL_API_TEST_TIMEOUT_SCALE")) {
+    o.timeoutScale = std::atof(t);
+    if (!(o.timeoutScale > 0)) o = {false, format("NCCL_API_TEST_TIMEOUT_SCALE=%s: not a positive number", t)};
+  }
+  gNotes = std::getenv("NCCL_API_TEST_NOTES") != nullptr;
+  return o;
 }
+
+const char* tagsOf(Where w) {
+  switch (w) {
+    case Where::kLocal: return "[local]";
+    case Where::kComm: return "[threads][procs]";
+    case Where::kProcsOnly:
+    case Where::kProcsNoComm: return "[procs]";
+  }
+  return "";
+}
+
+Mode modeNamed(const std::string& name) {
+  return name == "local" ? Mode::kLocal : name == "threads" ? Mode::kThreads : Mode::kProcs;
+}
+
+std::vector<std::string> gFailed;  // repeated after Catch2's summary
+
+template <size_t I>
+void runCaseTest() {
+  static const Options opt = readOptions();
+  const Case& cs = kCases[I];
+  if (!opt.ok) FAIL(opt.error);
+  const std::string modeName = *opt.mode ? opt.mode : cs.where == Where::kLocal ? "local" : "procs";
+  const Mode mode = modeNamed(modeName);
+  if (!caseInMode(cs, mode)) {
+    WARN("skipped: " << cs.name << " does not run in mode " << modeName << " (its tags: " << tagsOf(cs.where) << ")");
+    return;
+  }
+  const int nranks = opt.nranks ? opt.nranks : mode == Mode::kLocal ? 3 : 4;
+  double start = nowS();
+  Outcome o = runCase(cs, mode, nranks, opt.timeoutScale);
+  if (!o.ok) gFailed.push_back(format("%s (%s, %d ranks):%s", cs.name, modeName.c_str(), nranks, o.why.c_str()));
+  INFO(cs.name << " in mode " << modeName << " on " << nranks << " ranks, header " << kHeader
+               << format(", %.2f s:", nowS() - start) << o.why);
+  CHECK(o.ok);
+}
+
+template <size_t... I>
+bool registerCases(std::index_sequence<I...>) {
+  (Catch::AutoReg(Catch::makeTestInvoker(&runCaseTest<I>), CATCH_INTERNAL_LINEINFO, Catch::StringRef(),
+                  Catch::NameAndTags{kCases[I].name, tagsOf(kCases[I].where)}),
+   ...);
+  return true;
+}
+const bool kRegistered = registerCases(std::make_index_sequence<std::size(kCases)>());
+
+// CI logs keep a run's head and tail: the failed cases again, at the very end.
+struct FailedAgain : Catch::TestEventListenerBase {
+  using TestEventListenerBase::TestEventListenerBase;
+  void testRunEnded(const Catch::TestRunStats&) override {
+    for (const std::string& f : gFailed) std::printf("  FAILED %s\n", f.c_str());
+  }
+};
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc < 2) return usage(argv[0]);
-  std::string modeName = argv[1];
-  if (modeName == "list") {
-    for (const Case& cs : kCases)
-      std::printf("%-22s %s\n", cs.name,
-                  cs.where == Where::kLocal  ? "local"
-                  : cs.where == Where::kComm ? "threads procs"
-                                             : "procs");
-    return 0;
-  }
-  Mode mode;
-  if (modeName == "local") mode = Mode::kLocal;
-  else if (modeName == "threads") mode = Mode::kThreads;
-  else if (modeName == "procs") mode = Mode::kProcs;
-  else return usage(argv[0]);
-  int nranks = mode == Mode::kLocal ? 3 : 4;
-  double timeoutScale = 1;
-  std::vector<std::string> only;
-  for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "-n" && i + 1 < argc) nranks = std::atoi(argv[++i]);
-    else if (a == "-t" && i + 1 < argc) timeoutScale = std::atof(argv[++i]);
-    else if (a == "-v") gNotes = true;
-    else only.push_back(a);
-  }
-  if (nranks < 1 || nranks > kMaxRanks) return usage(argv[0]);
-  for (const std::string& name : only) {
-    bool known = false;
-    for (const Case& cs : kCases) known = known || name == cs.name;
-    if (!known) {
-      std::fprintf(stderr, "unknown case %s (see '%s list')\n", name.c_str(), argv[0]);
-      return 2;
-    }
-  }
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  std::printf("nccl api test: mode %s, %d ranks, header %s\n", modeName.c_str(), nranks,
-#ifdef __DRIVER_TYPES_H__
-              "NVIDIA's (with CUDA's)"
-#else
-              "Collectives'"
-#endif
-  );
-  int failed = 0, ran = 0;
-  std::string failures;  // repeated at the end
-  double t0 = nowS();
-  for (const Case& cs : kCases) {
-    if (!caseInMode(cs, mode)) continue;
-    if (!only.empty() && std::find(only.begin(), only.end(), cs.name) == only.end()) continue;
-    double start = nowS();
-    Outcome o = runCase(cs, mode, nranks, timeoutScale);
-    ++ran;
-    if (o.ok) {
-      std::printf("PASS %s (%.2f s)\n", cs.name, nowS() - start);
-    } else {
-      ++failed;
-      std::printf("FAIL %s (%.2f s):%s\n", cs.name, nowS() - start, o.why.c_str());
-      failures += format("  FAILED %s:%s\n", cs.name, o.why.c_str());
-    }
-  }
-  std::printf("%d of %d cases failed (mode %s, %d ranks, %.1f s)\n", failed, ran, modeName.c_str(), nranks,
-              nowS() - t0);
-  std::fputs(failures.c_str(), stdout);
-  return std::min(failed, 100);
-}
+CATCH_REGISTER_LISTENER(FailedAgain)
