@@ -288,7 +288,8 @@ def _spawn(args, tmpdir, case_index):
         env.setdefault("PYTHONUNBUFFERED", "1")
         out = open(os.path.join(tmpdir, f"rank{rank}.log"), "w")
         cmd = [sys.executable, "-m", "pytest", args.module, "-p", "no:cacheprovider",
-               "--color=no", "-q", "-rfE", "--tb=short"] + (["-k", args.k] if args.k else [])
+               "--color=no", "-q", "-rfE", "--tb=short", "--capture=no",
+               "-p", "no:logging", "-p", "no:warnings"] + (["-k", args.k] if args.k else [])
         procs.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                       start_new_session=True))
     return procs
