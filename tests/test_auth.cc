@@ -279,6 +279,7 @@ TEST_CASE("the interactive handshake: both sides prove the key", "[auth]") {
 
 TEST_CASE("the bootstrap root closes connections that do not prove the key, and init completes", "[auth][bootstrap]") {
   ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  ScopedEnv stall("COLL_AUTH_TIMEOUT_S", "2");  // the stalling attacker is dropped after 2 s, not 5
   CapturedLog log("auth-test");
   collUniqueId id;
   REQUIRE(collGetUniqueId(&id) == collSuccess);
@@ -291,6 +292,7 @@ TEST_CASE("the bootstrap root closes connections that do not prove the key, and 
 
 TEST_CASE("a rank's bootstrap listener closes connections that do not prove the key", "[auth][bootstrap]") {
   ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  ScopedEnv stall("COLL_AUTH_TIMEOUT_S", "2");  // the stalling attacker is dropped after 2 s, not 5
   CapturedLog log("auth-test");
   collUniqueId id;
   REQUIRE(collGetUniqueId(&id) == collSuccess);
@@ -317,6 +319,7 @@ TEST_CASE("a rank's bootstrap listener closes connections that do not prove the 
 
 TEST_CASE("the socket net listener closes connections that do not prove the key", "[auth][net]") {
   ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
+  ScopedEnv stall("COLL_AUTH_TIMEOUT_S", "2");  // the stalling attacker is dropped after 2 s, not 5
   CapturedLog log("auth-test");
   auto backend = makeSocketBackend();
   const AuthKey key = keyOf(5);

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <mutex>
@@ -28,6 +29,8 @@ Status randomBytes(void* out, size_t n) {
   }
   return okStatus();
 }
+
+double authTimeoutS() { return static_cast<double>(std::max<int64_t>(1, param(IntParam::AUTH_TIMEOUT_S))); }
 
 Result<AuthKey> randomAuthKey() {
   AuthKey k;

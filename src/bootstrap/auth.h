@@ -65,9 +65,9 @@ struct AuthProof {
   Digest mac;
 };
 
-// How long an acceptor gives a connection to prove itself: a client that connects and
-// stalls holds the accepting loop this long at most.
-constexpr double kAuthTimeoutS = 5;
+// How long an acceptor gives a connection to prove itself (COLL_AUTH_TIMEOUT_S, at least
+// 1 s): a client that connects and stalls holds the accepting loop this long at most.
+double authTimeoutS();
 
 // n bytes from the kernel's random source (getrandom).
 Status randomBytes(void* out, size_t n);

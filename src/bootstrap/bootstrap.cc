@@ -331,12 +331,12 @@ Status Bootstrap::readFrame(int idx) {
 }
 
 // A connection from another rank proves the key before anything else is read from it; one
-// that does not is dropped (the service thread is held kAuthTimeoutS at most).
+// that does not is dropped (the service thread is held authTimeoutS() at most).
 void Bootstrap::acceptPeer() {
   auto s = listener_.accept(deadlineIn(1));
   if (!s.ok()) return;
   Socket sock = s.take();
-  Status authed = authAccept(sock, key_, AuthPurpose::kPeer, deadlineIn(kAuthTimeoutS));
+  Status authed = authAccept(sock, key_, AuthPurpose::kPeer, deadlineIn(authTimeoutS()));
   if (!authed.ok()) {
     COLL_WARN(BOOTSTRAP, "rejected a bootstrap connection from %s: %s", sock.peer().str().c_str(),
               authed.message().c_str());

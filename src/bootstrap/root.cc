@@ -122,7 +122,7 @@ void Root::sendReply(Socket& s, RootMsg kind, int rank, const std::string& text,
 // A connection that does not prove the key is dropped before anything else is read from
 // it; the root goes on waiting for the ranks, within the join deadline.
 void Root::handleJoin(Socket s) {
-  Status authed = authAccept(s, key_, AuthPurpose::kRoot, deadlineIn(kAuthTimeoutS));
+  Status authed = authAccept(s, key_, AuthPurpose::kRoot, deadlineIn(authTimeoutS()));
   if (!authed.ok()) {
     COLL_WARN(BOOTSTRAP, "root: rejected a connection from %s: %s", s.peer().str().c_str(), authed.message().c_str());
     return;
@@ -350,7 +350,7 @@ void Root::acceptStat() {
   if (!s.ok()) return;
   std::thread([self = shared_from_this(), sock = s.take()]() mutable {
     AuthPurpose asked{};
-    Status authed = authAccept(sock, self->key_, AuthPurpose::kStat, deadlineIn(kAuthTimeoutS), &asked);
+    Status authed = authAccept(sock, self->key_, AuthPurpose::kStat, deadlineIn(authTimeoutS()), &asked);
     if (asked == AuthPurpose::kRoot) {
       // A rank joining the next communicator at this address (COLL_COMM_ID reused): this
       // root stops listening, the rank retries and finds the new root.

@@ -146,7 +146,7 @@ Status IbConn::acceptSocket(bool* got) {
   COLL_ASSIGN(sock_, listener_->accept(deadlineIn(5)));
   COLL_CHECK(sock_.setNonBlocking(true));
   peer_ = sock_.peer().str();
-  authBy_ = deadlineIn(kAuthTimeoutS);
+  authBy_ = deadlineIn(authTimeoutS());
   *got = true;
   return okStatus();
 }
@@ -190,11 +190,11 @@ Status IbConn::readSetup(bool* got) {
 }
 
 // The peer's info once it arrived (*got), proved the key and is valid. A receiver drops a
-// connection that fails before it proved the key, or is slower than kAuthTimeoutS to.
+// connection that fails before it proved the key, or is slower than COLL_AUTH_TIMEOUT_S to.
 Status IbConn::readInfo(bool* got) {
   Status st = readSetup(got);
   if (!sender_ && (!st.ok() || (!*got && std::chrono::steady_clock::now() >= authBy_))) {
-    rejectPeer(st.ok() ? "no proof of the key within " + std::to_string(static_cast<int>(kAuthTimeoutS)) + " s"
+    rejectPeer(st.ok() ? "no proof of the key within " + std::to_string(static_cast<int>(authTimeoutS())) + " s"
                        : st.message());
     *got = false;
     return okStatus();

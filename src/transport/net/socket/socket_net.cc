@@ -423,7 +423,7 @@ Result<std::unique_ptr<To>> reverseOf(const From& from, bool send) {
 Result<uint32_t> checkHello(const SockListen& l, Socket& sock, const std::vector<Socket>& taken, bool first,
                             uint64_t* connId) {
   char raw[sizeof(SockHello)];
-  Status got = sock.recvAll(raw, sizeof(raw), deadlineIn(kAuthTimeoutS));
+  Status got = sock.recvAll(raw, sizeof(raw), deadlineIn(authTimeoutS()));
   if (!got.ok()) return got.prefix("no hello: ");
   SockHello hello{};
   COLL_CHECK(parseSockHello(raw, sizeof(raw), l.nsocks, &hello));
