@@ -306,9 +306,7 @@ collResult_t runOp(const char* fn, collComm* comm, const OpCall& call, collStrea
     COLL_CHECK(applyCollConfig(config, comm, &od));
     if (od.encoding == 0) od.encoding = defaultEncoding(comm, od);
     COLL_CHECK(checkElementAlignment(od, comm->rank));
-    size_t inputCount = od.count;
-    if (od.kind == CollKind::kReduceScatter) inputCount *= static_cast<size_t>(comm->nranks);
-    COLL_CHECK(lowerPreMulSum(comm, &od, inputCount));
+    COLL_CHECK(lowerPreMulSum(comm, &od));
     return enqueueOp(fn, comm, od);
   });
 }

@@ -414,7 +414,7 @@ static Status applyConfig(collComm* c, const std::vector<SharedConfig>& all, boo
   bool yields = false;
   for (const SharedConfig& o : all) yields |= o.deviceYields != 0;
   c->dev.stageBytes = yields ? static_cast<size_t>(agreed.deviceStageBytes) : 0;
-  if (c->dev.stageBytes > 0) c->dev.mail = &c->oneShot;
+  if (c->dev.stageBytes > 0) c->dev.oneShot = &c->oneShot;
   c->dev.directMinBytes = directMinBytes(c, yields);
   c->dev.exchangeBytes = static_cast<size_t>(agreed.deviceExchangeBytes);
   const DeviceShape shape = deviceShape(c->nranks, budget, agreed.deviceChannels);

@@ -47,13 +47,14 @@ void hostPreMul(char* dst, const char* src, size_t n, collDataType_t t, const un
 
 }  // namespace
 
-Status lowerPreMulSum(collComm* comm, OpDesc* od, size_t inputCount) {
+Status lowerPreMulSum(collComm* comm, OpDesc* od) {
   if (validRedOp(static_cast<int>(od->op))) return okStatus();  // built-in ops (and ops of ops-free calls)
   // A copy: the op may be destroyed once this call returns, before a group runs it.
   const PreMulSumOp p = comm->redOps.at(static_cast<int>(od->op));
   od->op = collSum;
-  if (inputCount == 0) return okStatus();
-  const size_t bytes = inputCount * dataTypeSize(od->dtype);
+  const size_t bytes = od->inputBytes(comm->rank, comm->nranks);
+  if (bytes == 0) return okStatus();
+  const size_t inputCount = bytes / dataTypeSize(od->dtype);
   const void* src = od->sendbuff;
   const collDataType_t t = od->dtype;
 #if COLL_HAVE_CUDA

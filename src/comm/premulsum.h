@@ -11,9 +11,9 @@
 namespace coll {
 
 // Turns od (an op of comm whose `op` is a PreMulSum op) into a sum over a scaled copy of
-// its first inputCount input elements; other ops are left alone. Host buffers: the copy
+// this rank's input (OpDesc::inputBytes); other ops are left alone. Host buffers: the copy
 // comes from comm's scratch pool and is made by the Prod kernel; device buffers: a
 // stream-ordered scratch buffer and a scaling kernel on the op's stream and device.
-Status lowerPreMulSum(collComm* comm, OpDesc* od, size_t inputCount);
+Status lowerPreMulSum(collComm* comm, OpDesc* od);
 
 }  // namespace coll

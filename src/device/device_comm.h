@@ -50,7 +50,7 @@ struct DeviceComm {
   size_t stageBytes = 0;
   std::shared_ptr<void> stageMemory;
   size_t stageMemoryBytes = 0;
-  const OneShotState* mail = nullptr;
+  const OneShotState* oneShot = nullptr;
   std::unique_ptr<CopyAgent> copyAgent;
 
   // The device set (devicePrepare; null for host-memory ranks), and the proxy, made by

@@ -295,7 +295,7 @@ Status lowerPart(const DevicePart& part, const MapFn& map, LoweredPart& out) {
   COLL_ASSIGN(out.plan, planOf(part, map));
   out.pending = std::make_shared<PendingLaunch>();
   PendingLaunch& p = *out.pending;
-  if (part.dev->mail) p.mailSeq = part.dev->mail->mailSeq;
+  if (part.dev->oneShot) p.mailSeq = part.dev->oneShot->mailSeq;
   if (part.ops) p.ops = std::make_shared<const std::vector<OpDesc>>(*part.ops);
   p.laneInfo = out.plan->info;
   p.planReused = part.plan != nullptr;

@@ -199,7 +199,7 @@ int DeviceProxy::laneWaitingOnPeerAhead(const PendingLaunch& p, uint32_t* step) 
     const uint32_t s = __atomic_load_n(&p.results[i].step, __ATOMIC_RELAXED);
     if (s >= p.lanes()[i].steps.size()) continue;
     const int from = p.lanes()[i].steps[s].from;
-    if (from >= 0 && c_->mail->mailboxes->arrived(from, next)) {
+    if (from >= 0 && c_->oneShot->mailboxes->arrived(from, next)) {
       *step = s;
       return static_cast<int>(i);
     }
@@ -214,7 +214,7 @@ int DeviceProxy::laneWaitingOnPeerAhead(const PendingLaunch& p, uint32_t* step) 
 // the staging limit.
 // Fails the communicator and tells the others, as a size mismatch would.
 void DeviceProxy::checkPeerAhead(PendingLaunch& p) {
-  if (!c_->mail || !c_->mail->mailboxes || c_->core->abort->raised()) return;
+  if (!c_->oneShot || !c_->oneShot->mailboxes || c_->core->abort->raised()) return;
   uint32_t step = 0;
   const int lane = laneWaitingOnPeerAhead(p, &step);
   const auto now = std::chrono::steady_clock::now();
