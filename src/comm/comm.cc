@@ -33,8 +33,36 @@ namespace coll {
 
 namespace {
 
+// The registry of live communicators. API calls look a handle up on every call, so the
+// lookup takes no lock: a communicator sits in one slot of a fixed table near its
+// pointer's hash, and the slot (static memory, never freed) counts the calls in flight,
+// so a stale handle is compared, never dereferenced. Registering and retiring take
+// gLiveMu. A communicator whose slots are all taken goes to the overflow set, looked up
+// under the lock.
+struct alignas(64) LiveSlot {  // a cache line each: ranks that are threads use their own
+  std::atomic<const collComm*> comm{nullptr};
+  std::atomic<int> busy{0};  // calls in flight on comm
+};
+constexpr size_t kLiveSlots = 4096;
+constexpr size_t kLiveProbes = 16;  // slots a communicator may take, from its hash on
+LiveSlot gLiveSlots[kLiveSlots];
 std::mutex gLiveMu;
-std::set<const collComm*> gLive;
+std::set<const collComm*> gLiveOverflow;
+std::atomic<size_t> gLiveOverflowSize{0};
+
+size_t liveSlotOf(const collComm* comm, size_t probe) {
+  const uint64_t h = (reinterpret_cast<uintptr_t>(comm) >> 4) * 0x9E3779B97F4A7C15ull;
+  return (static_cast<size_t>(h >> 40) + probe) % kLiveSlots;
+}
+
+// The slot holding comm, or -1.
+int findLiveSlot(const collComm* comm) {
+  for (size_t i = 0; i < kLiveProbes; ++i) {
+    const size_t s = liveSlotOf(comm, i);
+    if (gLiveSlots[s].comm.load(std::memory_order_acquire) == comm) return static_cast<int>(s);
+  }
+  return -1;
+}
 
 constexpr uint64_t kTagConfig = 3ull << 56;
 constexpr uint64_t kTagSplit = 4ull << 56;
@@ -110,25 +138,60 @@ std::shared_ptr<char> ScratchPool::take(size_t bytes) {
 
 void registerComm(collComm* comm) {
   std::lock_guard<std::mutex> lock(gLiveMu);
-  gLive.insert(comm);
+  for (size_t i = 0; i < kLiveProbes; ++i) {
+    LiveSlot& slot = gLiveSlots[liveSlotOf(comm, i)];
+    // A slot whose retired communicator still has calls leaving stays theirs.
+    if (slot.comm.load(std::memory_order_relaxed) || slot.busy.load(std::memory_order_seq_cst) != 0) continue;
+    comm->liveSlot = static_cast<int>(liveSlotOf(comm, i));
+    slot.comm.store(comm, std::memory_order_release);
+    return;
+  }
+  comm->liveSlot = -1;
+  gLiveOverflow.insert(comm);
+  gLiveOverflowSize.store(gLiveOverflow.size(), std::memory_order_release);
 }
 bool isLiveComm(const collComm* comm) {
+  if (!comm) return false;
+  if (findLiveSlot(comm) >= 0) return true;
+  if (gLiveOverflowSize.load(std::memory_order_acquire) == 0) return false;
   std::lock_guard<std::mutex> lock(gLiveMu);
-  return gLive.count(comm) != 0;
+  return gLiveOverflow.count(comm) != 0;
 }
 bool acquireComm(collComm* comm) {
+  if (!comm) return false;
+  for (size_t i = 0; i < kLiveProbes; ++i) {
+    LiveSlot& slot = gLiveSlots[liveSlotOf(comm, i)];
+    if (slot.comm.load(std::memory_order_acquire) != comm) continue;
+    // Counted first, then checked again: a retire that cleared the slot meanwhile either
+    // sees this count and waits, or is seen here.
+    slot.busy.fetch_add(1, std::memory_order_seq_cst);
+    if (slot.comm.load(std::memory_order_seq_cst) == comm) return true;
+    slot.busy.fetch_sub(1, std::memory_order_release);
+  }
+  if (gLiveOverflowSize.load(std::memory_order_acquire) == 0) return false;
   std::lock_guard<std::mutex> lock(gLiveMu);
-  if (!gLive.count(comm)) return false;
+  if (!gLiveOverflow.count(comm)) return false;
   comm->busy.fetch_add(1);
   return true;
 }
-void releaseComm(collComm* comm) { comm->busy.fetch_sub(1); }
+void releaseComm(collComm* comm) {
+  if (comm->liveSlot >= 0) gLiveSlots[comm->liveSlot].busy.fetch_sub(1, std::memory_order_release);
+  else comm->busy.fetch_sub(1);
+}
 void retireComm(collComm* comm) {
+  std::atomic<int>* busy = &comm->busy;
   {
     std::lock_guard<std::mutex> lock(gLiveMu);
-    gLive.erase(comm);
+    if (comm->liveSlot >= 0) {
+      LiveSlot& slot = gLiveSlots[comm->liveSlot];
+      if (slot.comm.load(std::memory_order_relaxed) == comm) slot.comm.store(nullptr, std::memory_order_seq_cst);
+      busy = &slot.busy;
+    } else {
+      gLiveOverflow.erase(comm);
+      gLiveOverflowSize.store(gLiveOverflow.size(), std::memory_order_release);
+    }
   }
-  while (comm->busy.load() > 0) usleep(1000);
+  while (busy->load(std::memory_order_seq_cst) > 0) usleep(1000);
 }
 
 // The double binary trees over hosts (ranks grouped by host id in order of first

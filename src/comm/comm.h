@@ -2,8 +2,8 @@
 //
 // Concurrency: one thread at a time calls operations on a communicator (NCCL's rule).
 // `abort` is shared with the bootstrap service thread and may be raised from any thread;
-// `busy` counts API calls in flight so collCommAbort can wait for them to leave before
-// freeing. lastError is written only by the thread using the communicator.
+// The registry of live communicators counts API calls in flight so collCommAbort can
+// wait for them to leave before freeing. lastError is written only by the thread using the communicator.
 #pragma once
 
 #include <array>
@@ -142,7 +142,8 @@ struct collComm : coll::CommCore {
   // The profiler plugin's context for this communicator (profiler/profiler.h; off when none).
   coll::Profiler profiler;
   std::string lastError;
-  std::atomic<int> busy{0};
+  int liveSlot = -1;         // its slot in the registry of live communicators (comm.cc); -1: none
+  std::atomic<int> busy{0};  // calls in flight, where the registry holds it outside its slots
   std::atomic<bool> destroying{false};
 };
 
