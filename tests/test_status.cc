@@ -23,3 +23,32 @@ TEST_CASE("a result's status is ok when it holds a value, and never throws", "[s
   CHECK(failed.status().code() == Code::kCuda);
   CHECK(failed.status().message() == "cudaHostRegister failed");
 }
+
+TEST_CASE("a status keeps its code and message through copies, moves and frames", "[status]") {
+  Status ok;
+  CHECK(ok.ok());
+  CHECK(ok.message().empty());
+  CHECK(coll::okStatus().message().empty());
+
+  Status failed = coll::invalidArgument("count -1");
+  Status copy = failed;  // a copy owns its own message
+  copy.prefix("collAllReduce: ");
+  CHECK(failed.message() == "count -1");
+  CHECK(copy.message() == "collAllReduce: count -1");
+  CHECK(copy.code() == Code::kInvalidArgument);
+
+  copy = failed;
+  CHECK(copy.message() == "count -1");
+  Status moved = std::move(copy);
+  CHECK(moved.message() == "count -1");
+  CHECK(moved.code() == Code::kInvalidArgument);
+
+  // A frame on a status that had no message yet still reads as a trace.
+  Status bare(Code::kInternal, "");
+  bare.addFrame("/src/comm/comm.cc", 12);
+  CHECK(bare.message() == "\n    at comm/comm.cc:12");
+  Status empty;
+  empty.prefix("context");
+  CHECK(empty.message() == "context");
+  CHECK(empty.ok());
+}

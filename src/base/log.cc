@@ -16,7 +16,7 @@ namespace coll {
 namespace {
 
 thread_local int tlsRank = -1;
-thread_local std::string tlsName;
+thread_local const char* tlsName = "";    // the communicator's name (LogContext)
 thread_local bool tlsReadingEnv = false;  // logSettingUp
 
 struct LogState {
@@ -134,11 +134,11 @@ void logReset() {
 
 LogContext::LogContext(int rank, const std::string& name) : prevRank_(tlsRank), prevName_(tlsName) {
   tlsRank = rank;
-  tlsName = name;
+  tlsName = name.c_str();
 }
 LogContext::~LogContext() {
   tlsRank = prevRank_;
-  tlsName = std::move(prevName_);
+  tlsName = prevName_;
 }
 
 void logWrite(LogLevel lvl, unsigned sub, const char* file, int line, const char* fmt, ...) {
@@ -150,9 +150,9 @@ void logWrite(LogLevel lvl, unsigned sub, const char* file, int line, const char
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
   char rank[96] = "";
-  if (tlsRank >= 0 && !tlsName.empty()) snprintf(rank, sizeof(rank), " [%s %d]", tlsName.c_str(), tlsRank);
+  if (tlsRank >= 0 && tlsName[0]) snprintf(rank, sizeof(rank), " [%s %d]", tlsName, tlsRank);
   else if (tlsRank >= 0) snprintf(rank, sizeof(rank), " [%d]", tlsRank);
-  else if (!tlsName.empty()) snprintf(rank, sizeof(rank), " [%s]", tlsName.c_str());
+  else if (tlsName[0]) snprintf(rank, sizeof(rank), " [%s]", tlsName);
   const char* base = std::strrchr(file, '/');
   {
     std::lock_guard<std::mutex> lock(st.mu);

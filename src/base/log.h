@@ -58,6 +58,8 @@ void setLogRank(int rank);
 // (collConfig_t.commName; empty: none); the previous context comes back after.
 class LogContext {
  public:
+  // name is kept by address, not copied: it must outlive the context (a communicator's
+  // name, while a call holds the communicator).
   LogContext(int rank, const std::string& name);
   ~LogContext();
   LogContext(const LogContext&) = delete;
@@ -65,7 +67,7 @@ class LogContext {
 
  private:
   int prevRank_;
-  std::string prevName_;
+  const char* prevName_;
 };
 
 }  // namespace coll

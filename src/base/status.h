@@ -6,6 +6,7 @@
 // collResult_t.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <variant>
@@ -26,27 +27,38 @@ enum class Code {
   kTimeout = collTimeout,
 };
 
+// An ok Status is a code and a null pointer: it is made and dropped at every step of
+// the smallest operations, so it costs no string. A message lives on the heap.
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(Code code, std::string msg) : code_(code), msg_(std::move(msg)) {}
+  Status(Code code, std::string msg)
+      : code_(code), msg_(msg.empty() ? nullptr : std::make_unique<std::string>(std::move(msg))) {}
+  Status(const Status& o) : code_(o.code_), msg_(o.msg_ ? std::make_unique<std::string>(*o.msg_) : nullptr) {}
+  Status& operator=(const Status& o) {
+    if (this != &o) *this = Status(o);
+    return *this;
+  }
+  Status(Status&&) noexcept = default;
+  Status& operator=(Status&&) noexcept = default;
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
-  const std::string& message() const { return msg_; }
+  const std::string& message() const { return msg_ ? *msg_ : noMessage(); }
   collResult_t result() const { return static_cast<collResult_t>(code_); }
 
   // Adds one hop ("at file:line") to the trace of a failed status.
   Status& addFrame(const char* file, int line);
   // Prefixes context ("collAllReduce seq 3: ") to the message.
   Status& prefix(const std::string& ctx) {
-    msg_ = ctx + msg_;
+    msg_ = std::make_unique<std::string>(ctx + message());
     return *this;
   }
 
  private:
+  static const std::string& noMessage();
   Code code_ = Code::kOk;
-  std::string msg_;
+  std::unique_ptr<std::string> msg_;  // null: no message
 };
 
 inline Status okStatus() { return Status(); }
