@@ -98,7 +98,8 @@ bool oneShotEligible(const OneShotContext& c, const OpDesc& od) {
          c.ring0->send;
 }
 
-OneShot::OneShot(const OneShotContext& ctx, const OpDesc& od) : ctx_(ctx), od_(od), es_(dataTypeSize(od.dtype)) {
+OneShot::OneShot(const OneShotContext& ctx, const OpDesc& od)
+    : ctx_(ctx), od_(od), es_(dataTypeSize(od.dtype)), sig_(signatureOf(od)) {
   if (!ctx_.state->mailboxes) return;  // ring
   size_t cap = ctx_.state->mailboxes->capacity();
   if (od.kind == CollKind::kReduceScatter) cap /= static_cast<size_t>(ctx_.nranks);
@@ -117,14 +118,14 @@ Status OneShot::start() {
   if (mode_ == Mode::kMailbox) {
     size_t pub = od_.inputBytes(ctx_.rank, ctx_.nranks);  // its whole input, where it has one
     if (pub) hostCopy(ctx_.state->mailboxes->mine(seqs_[0]), od_.sendbuff, pub);
-    ctx_.state->mailboxes->publish(seqs_[0], signatureOf(od_));
+    ctx_.state->mailboxes->publish(seqs_[0], sig_);
     return okStatus();
   }
   if (mode_ == Mode::kDirectRead) {
     ptrs_.resize(static_cast<size_t>(ctx_.nranks));
     Ptrs mine{reinterpret_cast<uintptr_t>(od_.sendbuff), reinterpret_cast<uintptr_t>(od_.recvbuff)};
     std::memcpy(ctx_.state->mailboxes->mine(seqs_[0]), &mine, sizeof(mine));
-    ctx_.state->mailboxes->publish(seqs_[0], signatureOf(od_));
+    ctx_.state->mailboxes->publish(seqs_[0], sig_);
     published_ = true;
     return okStatus();
   }
@@ -161,10 +162,9 @@ Status OneShot::pollRounds(bool* done, WaitTarget* wait) {
         return okStatus();
       }
       const MailSignature& theirs = mb.signature(peer, s);
-      MailSignature mine = signatureOf(od_);
-      if (!(theirs == mine))
+      if (!(theirs == sig_))
         return invalidUsage("rank " + std::to_string(peer) + " called " + signatureString(theirs) +
-                            " where this rank called " + signatureString(mine) +
+                            " where this rank called " + signatureString(sig_) +
                             ": the ranks called different operations or counts");
       if (mode_ == Mode::kDirectRead && round_ == 0)
         std::memcpy(&ptrs_[static_cast<size_t>(peer)], mb.data(peer, s), sizeof(Ptrs));
@@ -182,7 +182,7 @@ Status OneShot::pollRounds(bool* done, WaitTarget* wait) {
       *done = complete_ = true;
       return okStatus();
     }
-    mb.publish(seqs_[round_], signatureOf(od_));
+    mb.publish(seqs_[round_], sig_);
   }
 }
 
@@ -340,24 +340,41 @@ bool OneShot::allArrivedNow() const {
   return true;
 }
 
+// This rank's input at byte `off` for a reduction into dst: the caller's buffer where the
+// chain reads it before writing dst over it (out of place, or two ranks), else its copy
+// in our mailbox. Our mailbox's line may still be on its way back from the peers that
+// read it last: a load from it would wait that long.
+const char* OneShot::ownInput(size_t off, const char* dst) const {
+  const char* in = static_cast<const char*>(od_.sendbuff) + off;
+  if (ctx_.nranks == 2 || in != dst) return in;
+  return ctx_.state->mailboxes->data(ctx_.rank, seqs_[0]) + off;
+}
+
 void OneShot::finishMailbox() {
   Mailboxes& mb = *ctx_.state->mailboxes;
   const int n = ctx_.nranks, me = ctx_.rank;
   const size_t bytes = od_.count * es_;
   char* out = static_cast<char*>(od_.recvbuff);
   switch (od_.kind) {
-    case CollKind::kAllReduce: reduceAllBlocks(od_, es_, n, [&](int r) { return mb.data(r, seqs_[0]); }); break;
+    case CollKind::kAllReduce: {
+      const char* own = ownInput(0, out);
+      reduceAllBlocks(od_, es_, n, [&](int r) { return r == me ? own : mb.data(r, seqs_[0]); });
+      break;
+    }
     case CollKind::kReduce:
-      if (me == od_.root)
+      if (me == od_.root) {
+        const char* own = ownInput(0, out);
         reduceChain(
-            hostReduceKernels(od_.dtype, od_.op), out, [&](int r) { return mb.data(r, seqs_[0]); }, od_.count, n,
-            od_.root);
+            hostReduceKernels(od_.dtype, od_.op), out, [&](int r) { return r == me ? own : mb.data(r, seqs_[0]); },
+            od_.count, n, od_.root);
+      }
       break;
     case CollKind::kReduceScatter: {
-      size_t off = static_cast<size_t>(me) * bytes;
+      const size_t off = static_cast<size_t>(me) * bytes;
+      const char* own = ownInput(off, out);
       reduceChain(
-          hostReduceKernels(od_.dtype, od_.op), out, [&](int r) { return mb.data(r, seqs_[0]) + off; }, od_.count, n,
-          me);
+          hostReduceKernels(od_.dtype, od_.op), out, [&](int r) { return r == me ? own : mb.data(r, seqs_[0]) + off; },
+          od_.count, n, me);
       break;
     }
     case CollKind::kBroadcast:

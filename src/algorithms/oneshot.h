@@ -71,6 +71,7 @@ bool oneShotEligible(const OneShotContext& c, const OpDesc& od);
 
 class OneShot {
  public:
+  // od is kept by reference: it outlives the OneShot (the caller's, or its launch's).
   OneShot(const OneShotContext& ctx, const OpDesc& od);
   // Publishes this rank's contribution; call once.
   Status start();
@@ -80,6 +81,9 @@ class OneShot {
   const OpDesc& op() const { return od_; }
   int blockedPeer() const { return blockedPeer_; }
   bool ringPassMode() const { return mode_ == Mode::kRingPass; }
+  // Whether poll may move now: every peer's flag of the current round is up (true across
+  // hosts, where only poll can tell). Cheap: something to spin on between polls.
+  bool mayMove() const { return mode_ == Mode::kRingPass || allArrivedNow(); }
   // The operation is given up before it completed (its call fails): a direct one
   // withdraws and returns once no peer reads this rank's buffers any more, so the caller
   // may free them.
@@ -93,6 +97,7 @@ class OneShot {
   Status pollRounds(bool* done, WaitTarget* wait);
   bool allArrivedNow() const;
   void finishMailbox();
+  const char* ownInput(size_t off, const char* dst) const;
   Status directPhase(int round);
   Status readPhase(int round);
   Status withdrawnError(int peer) const;
@@ -102,8 +107,12 @@ class OneShot {
   void finishRingPass();
 
   OneShotContext ctx_;
-  OpDesc od_;
+  const OpDesc& od_;
   size_t es_;
+  // What the mailboxes carry to say which operation this is. Made once, ahead of the
+  // stores that publish it: copied from a temporary, it would be read back through
+  // stores still waiting for a mailbox line (a stall as long as that wait).
+  MailSignature sig_;
   Mode mode_ = Mode::kRingPass;
   uint32_t seqs_[3] = {};  // mailbox round numbers
   int rounds_ = 1;         // mailbox: 1; direct: 2 or 3 (the last one: "done reading")

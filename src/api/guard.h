@@ -236,7 +236,7 @@ bool isRegistered(const collComm* comm, const void* p, size_t bytes);
 inline Status enqueueOp(const char* fn, collComm* comm, OpDesc od) {
   if (od.kind == CollKind::kPeerSend) od.registered = isRegistered(comm, od.sendbuff, od.bytes());
   collComm* failed = nullptr;
-  Status st = enqueue(comm, od, &failed);
+  Status st = enqueue(comm, std::move(od), &failed);
   if (!st.ok() && failed && failed != comm && isLiveComm(failed))
     failed->lastError = std::string(fn) + ": " + st.message();
   return st;
@@ -307,7 +307,7 @@ collResult_t runOp(const char* fn, collComm* comm, const OpCall& call, collStrea
     if (od.encoding == 0) od.encoding = defaultEncoding(comm, od);
     COLL_CHECK(checkElementAlignment(od, comm->rank));
     COLL_CHECK(lowerPreMulSum(comm, &od));
-    return enqueueOp(fn, comm, od);
+    return enqueueOp(fn, comm, std::move(od));
   });
 }
 

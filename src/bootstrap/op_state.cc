@@ -27,21 +27,23 @@ void OpStateBox::setDescribe(Describe d) {
 }
 
 // One writer (the thread running operations), so the version needs no read-modify-write.
-void OpStateBox::store(const Fields& f) {
+// The call is read field by field (never copied whole): the caller has just written it
+// that way, and a wide load of narrow stores waits for them to reach the cache.
+void OpStateBox::store(const OpSignature& call, uint64_t at, uint32_t nOps, OpPhase phase, uint64_t launches) {
   const uint64_t v = version_.load(kRelaxed);
   version_.store(v + 1, kRelaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  seq_.store(f.call.seq, kRelaxed);
-  kind_.store(f.call.kind, kRelaxed);
-  dtype_.store(f.call.dtype, kRelaxed);
-  op_.store(f.call.op, kRelaxed);
-  root_.store(f.call.root, kRelaxed);
-  count_.store(f.call.count, kRelaxed);
-  p2p_.store(f.call.p2p, kRelaxed);
-  at_.store(f.at, kRelaxed);
-  nOps_.store(f.nOps, kRelaxed);
-  phase_.store(static_cast<uint32_t>(f.phase), kRelaxed);
-  launches_.store(f.launches, kRelaxed);
+  seq_.store(call.seq, kRelaxed);
+  kind_.store(call.kind, kRelaxed);
+  dtype_.store(call.dtype, kRelaxed);
+  op_.store(call.op, kRelaxed);
+  root_.store(call.root, kRelaxed);
+  count_.store(call.count, kRelaxed);
+  p2p_.store(call.p2p, kRelaxed);
+  at_.store(at, kRelaxed);
+  nOps_.store(nOps, kRelaxed);
+  phase_.store(static_cast<uint32_t>(phase), kRelaxed);
+  launches_.store(launches, kRelaxed);
   version_.store(v + 2, std::memory_order_release);
 }
 
@@ -60,7 +62,7 @@ OpStateBox::Fields OpStateBox::load() const {
 }
 
 void OpStateBox::started(const OpSignature& first, uint32_t nOps) {
-  store({first, first.seq, nOps, OpPhase::kRunning, launches_.load(kRelaxed) + 1});
+  store(first, first.seq, nOps, OpPhase::kRunning, launches_.load(kRelaxed) + 1);
 }
 
 void OpStateBox::finished(uint64_t nextSeq) {
@@ -90,7 +92,7 @@ bool OpStateBox::failed(bool timedOut, const std::string& error) {
     where_ = error;
   }
   f.phase = timedOut ? OpPhase::kTimedOut : OpPhase::kFailed;
-  store(f);
+  store(f.call, f.at, f.nOps, f.phase, f.launches);
   return true;
 }
 

@@ -75,7 +75,7 @@ class OpStateBox {
     OpPhase phase;
     uint64_t launches;  // launches started so far: tags what the lock below holds
   };
-  void store(const Fields& f);
+  void store(const OpSignature& call, uint64_t at, uint32_t nOps, OpPhase phase, uint64_t launches);
   Fields load() const;
   void stampLocked() const;
 

@@ -474,8 +474,11 @@ std::unique_ptr<Lane> sequenceLane(std::vector<std::unique_ptr<Lane>> lanes) {
   return std::make_unique<SequenceLane>(std::move(lanes));
 }
 
-// Polls of a solo one-shot before it enters the progress loop.
+// Polls of a solo one-shot before it enters the progress loop, and the spins on its
+// peers' flags between two of them (a poll that cannot move costs several times a
+// spin, and would see the flag that much later).
 constexpr int kOneShotQuickPolls = 32;
+constexpr int kOneShotQuickSpins = 16;
 
 Status runOneShot(collComm* c, const OneShotContext& ctx, const OpDesc& od, collComm** failedComm) {
   // Nothing on the heap: this is the path of the smallest operations. The contribution
@@ -484,13 +487,13 @@ Status runOneShot(collComm* c, const OneShotContext& ctx, const OpDesc& od, coll
   OneShotLane lane(c, &os);
   if (Status st = lane.begin(); !st.ok()) return pollFailed(lane, Waiter(c->spinNs), std::move(st), failedComm);
   // Most finish within a few polls of the peers' mailboxes: those are made here, without
-  // the loop's stall checks (a few microseconds at most go by before they run).
+  // the loop's stall checks (at most ~10 us go by before they run).
   for (int pass = 0; pass < kOneShotQuickPolls; ++pass) {
     bool moved = false, done = false;
     if (Status st = lane.poll(&moved, &done); !st.ok())
       return pollFailed(lane, Waiter(c->spinNs), std::move(st), failedComm);
     if (done) return okStatus();
-    cpuRelax();
+    for (int spin = 0; spin < kOneShotQuickSpins && !os.mayMove(); ++spin) cpuRelax();
   }
   Lane* lanes[] = {&lane};
   return runLanes(lanes, failedComm);

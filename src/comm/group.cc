@@ -451,7 +451,7 @@ Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {
   op.seq = isPeerOp(op.kind) ? comm->seq : comm->seq++;
   ProfApiCall profApi(comm, op, tlsDepth);
   if (tlsDepth > 0) {
-    tlsQueue.push_back({comm, op});
+    tlsQueue.push_back({comm, std::move(op)});
     return okStatus();
   }
   const OneShotContext ctx = oneShotContext(comm);
@@ -472,7 +472,7 @@ Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {
     if (st.ok()) watchFinished(comm);
     return st.ok() ? st : watchFailed(comm, std::move(st));
   }
-  std::vector<Queued> one{{comm, op}};
+  std::vector<Queued> one{{comm, std::move(op)}};
   return launch(one, failedComm);
 }
 

@@ -147,7 +147,7 @@ void Mailboxes::publish(uint32_t s, const MailSignature& sig) {
   // our store buffer), so mailbox sleepers wake up on their own after 1 ms
   // (waitTarget's maxSleepUs).
   h->flag.store(s, std::memory_order_release);
-  if (h->waiters.load(std::memory_order_relaxed) != 0) futexWake(&h->flag, true);
+  if (control(rank_)->waiters.load(std::memory_order_relaxed) != 0) futexWake(&h->flag, true);
 }
 
 int Mailboxes::beginReading(uint32_t s) {
@@ -165,7 +165,7 @@ void Mailboxes::withdraw(std::span<const uint32_t> rounds, uint32_t keep) {
   for (uint32_t s : rounds) {
     MailBufferHeader* h = header(rank_, s);
     if (s != keep && h->flag.load(std::memory_order_relaxed) == s) h->flag.store(0, std::memory_order_seq_cst);
-    if (h->waiters.load(std::memory_order_relaxed) != 0) futexWake(&h->flag, true);
+    if (control(rank_)->waiters.load(std::memory_order_relaxed) != 0) futexWake(&h->flag, true);
   }
 }
 
@@ -182,7 +182,7 @@ WaitTarget Mailboxes::waitTarget(int rank, uint32_t s) const {
   MailBufferHeader* h = header(rank, s);
   WaitTarget t;
   t.word = &h->flag;
-  t.waiters = &h->waiters;
+  t.waiters = &control(rank)->waiters;
   t.seen = h->flag.load(std::memory_order_relaxed);
   t.shared = true;
   t.maxSleepUs = 1000;

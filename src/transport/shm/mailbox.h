@@ -47,7 +47,6 @@ struct MailSignature {
 
 struct MailBufferHeader {
   std::atomic<uint32_t> flag;  // number of the operation whose data is in the buffer
-  std::atomic<uint32_t> waiters;
   MailSignature sig;
 };
 static_assert(sizeof(MailBufferHeader) <= 32, "the header must leave half its cache line to data");
@@ -56,6 +55,10 @@ static_assert(sizeof(MailBufferHeader) <= 32, "the header must leave half its ca
 struct MailControl {
   std::atomic<uint32_t> reading;    // the round whose peers' buffers it reads now; 0: none
   std::atomic<uint32_t> withdrawn;  // the first round of the operation it gave up last
+  // Peers asleep on one of its flags. Not in the buffers' headers: a publish reads it
+  // right after writing the header, whose line may still be on its way back from the
+  // peers that read it last, and a load from that line would wait as long.
+  std::atomic<uint32_t> waiters;
 };
 
 // The round number after `cur`. 0 means "never published" and is skipped by jumping to
