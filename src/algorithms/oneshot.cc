@@ -25,9 +25,16 @@ namespace {
 // combine. The same chain the ring uses for the block ending at rank `last` when the ring
 // is in rank order (contiguous placement; ring_layout.h ringOrder); otherwise the bits may differ
 // from the ring's in the last place, but every rank computes the same ones.
+// The rank at position j of the chain ending at `last` (both in [0, n)): last+1+j mod n,
+// without a division (one costs more than a small operation's reduction).
+inline int chainRank(int last, int j, int n) {
+  const int r = last + 1 + j;
+  return r >= n ? r - n : r;
+}
+
 template <typename Src>
 void reduceChain(const ReduceKernels& k, char* dst, Src src, size_t cnt, int n, int last) {
-  auto at = [&](int j) { return src((last + 1 + j) % n); };
+  auto at = [&](int j) { return src(chainRank(last, j, n)); };
   if (n == 2) {
     k.final(dst, at(0), at(1), cnt, n);
     return;
@@ -43,8 +50,12 @@ template <typename Input>
 void reduceAllBlocks(const OpDesc& od, size_t es, int n, Input input) {
   const ReduceKernels& k = hostReduceKernels(od.dtype, od.op);
   char* out = static_cast<char*>(od.recvbuff);
+  // Block b spans partBegin(count, n, b) to partBegin(count, n, b + 1), stepped here.
+  const size_t share = od.count / static_cast<size_t>(n), extra = od.count % static_cast<size_t>(n);
+  size_t end = 0;
   for (int b = 0; b < n; ++b) {
-    size_t begin = partBegin(od.count, n, b), end = partBegin(od.count, n, b + 1);
+    const size_t begin = end;
+    end = begin + share + (static_cast<size_t>(b) < extra ? 1 : 0);
     if (end == begin) continue;
     size_t off = begin * es;
     reduceChain(
@@ -220,7 +231,7 @@ Status OneShot::reduceDirect(char* dst, Base base, size_t cnt, int last) {
       *p = tmp + region * kDirectReadBytes;
       return okStatus();
     };
-    auto at = [&](int j) { return (last + 1 + j) % n; };
+    auto at = [&](int j) { return chainRank(last, j, n); };
     const char *a = nullptr, *b = nullptr;
     COLL_CHECK(get(at(0), 0, &a));
     COLL_CHECK(get(at(1), 1, &b));

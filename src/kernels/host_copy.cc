@@ -49,7 +49,7 @@ void ntCopy(void* dst, const void* src, size_t n) {
 #endif
 }
 
-void hostCopy(void* dst, const void* src, size_t n) {
+void hostCopyAny(void* dst, const void* src, size_t n) {
 #if defined(__x86_64__)
   constexpr size_t kMinBytes = 2048;  // below this glibc copies with vector moves anyway
   const uintptr_t ahead = (reinterpret_cast<uintptr_t>(dst) - reinterpret_cast<uintptr_t>(src)) & 4095;

@@ -8,16 +8,43 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 
 namespace coll {
 
 void ntCopy(void* dst, const void* src, size_t n);
 
-// memcpy (no overlap), except where the destination is 1-63 bytes ahead of the source
+// hostCopy: memcpy (no overlap), except where the destination is 1-63 bytes ahead of the source
 // modulo 4096: there glibc's memcpy uses rep movsb for mid sizes on this kind of CPU
 // (FSRM), which runs at 3.4 instead of 55 GB/s (256 KiB, docs/PERFORMANCE.md), and a
 // plain vector loop copies instead. A user buffer at such a distance from a FIFO slot
 // made shared-memory allreduce 3-6x slower.
-void hostCopy(void* dst, const void* src, size_t n);
+void hostCopyAny(void* dst, const void* src, size_t n);
+inline void hostCopy(void* dst, const void* src, size_t n) {
+  // The smallest copies (one-shot operations of a few elements) inline: a call into
+  // memcpy costs more than the copy.
+  if (n <= 16) {
+    char* d = static_cast<char*>(dst);
+    const char* s = static_cast<const char*>(src);
+    if (n >= 8) {
+      uint64_t a, b;
+      std::memcpy(&a, s, 8);
+      std::memcpy(&b, s + n - 8, 8);
+      std::memcpy(d, &a, 8);
+      std::memcpy(d + n - 8, &b, 8);
+    } else if (n >= 4) {
+      uint32_t a, b;
+      std::memcpy(&a, s, 4);
+      std::memcpy(&b, s + n - 4, 4);
+      std::memcpy(d, &a, 4);
+      std::memcpy(d + n - 4, &b, 4);
+    } else {
+      for (size_t i = 0; i < n; ++i) d[i] = s[i];
+    }
+    return;
+  }
+  hostCopyAny(dst, src, n);
+}
 
 }  // namespace coll
