@@ -79,15 +79,17 @@ constexpr bool spansRanks(CollKind k) {
 }
 
 // One operation as the user called it.
+// Every member has its initializer, so OpDesc{} sets each one by itself rather than
+// clearing the whole (a `rep stos` that costs more than a small operation's checks).
 struct OpDesc {
-  CollKind kind;
-  const void* sendbuff;
-  void* recvbuff;
-  size_t count;
-  collDataType_t dtype;
-  collRedOp_t op;
-  int root;  // broadcast/reduce root; send/recv peer
-  uint64_t seq;
+  CollKind kind{};
+  const void* sendbuff = nullptr;
+  void* recvbuff = nullptr;
+  size_t count = 0;
+  collDataType_t dtype{};
+  collRedOp_t op{};
+  int root = 0;  // broadcast/reduce root; send/recv peer
+  uint64_t seq = 0;
   bool device = false;        // runs on the device path (device/device_exec.h)
   void* stream = nullptr;     // its cudaStream_t
   const char* via = nullptr;  // the call this send/recv is part of ("collAlltoAll"), for errors

@@ -29,6 +29,45 @@ std::string& lastErrorText() {
 
 namespace coll::api {
 
+// The refusals of guard.h's checks, out of line: only a failed check builds its message.
+Status CommUse::notLive(const char* arg) const {
+  if (!c_) return invalidArgument(std::string(arg) + " is NULL");
+  return invalidArgument(std::string(arg) + " " + ptrStr(c_) +
+                         " is not a live communicator (destroyed, aborted or never initialized)");
+}
+
+Status CommUse::notReady(const char* arg) const {
+  COLL_CHECK(check(arg));
+  const int state = c_->initState.load(std::memory_order_acquire);
+  if (state == collInProgress)
+    return invalidUsage(std::string(arg) + " " + ptrStr(c_) +
+                        " is still initializing (a non-blocking init: poll collCommGetAsyncError until it no "
+                        "longer returns collInProgress; or an init inside a group that has not ended)");
+  if (state != collSuccess) return c_->abort->status().prefix(std::string(arg) + " failed its init: ");
+  if (c_->suspended.load(std::memory_order_relaxed))
+    return invalidUsage(std::string(arg) + " " + ptrStr(c_) + " is suspended (collCommSuspend): collCommResume first");
+  return okStatus();
+}
+
+Status badType(int t) {
+  return invalidArgument("datatype " + std::to_string(t) + " is not a collDataType_t (0.." +
+                         std::to_string(collNumTypes - 1) + ")");
+}
+
+Status bytesOverflow(const char* arg, size_t count, size_t mult, collDataType_t t) {
+  return invalidArgument(std::string(arg) + " " + std::to_string(count) + " of " + dataTypeName(t) +
+                         (mult > 1 ? " x nranks " + std::to_string(mult) : "") + " overflows size_t bytes");
+}
+
+Status nullBuffer(const char* arg, size_t count) {
+  return invalidArgument(std::string(arg) + " is NULL with count " + std::to_string(count));
+}
+
+Status rankOutOfRange(const char* arg, int r, int nranks) {
+  return invalidArgument(std::string(arg) + " " + std::to_string(r) + " is out of range for a communicator of " +
+                         std::to_string(nranks) + " ranks");
+}
+
 // The arguments of collective call (not send/recv) as the caller named them.
 Status checkArgs(const OpCall& call, collComm* c, BufKinds* k) {
   const OpDesc& od = call.od;

@@ -53,10 +53,11 @@ namespace {
 // Runs call, named fn, compressed to wiretype (rawArg).
 collResult_t runCompressed(const char* fn, collComm_t comm, OpCall call, int wiretype, collStream_t stream) {
   call.od.encoding = encodingOf(wiretype);
-  return runOp(fn, comm, call, stream, [wiretype](const OpCall& checked, collComm* c, BufKinds* k) -> Status {
-    COLL_CHECK(checkCompressed(checked, wiretype));
-    return checkArgs(checked, c, k);
-  });
+  return runOp(fn, comm, std::move(call), stream,
+               [wiretype](const OpCall& checked, collComm* c, BufKinds* k) -> Status {
+                 COLL_CHECK(checkCompressed(checked, wiretype));
+                 return checkArgs(checked, c, k);
+               });
 }
 
 }  // namespace

@@ -49,7 +49,7 @@ Status runP2p(const char* fn, collComm* comm, const std::vector<OpDesc>& parts) 
   for (OpDesc od : parts) {
     if (od.kind == coll::CollKind::kPeerSend) od.registered = isRegistered(comm, od.sendbuff, od.bytes());
     collComm* failed = nullptr;
-    Status st = coll::enqueue(comm, od, &failed);  // inside a group: only queued
+    Status st = coll::enqueue(comm, std::move(od), &failed);  // inside a group: only queued
     if (!st.ok()) {
       // Not reached today; were it, the group must not run half of the operation.
       coll::groupNoteError(st);

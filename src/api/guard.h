@@ -81,28 +81,23 @@ class CommUse {
   }
   // A live communicator, whatever its init state.
   Status check(const char* arg = "comm") const {
-    if (!c_) return invalidArgument(std::string(arg) + " is NULL");
-    if (!ok_)
-      return invalidArgument(std::string(arg) + " " + ptrStr(c_) +
-                             " is not a live communicator (destroyed, aborted or never initialized)");
-    return okStatus();
+    if (ok_) [[likely]]
+      return okStatus();
+    return notLive(arg);
   }
   // A live communicator whose init has completed.
   Status ready(const char* arg = "comm") const {
-    COLL_CHECK(check(arg));
-    const int state = c_->initState.load(std::memory_order_acquire);
-    if (state == collInProgress)
-      return invalidUsage(std::string(arg) + " " + ptrStr(c_) +
-                          " is still initializing (a non-blocking init: poll collCommGetAsyncError until it no "
-                          "longer returns collInProgress; or an init inside a group that has not ended)");
-    if (state != collSuccess) return c_->abort->status().prefix(std::string(arg) + " failed its init: ");
-    if (c_->suspended.load(std::memory_order_relaxed))
-      return invalidUsage(std::string(arg) + " " + ptrStr(c_) +
-                          " is suspended (collCommSuspend): collCommResume first");
-    return okStatus();
+    if (ok_ && c_->initState.load(std::memory_order_acquire) == collSuccess &&
+        !c_->suspended.load(std::memory_order_relaxed)) [[likely]]
+      return okStatus();
+    return notReady(arg);
   }
 
  private:
+  // Why check() / ready() refuse (out of line: only failures build messages).
+  Status notLive(const char* arg) const;
+  Status notReady(const char* arg) const;
+
   collComm* c_;
   bool ok_;
   std::optional<LogContext> log_;
@@ -147,24 +142,24 @@ inline OpCall opCall(CollKind kind, const void* sendbuff, void* recvbuff, size_t
   return call;
 }
 
+Status badType(int t);
 inline Status checkType(int t) {
-  if (!validDataType(t))
-    return invalidArgument("datatype " + std::to_string(t) + " is not a collDataType_t (0.." +
-                           std::to_string(collNumTypes - 1) + ")");
-  return okStatus();
+  if (validDataType(t)) [[likely]]
+    return okStatus();
+  return badType(t);
 }
 
 // A built-in op, or a PreMulSum op of comm made for datatype t.
 Status checkOp(int op, collDataType_t t, const collComm* comm);
 
 // count elements of t times `mult` must fit in size_t bytes.
+Status bytesOverflow(const char* arg, size_t count, size_t mult, collDataType_t t);
 inline Status checkBytes(const char* arg, size_t count, size_t mult, collDataType_t t) {
-  size_t es = dataTypeSize(t);
   size_t bytes;
-  if (__builtin_mul_overflow(count, es, &bytes) || __builtin_mul_overflow(bytes, mult, &bytes))
-    return invalidArgument(std::string(arg) + " " + std::to_string(count) + " of " + dataTypeName(t) +
-                           (mult > 1 ? " x nranks " + std::to_string(mult) : "") + " overflows size_t bytes");
-  return okStatus();
+  if (!__builtin_mul_overflow(count, dataTypeSize(t), &bytes) && !__builtin_mul_overflow(bytes, mult, &bytes))
+      [[likely]]
+    return okStatus();
+  return bytesOverflow(arg, count, mult, t);
 }
 
 // Which kinds of buffers an operation was given (only those it will touch are checked).
@@ -173,8 +168,9 @@ struct BufKinds {
   const char* hostArg = nullptr;    // the first host buffer
 };
 
+Status nullBuffer(const char* arg, size_t count);
 inline Status checkBuf(const char* arg, const void* p, size_t count, const collComm* c, BufKinds* kinds) {
-  if (!p && count > 0) return invalidArgument(std::string(arg) + " is NULL with count " + std::to_string(count));
+  if (!p && count > 0) return nullBuffer(arg, count);
   if (count == 0) return okStatus();
 #if COLL_HAVE_CUDA
   if (c->dev.emulate && gpu::isDeviceMemory(p))
@@ -190,11 +186,11 @@ inline Status checkBuf(const char* arg, const void* p, size_t count, const collC
   return okStatus();
 }
 
+Status rankOutOfRange(const char* arg, int r, int nranks);
 inline Status checkRank(const char* arg, int r, int nranks) {
-  if (r < 0 || r >= nranks)
-    return invalidArgument(std::string(arg) + " " + std::to_string(r) + " is out of range for a communicator of " +
-                           std::to_string(nranks) + " ranks");
-  return okStatus();
+  if (r >= 0 && r < nranks) [[likely]]
+    return okStatus();
+  return rankOutOfRange(arg, r, nranks);
 }
 
 // The device path for device buffers (never mixed with host buffers in one call), on
@@ -233,7 +229,7 @@ void forgetOps(const collComm* comm);
 bool isRegistered(const collComm* comm, const void* p, size_t bytes);
 
 // Enqueues od (or runs it), recording the error on the rank that failed.
-inline Status enqueueOp(const char* fn, collComm* comm, OpDesc od) {
+inline Status enqueueOp(const char* fn, collComm* comm, OpDesc&& od) {
   if (od.kind == CollKind::kPeerSend) od.registered = isRegistered(comm, od.sendbuff, od.bytes());
   collComm* failed = nullptr;
   Status st = enqueue(comm, std::move(od), &failed);
@@ -293,7 +289,7 @@ uint8_t defaultEncoding(const collComm* comm, const OpDesc& od);
 // Checks call (its datatype, then validate(call, comm, &kinds), which checks the rest, its
 // op included) and its per-call config, and enqueues it.
 template <typename Validate>
-collResult_t runOp(const char* fn, collComm* comm, const OpCall& call, collStream_t stream, Validate&& validate,
+collResult_t runOp(const char* fn, collComm* comm, OpCall call, collStream_t stream, Validate&& validate,
                    const collCollConfig_t* config = nullptr) {
   CommUse use(comm);
   return guarded(fn, comm, [&]() -> Status {
@@ -301,10 +297,12 @@ collResult_t runOp(const char* fn, collComm* comm, const OpCall& call, collStrea
     COLL_CHECK(checkType(call.dtype));
     BufKinds kinds;
     COLL_CHECK(validate(call, comm, &kinds));
-    OpDesc od = call.desc();
+    OpDesc& od = call.od;  // the call is ours (taken by value): no copy
+    od.dtype = call.type();
+    od.op = static_cast<collRedOp_t>(call.op);
     COLL_CHECK(placeOp(&od, kinds, stream));
     COLL_CHECK(applyCollConfig(config, comm, &od));
-    if (od.encoding == 0) od.encoding = defaultEncoding(comm, od);
+    if (od.encoding == 0 && comm->compress != 0) od.encoding = defaultEncoding(comm, od);
     COLL_CHECK(checkElementAlignment(od, comm->rank));
     COLL_CHECK(lowerPreMulSum(comm, &od));
     return enqueueOp(fn, comm, std::move(od));

@@ -447,7 +447,7 @@ Status groupSimulateEnd(double* us) {
   return st.ok() ? deferred : st;
 }
 
-Status enqueue(collComm* comm, OpDesc op, collComm** failedComm) {
+Status enqueue(collComm* comm, OpDesc&& op, collComm** failedComm) {
   op.seq = isPeerOp(op.kind) ? comm->seq : comm->seq++;
   ProfApiCall profApi(comm, op, tlsDepth);
   if (tlsDepth > 0) {

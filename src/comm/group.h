@@ -36,6 +36,6 @@ void groupDefer(std::function<Status()> work, std::function<void()> publish);
 // returns this error (NCCL's rule), so no rank runs half a group.
 void groupNoteError(const Status& st);
 // Queues (inside a group) or runs (outside) one operation.
-Status enqueue(collComm* comm, OpDesc op, collComm** failedComm);
+Status enqueue(collComm* comm, OpDesc&& op, collComm** failedComm);
 
 }  // namespace coll

@@ -103,6 +103,7 @@ ProfApiCall::ProfApiCall(collComm* c, OpDesc& op, int groupDepth) : c_(c) {
 }
 
 ProfApiCall::~ProfApiCall() {
+  if (!event_ && !implicitGroup_) return;  // no plugin, or one that took no event
   c_->profiler.stop(event_);
   if (implicitGroup_) {
     tlsGroupApi.prof->stop(tlsGroupApi.event);
