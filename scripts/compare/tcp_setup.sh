@@ -1,4 +1,4 @@
-# Sourced by compare/tcp_latency.sh and compare/tcp_bandwidth.sh with their arguments:
+# Sourced by compare/latency.sh and compare/tcp_bandwidth.sh with their arguments:
 # moves to the repository root (ROOT), sets ROUNDS (first argument, default 8), builds
 # ours and the peers' drivers if needed, and sets OMPI (the Open MPI TCP command line
 # for 2 ranks on loopback) and RAW (a scratch file removed on exit).
