@@ -386,7 +386,7 @@ TEST_CASE("streaming copy matches memcpy at every alignment and length", "[kerne
 }
 
 // hostCopy takes a vector loop where the destination is just ahead of the source modulo
-// 4096 (memcpy's rep movsb is 15x slower there on this CPU), and copies up to 16 bytes
+// 4096 (memcpy's rep movsb is 15x slower there on this CPU), and copies up to 256 bytes
 // inline; either way it must copy exactly the bytes asked for, at every such distance,
 // around the loop's threshold and at every size the inline copy takes.
 TEST_CASE("host copy matches memcpy at every short page distance", "[kernels][copy]") {
@@ -401,7 +401,8 @@ TEST_CASE("host copy matches memcpy at every short page distance", "[kernels][co
   unsigned char* d0 = pageStart(dst) + 100;
   for (size_t dist : {size_t{0}, size_t{1}, size_t{4}, size_t{8}, size_t{15}, size_t{16}, size_t{33}, size_t{63},
                       size_t{64}, size_t{4095}}) {
-    for (size_t n : {0, 1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 63, 64, 65, 2047, 2048, 2049, 5000, 70001}) {
+    for (size_t n : {0,  1,  2,  3,  4,  5,   7,   8,   9,    12,   15,   16,   17,   31,
+                     32, 33, 63, 64, 65, 255, 256, 257, 2047, 2048, 2049, 5000, 70001}) {
       std::fill(dst.begin(), dst.end(), 0xEE);
       unsigned char* d = d0 + dist;
       coll::hostCopy(d, s0, n);

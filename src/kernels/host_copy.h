@@ -21,24 +21,30 @@ void ntCopy(void* dst, const void* src, size_t n);
 // plain vector loop copies instead. A user buffer at such a distance from a FIFO slot
 // made shared-memory allreduce 3-6x slower.
 void hostCopyAny(void* dst, const void* src, size_t n);
+// kBytes from s to d through a register.
+template <size_t kBytes>
+inline void copyUnit(char* d, const char* s) {
+  char unit[kBytes];
+  std::memcpy(unit, s, kBytes);
+  std::memcpy(d, unit, kBytes);
+}
+
 inline void hostCopy(void* dst, const void* src, size_t n) {
   // The smallest copies (one-shot operations of a few elements) inline: a call into
-  // memcpy costs more than the copy.
-  if (n <= 16) {
+  // memcpy costs more than the copy. Units of 16 bytes (or 8, or 4), the last one ending
+  // at n, overlapping the one before where n is not a multiple.
+  if (n <= 256) {
     char* d = static_cast<char*>(dst);
     const char* s = static_cast<const char*>(src);
-    if (n >= 8) {
-      uint64_t a, b;
-      std::memcpy(&a, s, 8);
-      std::memcpy(&b, s + n - 8, 8);
-      std::memcpy(d, &a, 8);
-      std::memcpy(d + n - 8, &b, 8);
+    if (n >= 16) {
+      for (size_t at = 0; at + 16 < n; at += 16) copyUnit<16>(d + at, s + at);
+      copyUnit<16>(d + n - 16, s + n - 16);
+    } else if (n >= 8) {
+      copyUnit<8>(d, s);
+      copyUnit<8>(d + n - 8, s + n - 8);
     } else if (n >= 4) {
-      uint32_t a, b;
-      std::memcpy(&a, s, 4);
-      std::memcpy(&b, s + n - 4, 4);
-      std::memcpy(d, &a, 4);
-      std::memcpy(d + n - 4, &b, 4);
+      copyUnit<4>(d, s);
+      copyUnit<4>(d + n - 4, s + n - 4);
     } else {
       for (size_t i = 0; i < n; ++i) d[i] = s[i];
     }
