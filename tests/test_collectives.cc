@@ -969,8 +969,17 @@ TEST_CASE("a one-shot in a mailbox fails when its peer gave up a direct one-shot
   REQUIRE(ctx1.state->directOn);
   const size_t small = 100, large = ctx1.state->mailboxes->capacity() / sizeof(float) + 1000;
   std::vector<float> in0(small, 1.0f), out0(small), in1(large, 2.0f), out1(large);
-  const coll::OpDesc od0{coll::CollKind::kAllReduce, in0.data(), out0.data(), small, collFloat, collSum, 0, 0};
-  const coll::OpDesc od1{coll::CollKind::kAllReduce, in1.data(), out1.data(), large, collFloat, collSum, 0, 0};
+  auto sumOf = [](const float* in, float* out, size_t count) {
+    coll::OpDesc od;
+    od.kind = coll::CollKind::kAllReduce;
+    od.sendbuff = in;
+    od.recvbuff = out;
+    od.count = count;
+    od.dtype = collFloat;
+    od.op = collSum;
+    return od;
+  };
+  const coll::OpDesc od0 = sumOf(in0.data(), out0.data(), small), od1 = sumOf(in1.data(), out1.data(), large);
   {
     coll::OneShot direct(ctx1, od1), mailbox(ctx0, od0);
     REQUIRE(direct.start().ok());

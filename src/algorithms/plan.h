@@ -79,9 +79,11 @@ constexpr bool spansRanks(CollKind k) {
 }
 
 // One operation as the user called it.
-// Every member has its initializer, so OpDesc{} sets each one by itself rather than
-// clearing the whole (a `rep stos` that costs more than a small operation's checks).
+// Every member has its initializer, and the constructor is user-provided, so OpDesc{}
+// sets each member by itself: value-initializing an aggregate clears the whole first,
+// which compilers do with a `rep stos` that costs more than a small operation's checks.
 struct OpDesc {
+  OpDesc() {}  // NOLINT(modernize-use-equals-default): `= default` would clear first
   CollKind kind{};
   const void* sendbuff = nullptr;
   void* recvbuff = nullptr;
