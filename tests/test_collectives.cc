@@ -37,6 +37,18 @@ const char* collName(Coll c) {
 
 size_t partBegin(size_t total, size_t n, size_t i) { return i * (total / n) + std::min(i, total % n); }
 
+// A sum allreduce's OpDesc, as the API would hand it down.
+coll::OpDesc sumAllReduce(const void* send, void* recv, size_t count, collDataType_t t) {
+  coll::OpDesc od;
+  od.kind = coll::CollKind::kAllReduce;
+  od.sendbuff = send;
+  od.recvbuff = recv;
+  od.count = count;
+  od.dtype = t;
+  od.op = collSum;
+  return od;
+}
+
 // Chain of ranks that reduces block k (allreduce / reduce-scatter): k+1, k+2, ..., k.
 std::vector<int> chainEndingAt(int last, int n) {
   std::vector<int> o(n);
@@ -969,17 +981,8 @@ TEST_CASE("a one-shot in a mailbox fails when its peer gave up a direct one-shot
   REQUIRE(ctx1.state->directOn);
   const size_t small = 100, large = ctx1.state->mailboxes->capacity() / sizeof(float) + 1000;
   std::vector<float> in0(small, 1.0f), out0(small), in1(large, 2.0f), out1(large);
-  auto sumOf = [](const float* in, float* out, size_t count) {
-    coll::OpDesc od;
-    od.kind = coll::CollKind::kAllReduce;
-    od.sendbuff = in;
-    od.recvbuff = out;
-    od.count = count;
-    od.dtype = collFloat;
-    od.op = collSum;
-    return od;
-  };
-  const coll::OpDesc od0 = sumOf(in0.data(), out0.data(), small), od1 = sumOf(in1.data(), out1.data(), large);
+  const coll::OpDesc od0 = sumAllReduce(in0.data(), out0.data(), small, collFloat);
+  const coll::OpDesc od1 = sumAllReduce(in1.data(), out1.data(), large, collFloat);
   {
     coll::OneShot direct(ctx1, od1), mailbox(ctx0, od0);
     REQUIRE(direct.start().ok());
@@ -1070,12 +1073,7 @@ struct BuilderFixture {
     in.minChannels = nch;
     in.channelMinBytes = int64_t{1} << 40;
     in.conns = &set;
-    od.kind = coll::CollKind::kAllReduce;
-    od.sendbuff = base;
-    od.recvbuff = base;
-    od.count = count;
-    od.dtype = t;
-    od.op = collSum;
+    od = sumAllReduce(base, base, count, t);
   }
   BuilderFixture(const BuilderFixture&) = delete;
 };
