@@ -117,18 +117,12 @@ int rawArg(const E& e) {
 }
 
 // An operation as called: od with its datatype and op left at their zero values, which
-// are kept as the ints passed (rawArg) until checked; desc() is od with them.
+// are kept as the ints passed (rawArg) until checked; runOp then sets them in od.
 struct OpCall {
   OpDesc od;
   int dtype;
   int op;
   collDataType_t type() const { return static_cast<collDataType_t>(dtype); }  // once checked
-  OpDesc desc() const {
-    OpDesc d = od;
-    d.dtype = type();
-    d.op = static_cast<collRedOp_t>(op);
-    return d;
-  }
 };
 
 // The OpCall of an entry point's arguments (root: the root, or send/recv's peer; -1: none).
