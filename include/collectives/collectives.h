@@ -424,7 +424,11 @@ void collResetDebugInit(void);
 
 /* Allocates size bytes for buffers of collectives: device memory (cudaMalloc) when the
  * calling thread has started CUDA on its current device, as a rank bound to it would be;
- * page-aligned host memory otherwise. size 0 gives NULL. Free with collMemFree(). */
+ * page-aligned, zero-filled host memory otherwise. size 0 gives NULL. Free with
+ * collMemFree(). Host memory is an anonymous memory file mapped shared (heap memory where
+ * the kernel has none), so the other processes of this host may map it: symmetric windows
+ * on it are read directly by their peers (collCommWindowRegister). Being shared, it stays
+ * shared with children forked after the allocation. */
 collResult_t collMemAlloc(void** ptr, size_t size);
 /* Frees what collMemAlloc() returned; any other pointer is collInvalidArgument. */
 collResult_t collMemFree(void* ptr);
@@ -443,7 +447,13 @@ collResult_t collCommDeregister(const collComm_t comm, void* handle);
 /* Registers a window: collCommRegister() plus NCCL's rules for windows. buff must be
  * COLL_WIN_REQUIRED_ALIGNMENT-aligned; winFlags COLL_WIN_DEFAULT, or with
  * COLL_WIN_COLL_SYMMETRIC (every rank registers a window of the same size, collective
- * over comm: the sizes are checked). */
+ * over comm: the sizes are checked).
+ * Where every rank is a host-memory process of one host and may read its peers' memory
+ * (the kernel's ptrace rules), a symmetric window whose every part is host memory from
+ * collMemAlloc is mapped by every rank: from then on, operations above COLL_ONESHOT_BYTES
+ * read their peers' buffers directly, with plain loads inside such windows and with
+ * process_vm_readv outside them (one copy per byte instead of the FIFOs' two). An INFO
+ * line (subsystem SHM) says whether a window was mapped, and why not. */
 collResult_t collCommWindowRegister(collComm_t comm, void* buff, size_t size, collWindow_t* win, int winFlags);
 collResult_t collCommWindowDeregister(collComm_t comm, collWindow_t win);
 /* The buffer win was registered with (its start). */

@@ -134,7 +134,12 @@ Status OneShot::start() {
   }
   if (mode_ == Mode::kDirectRead) {
     ptrs_.resize(static_cast<size_t>(ctx_.nranks));
-    Ptrs mine{reinterpret_cast<uintptr_t>(od_.sendbuff), reinterpret_cast<uintptr_t>(od_.recvbuff)};
+    Ptrs mine{reinterpret_cast<uintptr_t>(od_.sendbuff), reinterpret_cast<uintptr_t>(od_.recvbuff), 0, 0};
+    const SharedWindows& wins = ctx_.state->windows;
+    if (wins.any()) {
+      mine.sendWin = wins.idOf(ctx_.rank, od_.sendbuff, od_.inputBytes(ctx_.rank, ctx_.nranks));
+      mine.recvWin = wins.idOf(ctx_.rank, od_.recvbuff, od_.outputBytes(ctx_.rank, ctx_.nranks));
+    }
     std::memcpy(ctx_.state->mailboxes->mine(seqs_[0]), &mine, sizeof(mine));
     ctx_.state->mailboxes->publish(seqs_[0], sig_);
     published_ = true;
@@ -227,6 +232,7 @@ Status OneShot::reduceDirect(char* dst, Base base, size_t cnt, int last) {
         *p = remote;
         return okStatus();
       }
+      if ((*p = mapped(r, remote, bytes))) return okStatus();
       COLL_CHECK(mb.readPeer(r, tmp + region * kDirectReadBytes, remote, bytes));
       *p = tmp + region * kDirectReadBytes;
       return okStatus();
@@ -254,11 +260,39 @@ Status OneShot::reduceDirect(char* dst, Base base, size_t cnt, int last) {
 Status OneShot::readPhase(int round) {
   if (round == rounds_ - 1) return okStatus();  // "done reading": nothing left to do
   Mailboxes& mb = *ctx_.state->mailboxes;
+  if (round == 0) resolveWindows();
   const int gone = mb.beginReading(seqs_[round]);
   if (gone >= 0) return withdrawnError(gone);
   Status st = directPhase(round);
   mb.endReading();
   return st;
+}
+
+// Where the peers' buffers lie in shared windows mapped here (the ids they published).
+void OneShot::resolveWindows() {
+  if (!ctx_.state->windows.any()) return;
+  views_.assign(2 * static_cast<size_t>(ctx_.nranks), WindowPart{});
+  for (int r = 0; r < ctx_.nranks; ++r) {
+    if (r == ctx_.rank) continue;
+    const Ptrs& p = ptrs_[static_cast<size_t>(r)];
+    const uint64_t ids[2] = {p.sendWin, p.recvWin};
+    for (int k = 0; k < 2; ++k) {
+      std::shared_ptr<const SharedWindow> w = ids[k] ? ctx_.state->windows.find(ids[k]) : nullptr;
+      if (!w) continue;  // none, or deregistered here: read as other memory
+      views_[2 * static_cast<size_t>(r) + static_cast<size_t>(k)] = w->parts[static_cast<size_t>(r)];
+      held_.push_back(std::move(w));
+    }
+  }
+}
+
+// Rank's bytes [remote, remote + bytes) as mapped here, or null where they are not in a
+// shared window of its (they are read with readPeer).
+const char* OneShot::mapped(int rank, const char* remote, size_t bytes) const {
+  if (views_.empty()) return nullptr;
+  const uint64_t at = reinterpret_cast<uintptr_t>(remote);
+  const WindowPart* v = &views_[2 * static_cast<size_t>(rank)];
+  const char* p = v[0].find(at, bytes);
+  return p ? p : v[1].find(at, bytes);
 }
 
 Status OneShot::withdrawnError(int peer) const {
@@ -294,11 +328,10 @@ Status OneShot::directPhase(int round) {
   const char* in = static_cast<const char*>(od_.sendbuff);
   auto sendOf = [&](int r) { return r == me ? in : reinterpret_cast<const char*>(ptrs_[static_cast<size_t>(r)].send); };
   auto copyIn = [&](int r, char* dst, const char* remote, size_t len) -> Status {
-    if (r == me || mb.pid(r) == getpid()) {
-      if (dst != remote) hostCopy(dst, remote, len);
-      return okStatus();
-    }
-    return mb.readPeer(r, dst, remote, len);
+    const char* local = r == me || mb.pid(r) == getpid() ? remote : mapped(r, remote, len);
+    if (!local) return mb.readPeer(r, dst, remote, len);
+    if (dst != local) hostCopy(dst, local, len);
+    return okStatus();
   };
   switch (od_.kind) {
     case CollKind::kAllGather:

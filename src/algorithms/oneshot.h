@@ -36,6 +36,7 @@
 #include "algorithms/ring_layout.h"
 #include "transport/connector_set.h"
 #include "transport/shm/mailbox.h"
+#include "transport/shm/shared_mem.h"
 
 namespace coll {
 
@@ -45,6 +46,8 @@ struct OneShotState {
   std::unique_ptr<Mailboxes> mailboxes;  // every rank on this host: the mailbox modes
   uint32_t mailSeq = 0;                  // last mailbox round number used
   bool directOn = false;                 // large operations read peers' buffers
+  SharedWindows windows;                 // symmetric windows every rank mapped
+  uint64_t windowsAgreed = 0;            // symmetric window agreements so far
   size_t netBytes = 0;                   // across hosts: allreduce up to this size (COLL_NET_ONESHOT_BYTES)
   std::vector<char> scratch;             // ring one-shot inputs; direct reductions' chunks
   // Two ranks over net: a duplex connection for the one-shot only, so the ACKs of small
@@ -93,11 +96,14 @@ class OneShot {
   enum class Mode { kMailbox, kDirectRead, kRingPass };
   struct Ptrs {
     uint64_t send, recv;
+    uint64_t sendWin, recvWin;  // the shared windows holding them (SharedWindow::id), or 0
   };
   Status pollRounds(bool* done, WaitTarget* wait);
   bool allArrivedNow() const;
   void finishMailbox();
   const char* ownInput(size_t off, const char* dst) const;
+  void resolveWindows();
+  const char* mapped(int rank, const char* remote, size_t bytes) const;
   Status directPhase(int round);
   Status readPhase(int round);
   Status withdrawnError(int peer) const;
@@ -119,8 +125,12 @@ class OneShot {
   int round_ = 0;
   int arrived_ = 0;         // peers seen in this round, in rank order skipping ourselves
   std::vector<Ptrs> ptrs_;  // direct: every rank's buffers
-  int sent_ = 0;            // ring: blocks sent (own + forwarded)
-  int received_ = 0;        // ring: blocks received
+  // Direct: the parts of shared windows holding each rank's send and recv buffers, mapped
+  // here (2 per rank), and the windows, kept mapped until the operation ends.
+  std::vector<WindowPart> views_;
+  std::vector<std::shared_ptr<const SharedWindow>> held_;
+  int sent_ = 0;      // ring: blocks sent (own + forwarded)
+  int received_ = 0;  // ring: blocks received
   int blockedPeer_ = -1;
   bool published_ = false;  // direct: our buffers' addresses are out
   bool complete_ = false;

@@ -17,6 +17,7 @@
 #include "api/guard.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/one_sided.h"
+#include "transport/shm/shared_mem.h"
 
 using coll::Status;
 using namespace coll::api;
@@ -87,12 +88,24 @@ Status checkOneSided(const collComm* comm, int peer, int sigIdx, int ctx, unsign
   return coll::okStatus();
 }
 
+// A symmetric window's agreement; the shared window it made is recorded on registration
+// h, or let go where h is gone meanwhile (deregistered inside the group that made it).
+Status agreeWindow(collComm* comm, uintptr_t h, const void* buff, size_t size, const std::string& bad) {
+  COLL_ASSIGN(const uint64_t shared, coll::commAgreeWindow(comm, buff, size, bad));
+  if (shared == 0) return coll::okStatus();
+  auto it = comm->registrations.find(h);
+  if (it == comm->registrations.end()) comm->oneShot.windows.remove(shared);
+  else it->second.sharedId = shared;
+  return coll::okStatus();
+}
+
 Status dropRegistration(collComm* comm, const void* handle, bool window, const char* arg) {
   auto it = comm->registrations.find(reinterpret_cast<uintptr_t>(handle));
   if (it == comm->registrations.end() || it->second.window != window)
     return coll::invalidArgument(std::string(arg) + " " + ptrStr(handle) + " is not a " +
                                  (window ? "window" : "registration") +
                                  " of this communicator (already deregistered, or made elsewhere)");
+  if (it->second.sharedId) comm->oneShot.windows.remove(it->second.sharedId);
   comm->registrations.erase(it);
   return coll::okStatus();
 }
@@ -127,11 +140,10 @@ collResult_t collMemAlloc(void** ptr, size_t size) {
     }
 #endif
     if (!device) {
-      const size_t page = 4096;
-      if (size > SIZE_MAX - page) return coll::invalidArgument("size " + std::to_string(size) + " is too large");
-      p = std::aligned_alloc(page, (size + page - 1) / page * page);
-      if (!p)
-        return Status(coll::Code::kSystem, "collMemAlloc: out of host memory for " + std::to_string(size) + " bytes");
+      if (size > SIZE_MAX - 4096) return coll::invalidArgument("size " + std::to_string(size) + " is too large");
+      // Memory the other processes of this host can map (shared_mem.h), so symmetric
+      // windows on it are read with plain loads.
+      COLL_ASSIGN(p, coll::sharedAlloc(size));
     }
     Allocations& a = allocations();
     std::lock_guard<std::mutex> lock(a.mu);
@@ -157,7 +169,7 @@ collResult_t collMemFree(void* ptr) {
 #if COLL_HAVE_CUDA
     if (device) return coll::gpu::release(ptr);
 #endif
-    std::free(ptr);
+    if (!coll::sharedFree(ptr)) std::free(ptr);
     return coll::okStatus();
   });
 }
@@ -200,17 +212,24 @@ collResult_t collCommWindowRegister(collComm_t comm, void* buff, size_t size, co
             std::to_string(COLL_WIN_REQUIRED_ALIGNMENT) + " bytes; collMemAlloc's are)";
     if ((winFlags & COLL_WIN_COLL_SYMMETRIC) == 0) {
       if (!bad.empty()) return coll::invalidArgument(bad);
-    } else if (coll::inGroup()) {
+      *win = reinterpret_cast<collWindow_t>(addRegistration(comm, buff, size, true));
+      return coll::okStatus();
+    }
+    if (coll::inGroup()) {
       // Collective, and one thread may register every rank's window in a group (nccl-tests
       // -R 2): the ranks agree at the outermost collGroupEnd, which fails if they do not.
+      const uintptr_t h = bad.empty() ? addRegistration(comm, buff, size, true) : 0;
       deferOnComm(
-          comm, [comm, size, bad] { return coll::commAgreeWindow(comm, size, bad); }, [] {});
+          comm, [comm, h, buff, size, bad] { return agreeWindow(comm, h, buff, size, bad); }, [] {});
       if (!bad.empty()) return coll::invalidArgument(bad);  // the other ranks fail at the group end
-    } else {
-      // Every rank takes part even when its own checks failed, so all fail alike.
-      COLL_CHECK(coll::commAgreeWindow(comm, size, bad));
+      *win = reinterpret_cast<collWindow_t>(h);
+      return coll::okStatus();
     }
-    *win = reinterpret_cast<collWindow_t>(addRegistration(comm, buff, size, true));
+    // Every rank takes part even when its own checks failed, so all fail alike.
+    COLL_ASSIGN(const uint64_t shared, coll::commAgreeWindow(comm, buff, size, bad));
+    const uintptr_t h = addRegistration(comm, buff, size, true);
+    comm->registrations.at(h).sharedId = shared;
+    *win = reinterpret_cast<collWindow_t>(h);
     return coll::okStatus();
   });
 }

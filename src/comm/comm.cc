@@ -764,7 +764,76 @@ Result<collComm*> commGrow(collComm* comm, int nranks, const UniqueIdData* id, c
   return commInit(grown, nranks, comm->rank, comm->dev.cudaDev, opts);
 }
 
-Status commAgreeWindow(collComm* comm, size_t bytes, const std::string& localError) {
+namespace {
+
+// One rank's part of a symmetric window, for its peers to map.
+struct WindowEntry {
+  uint64_t remote, bytes, offset, allocBytes;
+  int32_t pid, fd;  // fd -1: not in shareable memory
+};
+
+// Maps every peer's part of all (this rank's own needs none). Empty: all mapped; else why not.
+std::string mapWindowParts(const collComm* comm, const std::vector<WindowEntry>& all, SharedWindow* w) {
+  for (int r = 0; r < comm->nranks; ++r) {
+    const WindowEntry& e = all[static_cast<size_t>(r)];
+    WindowPart& part = w->parts[static_cast<size_t>(r)];
+    part = {e.remote, e.bytes, nullptr};
+    if (e.pid == getpid()) {  // this rank, or a thread of this process: plain addresses
+      part.local = reinterpret_cast<const char*>(e.remote);
+      continue;
+    }
+    if (e.fd < 0) return "rank " + std::to_string(r) + "'s part is not host memory from collMemAlloc";
+    if (e.offset > e.allocBytes || e.bytes > e.allocBytes - e.offset)
+      return "rank " + std::to_string(r) + "'s part lies outside its allocation";
+    Result<std::shared_ptr<const PeerMapping>> m = PeerMapping::map(e.pid, e.fd, e.allocBytes);
+    if (!m.ok()) return "mapping rank " + std::to_string(r) + "'s part: " + m.status().message();
+    part.local = m.value()->base() + e.offset;
+    w->maps.push_back(m.take());
+  }
+  return "";
+}
+
+// The second half of a symmetric window's agreement: every rank maps every peer's part,
+// and the window is shared only where all of them could (the same answer on every rank).
+Result<uint64_t> shareWindow(collComm* comm, const void* buff, size_t bytes) {
+  OneShotState& os = comm->oneShot;
+  const uint64_t id = ++os.windowsAgreed;
+  if (!os.mailboxes || !os.mailboxes->peersReadable()) return uint64_t{0};  // the same on every rank
+  const size_t n = static_cast<size_t>(comm->nranks);
+  std::vector<WindowEntry> all(n);
+  WindowEntry& mine = all[static_cast<size_t>(comm->rank)];
+  mine = {reinterpret_cast<uintptr_t>(buff), bytes, 0, 0, static_cast<int32_t>(getpid()), -1};
+  if (auto span = comm->dev.cudaDev < 0 ? sharedSpanOf(buff, bytes) : std::nullopt) {
+    mine.offset = span->offset;
+    mine.allocBytes = span->allocBytes;
+    mine.fd = span->fd;
+  }
+  COLL_CHECK(comm->bootstrap->allGather(all.data(), sizeof(WindowEntry), kTagWindow | (comm->mgmtSeq++ << 8)));
+  auto w = std::make_shared<SharedWindow>();
+  w->id = id;
+  w->parts.resize(n);
+  const std::string why = mapWindowParts(comm, all, w.get());
+  std::vector<int32_t> oks(n);
+  oks[static_cast<size_t>(comm->rank)] = why.empty() ? 1 : 0;
+  COLL_CHECK(comm->bootstrap->allGather(oks.data(), sizeof(int32_t), kTagWindow | (comm->mgmtSeq++ << 8)));
+  for (size_t r = 0; r < n; ++r) {
+    if (oks[r]) continue;
+    COLL_INFO(SHM,
+              "rank %d: symmetric window %llu is not mapped by every rank (%s); operations read it as other memory",
+              comm->rank, static_cast<unsigned long long>(id),
+              why.empty() ? ("rank " + std::to_string(r) + " could not map a part").c_str() : why.c_str());
+    return uint64_t{0};
+  }
+  os.windows.add(std::move(w));
+  os.directOn = true;  // the mailboxes' peersReadable: buffers outside windows read with readPeer
+  COLL_INFO(SHM, "rank %d: symmetric window %llu of %zu bytes mapped by every rank; large operations read it directly",
+            comm->rank, static_cast<unsigned long long>(id), bytes);
+  return id;
+}
+
+}  // namespace
+
+Result<uint64_t> commAgreeWindow(collComm* comm, const void* buff, size_t bytes, const std::string& localError) {
   struct Entry {
     uint64_t bytes;
     uint64_t ok;
@@ -780,7 +849,7 @@ Status commAgreeWindow(collComm* comm, size_t bytes, const std::string& localErr
       return invalidUsage("symmetric window: rank " + std::to_string(r) + " registered " + std::to_string(e.bytes) +
                           " bytes, this rank " + std::to_string(bytes));
   }
-  return okStatus();
+  return shareWindow(comm, buff, bytes);
 }
 
 Result<collComm*> commShrink(collComm* comm, const std::vector<int>& exclude, const CommOptions& opts) {

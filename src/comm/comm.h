@@ -74,7 +74,8 @@ struct Registration {
   const char* base;
   size_t bytes;
   bool window;
-  uint64_t ordinal = 0;  // a window's: how many this communicator made before it (one_sided.h)
+  uint64_t ordinal = 0;   // a window's: how many this communicator made before it (one_sided.h)
+  uint64_t sharedId = 0;  // a symmetric window every rank mapped: its SharedWindow::id
 };
 }  // namespace coll
 
@@ -176,8 +177,11 @@ Result<UniqueIdData> commGrowId(collComm* comm);
 Result<collComm*> commGrow(collComm* comm, int nranks, const UniqueIdData* id, const CommOptions& opts);
 // A symmetric window's agreement, collective over comm: every rank passes its window's
 // size and whether its own checks passed (`localError` empty); all ranks fail alike,
-// naming the first rank that differs or failed.
-Status commAgreeWindow(collComm* comm, size_t bytes, const std::string& localError);
+// naming the first rank that differs or failed. Where every rank is a host-memory
+// process of this host, the ranks then map each other's part (transport/shm/shared_mem.h):
+// returns the shared window's id (in comm->oneShot.windows), or 0 where not every rank
+// could map every part (an INFO line says why).
+Result<uint64_t> commAgreeWindow(collComm* comm, const void* buff, size_t bytes, const std::string& localError);
 
 // Registry of live communicators, so the API can refuse destroyed or bogus handles.
 void registerComm(collComm* comm);

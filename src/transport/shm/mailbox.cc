@@ -75,11 +75,10 @@ Result<std::unique_ptr<Mailboxes>> Mailboxes::create(Bootstrap* bs, size_t capac
     }
     mb->bases_[r] = static_cast<char*>(p.take());
   }
-  // Can we read the peers' memory directly? Probe each peer's segment base.
-  int32_t direct = directMode > 0 ? 1 : 0;
-  for (int r = 0; r < n && direct && directMode == 1; ++r)
-    if (all[r].pid != mine.pid) direct = 0;  // mode 1: threads of one process only
-  for (int r = 0; r < n && mapped && direct; ++r) {
+  // Can we read the peers' memory directly? Probe each peer's segment base, in every
+  // mode but 0: shared windows need it whichever mode reads unregistered buffers.
+  int32_t readable = directMode > 0 ? 1 : 0;
+  for (int r = 0; r < n && mapped && readable; ++r) {
     uint64_t probe;
     Status st = mb->readPeer(r, &probe, reinterpret_cast<const void*>(all[r].base), sizeof(probe));
     if (!st.ok()) {
@@ -87,19 +86,23 @@ Result<std::unique_ptr<Mailboxes>> Mailboxes::create(Bootstrap* bs, size_t capac
                 "rank %d: cannot read rank %d's memory directly (%s); large operations "
                 "take the shared-memory FIFOs",
                 me, r, st.message().c_str());
-      direct = 0;
-      break;
+      readable = 0;
     }
   }
+  int32_t direct = readable;
+  for (int r = 0; r < n && direct && directMode == 1; ++r)
+    if (all[r].pid != mine.pid) direct = 0;  // mode 1: threads of one process only
   // Second round: everyone has mapped (or failed) before the names go away.
-  std::vector<int32_t> oks(2 * n);
-  oks[2 * me] = mapped;
-  oks[2 * me + 1] = direct;
-  COLL_CHECK(bs->allGather(oks.data(), 2 * sizeof(int32_t), tag + 1));
-  mb->directOk_ = true;
+  std::vector<int32_t> oks(3 * n);
+  oks[3 * me] = mapped;
+  oks[3 * me + 1] = direct;
+  oks[3 * me + 2] = readable;
+  COLL_CHECK(bs->allGather(oks.data(), 3 * sizeof(int32_t), tag + 1));
+  mb->directOk_ = mb->peersReadable_ = true;
   for (int r = 0; r < n; ++r) {
-    if (!oks[2 * r]) return std::unique_ptr<Mailboxes>();  // the destructor unmaps
-    mb->directOk_ = mb->directOk_ && oks[2 * r + 1];
+    if (!oks[3 * r]) return std::unique_ptr<Mailboxes>();  // the destructor unmaps
+    mb->directOk_ = mb->directOk_ && oks[3 * r + 1];
+    mb->peersReadable_ = mb->peersReadable_ && oks[3 * r + 2];
   }
   COLL_INFO(SHM, "rank %d: one-shot mailboxes of %zu bytes with %d rank(s), direct reads %s", me, mb->capacity_, n,
             mb->directOk_ ? "on" : "off");

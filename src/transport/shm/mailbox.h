@@ -86,6 +86,10 @@ class Mailboxes {
   // Whether this rank may read every peer's memory (process_vm_readv, or plain loads
   // for peers in this process): decided at setup, the same on every rank.
   bool directOk() const { return directOk_; }
+  // Whether every rank may read every peer's memory (readPeer), whatever directMode says
+  // (not 0): decided at setup, the same on every rank. Shared windows need it for the
+  // buffers outside them (algorithms/oneshot.h).
+  bool peersReadable() const { return peersReadable_; }
   int pid(int rank) const { return pids_[rank]; }
   // Copies bytes at `remote` in rank's address space to dst.
   Status readPeer(int rank, void* dst, const void* remote, size_t bytes) const;
@@ -119,6 +123,7 @@ class Mailboxes {
   std::vector<char*> bases_;  // every rank's segment, mapped here
   std::vector<int> pids_;
   bool directOk_ = false;
+  bool peersReadable_ = false;
 };
 
 }  // namespace coll
