@@ -166,6 +166,14 @@ int parseOptions(Coll coll, int argc, char** argv, Options* o, bool* stop) {
                  "allocator puts them). Pinned and mmap'd buffers are page-aligned")
       ->capture_default_str()
       ->check(CLI::Range(-1, 4095));
+  app.add_option("-R,--local_register", o->registerMode,
+                 "host buffers from collMemAlloc, registered for the whole sweep: 0 no, 1 collCommRegister, "
+                 "2 symmetric windows (processes of one host then read each other's buffers directly)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 2));
+  app.add_flag("--copy_bound", o->copyBound,
+               "all_reduce_perf: first time this machine's memcpy on as many threads as ranks (up to the "
+               "cores) and print the busbw that memory traffic allows an allreduce of host buffers");
   app.add_option("--wire", wire,
                  "time the compressed call: half (fp16, block-scaled; also fp16) or bfloat16 (also bf16) between "
                  "ranks, float buffers; -c checks the documented error bound and prints maxerr");
@@ -224,6 +232,10 @@ int parseOptions(Coll coll, int argc, char** argv, Options* o, bool* stop) {
   std::string why;
   if (o->mem == "device" && !deviceUsable(&why)) return bad("--mem device: no usable CUDA device (" + why + ")");
   if (o->mem != "host" && o->mem != "device") return bad("--mem " + o->mem + ": expected host, device or auto");
+  if (o->copyBound && (coll != Coll::kAllReduce || o->mem != "host"))
+    return bad("--copy_bound is implemented for all_reduce_perf with --mem host");
+  if (o->registerMode != 0 && o->mem != "host")
+    return bad("-R/--local_register " + std::to_string(o->registerMode) + " is implemented for --mem host only");
   return 0;
 }
 
@@ -467,7 +479,20 @@ Verdict verifyCopied(const char* got, size_t count, collDataType_t wire, collRed
 class HostBuffer {
  public:
   explicit HostBuffer(int offset = -1) : offset_(offset) {}
+  // Bytes that stay put for the whole sweep (registered memory, -R): assign() uses them.
+  void useFixed(char* mem, size_t cap) {
+    fixed_ = mem;
+    fixedCap_ = cap;
+  }
+  // The bytes a fixed buffer needs to hold n at any offset.
+  static size_t fixedBytes(size_t n) { return n + 4096; }
   void assign(size_t n, char v) {
+    size_ = n;
+    if (fixed_) {
+      data_ = fixed_ + (offset_ < 0 ? 0 : static_cast<size_t>(offset_));
+      if (n > 0) std::memset(data_, v, std::min(n, fixedCap_));
+      return;
+    }
     const size_t pad = offset_ < 0 ? 0 : 4096 + static_cast<size_t>(offset_);
     mem_.assign(n + pad, v);
     data_ = mem_.data();
@@ -475,7 +500,6 @@ class HostBuffer {
       auto a = reinterpret_cast<uintptr_t>(data_);
       data_ += ((a + 4095) & ~uintptr_t{4095}) + static_cast<uintptr_t>(offset_) - a;
     }
-    size_ = n;
   }
   char* data() { return data_; }
   size_t size() const { return size_; }
@@ -483,6 +507,8 @@ class HostBuffer {
  private:
   int offset_;
   std::vector<char> mem_;
+  char* fixed_ = nullptr;
+  size_t fixedCap_ = 0;
   char* data_ = nullptr;
   size_t size_ = 0;
 };
@@ -499,6 +525,32 @@ class Rank {
  public:
   Rank(Coll coll, int rank, int n, collComm_t comm, DeviceBuffers* dev, int offset, collDataType_t wire)
       : coll_(coll), rank_(rank), n_(n), comm_(comm), dev_(dev), wire_(wire), b_(offset) {}
+
+  // -R: send and recv buffers of the sweep's largest sizes from collMemAlloc, registered
+  // with the communicator (mode 1) or as symmetric windows (mode 2; collective).
+  std::string registerBuffers(int mode, size_t maxSend, size_t maxRecv) {
+    const size_t bytes[2] = {HostBuffer::fixedBytes(maxSend), HostBuffer::fixedBytes(maxRecv)};
+    HostBuffer* bufs[2] = {&b_.send, &b_.recv};
+    for (int k = 0; k < 2; ++k) {
+      if (collMemAlloc(&reg_[k].mem, bytes[k]) != collSuccess)
+        return "collMemAlloc(" + std::to_string(bytes[k]) + "): " + collGetLastError(nullptr);
+      collResult_t r = mode == 1 ? collCommRegister(comm_, reg_[k].mem, bytes[k], &reg_[k].handle)
+                                 : collCommWindowRegister(comm_, reg_[k].mem, bytes[k], &reg_[k].win,
+                                                          COLL_WIN_COLL_SYMMETRIC);
+      if (r != collSuccess) return std::string("registering a buffer: ") + collGetLastError(comm_);
+      bufs[k]->useFixed(static_cast<char*>(reg_[k].mem), bytes[k]);
+    }
+    return "";
+  }
+  // Undoes registerBuffers; before the communicator goes.
+  void releaseBuffers() {
+    for (Registered& g : reg_) {
+      if (g.handle) collCommDeregister(comm_, g.handle);
+      if (g.win) collCommWindowDeregister(comm_, g.win);
+      if (g.mem) collMemFree(g.mem);
+      g = {};
+    }
+  }
 
   // This rank's PreMulSum op for each of types, with nccl-tests' scalar for the rank.
   // Made once, before anything is timed (nccl-tests makes and destroys one around every
@@ -746,7 +798,27 @@ class Rank {
   collDataType_t wire_;  // Options::wire
   Buffers b_;
   std::map<collDataType_t, collRedOp_t> mulSum_;  // made by makeMulSumOps()
+  struct Registered {
+    void* mem = nullptr;
+    void* handle = nullptr;
+    collWindow_t win = nullptr;
+  };
+  Registered reg_[2];  // -R: send, recv
 };
+
+// The largest send and recv buffers of the sweep.
+void largestBuffers(Coll coll, const std::vector<size_t>& sizes, const Options& o, int nranks, size_t* maxSend,
+                    size_t* maxRecv) {
+  *maxSend = *maxRecv = 0;
+  for (size_t bytes : sizes)
+    for (collDataType_t type : o.types) {
+      const size_t es = coll::dataTypeSize(type);
+      size_t sb, rb;
+      bufferBytes(coll, shapeFor(coll, bytes, es, nranks), es, nranks, &sb, &rb);
+      *maxSend = std::max(*maxSend, sb);
+      *maxRecv = std::max(*maxRecv, rb);
+    }
+}
 
 std::string fmtTime(double us) {
   char buf[32];
@@ -824,6 +896,42 @@ void printHeader(Coll coll, const Options& o, const std::vector<std::string>& ra
               "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
 }
 
+// --copy_bound: `threads` threads each copy `bytes` between buffers of their own, at once,
+// 5 times; returns their total copy rate in GB/s (bytes copied, not read plus written).
+double copyRate(size_t bytes, int threads) {
+  std::vector<std::vector<char>> src(threads), dst(threads);
+  for (int t = 0; t < threads; ++t) {
+    src[t].assign(bytes, 1);
+    dst[t].assign(bytes, 2);
+  }
+  std::vector<std::thread> pool;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (int i = 0; i < 5; ++i) std::memcpy(dst[t].data(), src[t].data(), bytes);
+    });
+  for (auto& th : pool) th.join();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  volatile char sink = dst[0][bytes / 2];  // the copies are used
+  (void)sink;
+  return 5.0 * static_cast<double>(bytes) * threads / s / 1e9;
+}
+
+// The "# copy bound" line: an allreduce of S bytes over n ranks of one host reads every
+// rank's input and writes every rank's output, 2nS bytes of memory traffic at least; at
+// the machine's traffic rate T (twice its copy rate) that allows busbw (n-1) T / n^2.
+std::string copyBoundLine(int nranks) {
+  const int threads = std::max(1, std::min<int>(nranks, static_cast<int>(std::thread::hardware_concurrency())));
+  const double copy = copyRate(size_t{128} << 20, threads), traffic = 2 * copy;
+  const double n = nranks;
+  char line[320];
+  std::snprintf(line, sizeof(line),
+                "# copy bound: %d thread(s) copy %.2f GB/s at 128 MiB each (%.2f GB/s of memory traffic); an "
+                "allreduce of %d ranks moves at least 2nS bytes: busbw <= %.2f GB/s\n",
+                threads, copy, traffic, nranks, (n - 1) * traffic / (n * n));
+  return line;
+}
+
 // One half of a table row (out-of-place or in-place); --wire adds maxerr.
 std::string halfText(const Half& h, bool wire) {
   char b[80];
@@ -895,28 +1003,32 @@ int runPerf(Coll coll, int argc, char** argv) {
     // Device buffers: this process's ranks spread over its devices, bound at init.
     std::unique_ptr<DeviceBuffers> dev;
     const int cudaDev = o.mem == "device" ? (L.localRank * o.nthreads + t) % std::max(1, deviceCount()) : -1;
+    size_t maxSend = 0, maxRecv = 0;
+    largestBuffers(coll, sizes, o, nranks, &maxSend, &maxRecv);
     if (o.mem == "device") {
       dev = std::make_unique<DeviceBuffers>();
       // The largest buffers of the sweep, allocated before init (which no rank leaves
       // before all reach it): cudaFree and cudaMalloc may wait for the kernels running
       // on the GPU, and with several ranks on it, once collectives run, one of those
       // kernels may be waiting for this rank.
-      size_t maxSend = 0, maxRecv = 0;
-      for (size_t bytes : sizes)
-        for (collDataType_t type : o.types) {
-          const size_t es = coll::dataTypeSize(type);
-          size_t sb, rb;
-          bufferBytes(coll, shapeFor(coll, bytes, es, nranks), es, nranks, &sb, &rb);
-          maxSend = std::max(maxSend, sb);
-          maxRecv = std::max(maxRecv, rb);
-        }
       std::string e = dev->init(cudaDev);
       if (e.empty()) e = dev->resize(maxSend, maxRecv);
       if (!e.empty()) return fail(rank, ": " + e);
     }
+    // Measured before init, while the other ranks wait there without spinning.
+    const std::string boundLine = o.copyBound && rank == 0 && printer ? copyBoundLine(nranks) : "";
     if (collCommInitRank(&comm, nranks, id, rank) != collSuccess)
       return fail(rank, std::string(" init: ") + collGetLastError(nullptr));
     Rank R(coll, rank, nranks, comm, dev.get(), o.offset, o.wire);
+    if (o.registerMode != 0) {
+      std::string e = R.registerBuffers(o.registerMode, maxSend, maxRecv);
+      if (!e.empty()) {
+        fail(rank, ": " + e);
+        R.releaseBuffers();
+        collCommAbort(comm);
+        return;
+      }
+    }
     // Who is where, and over what: every rank's line reaches rank 0.
     struct Info {
       char text[200];
@@ -942,12 +1054,14 @@ int runPerf(Coll coll, int argc, char** argv) {
       std::string e = R.makeMulSumOps(o.types);
       if (!e.empty()) {
         fail(rank, ": " + e);
+        R.releaseBuffers();
         collCommAbort(comm);
         return;
       }
     }
     if (rank == 0 && printer) {
       printHeader(coll, o, rankLines);
+      std::printf("%s", boundLine.c_str());
       std::fflush(stdout);
     }
     uint64_t seed = 1;
@@ -976,6 +1090,7 @@ int runPerf(Coll coll, int argc, char** argv) {
               double us = R.time(o, s, type, op, std::max(root, 0), inPlace, &e);
               if (!e.empty()) {
                 fail(rank, ": " + e);
+                R.releaseBuffers();
                 collCommAbort(comm);
                 return;
               }
@@ -997,6 +1112,7 @@ int runPerf(Coll coll, int argc, char** argv) {
         }
     std::string e = R.destroyMulSumOps();
     if (!e.empty()) fail(rank, ": " + e);
+    R.releaseBuffers();
     collCommDestroy(comm);
   };
   std::vector<std::thread> threads;

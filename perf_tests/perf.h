@@ -51,6 +51,10 @@ struct Options {
   std::string outputFile;    // -J
   std::string mem = "auto";  // host, device, or auto (device where a GPU is usable); resolved by parseOptions
   int offset = -1;           // host buffers start this many bytes past a page boundary; -1: as allocated
+  // -R: host buffers from collMemAlloc, registered once for the whole sweep: 0 no, 1
+  // collCommRegister, 2 symmetric windows (collCommWindowRegister), as nccl-tests' -R.
+  int registerMode = 0;
+  bool copyBound = false;  // --copy_bound: measure and print the memory-traffic bound first
   // --wire: the compressed calls (collAllReduceCompressed...) with this wire type,
   // collFloat16 or collBfloat16; kNoWire: the plain calls.
   collDataType_t wire = kNoWire;
