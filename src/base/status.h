@@ -36,7 +36,9 @@ class [[nodiscard]] Status {
       : code_(code), msg_(msg.empty() ? nullptr : std::make_unique<std::string>(std::move(msg))) {}
   Status(const Status& o) : code_(o.code_), msg_(o.msg_ ? std::make_unique<std::string>(*o.msg_) : nullptr) {}
   Status& operator=(const Status& o) {
-    if (this != &o) *this = Status(o);
+    if (this == &o) return *this;
+    code_ = o.code_;
+    msg_ = o.msg_ ? std::make_unique<std::string>(*o.msg_) : nullptr;
     return *this;
   }
   Status(Status&&) noexcept = default;
