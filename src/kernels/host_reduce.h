@@ -27,6 +27,20 @@ struct ReduceKernels {
 // Kernels for (datatype, op); both must be valid.
 const ReduceKernels& hostReduceKernels(collDataType_t type, collRedOp_t op);
 
+// Whether op(a, b) and op(b, a) have the same bits for every a and b of type: sums,
+// products and averages (NaN results are one canonical NaN), and every built-in op on
+// integers; not floating min and max (-0 against +0, and which NaN comes out).
+inline bool orderFree(collDataType_t type, collRedOp_t op) {
+  switch (op) {
+    case collSum:
+    case collProd:
+    case collAvg: return true;
+    case collMin:
+    case collMax: return type <= collUint64;  // the integer types come first
+    default: return false;
+  }
+}
+
 // Which implementation serves `type` on this CPU ("f16c", "portable"): for tests/logs.
 const char* hostReduceVariant(collDataType_t type);
 
