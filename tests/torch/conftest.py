@@ -49,11 +49,22 @@ def pytest_configure(config):
         import torch_collectives  # noqa: F401  (registers the backend)
 
 
+_own_report = None
+
+
+def _report():
+    """The rank's report for what happens before its Rank exists (opened once)."""
+    global _own_report
+    if _own_report is None:
+        _own_report = harness.Report(os.environ["TC_REPORT"])
+    return _own_report
+
+
 def pytest_collectreport(report):
     """A module that cannot be imported, or skips itself, says so in the rank's report."""
     if not RANK_PROCESS or report.passed:
         return
-    out = harness.Report(os.environ["TC_REPORT"])
+    out = _report()
     if report.skipped:
         out.write(ev="unavailable", msg=_skip_reason(report))
     else:
@@ -118,7 +129,7 @@ def pytest_sessionfinish(exitstatus):
     if _rank is not None:
         _rank.finish()
     elif RANK_PROCESS:  # nothing was collected: the launcher still needs "done"
-        harness.Report(os.environ["TC_REPORT"]).write(ev="done")
+        _report().write(ev="done")
 
 
 def _status(rep, call):

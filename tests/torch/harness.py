@@ -25,6 +25,7 @@
 # ranks rebuild the default group so that one broken case does not cascade.
 # destroy_process_group() must return within the group timeout + 10 s (a C watchdog,
 # faulthandler, dumps the stacks and ends the process otherwise).
+import datetime
 import json
 import os
 import re
@@ -117,7 +118,6 @@ class Rank:
     conftest.py drives it from pytest's hooks."""
 
     def __init__(self, module_flags):
-        import datetime
         env = os.environ
         self.isolated = module_flags.get("ISOLATED", False)
         self.default_pg = module_flags.get("DEFAULT_PG", True)
@@ -133,7 +133,6 @@ class Rank:
         if not self.started:
             self.started = True
             if not self.isolated:
-                import datetime
                 import torch.distributed as dist
                 self.store = dist.TCPStore("127.0.0.1", int(os.environ["TC_SYNC_PORT"]),
                                            WORLD, self.ctx.rank == 0,
