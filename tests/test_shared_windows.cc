@@ -119,7 +119,9 @@ int windowOps(int rank, std::string& report) {
   collWindow_t win[2] = {};
   const bool heap = rank == envInt("TEST_HEAP_RANK", -1);
   for (int k = 0; k < 2; ++k) {
-    if (heap) mem[k] = std::aligned_alloc(COLL_WIN_REQUIRED_ALIGNMENT, bytes);
+    // aligned_alloc takes whole multiples of the alignment.
+    const size_t align = COLL_WIN_REQUIRED_ALIGNMENT, whole = (bytes + align - 1) / align * align;
+    if (heap) mem[k] = std::aligned_alloc(align, whole);
     else PCHECK(collMemAlloc(&mem[k], bytes));
     PCHECK(collCommWindowRegister(comm, mem[k], bytes, &win[k], COLL_WIN_COLL_SYMMETRIC));
   }
