@@ -181,8 +181,12 @@ Bootstrap::~Bootstrap() {
 }
 
 void Bootstrap::leave() {
-  if (left_) return;
-  left_ = true;
+  {
+    // Under the lock: the service thread reads it (reportState) until the join below.
+    std::lock_guard<std::mutex> lock(rootMu_);
+    if (left_) return;
+    left_ = true;
+  }
   stop_.store(true);
   if (service_.joinable()) service_.join();
   RootReply bye{};

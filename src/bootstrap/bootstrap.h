@@ -167,7 +167,7 @@ class Bootstrap {
   std::condition_variable cv_;
   std::map<std::pair<int, uint64_t>, std::deque<std::vector<char>>> inbox_;
   std::atomic<bool> stop_{false};
-  bool left_ = false;
+  bool left_ = false;  // under rootMu_
   std::thread service_;
 };
 
