@@ -55,6 +55,9 @@ Result<std::unique_ptr<Mailboxes>> Mailboxes::create(Bootstrap* bs, size_t capac
   COLL_CHECK(bs->allGather(all.data(), sizeof(SetupEntry), tag));
   mb->pids_.resize(n);
   for (int r = 0; r < n; ++r) mb->pids_[r] = all[r].pid;
+  mb->keys_.assign(n, nullptr);
+  for (int r = 0; r < n; ++r)
+    if (all[r].pid == mine.pid) mb->keys_[r] = reinterpret_cast<const char*>(all[r].base);
   bool allOk = true;
   for (int r = 0; r < n; ++r) allOk = allOk && all[r].ok;
   // A name no peer of ours makes: no mailboxes on any rank (the second round tells them).
@@ -144,6 +147,7 @@ Mailboxes::~Mailboxes() {
 void Mailboxes::publish(uint32_t s, const MailSignature& sig) {
   MailBufferHeader* h = header(rank_, s);
   h->sig = sig;
+  tsanRelease(syncKey(rank_, s));
   // A release store, not a fenced one: the fence would wait for this line to come back
   // from the peers that read it last, which is most of a small operation's latency.
   // The price is a rare lost wake (a reader registering while the flag still sits in

@@ -32,6 +32,7 @@
 #include <span>
 #include <vector>
 
+#include "base/tsan.h"
 #include "bootstrap/bootstrap.h"
 #include "transport/connector.h"
 
@@ -78,7 +79,11 @@ class Mailboxes {
   // Own buffer for operation s: write data here, then publish.
   char* mine(uint32_t s) { return data(rank_, s); }
   void publish(uint32_t s, const MailSignature& sig);
-  bool arrived(int rank, uint32_t s) const { return header(rank, s)->flag.load(std::memory_order_acquire) == s; }
+  bool arrived(int rank, uint32_t s) const {
+    if (header(rank, s)->flag.load(std::memory_order_acquire) != s) return false;
+    tsanAcquire(syncKey(rank, s));
+    return true;
+  }
   const MailSignature& signature(int rank, uint32_t s) const { return header(rank, s)->sig; }
   char* data(int rank, uint32_t s) const { return reinterpret_cast<char*>(header(rank, s)) + kDataOffset; }
   WaitTarget waitTarget(int rank, uint32_t s) const;
@@ -115,12 +120,17 @@ class Mailboxes {
     return reinterpret_cast<MailBufferHeader*>(bases_[rank] + (s & 1) * stride_);
   }
   MailControl* control(int rank) const { return reinterpret_cast<MailControl*>(bases_[rank] + 2 * stride_); }
+  // The flag of rank's buffer for s as ThreadSanitizer should see it (base/tsan.h): where
+  // its owner maps it, the one address every thread rank of this process agrees on;
+  // nullptr for a rank in another process.
+  const void* syncKey(int rank, uint32_t s) const { return keys_[rank] ? keys_[rank] + (s & 1) * stride_ : nullptr; }
 
   int rank_ = 0;
   size_t capacity_ = 0;
   size_t stride_ = 0;
   size_t segBytes_ = 0;
-  std::vector<char*> bases_;  // every rank's segment, mapped here
+  std::vector<char*> bases_;       // every rank's segment, mapped here
+  std::vector<const char*> keys_;  // every rank's segment where its owner maps it, if in this process
   std::vector<int> pids_;
   bool directOk_ = false;
   bool peersReadable_ = false;
