@@ -28,9 +28,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 kind=${1:-}
 [ $# -gt 0 ] && shift
+scale=1  # COLL_TEST_TIMEOUT_SCALE: the factor on the Catch2 programs' CTest timeouts
 case "$kind" in
   asan) san="-fsanitize=address,undefined -fno-sanitize-recover=undefined" ;;
-  tsan) san="-fsanitize=thread" ;;
+  tsan) san="-fsanitize=thread" scale=4 ;;
   *)
     echo "usage: $0 asan|tsan [ctest args...]" >&2
     exit 2
@@ -45,6 +46,7 @@ export CFLAGS="$flags" CXXFLAGS="$flags" LDFLAGS="$san"
 # nvcc's second architecture cost CI minutes (CI at 764a140: 45.9 min in all).
 export CMAKE_GENERATOR=${CMAKE_GENERATOR:-Ninja}  # as scripts/build.sh
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOLL_BUILD_PYTORCH=OFF -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DCOLL_TEST_TIMEOUT_SCALE=$scale \
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$san" \
   -DCMAKE_SHARED_LINKER_FLAGS="$san" -DCMAKE_MODULE_LINKER_FLAGS="$san" >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)"
@@ -73,8 +75,21 @@ export TSAN_OPTIONS="$common:second_deadlock_stack=1:history_size=4:suppressions
 # searches its (empty) run path instead. Name the plugin folder on the loader path.
 export LD_LIBRARY_PATH="$src/$BUILD_DIR/tests/net_plugin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
+# ThreadSanitizer without ctest arguments: every Catch2 case (label catch2: unit,
+# threads-as-ranks, multi-process, net plugins, verbs and ib on the emulation, the NCCL
+# API program in every mode) and the launcher's failure tests (launch_failure), the
+# long sweeps taking one case in COLL_TEST_SHARE (tests/harness.h: each run of a sweep a
+# different share, so together they still cross every collective, type, count and form),
+# the NCCL API program's watchdogs NCCL_API_TEST_TIMEOUT_SCALE times longer.
+if [ "$kind" = tsan ]; then
+  export COLL_TEST_SHARE=${COLL_TEST_SHARE:-8} NCCL_API_TEST_TIMEOUT_SCALE=${NCCL_API_TEST_TIMEOUT_SCALE:-4}
+  [ $# -eq 0 ] && set -- -L '^(catch2|launch_failure)$'
+fi
+
 status=0
+start=$(date +%s)
 ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 900 "$@" || status=$?
+echo "$kind: ctest $* took $(($(date +%s) - start)) s"
 if compgen -G "$reports/*" >/dev/null; then
   for f in "$reports"/*; do
     echo "==== $f"

@@ -26,6 +26,17 @@ ScopedEnv::~ScopedEnv() {
   else unsetenv(name_.c_str());
 }
 
+int testShare() {
+  const char* v = std::getenv("COLL_TEST_SHARE");
+  const int n = v ? std::atoi(v) : 1;
+  return n > 1 ? n : 1;
+}
+
+bool sampled(size_t index, size_t salt) {
+  const size_t n = static_cast<size_t>(testShare());
+  return index % n == salt % n;
+}
+
 CapturedLog::CapturedLog(const std::string& name)
     : path_("/tmp/coll-" + name + "-" + std::to_string(getpid()) + ".log") {
   std::remove(path_.c_str());

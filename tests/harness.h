@@ -52,6 +52,15 @@ class CapturedLog {
 // failed rank ("rank r: ..."), empty when all succeeded. Comms are destroyed afterwards.
 std::vector<std::string> runRanks(int nranks, const std::function<std::string(int, collComm_t)>& body);
 
+// The long sweeps' cases are many and each is quick; under a checker that slows every
+// rank 10-20 times (ThreadSanitizer) they would take hours. COLL_TEST_SHARE=N (unset: 1)
+// makes such a sweep run one case in N: sampled(i, salt) says whether case i runs. Callers
+// pass a salt that differs between the runs of one sweep (the rank count, the setting),
+// so different runs take different cases and together still cross every collective,
+// count, type and form the whole sweep does.
+int testShare();
+bool sampled(size_t index, size_t salt);
+
 // Seeds with this bit give floating-point sums and products inputs whose results round
 // differently in different orders (k/37, factors like 1.1): for tests of the order.
 constexpr uint64_t kOrderSensitiveSeed = 1ull << 40;

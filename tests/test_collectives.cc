@@ -257,7 +257,9 @@ std::vector<std::string> runCases(int n, const std::vector<Case>& cases) {
   });
 }
 
-void sweep(int nranks, bool net, bool tree = false) {
+// Under COLL_TEST_SHARE=N one case in N runs (testing::sampled), a different share for
+// each rank count and transport; `salt` tells apart further runs with the same ones.
+void sweep(int nranks, bool net, bool tree = false, size_t salt = 0) {
   ScopedEnv algo("COLL_ALGO", tree ? "allreduce:tree" : "");
   ScopedEnv shm("COLL_SHM_DISABLE", net ? "1" : "0");
   ScopedEnv ifn("COLL_SOCKET_IFNAME", "lo");
@@ -281,6 +283,11 @@ void sweep(int nranks, bool net, bool tree = false) {
       }
     cases.swap(t);
   }
+  std::vector<Case> share;
+  for (size_t i = 0; i < cases.size(); ++i)
+    if (testing::sampled(i, static_cast<size_t>(nranks) + (net ? 3 : 0) + (tree ? 5 : 0) + salt))
+      share.push_back(cases[i]);
+  cases.swap(share);
   auto errors = runCases(nranks, cases);
   INFO("nranks " << nranks << (net ? " net" : " shm") << (tree ? " tree" : "") << ", " << cases.size() << " cases");
   for (auto& e : errors) FAIL_CHECK(e);
@@ -363,6 +370,7 @@ TEST_CASE("COLL_DETERMINISTIC=1: the same bits under every algorithm, protocol, 
   for (int n = 1; n <= 8; ++n) {
     const auto cases = orderSensitiveCases(n);
     for (size_t i = 0; i < settings.size(); ++i) {
+      if (!testing::sampled(i, static_cast<size_t>(n))) continue;  // COLL_TEST_SHARE: each setting at some n
       ScopedEnv det("COLL_DETERMINISTIC", "1");
       auto errors = runWith(n, settings[i], cases);
       INFO("nranks " << n << ", setting " << i);
@@ -406,15 +414,15 @@ TEST_CASE("device executor emulated on host threads: every collective over shm, 
   // it no faster than the ring), the bits checked against the ring's order.
   SECTION("exchange, nranks 2") {
     ScopedEnv exchange("COLL_DEVICE_EXCHANGE_BYTES", "262144");
-    sweep(2, false);
-    sweep(2, true);
+    sweep(2, false, false, 1);
+    sweep(2, true, false, 1);
   }
   // Thread ranks of one process: allreduces of any size read each other's buffers
   // (direct.cc), the bits checked against the ring's order as everywhere.
   for (int n = 2; n <= 8; ++n) {
     SECTION("direct allreduce, nranks " + std::to_string(n)) {
       ScopedEnv direct("COLL_DEVICE_DIRECT_MIN_BYTES", "1");
-      sweep(n, false);
+      sweep(n, false, false, 2);
     }
   }
 }
@@ -863,7 +871,10 @@ TEST_CASE("large messages over 16 MiB with default slices", "[collectives][large
           cases.push_back({c, collFloat32, collSum, count, inPlace && c != Coll::kSendRecv, 1 % n, seed++});
         }
       cases.push_back({Coll::kAllReduce, collBfloat16, collAvg, big, false, 0, seed++});
-      auto errors = runCases(n, cases);
+      std::vector<Case> share;  // COLL_TEST_SHARE: one case in N, a different share per run
+      for (size_t i = 0; i < cases.size(); ++i)
+        if (testing::sampled(i, static_cast<size_t>(n) + (net ? 3 : 0))) share.push_back(cases[i]);
+      auto errors = runCases(n, share);
       INFO("nranks " << n << (net ? " net" : " shm"));
       for (auto& e : errors) FAIL_CHECK(e);
       REQUIRE(errors.empty());

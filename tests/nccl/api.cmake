@@ -36,7 +36,8 @@ set(NCCL_API_TEST_ENV "NCCL_SOCKET_IFNAME=lo;COLL_BOOTSTRAP_TIMEOUT_S=10")
 # nccl_api_test(NAME program mode ranks [more environment...]): the cases of one mode.
 function(nccl_api_test name exe mode nranks)
   add_test(NAME ${name} COMMAND ${exe} --warn NoTests [${mode}])
-  set_tests_properties(${name} PROPERTIES TIMEOUT 300 ENVIRONMENT
+  math(EXPR timeout "300 * ${COLL_TEST_TIMEOUT_SCALE}")
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${timeout} LABELS catch2 ENVIRONMENT
                        "${NCCL_API_TEST_ENV};NCCL_API_TEST_MODE=${mode};NCCL_API_TEST_NRANKS=${nranks};${ARGN}")
 endfunction()
 foreach(v ${NCCL_API_TEST_VARIANTS})
