@@ -31,11 +31,13 @@ case $case_ in
     start=$(date +%s); $R -np 2 --timeout 1 -- sleep 30; rc=$?
     [ $rc -eq 124 ] && [ $(( $(date +%s) - start )) -lt 10 ] || { echo "expected 124 within 10 s, got $rc"; exit 1; } ;;
   collrun_killed)  # collrun stopped by a signal takes its ranks with it
-    $R -np 2 -- bash -c 'sleep 60' & pid=$!
+    # A sleep only this test runs (any other "sleep 60" on the machine was once counted).
+    nap="sleep 60.$$"
+    $R -np 2 -- bash -c "$nap" & pid=$!
     sleep 1; kill -TERM $pid; wait $pid; rc=$?
     sleep 0.5
-    left=$(pgrep -f "sleep 60" | wc -l)
-    [ $rc -eq 143 ] && [ "$left" -eq 0 ] || { echo "rc=$rc, $left ranks left running"; pkill -f "sleep 60"; exit 1; } ;;
+    left=$(pgrep -f "^$nap\$" | wc -l)
+    [ $rc -eq 143 ] && [ "$left" -eq 0 ] || { echo "rc=$rc, $left ranks left running"; pkill -f "^$nap\$"; exit 1; } ;;
   collrun_env)   # rank variables, --nodes host ids, -x and --tag-output
     out=$($R -np 4 --nodes 2 -x FOO=bar --tag-output -- bash -c 'echo "$COLL_RANK/$COLL_NRANKS/$COLL_LOCAL_RANK $COLL_HOSTID $FOO ${COLL_COMM_ID%%:*}"')
     for want in "[0] 0/4/0 collrun-node0 bar 127.0.0.1" "[1] 1/4/1 collrun-node0 bar" "[3] 3/4/1 collrun-node1 bar"; do
