@@ -6,10 +6,12 @@
 # simulated hosts (collrun --nodes 2: shm inside, TCP between), 4 threads of one process;
 # optionally (SOAK_CONFIGS=ib) two simulated hosts joined by the ib backend over the verbs
 # emulation. Exits 1 if any run fails or any resource grows; a failure prints the seed and
-# the step to run again.
+# the step to run again. Every process's samples go to $SOAK_WORK/<config>.rank<r>.csv,
+# drawn at the end into $SOAK_WORK/soak.png.
 #   scripts/soak.sh MINUTES      env: BUILD_DIR (build), SOAK_CONFIGS ("shm tcp hosts
 #                                threads"; also ib), SOAK_SEED (each run draws one),
-#                                SOAK_WORK (the logs; a temporary folder), SOAK_JOBS (2)
+#                                SOAK_WORK (the logs; a temporary folder), SOAK_JOBS (2),
+#                                SOAK_TCACHE (1: keep glibc's per-thread cache; below)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +33,14 @@ if [[ " $CONFIGS " == *" ib "* ]]; then targets+=(coll_verbs_emu); fi
 cmake --build "$BUILD_DIR" -j "${SOAK_JOBS:-2}" --target "${targets[@]}" >/dev/null
 SOAK=$BUILD_DIR/tests/soak/soak
 COLLRUN=$BUILD_DIR/tools/collrun
+
+# glibc's per-thread cache (tcache) keeps up to 7 freed blocks of each small size per
+# thread, and mallinfo2 counts them as in use: the heap figure crept up by 50-200 KiB as
+# the caches filled, with nothing of the library's growing (docs/SECURITY.md "Soak").
+# Without it the heap figure is what the program holds. SOAK_TCACHE=1 keeps it.
+if [ "${SOAK_TCACHE:-0}" != 1 ]; then
+  export GLIBC_TUNABLES="glibc.malloc.tcache_count=0${GLIBC_TUNABLES:+:$GLIBC_TUNABLES}"
+fi
 
 read -r -a configs <<<"$CONFIGS"
 per=$(awk -v m="$MINUTES" -v n="${#configs[@]}" 'BEGIN { printf "%d", m * 60 / n }')
@@ -58,6 +68,7 @@ for c in "${configs[@]}"; do
       ;;
     *) echo "soak: unknown configuration $c (shm tcp hosts threads ib)" >&2; exit 2 ;;
   esac
+  extra+=(--csv "$WORK/$c")  # every process's samples: $WORK/<config>.rank<r>.csv
   echo "soak: $c: ${envs[*]} ${launch[*]} $SOAK ${args[*]} ${extra[*]}"
   rc=0
   env "${envs[@]}" "${launch[@]}" "$SOAK" "${args[@]}" "${extra[@]}" >"$WORK/$c.log" 2>&1 || rc=$?
@@ -89,6 +100,9 @@ for c in "${configs[@]}"; do
         sprintf("%.1f -> %.1f", rf / 1024, rl / 1024), sprintf("%.1f -> %.1f", hf / 1024, hl / 1024), ff " -> " fl,
         tf " -> " tl, sf " -> " sl, bad ? "GROWS" : "flat", seed }'
 done
+# The samples over time, one panel per resource, a line per process (scripts/soak_plot.py).
+scripts/soak_plot.py "$WORK/soak.png" "$WORK"/*.rank*.csv && echo "soak: plot in $WORK/soak.png" ||
+  echo "soak: no plot (matplotlib needed: scripts/deps.sh installs it)"
 [ "$failed" -eq 0 ] && echo "soak: PASSED" || echo "soak: FAILED"
 return $failed
 }

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -27,6 +28,7 @@ struct Options {
   bool mallocDefault = false;  // keep glibc's sliding mmap threshold (see main())
   std::string command;         // as started, for the line that reproduces a failure
   uint64_t corruptStep = 0;    // >0: world rank 0 flips an output bit from this step on, once
+  std::string csv;             // a file prefix: every sample also as a row of <csv>.rank<r>.csv
 };
 
 // What the ranks of one process share.
@@ -35,7 +37,8 @@ struct Shared {
   std::chrono::steady_clock::time_point start;
   std::mutex mu;
   std::vector<Sample> samples;
-  double lastProgress = 0;  // when world rank 0 last printed a progress line
+  double lastProgress = 0;   // when world rank 0 last printed a progress line
+  std::FILE* csv = nullptr;  // Options::csv's file of this process, once opened
   std::atomic<uint64_t> ops{0}, bytes{0};
 };
 

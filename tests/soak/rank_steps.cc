@@ -93,6 +93,15 @@ bool Rank::checkpoint(uint64_t k) {
     s.steps = k;
     s.ops = sh_.ops.load();
     sh_.samples.push_back(s);
+    if (!sh_.opt.csv.empty()) {
+      if (!sh_.csv) {
+        const std::string path = sh_.opt.csv + ".rank" + std::to_string(world_) + ".csv";
+        sh_.csv = std::fopen(path.c_str(), "w");
+        if (!sh_.csv) fail(k, "cannot write " + path);
+        writeCsvHeader(sh_.csv);
+      }
+      writeCsvRow(sh_.csv, s);
+    }
     if (world_ == 0 && elapsed >= sh_.lastProgress + 60) {
       sh_.lastProgress = elapsed;
       std::printf("soak: %.0f s, step %llu, %llu ops verified here; rss %ld KiB, heap %ld KiB, %d fds, %d threads\n",

@@ -136,6 +136,17 @@ Verdict judge(const std::vector<Sample>& samples, double warmFraction) {
   return v;
 }
 
+void writeCsvHeader(std::FILE* f) {
+  std::fprintf(f, "seconds,steps,ops,rss_kib,anon_kib,heap_kib,fds,threads,shm_files,shm_maps\n");
+}
+
+void writeCsvRow(std::FILE* f, const Sample& s) {
+  std::fprintf(f, "%.1f,%llu,%llu,%ld,%ld,%ld,%d,%d,%d,%d\n", s.seconds, static_cast<unsigned long long>(s.steps),
+               static_cast<unsigned long long>(s.ops), s.rssKiB, s.anonKiB, s.heapKiB, s.fds, s.threads, s.shmFiles,
+               s.shmMaps);
+  std::fflush(f);  // a run that fails or is stopped keeps its rows
+}
+
 void printSamples(const std::vector<Sample>& samples, size_t maxRows) {
   std::printf("%9s %9s %10s %10s %10s %10s %5s %7s %4s %8s\n", "time_s", "steps", "ops", "rss_KiB", "anon_KiB",
               "heap_KiB", "fds", "threads", "shm", "shm_maps");

@@ -70,6 +70,8 @@ int parse(int argc, char** argv, soak::Options& o) {
       ->capture_default_str();
   app.add_flag("--malloc-default", o.mallocDefault,
                "keep glibc's sliding mmap threshold (RSS then grows by what the allocator keeps)");
+  app.add_option("--csv", o.csv,
+                 "file prefix: each process writes its samples to <prefix>.rank<world rank>.csv as they are taken");
   app.add_option("--corrupt-step", o.corruptStep,
                  "test of the checker: from this step on, rank 0 flips a bit of one result (must fail)");
   try {

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -134,6 +135,9 @@ struct Verdict {
 // not exceed the warm-up maximum: RSS and heap by more than max(8 MiB, 10%), the rest not
 // at all.
 Verdict judge(const std::vector<Sample>& samples, double warmFraction);
+// The CSV form of the samples, for plots: writeCsvHeader once, then one row each.
+void writeCsvHeader(std::FILE* f);
+void writeCsvRow(std::FILE* f, const Sample& s);
 // At most maxRows evenly spaced samples, the first and last included.
 void printSamples(const std::vector<Sample>& samples, size_t maxRows);
 
