@@ -181,6 +181,7 @@ int Mailboxes::peerReading(std::span<const uint32_t> rounds) const {
     if (r == rank_) continue;
     const uint32_t s = control(r)->reading.load(std::memory_order_seq_cst);
     if (s != 0 && std::find(rounds.begin(), rounds.end(), s) != rounds.end()) return r;
+    tsanAcquire(controlKey(r));  // its reads of our buffers, if any, are over
   }
   return -1;
 }

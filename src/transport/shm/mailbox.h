@@ -102,7 +102,10 @@ class Mailboxes {
   // Direct reads of round s: announces them, then checks that every peer still shows
   // s; when one withdrew, announces nothing and returns that peer, else -1.
   int beginReading(uint32_t s);
-  void endReading() { control(rank_)->reading.store(0, std::memory_order_release); }
+  void endReading() {
+    tsanRelease(controlKey(rank_));
+    control(rank_)->reading.store(0, std::memory_order_release);
+  }
   // Gives up the operation whose rounds are `rounds` (the first one names it): the flags
   // of those rounds that are still ours become 0, except `keep`'s.
   void withdraw(std::span<const uint32_t> rounds, uint32_t keep);
@@ -124,6 +127,8 @@ class Mailboxes {
   // its owner maps it, the one address every thread rank of this process agrees on;
   // nullptr for a rank in another process.
   const void* syncKey(int rank, uint32_t s) const { return keys_[rank] ? keys_[rank] + (s & 1) * stride_ : nullptr; }
+  // The same for rank's MailControl: a reader's endReading against peerReading.
+  const void* controlKey(int rank) const { return keys_[rank] ? keys_[rank] + 2 * stride_ : nullptr; }
 
   int rank_ = 0;
   size_t capacity_ = 0;
