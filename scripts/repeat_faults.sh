@@ -34,9 +34,9 @@ tests=(
   'a killed peer fails every survivor naming it over .*'
   'hang report over processes: the survivors of a killed rank name it and where they were'
   'hang report over processes: a survivor idle when a rank dies names it on its next call'
-  'verbs: a killed peer process gives retry exceeded within seconds'
-  'ib: a peer that went away is an error, not a hang'
-  'ib: a lost credit fails both ends naming each other within seconds'
+  'verbs: ?a killed peer process gives retry exceeded within seconds'
+  'ib: ?a peer that went away is an error, not a hang'
+  'ib: ?a lost credit fails both ends naming each other within seconds'
   'bootstrap: a root that closes without answering the join is named as gone'
   'launch_collrun_(failure|killed)'
   # A rank that never joins, joins late or fails during init.
