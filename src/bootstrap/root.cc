@@ -332,11 +332,16 @@ void Root::finishRound() {
                              ":";
   const HangReport rep = analyzeHang(views, header);
   if (round_.forRanks) {
+    // A rank that asks after the others moved on (idle, or gone by an abort) would learn
+    // of a death without where the ranks were: the finding that said where stays the
+    // finding, so every rank names the failure alike.
+    const bool poorer = lastCause_.rfind(rep.cause + " while ", 0) == 0;
+    const std::string& cause = poorer ? lastCause_ : rep.cause;
     // One report per finding: the ranks of one stall ask one after another.
-    if (rep.cause != lastCause_) COLL_WARN(BOOTSTRAP, "%s", rep.text.c_str());
-    lastCause_ = rep.cause;
+    if (cause != lastCause_) COLL_WARN(BOOTSTRAP, "%s", rep.text.c_str());
+    lastCause_ = cause;
     for (int r = 0; r < nranks_; ++r)
-      if (alive_[r]) sendReply(ranks_[r], RootMsg::kReport, round_.asker, rep.cause, round_.flags);
+      if (alive_[r]) sendReply(ranks_[r], RootMsg::kReport, round_.asker, cause, round_.flags);
   }
   for (auto& c : statWaiting_) sendStatReply(c, rep.text);
   statWaiting_.clear();

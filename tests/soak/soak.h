@@ -117,7 +117,8 @@ struct Sample {
   long rssKiB = 0;   // after malloc_trim() (the allocator's free memory goes back first), less
                      // shared-memory files not the library's (the verbs emulation's fabric)
   long anonKiB = 0;  // the anonymous part of rssKiB (heap, mmap'd blocks, stacks): not shm
-  long heapKiB = 0;  // bytes malloc has handed out and not had back (all arenas, mmap'd blocks)
+  long heapKiB = 0;  // bytes malloc has handed out and not had back (all arenas, mmap'd blocks), less the
+                     // soak's own list of samples
   int fds = 0, threads = 0;
   int shmFiles = 0;  // /dev/shm/coll-* segments this process created and has not unlinked
   int shmMaps = 0;   // distinct /dev/shm/coll-* segments this process maps
