@@ -88,6 +88,12 @@ bool Rank::checkpoint(uint64_t k) {
   bool stop = controlMax(timeUp || (sh_.opt.steps && k >= sh_.opt.steps), k) != 0;
   if (sh_.opt.threads == 0 || world_ == 0) {
     std::lock_guard<std::mutex> lock(sh_.mu);
+    if (!sh_.opt.csv.empty() && !sh_.csv) {  // before the first sample, which counts its descriptor
+      const std::string path = sh_.opt.csv + ".rank" + std::to_string(world_) + ".csv";
+      sh_.csv = std::fopen(path.c_str(), "w");
+      if (!sh_.csv) fail(k, "cannot write " + path);
+      writeCsvHeader(sh_.csv);
+    }
     Sample s = sampleResources(sh_.samples.empty() ? nullptr : &sh_.samples.back());
     // Less this list of samples itself, whose doublings (16 KiB at the 256th sample) read
     // as steps of growth.
@@ -96,15 +102,7 @@ bool Rank::checkpoint(uint64_t k) {
     s.steps = k;
     s.ops = sh_.ops.load();
     sh_.samples.push_back(s);
-    if (!sh_.opt.csv.empty()) {
-      if (!sh_.csv) {
-        const std::string path = sh_.opt.csv + ".rank" + std::to_string(world_) + ".csv";
-        sh_.csv = std::fopen(path.c_str(), "w");
-        if (!sh_.csv) fail(k, "cannot write " + path);
-        writeCsvHeader(sh_.csv);
-      }
-      writeCsvRow(sh_.csv, s);
-    }
+    if (sh_.csv) writeCsvRow(sh_.csv, s);
     if (world_ == 0 && elapsed >= sh_.lastProgress + 60) {
       sh_.lastProgress = elapsed;
       std::printf("soak: %.0f s, step %llu, %llu ops verified here; rss %ld KiB, heap %ld KiB, %d fds, %d threads\n",
