@@ -7,11 +7,15 @@
 #   bash scripts/repeat_faults.sh [COUNT]     (default 200)
 #     env: BUILD_DIR (build), REPEAT_LOAD (busy processes beside the tests: the number of
 #          CPUs), REPEAT_ONLY (a regex: only the selected tests it matches),
-#          REPEAT_WORK (logs; a temporary folder)
+#          REPEAT_WORK (logs; a temporary folder), REPEAT_JOBS (rounds run side by side;
+#          1)
 #
 # Each round runs the selected tests once, one at a time: CTest's (their own timeouts and
-# environments), then the NCCL API program's fault cases in threads and in processes. The
-# log of every failed run is kept in REPEAT_WORK. Ends with a table: test, runs,
+# environments), then the NCCL API program's fault cases in threads and in processes.
+# With REPEAT_JOBS=J, J rounds run at once, each from its own place in the list, and no
+# test ever runs beside itself; most of these tests wait on a timeout or a dead peer, so J
+# rounds take far less than J times one. The log of every failed run is kept in
+# REPEAT_WORK. Ends with a table: test, runs,
 # failures, slowest run; exits 1 if any run failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,8 +26,10 @@ main() {
 COUNT=${1:-200}
 BUILD_DIR=${BUILD_DIR:-build}
 LOAD=${REPEAT_LOAD:-$(nproc)}
+JOBS=${REPEAT_JOBS:-1}
 WORK=${REPEAT_WORK:-$(mktemp -d /tmp/coll-repeat.XXXXXX)}
 mkdir -p "$WORK"
+rm -f "$WORK"/runs.* "$WORK"/lock.*  # a run again in the same folder starts its count afresh
 
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then bash scripts/build.sh; fi
 cmake --build "$BUILD_DIR" -j"$(nproc)" >/dev/null
@@ -105,46 +111,74 @@ for ((i = 0; i < LOAD; ++i)); do
 done
 trap 'kill "${loaders[@]}" 2>/dev/null || true' EXIT
 
-declare -A runs fails slowest
-start=$(date +%s)
-for ((round = 1; round <= COUNT; ++round)); do
-  for name in "${names[@]}"; do
-    t0=$(date +%s.%N)
-    rc=0
-    if [ -n "${apiRun[$name]:-}" ]; then
-      IFS='|' read -r how cases <<<"${apiRun[$name]}"
-      read -r mode nranks <<<"$how"
-      # As CTest runs the program (tests/nccl/api.cmake), this mode's cases only.
-      env NCCL_SOCKET_IFNAME=lo COLL_BOOTSTRAP_TIMEOUT_S=10 NCCL_API_TEST_MODE="$mode" NCCL_API_TEST_NRANKS="$nranks" \
-        timeout 600 "$BUILD_DIR/tests/nccl/nccl_api_test_ours" --warn NoTests "$cases" >"$WORK/last.log" 2>&1 || rc=$?
-      grep -q '^All tests passed' "$WORK/last.log" || [ "$rc" -ne 0 ] || rc=1
-    else
-      exact="^$(printf '%s' "$name" | sed 's/[][\.*^$()+?{}|]/\\&/g')\$"
-      ctest --test-dir "$BUILD_DIR" -R "$exact" --output-on-failure >"$WORK/last.log" 2>&1 || rc=$?
-      grep -q '100% tests passed' "$WORK/last.log" || [ "$rc" -ne 0 ] || rc=1
-    fi
-    secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-    runs[$name]=$((${runs[$name]:-0} + 1))
-    awk -v s="$secs" -v m="${slowest[$name]:-0}" 'BEGIN { exit !(s > m) }' && slowest[$name]=$secs
-    if [ "$rc" -ne 0 ]; then
-      fails[$name]=$((${fails[$name]:-0} + 1))
-      log="$WORK/fail-round$round-$(printf '%s' "$name" | tr -c 'A-Za-z0-9' '_' | cut -c1-60).log"
-      cp "$WORK/last.log" "$log"
-      echo "repeat_faults: round $round: FAILED $name ($log)"
-    fi
+# One run of one test; its output goes to $2. Prints nothing; returns the test's status.
+runTest() {
+  local name=$1 log=$2 rc=0
+  if [ -n "${apiRun[$name]:-}" ]; then
+    local how cases mode nranks
+    IFS='|' read -r how cases <<<"${apiRun[$name]}"
+    read -r mode nranks <<<"$how"
+    # As CTest runs the program (tests/nccl/api.cmake), this mode's cases only.
+    env NCCL_SOCKET_IFNAME=lo COLL_BOOTSTRAP_TIMEOUT_S=10 NCCL_API_TEST_MODE="$mode" NCCL_API_TEST_NRANKS="$nranks" \
+      timeout 600 "$BUILD_DIR/tests/nccl/nccl_api_test_ours" --warn NoTests "$cases" >"$log" 2>&1 || rc=$?
+    grep -q '^All tests passed' "$log" || [ "$rc" -ne 0 ] || rc=1
+  else
+    local exact
+    exact="^$(printf '%s' "$name" | sed 's/[][\.*^$()+?{}|]/\\&/g')\$"
+    ctest --test-dir "$BUILD_DIR" -R "$exact" --output-on-failure >"$log" 2>&1 || rc=$?
+    grep -q '100% tests passed' "$log" || [ "$rc" -ne 0 ] || rc=1
+  fi
+  return "$rc"
+}
+
+# Worker k of JOBS runs the rounds k+1, k+1+JOBS, ... Each starts its round at its own
+# place in the list, and a test's lock keeps it from running beside itself. A line per
+# run goes to $WORK/runs.<k>: round, status, seconds, test.
+worker() {
+  local k=$1 n=${#names[@]} round i name t0 rc secs log
+  for ((round = k + 1; round <= COUNT; round += JOBS)); do
+    for ((i = 0; i < n; ++i)); do
+      local idx=$(((i + k * n / JOBS) % n))
+      name=${names[$idx]}
+      rc=0
+      {
+        flock 9
+        t0=$(date +%s.%N)
+        runTest "$name" "$WORK/last.$k.log" || rc=$?
+      } 9>"$WORK/lock.$idx"
+      secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+      printf '%s\t%s\t%s\t%s\n' "$round" "$rc" "$secs" "$name" >>"$WORK/runs.$k"
+      if [ "$rc" -ne 0 ]; then
+        log="$WORK/fail-round$round-$(printf '%s' "$name" | tr -c 'A-Za-z0-9' '_' | cut -c1-60).log"
+        cp "$WORK/last.$k.log" "$log"
+        echo "repeat_faults: round $round: FAILED $name ($log)"
+      fi
+    done
+    echo "repeat_faults: round $round of $COUNT done, $(($(date +%s) - start)) s"
   done
-  echo "repeat_faults: round $round of $COUNT done, $(($(date +%s) - start)) s"
+}
+
+start=$(date +%s)
+workers=()
+for ((k = 0; k < JOBS; ++k)); do
+  worker "$k" &
+  workers+=($!)
 done
+trap 'kill "${loaders[@]}" "${workers[@]}" 2>/dev/null || true' EXIT
+status=0
+for w in "${workers[@]}"; do wait "$w" || status=1; done
+[ "$status" -eq 0 ] || { echo "repeat_faults: a worker failed" >&2; exit 2; }
 
 echo
 printf '%-6s %-8s %-9s %s\n' runs failures slowest_s test
 total=0
 for name in "${names[@]}"; do
-  f=${fails[$name]:-0}
+  read -r r f s < <(cat "$WORK"/runs.* | awk -F'\t' -v t="$name" \
+    '$4 == t { ++r; if ($2 != 0) ++f; if ($3 > s) s = $3 } END { printf "%d %d %.1f\n", r, f, s }')
   total=$((total + f))
-  printf '%-6s %-8s %-9s %s\n' "${runs[$name]}" "$f" "${slowest[$name]}" "$name"
+  printf '%-6s %-8s %-9s %s\n' "$r" "$f" "$s" "$name"
 done
-echo "repeat_faults: $total failed run(s) of $((COUNT * ${#names[@]})) in $(($(date +%s) - start)) s, $(nproc) CPUs, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+echo "repeat_faults: $total failed run(s) of $(cat "$WORK"/runs.* | wc -l) in $(($(date +%s) - start)) s, $JOBS worker(s), $(nproc) CPUs, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 [ "$total" -eq 0 ]
 }
 
