@@ -372,13 +372,20 @@ void noteStall(std::span<Lane* const> live) {
   }
 }
 
-// A lane waiting on a rank that left (collCommAbort) fails at once, as a closed socket
-// fails a lane over the net: over shared memory nothing else would tell it. The failure
-// is announced, so that the root fails the other ranks, whose lanes may wait on this one.
-Status waitsOnGoneRank(Lane* l) {
+// A lane waiting on a rank that left (collCommAbort) fails, as a closed socket fails a
+// lane over the net: over shared memory nothing else would tell it. The failure is
+// announced, so that the root fails the other ranks, whose lanes may wait on this one.
+// Only once a poll made after the rank was seen gone still found nothing (*goneSeen set
+// by the pass before): the rank may have handed over its data and then left between
+// the last poll and this check, and what it handed over is seen by the next poll.
+Status waitsOnGoneRank(Lane* l, bool* goneSeen) {
   collComm* c = l->comm();
   const int peer = l->blockedPeer();
   if (peer < 0 || peer == c->rank || !c->abort->rankGone(peer) || c->abort->raised()) return okStatus();
+  if (!*goneSeen) {
+    *goneSeen = true;
+    return okStatus();
+  }
   Status st = remoteError("rank " + std::to_string(peer) + " left the communicator (" + c->abort->peerGoneReason() +
                           ") while rank " + std::to_string(c->rank) + " waited for it");
   c->bootstrap->announceFailure(st.message());
@@ -398,9 +405,9 @@ void reportStall(std::span<Lane* const> live, const Waiter& waiter) {
 
 // Nothing could move: the first lane whose stall is an error, failed; ok when none is.
 Status checkStalled(std::span<Lane* const> live, const Waiter& waiter, std::chrono::steady_clock::time_point started,
-                    collComm** failedComm) {
+                    bool* goneSeen, collComm** failedComm) {
   for (Lane* l : live) {
-    Status st = waitsOnGoneRank(l);
+    Status st = waitsOnGoneRank(l, goneSeen);
     if (st.ok()) st = fatalWhileStalled(*l->comm(), waiter, started);
     if (st.ok()) st = l->diagnose(waiter, false);
     if (!st.ok()) {
@@ -427,7 +434,7 @@ Status runLanes(std::span<Lane*> lanes, collComm** failedComm) {
   // they ever wait, read no clock. Timeouts count from there.
   std::chrono::steady_clock::time_point started{};
   const double stallWarnS = lanes.front()->comm()->stallWarnS;
-  bool stallReported = false, stallNoted = false;
+  bool stallReported = false, stallNoted = false, goneSeen = false;
   size_t n = lanes.size();  // lanes[0, n) are live; finished ones are swapped past n
   while (n > 0) {
     const std::span<Lane*> live = lanes.first(n);
@@ -445,7 +452,7 @@ Status runLanes(std::span<Lane*> lanes, collComm** failedComm) {
     }
     if (moved) {
       waiter.reset();
-      stallReported = stallNoted = false;
+      stallReported = stallNoted = goneSeen = false;
       continue;
     }
     if (!stallNoted && (waiter.idlePasses() & 63) == 63 && waiter.idleSeconds() > kStallNoteS) {
@@ -457,7 +464,7 @@ Status runLanes(std::span<Lane*> lanes, collComm** failedComm) {
       reportStall(lanes.first(n), waiter);
     }
     if (started == std::chrono::steady_clock::time_point{}) started = std::chrono::steady_clock::now();
-    COLL_RETURN_IF_FAILED(checkStalled(lanes.first(n), waiter, started, failedComm));
+    COLL_RETURN_IF_FAILED(checkStalled(lanes.first(n), waiter, started, &goneSeen, failedComm));
     waiter.idle(lanes.front()->waitTarget());
   }
   return okStatus();
