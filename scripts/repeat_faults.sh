@@ -158,6 +158,7 @@ worker() {
   done
 }
 
+commit=$(git describe --always --dirty 2>/dev/null || echo '?')  # what the run tests, as it starts
 start=$(date +%s)
 workers=()
 for ((k = 0; k < JOBS; ++k)); do
@@ -178,7 +179,7 @@ for name in "${names[@]}"; do
   total=$((total + f))
   printf '%-6s %-8s %-9s %s\n' "$r" "$f" "$s" "$name"
 done
-echo "repeat_faults: $total failed run(s) of $(cat "$WORK"/runs.* | wc -l) in $(($(date +%s) - start)) s, $JOBS worker(s), $(nproc) CPUs, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+echo "repeat_faults: $total failed run(s) of $(cat "$WORK"/runs.* | wc -l) in $(($(date +%s) - start)) s, $JOBS worker(s), $(nproc) CPUs, commit $commit"
 [ "$total" -eq 0 ]
 }
 
