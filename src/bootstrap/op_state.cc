@@ -160,6 +160,11 @@ std::string OpStateBox::findingOfLaunch() const {
   return findingLaunch_ != 0 && findingLaunch_ == f.launches ? finding_ : std::string();
 }
 
+std::string OpStateBox::findingNaming(const std::string& cause) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !cause.empty() && finding_.find(cause) != std::string::npos ? finding_ : std::string();
+}
+
 std::string OpStateBox::failureFinding(const std::function<std::string()>& ask) {
   std::lock_guard<std::mutex> lock(failureMu_);
   if (!failureAsked_) failureFinding_ = ask();

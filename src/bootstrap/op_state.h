@@ -63,6 +63,9 @@ class OpStateBox {
   // The last finding if it came while the current launch ran (a report another rank asked
   // for), else empty: what a rank failing after the root has gone can still say.
   std::string findingOfLaunch() const;
+  // The last finding if it names `cause` (a rank's death, in the words the communicator's
+  // error has), else empty: what a rank can still say once the root has gone.
+  std::string findingNaming(const std::string& cause) const;
   // The finding for the errors of a communicator that failed between launches: the first
   // caller gets it by `ask` (asking the root and waiting), later callers the same text.
   std::string failureFinding(const std::function<std::string()>& ask);

@@ -84,13 +84,17 @@ Status watchFailed(collComm* c, Status st) {
 }
 
 Status watchUnusable(collComm* c) {
-  Status st = c->abort->status().prefix("communicator is unusable after an earlier error: ");
+  const Status earlier = c->abort->status();
+  Status st = Status(earlier).prefix("communicator is unusable after an earlier error: ");
   OpStateBox* box = boxOf(c);
   if (!box || !reportable(c, st) || st.message().find(kFindingPrefix) != std::string::npos) return st;
   const std::string finding = box->failureFinding([&] {
     const uint64_t seen = box->findings();
-    if (!c->bootstrap->reportState(ReportWhy::kFailed)) return std::string();
-    return box->awaitFinding(seen, kFindingWaitS);
+    std::string fresh;
+    if (c->bootstrap->reportState(ReportWhy::kFailed)) fresh = box->awaitFinding(seen, kFindingWaitS);
+    // No answer: the root's process may have ended since (a rank that failed first and
+    // left), but the finding it sent every rank then may name this failure's cause.
+    return fresh.empty() ? box->findingNaming(earlier.message()) : fresh;
   });
   return finding.empty() ? st : Status(st.code(), st.message() + "; " + finding);
 }
