@@ -301,10 +301,14 @@ TEST_CASE("hang report: a rank that times out while its peers read its buffers d
   // (algorithms/oneshot.h, "direct"). Rank 0 arrives last and times out as soon as it
   // waits for the others, who may still read its input: its call must not return (and
   // its caller free that input) while they do. Before the fix, a peer read freed memory.
+  // A broadcast from rank 0 times out every time: rank 0 reads nothing, then waits while
+  // the others copy 96 MiB from its buffer. An allreduce crosses the other phases, where
+  // whether rank 0 waits long enough depends on who reads fastest.
   constexpr int kRanks = 3;
   constexpr size_t kCount = size_t{24} << 20;  // 96 MiB of floats: unmapped when freed
-  int timedOut = 0;
-  for (int attempt = 0; attempt < 8 && timedOut < 2; ++attempt) {
+  int broadcastsTimedOut = 0;
+  for (int attempt = 0; attempt < 6; ++attempt) {
+    const bool broadcast = attempt % 2 == 0;
     collUniqueId id;
     REQUIRE(collGetUniqueId(&id) == collSuccess);
     std::vector<Outcome> out(kRanks);
@@ -316,27 +320,30 @@ TEST_CASE("hang report: a rank that times out while its peers read its buffers d
         if (out[r].result != collSuccess) return;
         float warm = 1.0f;
         out[r].result = collAllReduce(&warm, &warm, 1, collFloat, collSum, comm, nullptr);
-        auto buf = std::make_unique<std::vector<float>>(kCount, 1.0f);
+        const float mine = broadcast ? (r == 0 ? 7.0f : 0.0f) : 1.0f, want = broadcast ? 7.0f : 3.0f;
+        auto buf = std::make_unique<std::vector<float>>(kCount, mine);
         if (out[r].result == collSuccess && r == 0) {
           std::this_thread::sleep_for(std::chrono::milliseconds(200));
           out[r].result = collCommSetTimeout(comm, 0.001);
         }
         if (out[r].result == collSuccess)
-          out[r].result = collAllReduce(buf->data(), buf->data(), kCount, collFloat, collSum, comm, nullptr);
+          out[r].result = broadcast
+                              ? collBroadcast(buf->data(), buf->data(), kCount, collFloat, 0, comm, nullptr)
+                              : collAllReduce(buf->data(), buf->data(), kCount, collFloat, collSum, comm, nullptr);
         if (out[r].result != collSuccess) out[r].error = collGetLastError(comm);
         // A rank may complete: rank 0 may give up once its result was whole, or not stall.
         if (out[r].result == collSuccess)
           for (size_t i = 0; i < kCount; i += 4093)
-            if ((*buf)[i] != 3.0f) out[r].error = "element " + std::to_string(i) + " is " + std::to_string((*buf)[i]);
+            if ((*buf)[i] != want) out[r].error = "element " + std::to_string(i) + " is " + std::to_string((*buf)[i]);
         buf.reset();  // what a caller may do once the call returned
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         collCommAbort(comm);
       });
     for (auto& t : threads) t.join();
-    INFO("attempt " << attempt << "\n" << describeAll(out));
-    timedOut += out[0].result == collTimeout;
+    INFO("attempt " << attempt << (broadcast ? " (broadcast)" : " (allreduce)") << "\n" << describeAll(out));
+    if (broadcast) broadcastsTimedOut += out[0].result == collTimeout;
     for (int r = 0; r < kRanks; ++r)
       if (out[r].result == collSuccess) CHECK(out[r].error.empty());
   }
-  CHECK(timedOut >= 1);
+  CHECK(broadcastsTimedOut >= 1);
 }
