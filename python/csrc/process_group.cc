@@ -128,7 +128,7 @@ ProcessGroupCollectives::ProcessGroupCollectives(const c10::intrusive_ptr<c10d::
   const int64_t count = store_->add("torch_collectives/instances", 1);
   keyPrefix_ = "torch_collectives/" + std::to_string((count - 1) / size) + "/";
   comm_ = makeComm(keyPrefix_ + "unique_id", size, rank, true);
-  worker_ = std::make_unique<Worker>("coll-pg" + std::to_string(rank));
+  worker_ = std::make_unique<Worker>("coll-pg" + std::to_string(rank), Worker::Handoff::kLeaveToWaiter);
 }
 
 // Operations still queued get a grace period to finish (their peers may be about to
@@ -355,7 +355,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::post(c10d::OpType type, 
   }
   if (coalesced_.open) coalesced_.transfers.push_back(work);
   auto inputsReady = inputsReadyEvent(device);
-  (worker ? worker : worker_.get())->post([this, work, device, inputsReady, body = std::move(body)] {
+  Worker* on = worker ? worker : worker_.get();
+  const uint64_t ticket = on->post([this, work, device, inputsReady, body = std::move(body)] {
     std::exception_ptr error;
     work->markStarted();
     try {
@@ -368,6 +369,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::post(c10d::OpType type, 
     }
     completed(work, error);
   });
+  // A CPU operation of the group's worker may run on the thread that waits for it. Not a
+  // transfer: a peer worker's first one makes its communicator, on the worker's thread.
+  if (!worker && !inputsReady) work->setRunHere(on->runIfNext(ticket));
   return work;
 }
 
@@ -448,7 +452,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::endCoalescing() {
   if (!batch.ops.empty()) op.seq = static_cast<int64_t>(batch.ops.front().first->getSequencenumber());
   auto work = newWork(c10d::OpType::COALESCED, op, batch.outputs);
   auto inputsReady = inputsReadyEvent(device);
-  worker_->post([this, work, device, inputsReady, op, batch = std::move(batch)] {
+  const uint64_t ticket = worker_->post([this, work, device, inputsReady, op, batch = std::move(batch)] {
     std::exception_ptr error;
     work->markStarted();
     for (auto& [w, body] : batch.ops) w->markStarted();
@@ -469,6 +473,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::endCoalescing() {
     }
     completed(work, error);
   });
+  if (!inputsReady) work->setRunHere(worker_->runIfNext(ticket));  // as in post()
   return work;
 }
 
@@ -1025,7 +1030,9 @@ void ProcessGroupCollectives::monitoredBarrier(const c10d::BarrierOptions& opts,
 ProcessGroupCollectives::PeerWorker& ProcessGroupCollectives::peerWorker(int peer, bool sending) {
   std::lock_guard<std::mutex> lock(peerWorkersMu_);
   PeerWorker& l = peerWorkers_[{peer, sending}];
-  if (!l.worker) l.worker = std::make_unique<Worker>((sending ? "coll-send" : "coll-recv") + std::to_string(peer));
+  if (!l.worker)
+    l.worker = std::make_unique<Worker>((sending ? "coll-send" : "coll-recv") + std::to_string(peer),
+                                        Worker::Handoff::kSpin);
   return l;
 }
 
@@ -1117,7 +1124,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::recvAnysource(std::vecto
   auto work = newWork(c10d::OpType::RECVANYSOURCE, op, {t});
   {
     std::lock_guard<std::mutex> lock(peerWorkersMu_);
-    if (!anySourceWorker_) anySourceWorker_ = std::make_unique<Worker>("coll-anysrc");
+    if (!anySourceWorker_) anySourceWorker_ = std::make_unique<Worker>("coll-anysrc", Worker::Handoff::kSpin);
   }
   auto inputsReady = inputsReadyEvent(t.device());
   anySourceWorker_->post([this, work, t, op, inputsReady] {

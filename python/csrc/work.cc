@@ -3,6 +3,9 @@
 #include <Python.h>
 #include <pthread.h>
 
+#include <optional>
+
+#include <ATen/ThreadLocalState.h>
 #include <ATen/core/jit_type.h>
 
 namespace torch_collectives {
@@ -113,6 +116,9 @@ c10::intrusive_ptr<c10::ivalue::Future> CollWork::getFuture() {
 }
 
 bool CollWork::wait(std::chrono::milliseconds timeout) {
+  // Zero is no limit (kNoTimeout). With a limit, the worker runs the operation: only then
+  // can this thread stop waiting in time.
+  if (timeout == std::chrono::milliseconds::zero() && runHere_ && !done_.load(std::memory_order_acquire)) runHere_();
   spinUntil([this] { return done_.load(std::memory_order_acquire); });
   return c10d::Work::wait(timeout);
 }
@@ -134,51 +140,141 @@ void CollWork::complete(std::exception_ptr error) {
   else finishBoth();
 }
 
-Worker::Worker(std::string name) : name_(std::move(name)), thread_([this] { run(); }) {}
+struct Worker::Queue {
+  std::mutex mu;
+  std::condition_variable cv;      // a task queued, a task ended, or stop
+  std::condition_variable idleCv;  // nothing queued or running
+  struct Task {
+    uint64_t ticket;
+    std::chrono::steady_clock::time_point posted;
+    std::function<void()> run;
+  };
+  std::deque<Task> tasks;
+  std::atomic<size_t> queued{0};  // tasks.size(), read while spinning
+  uint64_t nextTicket = 0;
+  bool busy = false;  // a task is running, here or on a waiting thread
+  bool stop = false;
+  bool sleeping = false;                         // the worker sleeps until post() wakes it
+  std::chrono::steady_clock::time_point active;  // the last post, or end of a task
+  // The worker thread's thread-local state (grad mode, dispatch modes, autocast: none),
+  // under which a waiting thread runs the task it takes; set as the thread starts.
+  std::optional<at::ThreadLocalState> tls;
+
+  // Takes the next task if nothing runs (and, with ticket, if it is that one).
+  std::function<void()> take(const uint64_t* ticket) {
+    if (busy || tasks.empty() || (ticket && tasks.front().ticket != *ticket)) return nullptr;
+    std::function<void()> task = std::move(tasks.front().run);
+    tasks.pop_front();
+    queued.fetch_sub(1, std::memory_order_relaxed);
+    busy = true;
+    return task;
+  }
+  // Runs a task taken, then frees what it captured (before anyone hears it ended).
+  void runTaken(std::function<void()>& task) {
+    runAndRelease(task);
+    bool more;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      busy = false;
+      active = std::chrono::steady_clock::now();
+      more = stop || !tasks.empty();
+    }
+    if (more) cv.notify_all();  // the worker may wait for the end of a task taken here
+    idleCv.notify_all();
+  }
+};
+
+Worker::Worker(std::string name, Handoff handoff)
+    : name_(std::move(name)), handoff_(handoff), q_(std::make_shared<Queue>()), thread_([this] { run(); }) {}
 
 Worker::~Worker() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    std::lock_guard<std::mutex> lock(q_->mu);
+    q_->stop = true;
   }
-  cv_.notify_one();
+  q_->cv.notify_all();
   thread_.join();
 }
 
-void Worker::post(std::function<void()> task) {
+uint64_t Worker::post(std::function<void()> task) {
+  uint64_t ticket;
+  bool wake;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(task));
-    queued_.fetch_add(1, std::memory_order_release);
+    std::lock_guard<std::mutex> lock(q_->mu);
+    ticket = q_->nextTicket++;
+    q_->active = std::chrono::steady_clock::now();
+    q_->tasks.push_back({ticket, q_->active, std::move(task)});
+    q_->queued.fetch_add(1, std::memory_order_release);
+    wake = handoff_ == Handoff::kSpin || q_->sleeping;
   }
-  cv_.notify_one();
+  // A worker that leaves tasks to their waiters and has not gone to sleep finds this one
+  // on its own: a wake-up for every call would cost more than the call.
+  if (wake) q_->cv.notify_all();
+  return ticket;
+}
+
+std::function<bool()> Worker::runIfNext(uint64_t ticket) const {
+  return [q = q_, ticket] {
+    std::function<void()> task;
+    {
+      std::lock_guard<std::mutex> lock(q->mu);
+      if (q->tls) task = q->take(&ticket);
+    }
+    if (!task) return false;
+    at::ThreadLocalStateGuard asOnWorker(*q->tls);  // not the waiter's modes
+    q->runTaken(task);
+    return true;
+  };
 }
 
 bool Worker::waitIdle(std::chrono::milliseconds limit) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return idleCv_.wait_for(lock, limit, [this] { return queue_.empty() && !busy_; });
+  std::unique_lock<std::mutex> lock(q_->mu);
+  return q_->idleCv.wait_for(lock, limit, [this] { return q_->tasks.empty() && !q_->busy; });
+}
+
+// Under q_->mu: waits until the next task may be taken (true), or until the worker is to
+// stop (false: nothing queued or running, and stop asked).
+bool Worker::awaitTask(std::unique_lock<std::mutex>& lock) {
+  Queue& q = *q_;
+  using Clock = std::chrono::steady_clock;
+  for (;;) {
+    const bool runnable = !q.busy && !q.tasks.empty();
+    if (!q.busy && q.tasks.empty() && q.stop) return false;
+    if (handoff_ == Handoff::kSpin) {
+      if (runnable) return true;
+      q.cv.wait(lock);
+      continue;
+    }
+    // Left to its waiter for kLeaveFor; a task a waiter runs keeps the worker out.
+    if (runnable && (q.stop || Clock::now() >= q.tasks.front().posted + kLeaveFor)) return true;
+    if (runnable) {
+      q.cv.wait_until(lock, q.tasks.front().posted + kLeaveFor);
+    } else if (Clock::now() - q.active < kWatchFor) {
+      q.cv.wait_for(lock, kLeaveFor);  // post() does not wake a watching worker
+    } else {
+      q.sleeping = true;
+      q.cv.wait(lock);
+      q.sleeping = false;
+    }
+  }
 }
 
 void Worker::run() {
   pthread_setname_np(pthread_self(), name_.substr(0, 15).c_str());
+  Queue& q = *q_;
+  {
+    std::lock_guard<std::mutex> lock(q.mu);
+    q.tls.emplace();
+  }
   for (;;) {
+    if (handoff_ == Handoff::kSpin) spinUntil([&q] { return q.queued.load(std::memory_order_acquire) > 0; });
     std::function<void()> task;
-    spinUntil([this] { return queued_.load(std::memory_order_acquire) > 0; });
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and nothing left to run
-      task = std::move(queue_.front());
-      queue_.pop_front();
-      queued_.fetch_sub(1, std::memory_order_relaxed);
-      busy_ = true;
+      std::unique_lock<std::mutex> lock(q.mu);
+      if (!awaitTask(lock)) return;
+      task = q.take(nullptr);
     }
-    runAndRelease(task);  // before idle: waitIdle() means nothing a task held is left
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      busy_ = false;
-    }
-    idleCv_.notify_all();
+    q.runTaken(task);  // before idle: waitIdle() means nothing a task held is left
   }
 }
 

@@ -10,6 +10,9 @@
 #    call all_reduce: they must raise after ~3 s (not before, at most 5 s later) with a
 #    message holding the op name ("allreduce"/"all_reduce"), "timed out", and
 #    "never arrived" followed by K.
+#  wait_limit: work.wait(timeout=1 s) on an all_reduce that rank 1 has not joined must
+#    raise within 1 + 5 s although the group's timeout is 60 s; rank 1 then joins and the
+#    all_reduce completes.
 # A watchdog turns a survivor that neither raises nor returns into a failure.
 #
 # Run: .venv/bin/python -m pytest tests/torch/test_faults.py --nranks 3 [--backend gloo] [-k EXPR]
@@ -33,6 +36,7 @@ DEFAULT_PG = False  # each case picks its own timeout
 DETECT_S = 20       # a survivor must raise within this many seconds of the death
 KILL_PG_TIMEOUT = 60  # larger than DETECT_S: the death must be noticed, not timed out
 STALL_TIMEOUT, STALL_SLACK = 3, 5
+WAIT_LIMIT = 1  # wait_limit's limit (s), far below the group's KILL_PG_TIMEOUT
 
 
 def guard(ctx):
@@ -207,6 +211,36 @@ def destroy_pending(ctx, _):
         open(done, "w").close()
 
 
+def wait_limit(ctx, late):
+    """A Work's wait with a limit is kept although the operation could run on the waiting
+    thread: it runs on the worker, so the wait can end on time."""
+    guard(ctx)
+    late %= ctx.world
+    init(ctx, KILL_PG_TIMEOUT)
+    t = torch.ones(10)
+    done = [os.path.join(ctx.tmpdir, f"limit_done_{r}") for r in range(ctx.world)]
+    if ctx.rank == late:  # joins once the others' waits have ended
+        _wait_files([d for r, d in enumerate(done) if r != late], 30)
+        dist.all_reduce(t)
+    else:
+        timer = watchdog(ctx, 30, lambda: open(done[ctx.rank], "w").close())
+        work = dist.all_reduce(t, async_op=True)
+        t0 = time.monotonic()
+        try:
+            work.wait(timeout=datetime.timedelta(seconds=WAIT_LIMIT))
+            ctx.fail(f"wait returned although rank {late} had not called all_reduce")
+        except Exception as e:  # noqa: BLE001
+            secs = time.monotonic() - t0
+            ctx.note(f"wait raised after {secs:.1f} s: {type(e).__name__}: {e}")
+            ctx.expect(f"wait raised within its {WAIT_LIMIT} s limit + {STALL_SLACK} s",
+                       secs <= WAIT_LIMIT + STALL_SLACK, f"after {secs:.1f} s")
+        open(done[ctx.rank], "w").close()
+        work.wait()  # rank `late` joins now
+        timer.cancel()
+    ctx.expect("the all_reduce then completed with every rank's part",
+               torch.equal(t, torch.full((10,), float(ctx.world))), repr(t[:3]))
+
+
 def _wait_files(paths, limit):
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline and not all(os.path.exists(p) for p in paths):
@@ -218,7 +252,8 @@ def cases(world):
             Case("kill/allreduce_loop/rank0", kill_in_allreduce, 0),
             Case("kill/ddp_training/last_rank", kill_in_ddp, -1),
             Case("stall/allreduce/rank1", stall_in_allreduce, 1),
-            Case("destroy_pending/rank0", destroy_pending, 0)]
+            Case("destroy_pending/rank0", destroy_pending, 0),
+            Case("wait_limit/rank1_late", wait_limit, 1)]
 
 
 @harness.table(cases(harness.WORLD))
