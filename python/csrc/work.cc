@@ -154,8 +154,8 @@ struct Worker::Queue {
   uint64_t nextTicket = 0;
   bool busy = false;  // a task is running, here or on a waiting thread
   bool stop = false;
-  bool sleeping = false;                         // the worker sleeps until post() wakes it
-  std::chrono::steady_clock::time_point active;  // the last post, or end of a task
+  bool sleeping = false;                         // the worker sleeps until a post, or a task's end, wakes it
+  std::chrono::steady_clock::time_point active;  // the last post, or the end of a task
   // The worker thread's thread-local state (grad mode, dispatch modes, autocast: none),
   // under which a waiting thread runs the task it takes; set as the thread starts.
   std::optional<at::ThreadLocalState> tls;
@@ -245,11 +245,12 @@ bool Worker::awaitTask(std::unique_lock<std::mutex>& lock) {
       q.cv.wait(lock);
       continue;
     }
-    // Left to its waiter for kLeaveFor; a task a waiter runs keeps the worker out.
+    // Left to its waiter for kLeaveFor. While a waiter runs one, this thread sleeps: the
+    // task's end (with more queued, or stop) or a post wakes it.
     if (runnable && (q.stop || Clock::now() >= q.tasks.front().posted + kLeaveFor)) return true;
     if (runnable) {
       q.cv.wait_until(lock, q.tasks.front().posted + kLeaveFor);
-    } else if (Clock::now() - q.active < kWatchFor) {
+    } else if (!q.busy && Clock::now() - q.active < kWatchFor) {
       q.cv.wait_for(lock, kLeaveFor);  // post() does not wake a watching worker
     } else {
       q.sleeping = true;
