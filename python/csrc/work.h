@@ -3,19 +3,21 @@
 // operations one after another in call order.
 //
 // Concurrency: a Work is created on the caller's thread and completed once, on the
-// thread that ran its operation (the worker, or a thread waiting for it); c10d::Work's own mutex and condition variable
-// guard its state. Its future is completed after it: on the worker when nobody has
-// asked for the future yet, else on a completer thread (work.cc), where the callbacks
-// attached with then() run, so that a callback waiting for a later operation of the
-// group does not hold up the worker that must run it. The start and end times are
-// written by the thread running the operation before the Work completes and read only
-// after it has. A Worker's queue is guarded by its mutex; its tasks run one at a time,
-// in order, on its thread or on a waiting thread that took the next one.
+// thread that ran its operation (the worker, or a thread waiting for it); c10d::Work's
+// own mutex and condition variable guard its state. Its future is completed after it:
+// on that thread when nobody has asked for the future yet, else on a completer thread
+// (work.cc), where the callbacks attached with then() run, so that a callback waiting
+// for a later operation of the group does not hold up the worker that must run it. The
+// start and end times are written by the thread running the operation before the Work
+// completes and read only after it has. A Worker's queue is guarded by its mutex; its
+// tasks run one at a time, in order, on its thread or on a waiting thread that took the
+// next one.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <exception>
 #include <functional>
