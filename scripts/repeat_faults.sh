@@ -73,13 +73,20 @@ tests=(
   'staged operations outlive their copy agent.s communicator \(emulated\)'
   'processes whose device lanes yield: small collectives staged, large ones rerun \(emulated\)'
 )
+# Present only in a build with the PyTorch backend. PyTorch's fault cases (killed rank,
+# DDP with a killed rank, a stalled rank and the group timeout, destroy with work
+# pending, wait with a time limit): one run holds all six, about 30-50 s.
+optional=(
+  'torch_faults'
+)
 # The NCCL API program's fault cases, run directly (its CTest tests hold every case of a
 # mode): "name|mode ranks|cases".
 api=(
   'nccl_api faults, threads|threads 4|abort,abort_unblocks,revoke,revoke_inflight,peer_aborts,destroyed_comm'
   'nccl_api faults, procs|procs 3|abort,abort_unblocks,revoke_inflight,peer_aborts,kill_last,kill_root,kill_midop,init_missing_rank,abort_during_init'
 )
-re="^($(IFS='|'; echo "${tests[*]}"))\$"
+wanted=("${tests[@]}" "${optional[@]}")
+re="^($(IFS='|'; echo "${wanted[*]}"))\$"
 if [ -n "${REPEAT_ONLY:-}" ]; then
   mapfile -t names < <(ctest --test-dir "$BUILD_DIR" -N -R "$re" | sed -n 's/^ *Test *#[0-9]*: //p' | grep -E "$REPEAT_ONLY" || true)
 else
