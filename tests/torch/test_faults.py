@@ -6,7 +6,9 @@
 #  destroy_pending: rank 0 destroys its group with an all_reduce and an irecv that no
 #    other rank will ever match (pg timeout 60 s): destroy_process_group must return
 #    within the backend's 5 s grace (+ slack), and the pending Work must then fail.
-#  stall_*: timeout=3 s; after a few all_reduces rank K stops calling while the others
+#  stall_*: the group's timeout set to 3 s once it exists (dist.set_timeout: a rank that
+#    starts late on a loaded machine must not fail the rendezvous, which keeps the 60 s
+#    of init); after a few all_reduces rank K stops calling while the others
 #    call all_reduce: they must raise after ~3 s (not before, at most 5 s later) with a
 #    message holding the op name ("allreduce"/"all_reduce"), "timed out", and
 #    "never arrived" followed by K.
@@ -48,6 +50,17 @@ def init(ctx, seconds):
     dist.init_process_group(ctx.backend, init_method="env://", rank=ctx.rank,
                             world_size=ctx.world,
                             timeout=datetime.timedelta(seconds=seconds))
+
+
+def set_group_timeout(seconds):
+    """The default group's timeout from now on (torch's dist.set_timeout; older torch
+    has only its former name)."""
+    limit = datetime.timedelta(seconds=seconds)
+    setter = getattr(dist, "set_timeout", None)
+    if setter is not None:
+        setter(limit)
+    else:
+        dist.distributed_c10d._set_pg_timeout(limit)
 
 
 def watchdog(ctx, seconds, before_exit=lambda: None):
@@ -148,7 +161,8 @@ def kill_in_ddp(ctx, victim):
 def stall_in_allreduce(ctx, victim):
     guard(ctx)
     victim %= ctx.world
-    init(ctx, STALL_TIMEOUT)
+    init(ctx, KILL_PG_TIMEOUT)
+    set_group_timeout(STALL_TIMEOUT)
     t = torch.ones(1000)
     for _ in range(3):
         dist.all_reduce(t)
