@@ -21,6 +21,7 @@ void bindOptions(Class&& c) {
       .def_readwrite("min_channels", &CollOptions::minChannels)
       .def_readwrite("max_channels", &CollOptions::maxChannels)
       .def_readwrite("any_source", &CollOptions::anySource)
+      .def_readwrite("handoff_us", &CollOptions::handoffUs)
       .def_readwrite("group_name_", &CollOptions::groupName)
       .def_readwrite("global_ranks_in_group_", &CollOptions::globalRanks)
       .def_readwrite("timeout_", &CollOptions::timeout);

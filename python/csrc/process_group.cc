@@ -121,6 +121,8 @@ ProcessGroupCollectives::ProcessGroupCollectives(const c10::intrusive_ptr<c10d::
       timeoutS_(static_cast<double>(options_->timeout.count()) / 1000.0) {
   TORCH_CHECK(size > 0 && rank >= 0 && rank < size, "torch_collectives: rank ", rank, " is not a rank of a group of ",
               size);
+  TORCH_CHECK(options_->handoffUs >= 0, "torch_collectives: Options handoff_us=", options_->handoffUs,
+              ": must be >= 0 (microseconds)");
   // Keys of this group's incarnation: a group made again on the same store (destroyed,
   // then initialized again) must not read the last one's ids. Every rank adds 1 before
   // its init, and no rank starts the next incarnation before every rank's init of this
@@ -128,7 +130,8 @@ ProcessGroupCollectives::ProcessGroupCollectives(const c10::intrusive_ptr<c10d::
   const int64_t count = store_->add("torch_collectives/instances", 1);
   keyPrefix_ = "torch_collectives/" + std::to_string((count - 1) / size) + "/";
   comm_ = makeComm(keyPrefix_ + "unique_id", size, rank, true);
-  worker_ = std::make_unique<Worker>("coll-pg" + std::to_string(rank), Worker::Handoff::kLeaveToWaiter);
+  worker_ = std::make_unique<Worker>("coll-pg" + std::to_string(rank), Worker::Handoff::kLeaveToWaiter,
+                                     std::chrono::microseconds(options_->handoffUs));
 }
 
 // Operations still queued get a grace period to finish (their peers may be about to
@@ -356,7 +359,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::post(c10d::OpType type, 
   if (coalesced_.open) coalesced_.transfers.push_back(work);
   auto inputsReady = inputsReadyEvent(device);
   Worker* on = worker ? worker : worker_.get();
-  const uint64_t ticket = on->post([this, work, device, inputsReady, body = std::move(body)] {
+  // A CPU operation of the group's worker may run on the thread that waits for it. Not a
+  // transfer: a peer worker's first one makes its communicator, on the worker's thread.
+  const bool leave = !worker && !inputsReady && options_->handoffUs > 0;
+  Worker::Ticket ticket = on->post(
+      [this, work, device, inputsReady, body = std::move(body)] {
     std::exception_ptr error;
     work->markStarted();
     try {
@@ -368,10 +375,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::post(c10d::OpType type, 
       error = std::current_exception();
     }
     completed(work, error);
-  });
-  // A CPU operation of the group's worker may run on the thread that waits for it. Not a
-  // transfer: a peer worker's first one makes its communicator, on the worker's thread.
-  if (!worker && !inputsReady) work->setRunHere(on->runIfNext(ticket));
+      },
+      leave);
+  if (leave) work->setTicket(std::move(ticket));
   return work;
 }
 
@@ -452,7 +458,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::endCoalescing() {
   if (!batch.ops.empty()) op.seq = static_cast<int64_t>(batch.ops.front().first->getSequencenumber());
   auto work = newWork(c10d::OpType::COALESCED, op, batch.outputs);
   auto inputsReady = inputsReadyEvent(device);
-  const uint64_t ticket = worker_->post([this, work, device, inputsReady, op, batch = std::move(batch)] {
+  const bool leave = !inputsReady && options_->handoffUs > 0;  // as in post()
+  Worker::Ticket ticket = worker_->post(
+      [this, work, device, inputsReady, op, batch = std::move(batch)] {
     std::exception_ptr error;
     work->markStarted();
     for (auto& [w, body] : batch.ops) w->markStarted();
@@ -472,8 +480,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::endCoalescing() {
       }
     }
     completed(work, error);
-  });
-  if (!inputsReady) work->setRunHere(worker_->runIfNext(ticket));  // as in post()
+      },
+      leave);
+  if (leave) work->setTicket(std::move(ticket));
   return work;
 }
 

@@ -65,6 +65,9 @@ struct CollOptions : c10d::Backend::Options {
   // itself in the store (one store round trip per send), which is how a receiver learns
   // which peer has sent.
   bool anySource = false;
+  // How long a CPU operation waits on the group's queue for the thread that waits for it
+  // before the group's worker takes it (microseconds; 0: the worker runs every operation).
+  int handoffUs = 1000;
 };
 
 // NEWER: virtuals that torch releases after 2.4 added to c10d::Backend (options,

@@ -3,6 +3,7 @@
 #include <Python.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <optional>
 
 #include <ATen/ThreadLocalState.h>
@@ -112,13 +113,17 @@ class Completer {
 
 c10::intrusive_ptr<c10::ivalue::Future> CollWork::getFuture() {
   futureTaken_.store(true, std::memory_order_release);
+  if (ticket_ && !done_.load(std::memory_order_acquire)) ticket_->hurry();
   return future_;
 }
 
 bool CollWork::wait(std::chrono::milliseconds timeout) {
   // Zero is no limit (kNoTimeout). With a limit, the worker runs the operation: only then
   // can this thread stop waiting in time.
-  if (timeout == std::chrono::milliseconds::zero() && runHere_ && !done_.load(std::memory_order_acquire)) runHere_();
+  if (ticket_ && !done_.load(std::memory_order_acquire)) {
+    const bool ranHere = timeout == std::chrono::milliseconds::zero() && ticket_->runIfNext();
+    if (!ranHere) ticket_->hurry();
+  }
   spinUntil([this] { return done_.load(std::memory_order_acquire); });
   return c10d::Work::wait(timeout);
 }
@@ -152,7 +157,8 @@ struct Worker::Queue {
   std::deque<Task> tasks;
   std::atomic<size_t> queued{0};  // tasks.size(), read while spinning
   uint64_t nextTicket = 0;
-  bool busy = false;  // a task is running, here or on a waiting thread
+  uint64_t dueThrough = 0;  // tasks with ticket < dueThrough are not left to a waiter
+  bool busy = false;        // a task is running, here or on a waiting thread
   bool stop = false;
   bool sleeping = false;                         // the worker sleeps until a post, or a task's end, wakes it
   std::chrono::steady_clock::time_point active;  // the last post, or the end of a task
@@ -160,6 +166,10 @@ struct Worker::Queue {
   // under which a waiting thread runs the task it takes; set as the thread starts.
   std::optional<at::ThreadLocalState> tls;
 
+  // Under mu: the next task is to run now, not wait for a thread waiting for it.
+  bool frontDue(std::chrono::steady_clock::time_point now, std::chrono::microseconds leaveFor) const {
+    return stop || tasks.front().ticket < dueThrough || now >= tasks.front().posted + leaveFor;
+  }
   // Takes the next task if nothing runs (and, with ticket, if it is that one).
   std::function<void()> take(const uint64_t* ticket) {
     if (busy || tasks.empty() || (ticket && tasks.front().ticket != *ticket)) return nullptr;
@@ -184,8 +194,16 @@ struct Worker::Queue {
   }
 };
 
-Worker::Worker(std::string name, Handoff handoff)
-    : name_(std::move(name)), handoff_(handoff), q_(std::make_shared<Queue>()), thread_([this] { run(); }) {}
+Worker::Worker(std::string name, Handoff handoff, std::chrono::microseconds leaveFor)
+    : name_(std::move(name)),
+      handoff_(handoff),
+      leaveFor_(handoff == Handoff::kLeaveToWaiter ? leaveFor : std::chrono::microseconds(0)),
+      q_(std::make_shared<Queue>()),
+      thread_([this] { run(); }) {
+  // Until the thread has its state, no waiter could run a task (Ticket::runIfNext).
+  std::unique_lock<std::mutex> lock(q_->mu);
+  q_->cv.wait(lock, [this] { return q_->tls.has_value(); });
+}
 
 Worker::~Worker() {
   {
@@ -196,39 +214,52 @@ Worker::~Worker() {
   thread_.join();
 }
 
-uint64_t Worker::post(std::function<void()> task) {
+Worker::Ticket Worker::post(std::function<void()> task, bool leave) {
   uint64_t ticket;
   bool wake;
   {
     std::lock_guard<std::mutex> lock(q_->mu);
     ticket = q_->nextTicket++;
     q_->active = std::chrono::steady_clock::now();
+    // A task still queued ahead of this one was not waited for: its caller went on.
+    leave = leave && leaveFor_.count() > 0;
+    const bool hurry = !leave || !q_->tasks.empty();
+    if (hurry) q_->dueThrough = std::max(q_->dueThrough, leave ? ticket : ticket + 1);
     q_->tasks.push_back({ticket, q_->active, std::move(task)});
     q_->queued.fetch_add(1, std::memory_order_release);
-    wake = handoff_ == Handoff::kSpin || q_->sleeping;
+    wake = handoff_ == Handoff::kSpin || q_->sleeping || hurry;
   }
   // A worker that leaves tasks to their waiters and has not gone to sleep finds this one
   // on its own: a wake-up for every call would cost more than the call.
   if (wake) q_->cv.notify_all();
-  return ticket;
+  return Ticket(q_, ticket);
 }
 
-std::function<bool()> Worker::runIfNext(uint64_t ticket) const {
-  return [q = q_, ticket] {
-    std::function<void()> task;
-    {
-      std::lock_guard<std::mutex> lock(q->mu);
-      if (q->tls) task = q->take(&ticket);
-    }
-    if (!task) return false;
-    at::ThreadLocalStateGuard asOnWorker(*q->tls);  // not the waiter's modes
-    q->runTaken(task);
-    return true;
-  };
+bool Worker::Ticket::runIfNext() const {
+  std::function<void()> task;
+  {
+    std::lock_guard<std::mutex> lock(q_->mu);
+    if (q_->tls) task = q_->take(&number_);
+  }
+  if (!task) return false;
+  at::ThreadLocalStateGuard asOnWorker(*q_->tls);  // not the waiter's modes
+  q_->runTaken(task);
+  return true;
+}
+
+void Worker::Ticket::hurry() const {
+  {
+    std::lock_guard<std::mutex> lock(q_->mu);
+    if (q_->dueThrough > number_) return;
+    q_->dueThrough = number_ + 1;
+  }
+  q_->cv.notify_all();
 }
 
 bool Worker::waitIdle(std::chrono::milliseconds limit) {
   std::unique_lock<std::mutex> lock(q_->mu);
+  q_->dueThrough = q_->nextTicket;
+  q_->cv.notify_all();
   return q_->idleCv.wait_for(lock, limit, [this] { return q_->tasks.empty() && !q_->busy; });
 }
 
@@ -240,18 +271,18 @@ bool Worker::awaitTask(std::unique_lock<std::mutex>& lock) {
   for (;;) {
     const bool runnable = !q.busy && !q.tasks.empty();
     if (!q.busy && q.tasks.empty() && q.stop) return false;
-    if (handoff_ == Handoff::kSpin) {
+    if (leaveFor_.count() == 0) {  // kSpin, or nothing left to waiters: every post wakes
       if (runnable) return true;
       q.cv.wait(lock);
       continue;
     }
-    // Left to its waiter for kLeaveFor. While a waiter runs one, this thread sleeps: the
-    // task's end (with more queued, or stop) or a post wakes it.
-    if (runnable && (q.stop || Clock::now() >= q.tasks.front().posted + kLeaveFor)) return true;
+    // Left to its waiter for leaveFor_, unless hurried. While a waiter runs one, this
+    // thread sleeps: the task's end (with more queued, or stop), a post or a hurry wakes it.
+    if (runnable && q.frontDue(Clock::now(), leaveFor_)) return true;
     if (runnable) {
-      q.cv.wait_until(lock, q.tasks.front().posted + kLeaveFor);
+      q.cv.wait_until(lock, q.tasks.front().posted + leaveFor_);
     } else if (!q.busy && Clock::now() - q.active < kWatchFor) {
-      q.cv.wait_for(lock, kLeaveFor);  // post() does not wake a watching worker
+      q.cv.wait_for(lock, leaveFor_);  // post() does not wake a watching worker
     } else {
       q.sleeping = true;
       q.cv.wait(lock);
@@ -267,6 +298,7 @@ void Worker::run() {
     std::lock_guard<std::mutex> lock(q.mu);
     q.tls.emplace();
   }
+  q.cv.notify_all();
   for (;;) {
     if (handoff_ == Handoff::kSpin) spinUntil([&q] { return q.queued.load(std::memory_order_acquire) > 0; });
     std::function<void()> task;

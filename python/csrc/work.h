@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,6 +32,70 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 namespace torch_collectives {
+
+// One thread running posted tasks in order; a task that is next in line may instead run
+// on a thread that asks (Ticket::runIfNext), never beside another task of the same
+// worker. The destructor runs what is queued, then joins.
+class Worker {
+  struct Queue;  // shared with the Tickets handed out
+
+ public:
+  enum class Handoff {
+    // Between tasks the thread spins (yielding) a little before it sleeps, so calls made
+    // back to back (a Python loop of small sends) do not each pay a wake-up.
+    kSpin,
+    // A task posted with `leave` is left for up to leaveFor to a thread that waits for
+    // it, which then runs it with no hop and no second thread spinning beside it.
+    // Meanwhile the worker sleeps: for kWatchFor after its last task or post it looks
+    // every leaveFor, unwoken (a wake-up per call would cost more than a small call),
+    // then until a post wakes it. What says nobody is about to run a task here makes it
+    // due at once and wakes the worker (Ticket::hurry, a post behind it, waitIdle), so
+    // only a task nobody touches starts leaveFor to twice that late. A leaveFor of 0
+    // leaves nothing: every post wakes the worker.
+    kLeaveToWaiter,
+  };
+  static constexpr auto kWatchFor = std::chrono::milliseconds(20);
+
+  // One posted task, as its Work sees it. May outlive the worker (then it does nothing:
+  // every task ran before the worker's end).
+  class Ticket {
+   public:
+    // Runs the task on the calling thread if it is the next to run and no task is
+    // running; says whether it did.
+    bool runIfNext() const;
+    // Makes the task, and those before it, due now: the worker runs them as soon as it
+    // is free.
+    void hurry() const;
+
+   private:
+    friend class Worker;
+    Ticket(std::shared_ptr<Queue> q, uint64_t number) : q_(std::move(q)), number_(number) {}
+    std::shared_ptr<Queue> q_;
+    uint64_t number_;
+  };
+
+  Worker(std::string name, Handoff handoff, std::chrono::microseconds leaveFor = {});
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Queues task. leave: it may wait for a thread that waits for it (kLeaveToWaiter with a
+  // leaveFor); otherwise it is due at once.
+  Ticket post(std::function<void()> task, bool leave = false);
+  // Waits until nothing is queued or running, at most `limit`; true if it got there.
+  // What is queued is due at once.
+  bool waitIdle(std::chrono::milliseconds limit);
+
+ private:
+  void run();
+  bool awaitTask(std::unique_lock<std::mutex>& lock);
+
+  std::string name_;
+  const Handoff handoff_;
+  const std::chrono::microseconds leaveFor_;
+  std::shared_ptr<Queue> q_;
+  std::thread thread_;
+};
 
 class CollWork : public c10d::Work {
  public:
@@ -54,16 +119,18 @@ class CollWork : public c10d::Work {
   // the future.
   void complete(std::exception_ptr error);
 
-  // The operation may run on the thread that waits for it (Worker::runIfNext): set once,
-  // by the thread that posted it, before the Work is handed out.
-  void setRunHere(std::function<bool()> runHere) { runHere_ = std::move(runHere); }
+  // The operation was left on its worker for the thread that waits for it: set once, by
+  // the thread that posted it, before the Work is handed out.
+  void setTicket(Worker::Ticket ticket) { ticket_.emplace(std::move(ticket)); }
 
-  // Without a time limit, runs the operation here if it is next in line on its worker
-  // (setRunHere): no hop to the worker thread, and no second thread spinning beside this
-  // one. Then spins briefly (yielding) before sleeping: a short operation ends within the
-  // spin, and waking a sleeping thread costs more than the operation itself.
+  // Without a time limit, runs the operation here if it was left to its waiter and is
+  // next in line (setTicket): no hop to the worker thread, and no second thread spinning
+  // beside this one; otherwise hurries the worker. Then spins briefly (yielding) before
+  // sleeping: a short operation ends within the spin, and waking a sleeping thread costs
+  // more than the operation itself.
   bool wait(std::chrono::milliseconds timeout) override;
   std::vector<at::Tensor> result() override { return outputs_; }
+  // Hurries the worker too: whoever holds the future may wait on it, not on the Work.
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   int sourceRank() const override;
   // Milliseconds from the start of the operation on the worker to its completion;
@@ -84,51 +151,7 @@ class CollWork : public c10d::Work {
   Clock::time_point started_{}, finished_{};
   std::atomic<bool> done_{false};
   std::atomic<bool> futureTaken_{false};  // getFuture() was called: callbacks may be attached
-  std::function<bool()> runHere_;
-};
-
-// One thread running posted tasks in order; a task that is next in line may instead run
-// on a thread that asks (runIfNext), never beside another task of the same worker. The
-// destructor runs what is queued, then joins.
-class Worker {
- public:
-  enum class Handoff {
-    // Between tasks the thread spins (yielding) a little before it sleeps, so calls made
-    // back to back (a Python loop of small sends) do not each pay a wake-up.
-    kSpin,
-    // A task just posted is left for kLeaveFor to a thread that waits for it, which then
-    // runs it with no hop and no second thread spinning beside it. Meanwhile the worker
-    // sleeps: for kWatchFor after its last task or post it looks every kLeaveFor, unwoken
-    // (a wake-up per call would cost more than a small call), then until a post wakes
-    // it. So a task nobody waits for starts at most kLeaveFor to twice that late.
-    kLeaveToWaiter,
-  };
-  static constexpr auto kLeaveFor = std::chrono::microseconds(100);
-  static constexpr auto kWatchFor = std::chrono::milliseconds(20);
-
-  Worker(std::string name, Handoff handoff);
-  ~Worker();
-  Worker(const Worker&) = delete;
-  Worker& operator=(const Worker&) = delete;
-
-  // Queues task; returns its ticket (for runIfNext).
-  uint64_t post(std::function<void()> task);
-  // A function that runs the task of `ticket` on the calling thread if it is the next to
-  // run and no task is running, and says whether it did. It may outlive the worker (then
-  // it does nothing: every task ran before the worker's end).
-  std::function<bool()> runIfNext(uint64_t ticket) const;
-  // Waits until nothing is queued or running, at most `limit`; true if it got there.
-  bool waitIdle(std::chrono::milliseconds limit);
-
- private:
-  struct Queue;  // shared with the functions runIfNext hands out
-  void run();
-  bool awaitTask(std::unique_lock<std::mutex>& lock);
-
-  std::string name_;
-  const Handoff handoff_;
-  std::shared_ptr<Queue> q_;
-  std::thread thread_;
+  std::optional<Worker::Ticket> ticket_;
 };
 
 }  // namespace torch_collectives

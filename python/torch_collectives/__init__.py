@@ -33,6 +33,7 @@ _OPTIONS = {
     "min_channels": "int >= 1: the fewest rings",
     "max_channels": "int >= 1: the most rings",
     "any_source": "bool: allow recv without src (each send then counts itself in the store)",
+    "handoff_us": "int >= 0: how long a CPU operation is left for the thread that waits for it (0: never)",
 }
 
 
@@ -66,7 +67,8 @@ def Options(**options):
                 _bad(name, value, _OPTIONS[name])
             opts.net_name = value
         else:
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            low = 0 if name == "handoff_us" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 _bad(name, value, _OPTIONS[name])
             setattr(opts, name, value)
     return opts

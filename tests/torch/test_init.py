@@ -6,7 +6,9 @@
 # same processes, mixing methods. For the backend's own options: pg_options as
 # torch_collectives.Options or a dict work, and an unknown option, a value of the wrong
 # kind or another backend's options raise RuntimeError naming them; an operation on a
-# group that was destroyed raises RuntimeError naming the operation.
+# group that was destroyed raises RuntimeError naming the operation. handoff_us: an
+# operation left for its waiter still starts at once when something says nobody will run
+# it there (get_future, a wait with a limit or out of line, a call behind it).
 #
 # Run: .venv/bin/python -m pytest tests/torch/test_init.py --nranks N [--backend gloo] [-k EXPR]
 import os
@@ -116,9 +118,61 @@ def options(ctx, slot):
                         {"the operation": r"allreduce", "the cause": r"shut down"})
 
 
+def _quick(ctx, what, fn, limit=5.0):
+    """fn() returns well before the group's 10 s handoff would have let it (options_handoff)."""
+    start = time.monotonic()
+    fn()
+    took = time.monotonic() - start
+    ctx.expect(f"{what} returns at once", took < limit, f"took {took:.1f} s")
+
+
+def handoff(ctx, slot):
+    """handoff_us: how long a CPU operation is left for the thread that waits for it. At
+    10 s, whatever says nobody is about to run it that way must hand it to the worker at
+    once: get_future(), wait(timeout=...), a wait for an operation not next in line, and a
+    call behind it. At 0 the worker runs everything."""
+    if ctx.backend != "collectives":
+        pytest.skip("torch_collectives.Options are this backend's")
+    import torch_collectives as tc
+    from datetime import timedelta
+
+    checks.expect_error(ctx, "Options(handoff_us=-1)", lambda: tc.Options(handoff_us=-1),
+                        {"the option": r"handoff_us", "its value": r"=-1"})
+    dist.init_process_group(ctx.backend, rank=ctx.rank, world_size=ctx.world, timeout=ctx.pg_timeout,
+                            pg_options={"handoff_us": 10_000_000}, **_init_kwargs(ctx, "tcpstore", slot))
+    n = ctx.world
+    ts = [torch.full((3,), float(ctx.rank + k)) for k in range(6)]
+    exp = [torch.full((3,), float(n * (n - 1) / 2 + n * k)) for k in range(6)]
+    _quick(ctx, "a synchronous all_reduce", lambda: dist.all_reduce(ts[0]))
+    _quick(ctx, "get_future().wait()", lambda: dist.all_reduce(ts[1], async_op=True).get_future().wait())
+    _quick(ctx, "wait(timeout=...)", lambda: dist.all_reduce(ts[2], async_op=True).wait(timedelta(seconds=30)))
+    works = [dist.all_reduce(t, async_op=True) for t in ts[3:5]]
+    _quick(ctx, "waiting for the later of two async calls", works[1].wait)
+    works = [dist.all_reduce(t, async_op=True) for t in (ts[5], torch.ones(1))]
+
+    def first_completes():  # is_completed() does not hand the operation over
+        while not works[0].is_completed():
+            time.sleep(0.001)
+    _quick(ctx, "an async call with another call behind it", first_completes)
+    works[1].wait()
+    for k in range(6):
+        ctx.check(f"all_reduce #{k}", ts[k], exp[k])
+    dist.destroy_process_group()
+    dist.init_process_group(ctx.backend, rank=ctx.rank, world_size=ctx.world, timeout=ctx.pg_timeout,
+                            pg_options=tc.Options(handoff_us=0), **_init_kwargs(ctx, "filestore", slot))
+    use_group(ctx, "init with handoff_us=0")
+    works = [dist.all_reduce(t, async_op=True) for t in ts]
+    for w in reversed(works):
+        w.wait()
+    for k in range(6):
+        ctx.check(f"handoff_us=0: async all_reduce #{k}", ts[k], exp[k] * n)
+    dist.destroy_process_group()
+
+
 def cases(world):
     out = [Case(f"init/{m}", init_use_destroy, m, slot) for slot, m in enumerate(METHODS)]
     out.append(Case("options/and_destroyed_group", options, 12))
+    out.append(Case("options/handoff", handoff, 13))
     out.append(Case("reinit/same_method_3x", reinit_cycle, ["tcpstore"] * 3, 5))
     out.append(Case("reinit/mixed", reinit_cycle, ["filestore", "env", "tcp", "file"], 8))
     return out
