@@ -240,14 +240,13 @@ def _leave_together(store, rank, world):
 # --------------------------------------------------------------------------- launcher
 
 
-def _ephemeral_range():
-    """The ports the kernel hands out by itself (a bind to port 0, a connect)."""
+def _ephemeral_low():
+    """The lowest port the kernel hands out by itself (to a bind to port 0, a connect)."""
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            low, high = (int(v) for v in f.read().split())
-        return low, high
-    except (OSError, ValueError):
-        return 32768, 60999
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def free_ports(n):
@@ -257,7 +256,7 @@ def free_ports(n):
     any other socket on the machine before a rank binds it (seen on a loaded machine:
     TCPStore's EADDRINUSE); below that range only a process that names the port can take
     it. Chosen at random, so that launches side by side rarely pick the same."""
-    low, _ = _ephemeral_range()
+    low = _ephemeral_low()
     first = 10000 if low >= 10000 + 100 * n else 1024
     if low - first < 100 * n:  # no room below the range: take them from it
         first, low = low, 65536
