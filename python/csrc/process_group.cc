@@ -154,11 +154,12 @@ ProcessGroupCollectives::~ProcessGroupCollectives() {
 }
 
 // Waits (up to a grace period, none with revoke) for what is queued, then revokes the
-// communicators if something is still running, so that it fails at once.
+// communicators if something is still running, so that it fails at once. Either way what
+// is queued is handed to the workers at once (waitIdle), none left for a waiting thread.
 void ProcessGroupCollectives::drain(bool revoke) {
   constexpr auto kGrace = std::chrono::seconds(5);
   std::lock_guard<std::mutex> lock(peerWorkersMu_);
-  bool idle = !revoke && (!worker_ || worker_->waitIdle(kGrace));
+  bool idle = (!worker_ || worker_->waitIdle(revoke ? std::chrono::seconds(0) : kGrace)) && !revoke;
   if (anySourceWorker_) idle = anySourceWorker_->waitIdle(idle ? kGrace : std::chrono::seconds(0)) && idle;
   for (auto& [key, pw] : peerWorkers_) idle = pw.worker->waitIdle(idle ? kGrace : std::chrono::seconds(0)) && idle;
   if (idle) return;
@@ -361,7 +362,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::post(c10d::OpType type, 
   Worker* on = worker ? worker : worker_.get();
   // A CPU operation of the group's worker may run on the thread that waits for it. Not a
   // transfer: a peer worker's first one makes its communicator, on the worker's thread.
-  const bool leave = !worker && !inputsReady && options_->handoffUs > 0;
+  const bool leave = !worker && !inputsReady && on->leaves();
   Worker::Ticket ticket = on->post(
       [this, work, device, inputsReady, body = std::move(body)] {
     std::exception_ptr error;
@@ -458,7 +459,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::endCoalescing() {
   if (!batch.ops.empty()) op.seq = static_cast<int64_t>(batch.ops.front().first->getSequencenumber());
   auto work = newWork(c10d::OpType::COALESCED, op, batch.outputs);
   auto inputsReady = inputsReadyEvent(device);
-  const bool leave = !inputsReady && options_->handoffUs > 0;  // as in post()
+  const bool leave = !inputsReady && worker_->leaves();  // as in post()
+  std::vector<c10::intrusive_ptr<CollWork>> members;     // a wait for one of them waits for the block
+  for (auto& [w, body] : batch.ops) members.push_back(w);
   Worker::Ticket ticket = worker_->post(
       [this, work, device, inputsReady, op, batch = std::move(batch)] {
     std::exception_ptr error;
@@ -482,7 +485,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::endCoalescing() {
     completed(work, error);
       },
       leave);
-  if (leave) work->setTicket(std::move(ticket));
+  if (leave) {
+    for (auto& w : members) w->setTicket(ticket);
+    work->setTicket(std::move(ticket));
+  }
   return work;
 }
 

@@ -3,7 +3,6 @@
 #include <Python.h>
 #include <pthread.h>
 
-#include <algorithm>
 #include <optional>
 
 #include <ATen/ThreadLocalState.h>
@@ -147,7 +146,7 @@ void CollWork::complete(std::exception_ptr error) {
 
 struct Worker::Queue {
   std::mutex mu;
-  std::condition_variable cv;      // a task queued, a task ended, or stop
+  std::condition_variable cv;      // a task posted, hurried or ended, stop, or the thread's start
   std::condition_variable idleCv;  // nothing queued or running
   struct Task {
     uint64_t ticket;
@@ -160,7 +159,7 @@ struct Worker::Queue {
   uint64_t dueThrough = 0;  // tasks with ticket < dueThrough are not left to a waiter
   bool busy = false;        // a task is running, here or on a waiting thread
   bool stop = false;
-  bool sleeping = false;                         // the worker sleeps until a post, or a task's end, wakes it
+  bool sleeping = false;                         // the worker sleeps until a post, a hurry or a task's end wakes it
   std::chrono::steady_clock::time_point active;  // the last post, or the end of a task
   // The worker thread's thread-local state (grad mode, dispatch modes, autocast: none),
   // under which a waiting thread runs the task it takes; set as the thread starts.
@@ -222,14 +221,15 @@ Worker::Ticket Worker::post(std::function<void()> task, bool leave) {
     ticket = q_->nextTicket++;
     q_->active = std::chrono::steady_clock::now();
     // A task still queued ahead of this one was not waited for: its caller went on.
-    leave = leave && leaveFor_.count() > 0;
-    const bool hurry = !leave || !q_->tasks.empty();
-    if (hurry) q_->dueThrough = std::max(q_->dueThrough, leave ? ticket : ticket + 1);
+    leave = leave && leaves();
+    const uint64_t due = !leave ? ticket + 1 : !q_->tasks.empty() ? ticket : 0;
+    const bool hurry = due > q_->dueThrough;
+    if (hurry) q_->dueThrough = due;
     q_->tasks.push_back({ticket, q_->active, std::move(task)});
     q_->queued.fetch_add(1, std::memory_order_release);
     wake = handoff_ == Handoff::kSpin || q_->sleeping || hurry;
   }
-  // A worker that leaves tasks to their waiters and has not gone to sleep finds this one
+  // A worker that leaves tasks to their waiters and has not gone to sleep finds one left
   // on its own: a wake-up for every call would cost more than the call.
   if (wake) q_->cv.notify_all();
   return Ticket(q_, ticket);
@@ -282,7 +282,7 @@ bool Worker::awaitTask(std::unique_lock<std::mutex>& lock) {
     if (runnable) {
       q.cv.wait_until(lock, q.tasks.front().posted + leaveFor_);
     } else if (!q.busy && Clock::now() - q.active < kWatchFor) {
-      q.cv.wait_for(lock, leaveFor_);  // post() does not wake a watching worker
+      q.cv.wait_for(lock, leaveFor_);  // a post that leaves its task does not wake it
     } else {
       q.sleeping = true;
       q.cv.wait(lock);

@@ -50,8 +50,8 @@ class Worker {
     // every leaveFor, unwoken (a wake-up per call would cost more than a small call),
     // then until a post wakes it. What says nobody is about to run a task here makes it
     // due at once and wakes the worker (Ticket::hurry, a post behind it, waitIdle), so
-    // only a task nobody touches starts leaveFor to twice that late. A leaveFor of 0
-    // leaves nothing: every post wakes the worker.
+    // only a task nobody touches starts leaveFor late. A leaveFor of 0 leaves nothing:
+    // every post wakes the worker.
     kLeaveToWaiter,
   };
   static constexpr auto kWatchFor = std::chrono::milliseconds(20);
@@ -85,6 +85,8 @@ class Worker {
   // Waits until nothing is queued or running, at most `limit`; true if it got there.
   // What is queued is due at once.
   bool waitIdle(std::chrono::milliseconds limit);
+  // Whether a task posted with `leave` is left to its waiter (a leaveFor above 0).
+  bool leaves() const { return leaveFor_.count() > 0; }
 
  private:
   void run();

@@ -33,7 +33,7 @@ _OPTIONS = {
     "min_channels": "int >= 1: the fewest rings",
     "max_channels": "int >= 1: the most rings",
     "any_source": "bool: allow recv without src (each send then counts itself in the store)",
-    "handoff_us": "int >= 0: how long a CPU operation is left for the thread that waits for it (0: never)",
+    "handoff_us": "int 0-2147483647: how long a CPU operation is left for the thread that waits for it (0: never)",
 }
 
 
@@ -68,7 +68,7 @@ def Options(**options):
             opts.net_name = value
         else:
             low = 0 if name == "handoff_us" else 1
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value < 2**31:
                 _bad(name, value, _OPTIONS[name])
             setattr(opts, name, value)
     return opts

@@ -119,7 +119,7 @@ def options(ctx, slot):
 
 
 def _quick(ctx, what, fn, limit=5.0):
-    """fn() returns well before the group's 10 s handoff would have let it (options_handoff)."""
+    """fn() returns well before the group's 10 s handoff would have let it (options/handoff)."""
     start = time.monotonic()
     fn()
     took = time.monotonic() - start
@@ -129,8 +129,8 @@ def _quick(ctx, what, fn, limit=5.0):
 def handoff(ctx, slot):
     """handoff_us: how long a CPU operation is left for the thread that waits for it. At
     10 s, whatever says nobody is about to run it that way must hand it to the worker at
-    once: get_future(), wait(timeout=...), a wait for an operation not next in line, and a
-    call behind it. At 0 the worker runs everything."""
+    once: get_future(), wait(timeout=...), a wait for an operation not next in line, a call
+    behind it, waitForPendingWorks. At 0 the worker runs everything, unasked."""
     if ctx.backend != "collectives":
         pytest.skip("torch_collectives.Options are this backend's")
     import torch_collectives as tc
@@ -138,10 +138,18 @@ def handoff(ctx, slot):
 
     checks.expect_error(ctx, "Options(handoff_us=-1)", lambda: tc.Options(handoff_us=-1),
                         {"the option": r"handoff_us", "its value": r"=-1"})
+    checks.expect_error(ctx, "Options(handoff_us=2**31)", lambda: tc.Options(handoff_us=2**31),
+                        {"the option": r"handoff_us", "its value": r"=2147483648"})
     dist.init_process_group(ctx.backend, rank=ctx.rank, world_size=ctx.world, timeout=ctx.pg_timeout,
                             pg_options={"handoff_us": 10_000_000}, **_init_kwargs(ctx, "tcpstore", slot))
+    be = tc.backend_of()
+    ctx.expect("the group keeps handoff_us", be.options.handoff_us == 10_000_000, f"got {be.options.handoff_us}")
     n = ctx.world
     ts = [torch.full((3,), float(ctx.rank + k)) for k in range(6)]
+    untouched = dist.all_reduce(torch.ones(1), async_op=True)
+    time.sleep(0.3)
+    ctx.expect("an async call nobody touches is left for its waiter", not untouched.is_completed())
+    _quick(ctx, "its wait()", untouched.wait)
     exp = [torch.full((3,), float(n * (n - 1) / 2 + n * k)) for k in range(6)]
     _quick(ctx, "a synchronous all_reduce", lambda: dist.all_reduce(ts[0]))
     _quick(ctx, "get_future().wait()", lambda: dist.all_reduce(ts[1], async_op=True).get_future().wait())
@@ -155,6 +163,9 @@ def handoff(ctx, slot):
             time.sleep(0.001)
     _quick(ctx, "an async call with another call behind it", first_completes)
     works[1].wait()
+    pending = dist.all_reduce(torch.ones(1), async_op=True)
+    _quick(ctx, "waitForPendingWorks", dist.distributed_c10d._get_default_group()._wait_for_pending_works)
+    ctx.expect("waitForPendingWorks: the call is done", pending.is_completed())
     for k in range(6):
         ctx.check(f"all_reduce #{k}", ts[k], exp[k])
     dist.destroy_process_group()
@@ -162,6 +173,11 @@ def handoff(ctx, slot):
                             pg_options=tc.Options(handoff_us=0), **_init_kwargs(ctx, "filestore", slot))
     use_group(ctx, "init with handoff_us=0")
     works = [dist.all_reduce(t, async_op=True) for t in ts]
+
+    def all_complete():  # nobody asks: the worker runs them
+        while not all(w.is_completed() for w in works):
+            time.sleep(0.001)
+    _quick(ctx, "handoff_us=0: async calls nobody touches", all_complete)
     for w in reversed(works):
         w.wait()
     for k in range(6):
