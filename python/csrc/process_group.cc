@@ -130,7 +130,7 @@ ProcessGroupCollectives::ProcessGroupCollectives(const c10::intrusive_ptr<c10d::
   const int64_t count = store_->add("torch_collectives/instances", 1);
   keyPrefix_ = "torch_collectives/" + std::to_string((count - 1) / size) + "/";
   comm_ = makeComm(keyPrefix_ + "unique_id", size, rank, true);
-  worker_ = std::make_unique<Worker>("coll-pg" + std::to_string(rank), Worker::Handoff::kLeaveToWaiter,
+  worker_ = std::make_unique<Worker>("coll-pg" + std::to_string(rank), Worker::Idle::kSleep,
                                      std::chrono::microseconds(options_->handoffUs));
 }
 
@@ -1047,7 +1047,7 @@ ProcessGroupCollectives::PeerWorker& ProcessGroupCollectives::peerWorker(int pee
   PeerWorker& l = peerWorkers_[{peer, sending}];
   if (!l.worker)
     l.worker = std::make_unique<Worker>((sending ? "coll-send" : "coll-recv") + std::to_string(peer),
-                                        Worker::Handoff::kSpin);
+                                        Worker::Idle::kSpin);
   return l;
 }
 
@@ -1139,7 +1139,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::recvAnysource(std::vecto
   auto work = newWork(c10d::OpType::RECVANYSOURCE, op, {t});
   {
     std::lock_guard<std::mutex> lock(peerWorkersMu_);
-    if (!anySourceWorker_) anySourceWorker_ = std::make_unique<Worker>("coll-anysrc", Worker::Handoff::kSpin);
+    if (!anySourceWorker_) anySourceWorker_ = std::make_unique<Worker>("coll-anysrc", Worker::Idle::kSpin);
   }
   auto inputsReady = inputsReadyEvent(t.device());
   anySourceWorker_->post([this, work, t, op, inputsReady] {

@@ -193,12 +193,9 @@ struct Worker::Queue {
   }
 };
 
-Worker::Worker(std::string name, Handoff handoff, std::chrono::microseconds leaveFor)
-    : name_(std::move(name)),
-      handoff_(handoff),
-      leaveFor_(handoff == Handoff::kLeaveToWaiter ? leaveFor : std::chrono::microseconds(0)),
-      q_(std::make_shared<Queue>()),
-      thread_([this] { run(); }) {
+Worker::Worker(std::string name, Idle idle, std::chrono::microseconds leaveFor)
+    : name_(std::move(name)), idle_(idle), leaveFor_(leaveFor), q_(std::make_shared<Queue>()) {
+  thread_ = std::thread([this] { run(); });
   // Until the thread has its state, no waiter could run a task (Ticket::runIfNext).
   std::unique_lock<std::mutex> lock(q_->mu);
   q_->cv.wait(lock, [this] { return q_->tls.has_value(); });
@@ -227,7 +224,7 @@ Worker::Ticket Worker::post(std::function<void()> task, bool leave) {
     if (hurry) q_->dueThrough = due;
     q_->tasks.push_back({ticket, q_->active, std::move(task)});
     q_->queued.fetch_add(1, std::memory_order_release);
-    wake = handoff_ == Handoff::kSpin || q_->sleeping || hurry;
+    wake = idle_ == Idle::kSpin || q_->sleeping || hurry;
   }
   // A worker that leaves tasks to their waiters and has not gone to sleep finds one left
   // on its own: a wake-up for every call would cost more than the call.
@@ -271,7 +268,7 @@ bool Worker::awaitTask(std::unique_lock<std::mutex>& lock) {
   for (;;) {
     const bool runnable = !q.busy && !q.tasks.empty();
     if (!q.busy && q.tasks.empty() && q.stop) return false;
-    if (leaveFor_.count() == 0) {  // kSpin, or nothing left to waiters: every post wakes
+    if (leaveFor_.count() == 0) {  // nothing left to waiters: every post wakes
       if (runnable) return true;
       q.cv.wait(lock);
       continue;
@@ -300,7 +297,7 @@ void Worker::run() {
   }
   q.cv.notify_all();
   for (;;) {
-    if (handoff_ == Handoff::kSpin) spinUntil([&q] { return q.queued.load(std::memory_order_acquire) > 0; });
+    if (idle_ == Idle::kSpin) spinUntil([&q] { return q.queued.load(std::memory_order_acquire) > 0; });
     std::function<void()> task;
     {
       std::unique_lock<std::mutex> lock(q.mu);

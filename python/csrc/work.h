@@ -40,19 +40,20 @@ class Worker {
   struct Queue;  // shared with the Tickets handed out
 
  public:
-  enum class Handoff {
-    // Between tasks the thread spins (yielding) a little before it sleeps, so calls made
-    // back to back (a Python loop of small sends) do not each pay a wake-up.
+  // What the thread does between tasks.
+  enum class Idle {
+    // Spins (yielding) a little before it sleeps, so calls made back to back (a Python
+    // loop of small sends) do not each pay a wake-up. Every post wakes it.
     kSpin,
-    // A task posted with `leave` is left for up to leaveFor to a thread that waits for
-    // it, which then runs it with no hop and no second thread spinning beside it.
-    // Meanwhile the worker sleeps: for kWatchFor after its last task or post it looks
-    // every leaveFor, unwoken (a wake-up per call would cost more than a small call),
-    // then until a post wakes it. What says nobody is about to run a task here makes it
-    // due at once and wakes the worker (Ticket::hurry, a post behind it, waitIdle), so
-    // only a task nobody touches starts leaveFor late. A leaveFor of 0 leaves nothing:
-    // every post wakes the worker.
-    kLeaveToWaiter,
+    // Sleeps. With a leaveFor above 0, a task posted with `leave` is left for up to
+    // leaveFor to a thread that waits for it, which then runs it with no hop and no second
+    // thread spinning beside it. Meanwhile the worker sleeps: for kWatchFor after its last
+    // task or post it looks every leaveFor, unwoken (a wake-up per call would cost more
+    // than a small call), then until a post wakes it. What says nobody is about to run a
+    // task here makes it due at once and wakes the worker (Ticket::hurry, a post behind
+    // it, waitIdle), so only a task nobody touches starts leaveFor late. A leaveFor of 0
+    // leaves nothing: every post wakes the worker.
+    kSleep,
   };
   static constexpr auto kWatchFor = std::chrono::milliseconds(20);
 
@@ -74,13 +75,13 @@ class Worker {
     uint64_t number_;
   };
 
-  Worker(std::string name, Handoff handoff, std::chrono::microseconds leaveFor = {});
+  Worker(std::string name, Idle idle, std::chrono::microseconds leaveFor = {});
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
-  // Queues task. leave: it may wait for a thread that waits for it (kLeaveToWaiter with a
-  // leaveFor); otherwise it is due at once.
+  // Queues task. leave: it may wait for a thread that waits for it (a leaveFor above 0);
+  // otherwise it is due at once.
   Ticket post(std::function<void()> task, bool leave = false);
   // Waits until nothing is queued or running, at most `limit`; true if it got there.
   // What is queued is due at once.
@@ -93,7 +94,7 @@ class Worker {
   bool awaitTask(std::unique_lock<std::mutex>& lock);
 
   std::string name_;
-  const Handoff handoff_;
+  const Idle idle_;
   const std::chrono::microseconds leaveFor_;
   std::shared_ptr<Queue> q_;
   std::thread thread_;
@@ -122,7 +123,8 @@ class CollWork : public c10d::Work {
   void complete(std::exception_ptr error);
 
   // The operation was left on its worker for the thread that waits for it: set once, by
-  // the thread that posted it, before the Work is handed out.
+  // the thread that posted it (for the member of a coalesced block, at endCoalescing:
+  // the block's ticket).
   void setTicket(Worker::Ticket ticket) { ticket_.emplace(std::move(ticket)); }
 
   // Without a time limit, runs the operation here if it was left to its waiter and is
