@@ -8,6 +8,11 @@
 #   bash scripts/gpu/bundle.sh        # then, on the GPU machine with .gpu/ copied: bash scripts/gpu/check.sh
 #   bash scripts/gpu/bundle.sh torch [PYTHON]  # .gpu/hwloc for `gpu/check.sh torch`, which builds
 #                                     # there; with PYTHON, also .gpu/prebuilt against its torch
+#
+# NCCL_TESTS_BUILD=DIR: a folder of NVIDIA's nccl-tests binaries, built by hand against
+# NVIDIA's nccl.h for sm_90 (docs/NCCL.md, "Checked", says how; nothing here
+# builds them). Both forms take every *_perf of it into the bundle: check.sh times NCCL
+# with them, and its torch form runs them over our libnccl.so.2.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
@@ -35,7 +40,15 @@ if [ "${1:-}" = torch ]; then
     "$2" -c 'import sys, torch; print("built beside the source: Python", sys.version.split()[0], "torch", torch.__version__)' \
       > .gpu/prebuilt/ORIGIN
   fi
-  du -sh .gpu/hwloc .gpu/prebuilt 2>/dev/null
+  # nccl-tests' binaries are near copies of each other: 46 MB stripped, under 1 MB packed.
+  rm -rf .gpu/nccl-tests .gpu/nccl-tests.tar.xz
+  if [ -n "${NCCL_TESTS_BUILD:-}" ]; then
+    mkdir -p .gpu/nccl-tests
+    cp "$NCCL_TESTS_BUILD"/*_perf .gpu/nccl-tests/
+    strip .gpu/nccl-tests/*
+    (cd .gpu && tar cf - nccl-tests | xz -9 -T2 > nccl-tests.tar.xz && rm -rf nccl-tests)
+  fi
+  du -sh .gpu/hwloc .gpu/prebuilt .gpu/nccl-tests.tar.xz 2>/dev/null
   exit 0
 fi
 B=build-gpu
@@ -43,15 +56,14 @@ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCO
 TARGETS=(gpu_tests reduce_kernel_perf handshake_perf collrun colltopo all_reduce_perf all_gather_perf broadcast_perf reduce_perf
          reduce_scatter_perf sendrecv_perf alltoall_perf gather_perf scatter_perf)
 cmake --build "$B" -j"$(nproc)" --target "${TARGETS[@]}"
-# NCCL's own benchmark, the peer scripts/gpu/check.sh times beside ours (../shared/peers:
-# nccl-tests' source, built with nvcc against CUDA's nccl.h; ~3 minutes, once).
-PEERS="${PEERS:-$ROOT/../shared/peers}"
-if [ ! -x "$B/nccl-tests/all_reduce_perf" ] && [ -f "$PEERS/nccl-tests/build.sh" ]; then
-  bash "$PEERS/nccl-tests/build.sh" "$B/nccl-tests" 90 >/dev/null || echo "nccl-tests did not build: no NCCL column on the GPU"
-fi
 rm -rf .gpu
 mkdir -p .gpu/build/tests .gpu/build/perf_tests .gpu/build/tools .gpu/build/nccl-tests .gpu/lib
-[ -x "$B/nccl-tests/all_reduce_perf" ] && cp "$B/nccl-tests/all_reduce_perf" .gpu/build/nccl-tests/
+# NCCL's own benchmark, the peer check.sh times beside ours (NCCL_TESTS_BUILD, above).
+if [ -n "${NCCL_TESTS_BUILD:-}" ]; then
+  cp "$NCCL_TESTS_BUILD"/*_perf .gpu/build/nccl-tests/
+else
+  echo "no NCCL_TESTS_BUILD: no NCCL column on the GPU"
+fi
 cp "$B/tests/gpu_tests" .gpu/build/tests/
 cp "$B/tools/collrun" "$B/tools/colltopo" .gpu/build/tools/
 for t in "${TARGETS[@]}"; do

@@ -85,12 +85,25 @@ if [ "${1:-targets}" = torch ]; then
   step torch_ddp_ours 120 env PYTHONPATH="$TB/python" "$PY" tests/torch/gpu_frameworks.py ddp_ours
   step torch_ddp_nccl 120 env LD_PRELOAD="$TB/libnccl.so.2" NCCL_DEBUG=VERSION "$PY" tests/torch/gpu_frameworks.py ddp_nccl
   step torch_cupy 90 env LD_PRELOAD="$TB/libnccl.so.2" NCCL_DEBUG=VERSION "$PY" tests/torch/gpu_frameworks.py cupy
+  # nccl-tests (built against NVIDIA's nccl.h; scripts/gpu/bundle.sh NCCL_TESTS_BUILD) over
+  # our libnccl.so.2, every binary with its own checks. One rank: nccl-tests gives thread
+  # t of -t 2 device t, and this machine has one.
+  [ ! -f .gpu/nccl-tests.tar.xz ] || [ -d .gpu/nccl-tests ] || (cd .gpu && xz -dc nccl-tests.tar.xz | tar xf -)
+  for t in .gpu/nccl-tests/*_perf; do
+    [ -x "$t" ] || continue
+    step "dropin_$(basename "$t")" 40 env LD_PRELOAD="$TB/libnccl.so.2" NCCL_DEBUG=VERSION \
+      "$t" -g 1 -b 8 -e 64M -f 8 -c 1 -n 5 -w 1
+  done
   step torch_test_cuda 120 env PYTHONPATH="$TB/python" "$PY" tests/torch/test_cuda.py
   step torch_per_device 120 env PYTHONPATH="$TB/python" "$PY" tests/torch/test_groups.py --nranks 2 -k per_device
   for f in torch_configure torch_build; do tail -3 "$OUT/$f.log" | sed "s/^/$f: /" >> "$S"; done
   grep -h -E "^RESULT|^STEP|^#[0-9]|version|Version|FAIL|Error|passed" "$OUT"/torch_one_rank.log "$OUT"/torch_ddp_*.log \
     "$OUT"/torch_cupy.log "$OUT"/torch_test_cuda.log "$OUT"/torch_per_device.log \
     | awk '!seen[$0]++' | head -40 >> "$S"
+  for f in "$OUT"/dropin_*.log; do
+    [ -f "$f" ] || continue
+    echo "$(basename "$f" .log): $(grep -h -E "Out of bounds|Avg bus bandwidth|NCCL version|Collectives" "$f" | tr '\n' ' ')" >> "$S"
+  done
   cat "$S"
   exit 0
 fi
