@@ -176,6 +176,9 @@ void ProcessGroupCollectives::shutdown() {
 }
 
 void ProcessGroupCollectives::abort() {
+#if COLL_TORCH_ABORT_HOOKS
+  abortHooks_.fire("an abort");
+#endif
   closing_ = true;
   drain(true);
 }
@@ -283,6 +286,22 @@ void ProcessGroupCollectives::registerOnCompletionHook(std::function<void(std::s
   std::lock_guard<std::mutex> lock(hooksMu_);
   hooks_.push_back(std::move(hook));
 }
+
+#if COLL_TORCH_COMPLETION_HOOKS
+void ProcessGroupCollectives::registerCompletionHook(int64_t hookId, c10d::CompletionHook hook) {
+  completionHooks_.add(hookId, std::move(hook), "registerCompletionHook");
+}
+
+void ProcessGroupCollectives::unregisterCompletionHook(int64_t hookId) { completionHooks_.remove(hookId); }
+#endif
+
+#if COLL_TORCH_ABORT_HOOKS
+void ProcessGroupCollectives::registerAbortHook(int64_t hookId, c10d::AbortHook hook) {
+  abortHooks_.add(hookId, std::move(hook), "registerAbortHook");
+}
+
+void ProcessGroupCollectives::unregisterAbortHook(int64_t hookId) { abortHooks_.remove(hookId); }
+#endif
 
 // ---- posting ----
 
@@ -397,9 +416,17 @@ To onClockOf(CollWork::Clock::time_point t) {
 
 }  // namespace
 
-// Completes work and tells the completion hooks.
+// Completes work and tells the hooks: the abort hooks before a failure reaches the Work,
+// the completion hooks after a success.
 void ProcessGroupCollectives::completed(const c10::intrusive_ptr<CollWork>& work, std::exception_ptr error) {
+#if COLL_TORCH_ABORT_HOOKS
+  if (error) abortHooks_.fire("an abort");
+#endif
   work->complete(error);
+#if COLL_TORCH_COMPLETION_HOOKS
+  if (!error)
+    completionHooks_.fire("a completion", c10d::CompletionHookArgs{work->getCompletionKey(), work->timedDuration()});
+#endif
   std::vector<std::function<void(std::shared_ptr<c10d::WorkInfo>)>> hooks;
   {
     std::lock_guard<std::mutex> lock(hooksMu_);

@@ -143,6 +143,20 @@ class ProcessGroupCollectives : public c10d::Backend {
   virtual void setTimeout(std::chrono::milliseconds timeout);
   void enableCollectivesTiming() override { timing_ = true; }
   void registerOnCompletionHook(std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) override;
+#if COLL_TORCH_COMPLETION_HOOKS
+  // Keyed completion hooks (torch's flight recorder retires an operation's entry by
+  // them): fired once per Work that completed successfully, after it completed.
+  bool supportsCompletionHooks() const override { return true; }
+  void registerCompletionHook(int64_t hookId, c10d::CompletionHook hook) override;
+  void unregisterCompletionHook(int64_t hookId) override;
+#endif
+#if COLL_TORCH_ABORT_HOOKS
+  // Abort hooks: fired before a failed operation's error reaches its Work (a timeout, a
+  // peer gone, a revoked communicator) and before abort() revokes the communicators.
+  bool supportsAbortHooks() const override { return true; }
+  void registerAbortHook(int64_t hookId, c10d::AbortHook hook) override;
+  void unregisterAbortHook(int64_t hookId) override;
+#endif
   void waitForPendingWorks() override;
   // Revokes the communicators: pending and later operations fail at once.
   virtual void abort();
@@ -230,6 +244,12 @@ class ProcessGroupCollectives : public c10d::Backend {
   CoalescedBatch coalesced_;
   std::mutex hooksMu_;
   std::vector<std::function<void(std::shared_ptr<c10d::WorkInfo>)>> hooks_;
+#if COLL_TORCH_COMPLETION_HOOKS
+  KeyedHooks<c10d::CompletionHook> completionHooks_;
+#endif
+#if COLL_TORCH_ABORT_HOOKS
+  KeyedHooks<c10d::AbortHook> abortHooks_;
+#endif
   std::mutex peerWorkersMu_;
   std::map<std::pair<int, bool>, PeerWorker> peerWorkers_;
   // Receives from any source: how many sends of each peer this rank's receives have

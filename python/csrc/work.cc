@@ -10,14 +10,27 @@
 
 namespace torch_collectives {
 
+namespace {
+uint64_t nextCompletionKey() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+
 CollWork::CollWork(int rank, c10d::OpType type, const char* profilingTitle, const std::vector<at::Tensor>& inputs,
                    uint64_t seq, std::vector<at::Tensor> outputs, bool timed, int sourceRank)
     : c10d::Work(rank, type, profilingTitle, inputs),
       outputs_(std::move(outputs)),
       future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))),
       seq_(seq),
+      key_(nextCompletionKey()),
       timed_(timed),
       sourceRank_(sourceRank) {}
+
+std::optional<float> CollWork::timedDuration() const {
+  if (!timed_ || !done_.load(std::memory_order_acquire)) return std::nullopt;
+  return getDuration();
+}
 
 int CollWork::sourceRank() const {
   TORCH_CHECK(sourceRank_ >= 0, "torch_collectives: _source_rank() answers only for a receive, not for ",

@@ -21,6 +21,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -32,6 +33,47 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 namespace torch_collectives {
+
+// Hooks registered by id (torch's completion and abort hooks). A hook runs outside the
+// table's lock, so it may register or unregister hooks, and a thread that unregisters one
+// (holding its own lock) never waits for a hook that waits for that lock.
+template <typename Hook>
+class KeyedHooks {
+ public:
+  // what: the registering call, for the error on an id already taken.
+  void add(int64_t id, Hook hook, const char* what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    TORCH_CHECK(hooks_.emplace(id, std::move(hook)).second, "torch_collectives: ", what, ": hook id ", id,
+                " is already registered (unregister it first)");
+  }
+  // An id not registered is no error: the hook is gone either way.
+  void remove(int64_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    hooks_.erase(id);
+  }
+  // Runs every hook with args; a hook that throws is a warning naming what, not an error
+  // of the operation that fired it.
+  template <typename... Args>
+  void fire(const char* what, const Args&... args) {
+    std::vector<Hook> hooks;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (hooks_.empty()) return;
+      for (const auto& [id, hook] : hooks_) hooks.push_back(hook);
+    }
+    for (const auto& hook : hooks) {
+      try {
+        hook(args...);
+      } catch (const std::exception& e) {
+        TORCH_WARN("torch_collectives: ", what, " hook failed: ", e.what());
+      }
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<int64_t, Hook> hooks_;
+};
 
 // One thread running posted tasks in order; a task that is next in line may instead run
 // on a thread that asks (Ticket::runIfNext), never beside another task of the same
@@ -140,7 +182,13 @@ class CollWork : public c10d::Work {
   // Milliseconds from the start of the operation on the worker to its completion;
   // needs timing enabled on the group and a completed Work.
   float getDuration() const override;
+  // getDuration() where the group times its operations and this one is done; else none.
+  std::optional<float> timedDuration() const;
   uint64_t getSequencenumber() const override { return seq_; }
+#if COLL_TORCH_COMPLETION_HOOKS
+  // What completion hooks name this Work by: unique in the process, never reused.
+  uint64_t getCompletionKey() const override { return key_; }
+#endif
 
   c10d::OpType opType() const { return opType_; }
   Clock::time_point startedAt() const { return started_; }
@@ -150,6 +198,7 @@ class CollWork : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   const uint64_t seq_;
+  const uint64_t key_;  // getCompletionKey()
   const bool timed_;
   std::atomic<int> sourceRank_;
   Clock::time_point started_{}, finished_{};

@@ -296,7 +296,7 @@ def _tail(path, n=40):
 
 
 def _spawn(args, tmpdir, case_index):
-    ports = free_ports(16)
+    ports = free_ports(17)
     procs = []
     for rank in range(args.nranks):
         env = dict(os.environ)
@@ -307,6 +307,9 @@ def _spawn(args, tmpdir, case_index):
                    TC_TMPDIR=tmpdir, TC_CASE_INDEX=str(case_index),
                    TC_REPORT=os.path.join(tmpdir, f"rank{rank}.jsonl"))
         env.setdefault("OMP_NUM_THREADS", "1")  # 2-core CI machine, N ranks
+        # A failed operation runs the backend's abort hooks, where torch's flight recorder
+        # writes its trace: into the launch's folder, not ~/.cache/torch.
+        env["TORCH_FR_DUMP_TEMP_FILE"] = os.path.join(tmpdir, "fr_trace_rank_")
         env.setdefault("PYTHONUNBUFFERED", "1")
         out = open(os.path.join(tmpdir, f"rank{rank}.log"), "w")
         cmd = [sys.executable, "-m", "pytest", args.module, "-p", "no:cacheprovider",

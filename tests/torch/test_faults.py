@@ -9,9 +9,10 @@
 #  stall_*: the group's timeout set to 3 s once it exists (dist.set_timeout: a rank that
 #    starts late on a loaded machine must not fail the rendezvous, which keeps the 60 s
 #    of init); after a few all_reduces rank K stops calling while the others
-#    call all_reduce: they must raise after ~3 s (not before, at most 5 s later) with a
+#    call all_reduce: they must raise after ~3 s (not before, at most 7 s later) with a
 #    message holding the op name ("allreduce"/"all_reduce"), "timed out", and
-#    "never arrived" followed by K.
+#    "never arrived" followed by K; on torch 2.15 and later the group's abort hook has
+#    run by then, and torch's flight recorder has written its trace.
 #  wait_limit: work.wait(timeout=1 s) on an all_reduce that rank 1 has not joined must
 #    raise within 1 + 5 s although the group's timeout is 60 s; rank 1 then joins and the
 #    all_reduce completes.
@@ -37,7 +38,9 @@ ISOLATED = True     # one launch per case
 DEFAULT_PG = False  # each case picks its own timeout
 DETECT_S = 20       # a survivor must raise within this many seconds of the death
 KILL_PG_TIMEOUT = 60  # larger than DETECT_S: the death must be noticed, not timed out
-STALL_TIMEOUT, STALL_SLACK = 3, 5
+# The slack covers the job-wide report (~2 s here) and, on torch 2.15 and later, the
+# flight recorder writing its trace in the abort hook before the error is raised (~1 s).
+STALL_TIMEOUT, STALL_SLACK = 3, 7
 WAIT_LIMIT = 1  # wait_limit's limit (s), far below the group's KILL_PG_TIMEOUT
 
 
@@ -173,15 +176,40 @@ def stall_in_allreduce(ctx, victim):
                      if r != victim], STALL_TIMEOUT + STALL_SLACK + 15)
         return
     timer = watchdog(ctx, STALL_TIMEOUT + STALL_SLACK + 10, mark_done)
+    aborts = _count_abort_hooks()
     t0 = time.monotonic()
     try:
         dist.all_reduce(t)
         ctx.fail(f"all_reduce returned although rank {victim} never called it")
     except Exception as e:  # noqa: BLE001
         _check_stall_error(ctx, victim, e, time.monotonic() - t0)
+        _check_abort_hooks(ctx, aborts)
     finally:
         timer.cancel()
         mark_done()
+
+
+def _count_abort_hooks():
+    """A list the group's abort hook appends to (torch 2.15 on; None before)."""
+    be = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+    if not getattr(be, "supports_abort_hooks", False):
+        return None
+    ran = []
+    be.register_abort_hook(101, lambda: ran.append(time.monotonic()))
+    return ran
+
+
+def _check_abort_hooks(ctx, ran):
+    """The failure ran the abort hooks before its error was raised, and torch's flight
+    recorder (an abort hook of its own) wrote its trace then."""
+    if ran is None:
+        ctx.note("this torch has no abort hooks")
+        return
+    ctx.expect("the abort hook ran before the error was raised", len(ran) >= 1, f"ran {len(ran)} times")
+    prefix = os.environ.get("TORCH_FR_DUMP_TEMP_FILE")
+    if prefix and os.environ.get("TORCH_FR_BUFFER_SIZE", "2000") not in ("", "0"):
+        trace = f"{prefix}{ctx.rank}"
+        ctx.expect("the flight recorder wrote its trace", os.path.exists(trace), f"no {trace}")
 
 
 def _check_stall_error(ctx, victim, err, secs):

@@ -185,10 +185,65 @@ def handoff(ctx, slot):
     dist.destroy_process_group()
 
 
+def keyed_hooks(ctx, slot):
+    """torch 2.15's hooks by id. The flight recorder torch attaches to every group sees an
+    operation completed once it has (a completion hook), with its time where the group
+    times its operations; without the hook every entry stays "scheduled". An abort hook
+    runs when abort() is called; an id taken twice is refused by name."""
+    if ctx.backend != "collectives":
+        pytest.skip("gloo has neither completion nor abort hooks")
+    c10d = torch._C._distributed_c10d
+    if not hasattr(c10d, "_dump_fr_trace_json") or not hasattr(c10d.Backend, "supports_abort_hooks"):
+        pytest.skip(f"torch {torch.__version__} has no hooks by id (2.15 on)")
+    if os.environ.get("TORCH_FR_BUFFER_SIZE", "2000") in ("", "0"):
+        pytest.skip("the flight recorder is off (TORCH_FR_BUFFER_SIZE=0)")
+    import json
+
+    import torch_collectives as tc
+
+    dist.init_process_group(ctx.backend, rank=ctx.rank, world_size=ctx.world, timeout=ctx.pg_timeout,
+                            pg_options={"handoff_us": 10_000_000}, **_init_kwargs(ctx, "tcpstore", slot))
+    be = tc.backend_of()
+    be.enable_collectives_timing()
+    c10d._reset_fr_trace(backend="collectives")
+
+    def entries():
+        trace = json.loads(c10d._dump_fr_trace_json(backend="collectives"))
+        return [(e["state"], e.get("duration_ms")) for e in trace.get("entries", [])]
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    left = dist.all_reduce(t, async_op=True)  # left for its waiter (handoff_us): not run yet
+    got = entries()
+    ctx.expect("the recorder holds the two calls", len(got) == 2, f"entries {got}")
+    if len(got) == 2:
+        ctx.expect("the synchronous call is completed, with its time",
+                   got[0][0] == "completed" and got[0][1] is not None and got[0][1] >= 0, f"entries {got}")
+        ctx.expect("the call nobody waited for yet is still scheduled", got[1][0] == "scheduled", f"entries {got}")
+    left.wait()
+    got = entries()
+    ctx.expect("after its wait the second is completed too",
+               len(got) == 2 and got[1][0] == "completed", f"entries {got}")
+    ctx.check("the two all_reduces", t, torch.full((3,), float(ctx.world ** 2)))
+
+    sub = dist.new_group(backend=ctx.backend)
+    sb = sub._get_backend(torch.device("cpu"))
+    ran = []
+    ctx.expect("abort hooks are supported", sb.supports_abort_hooks)
+    sb.register_abort_hook(11, lambda: ran.append("abort"))
+    checks.expect_error(ctx, "an abort hook id taken twice", lambda: sb.register_abort_hook(11, lambda: None),
+                        {"the call": r"registerAbortHook", "the id": r"hook id 11"})
+    sb.abort()
+    ctx.expect("abort() ran the abort hook once", ran == ["abort"], f"ran {ran}")
+    sb.unregister_abort_hook(11)
+    sb.unregister_abort_hook(11)  # gone already: no error
+    dist.destroy_process_group()
+
+
 def cases(world):
     out = [Case(f"init/{m}", init_use_destroy, m, slot) for slot, m in enumerate(METHODS)]
     out.append(Case("options/and_destroyed_group", options, 12))
     out.append(Case("options/handoff", handoff, 13))
+    out.append(Case("hooks/by_id", keyed_hooks, 14))
     out.append(Case("reinit/same_method_3x", reinit_cycle, ["tcpstore"] * 3, 5))
     out.append(Case("reinit/mixed", reinit_cycle, ["filestore", "env", "tcp", "file"], 8))
     return out
