@@ -214,7 +214,9 @@ TEST_CASE("waiter: spin budget shrinks when the awaited thread shares the CPU, t
   std::atomic<int> turn{0};
   std::atomic<int> pinned{0};
   int64_t budgets[2] = {-1, -1};
+  bool reduced[2] = {false, false};  // spinBudgetReduced: what a one-shot polls less by
   int64_t recovered = -1;
+  bool reducedAfterRecovery = true;
   auto player = [&](int me) {
     pinTo(cpu);
     pinned.fetch_add(1);
@@ -226,6 +228,7 @@ TEST_CASE("waiter: spin budget shrinks when the awaited thread shares the CPU, t
       turn.fetch_add(1, std::memory_order_release);
     }
     budgets[me] = Waiter(kSpinNs).spinBudgetNs();
+    reduced[me] = spinBudgetReduced(kSpinNs);
     if (me == 0) {
       // Waits that end while still spinning (nothing to yield to) double it back.
       for (int i = 0; i < 8; ++i) {
@@ -235,6 +238,7 @@ TEST_CASE("waiter: spin budget shrinks when the awaited thread shares the CPU, t
         w.reset();
       }
       recovered = Waiter(kSpinNs).spinBudgetNs();
+      reducedAfterRecovery = spinBudgetReduced(kSpinNs);
     }
   };
   std::thread a(player, 0), b(player, 1);
@@ -243,14 +247,20 @@ TEST_CASE("waiter: spin budget shrinks when the awaited thread shares the CPU, t
   INFO("cpu " << cpu << ", budgets after " << kRounds << " handoffs: " << budgets[0] << " and " << budgets[1] << " ns");
   CHECK(budgets[0] <= kSpinNs / 4);
   CHECK(budgets[1] <= kSpinNs / 4);
+  CHECK(reduced[0]);
+  CHECK(reduced[1]);
   CHECK(recovered == kSpinNs);
+  CHECK_FALSE(reducedAfterRecovery);
   // A fresh thread starts with the configured spin, and a waiter configured with less
   // never spins longer than that.
   int64_t fresh = -1, smaller = -1;
+  bool freshReduced = true;
   std::thread([&] {
     fresh = Waiter(kSpinNs).spinBudgetNs();
     smaller = Waiter(2000).spinBudgetNs();
+    freshReduced = spinBudgetReduced(kSpinNs);
   }).join();
   CHECK(fresh == kSpinNs);
   CHECK(smaller == 2000);
+  CHECK_FALSE(freshReduced);
 }

@@ -36,6 +36,8 @@ static thread_local int64_t tlSpinBudgetNs = INT64_MAX;
 
 int64_t Waiter::spinBudgetNs() const { return std::min(spinNs_, tlSpinBudgetNs); }
 
+bool spinBudgetReduced(int64_t spinNs) { return tlSpinBudgetNs < spinNs; }
+
 void Waiter::adapt() {
   // The floor keeps a short spin: on separate CPUs most handoffs land within it, and on a
   // shared CPU it costs about as much as the switch it precedes.

@@ -42,6 +42,11 @@ void futexWake(std::atomic<uint32_t>* word, bool shared);
 // Wakes sleepers on word if any are registered. Call after publishing a new value.
 void futexWakeIfWaiting(std::atomic<uint32_t>* word, std::atomic<uint32_t>* waiters, bool shared);
 
+// Whether the calling thread's recent waits ended only after it yielded its CPU to
+// another task (its spin budget is below spinNs): the peers it waits for likely share its
+// CPU (more ranks than cores), so polling them before a wait only holds them up.
+bool spinBudgetReduced(int64_t spinNs);
+
 class Waiter {
  public:
   Waiter();

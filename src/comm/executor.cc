@@ -494,8 +494,11 @@ Status runOneShot(collComm* c, const OneShotContext& ctx, const OpDesc& od, coll
   OneShotLane lane(c, &os);
   if (Status st = lane.begin(); !st.ok()) return pollFailed(lane, Waiter(c->spinNs), std::move(st), failedComm);
   // Most finish within a few polls of the peers' mailboxes: those are made here, without
-  // the loop's stall checks (at most ~10 us go by before they run).
-  for (int pass = 0; pass < kOneShotQuickPolls; ++pass) {
+  // the loop's stall checks (at most ~10 us go by before they run). A thread whose peers
+  // share its CPU polls once: more polls only keep the CPU from them (4 processes on 2
+  // vCPUs: an 8-byte PyTorch all_reduce 88 -> 62 us, docs/PERFORMANCE.md).
+  const int quickPolls = spinBudgetReduced(c->spinNs) ? 1 : kOneShotQuickPolls;
+  for (int pass = 0; pass < quickPolls; ++pass) {
     bool moved = false, done = false;
     if (Status st = lane.poll(&moved, &done); !st.ok())
       return pollFailed(lane, Waiter(c->spinNs), std::move(st), failedComm);
