@@ -497,7 +497,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::endCoalescing() {
     try {
       std::vector<Body> bodies;
       for (auto& [w, body] : batch.ops) bodies.push_back(body);
-      if (!bodies.empty()) runOn(device, inputsReady, [&] { runGroup(bodies, op); });
+      if (!bodies.empty()) runOn(device, inputsReady, [&] { runGroup(bodies, op)(); });
     } catch (...) {
       error = std::current_exception();
     }
@@ -520,9 +520,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::endCoalescing() {
 }
 
 // Inside a library group the calls only queue; everything runs at the outermost
-// collGroupEnd, so the Finishes run after it. A call refused while queueing still closes
-// the group (which then runs nothing) before its error is thrown.
-void ProcessGroupCollectives::runGroup(const std::vector<Body>& bodies, const OpInfo& block) {
+// collGroupEnd, so the Finishes run after it: a coalesced op's group nested in a
+// coalesced block's returns them to the block's (run at its own end, they would copy
+// results that are not there yet, then free buffers the block still writes to). A call
+// refused while queueing still closes the group (which then runs nothing) before its
+// error is thrown.
+ProcessGroupCollectives::Finish ProcessGroupCollectives::runGroup(const std::vector<Body>& bodies,
+                                                                  const OpInfo& block) {
   check(collGroupStart(), block, comm_);
   std::vector<Finish> finishes;
   std::exception_ptr queueError;
@@ -537,8 +541,10 @@ void ProcessGroupCollectives::runGroup(const std::vector<Body>& bodies, const Op
   const collResult_t end = collGroupEnd();
   if (queueError) std::rethrow_exception(queueError);
   check(end, block, comm_);
-  for (Finish& f : finishes)
-    if (f) f();
+  return [finishes = std::move(finishes)] {
+    for (const Finish& f : finishes)
+      if (f) f();
+  };
 }
 
 // ---- errors ----
@@ -672,8 +678,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allreduce_coalesced(
     std::vector<Body> bodies;
     for (size_t i = 0; i < tensors.size(); ++i)
       bodies.push_back([this, t = tensors[i], r = plans[i], op] { return reduceTensor(t, r, -1, op); });
-    runGroup(bodies, op);
-    return Finish();
+    return runGroup(bodies, op);
   });
 }
 
@@ -735,8 +740,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::reduce_scatter_tensor_co
       bodies.push_back([this, out = outputs[i], in = inputs[i], r = plans[i], op] {
         return reduceScatterFlat(in, out, r, op);
       });
-    runGroup(bodies, op);
-    return Finish();
+    return runGroup(bodies, op);
   });
 }
 
@@ -817,8 +821,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather_into_tensor_co
           allgatherBytes(src.data_ptr(), dst.data_ptr(), src.nbytes(), op);
         });
       });
-    runGroup(bodies, op);
-    return Finish();
+    return runGroup(bodies, op);
   });
 }
 

@@ -201,8 +201,9 @@ class ProcessGroupCollectives : public c10d::Backend {
                                        int sourceRank = -1);
   std::shared_ptr<c10::Event> inputsReadyEvent(c10::Device device);
   static void runOn(c10::Device device, const std::shared_ptr<c10::Event>& inputsReady, const std::function<void()>& f);
-  // Runs bodies as one library group on the group's communicator, then their Finishes.
-  void runGroup(const std::vector<Body>& bodies, const OpInfo& block);
+  // Queues bodies as one library group on the group's communicator; the Finish returned
+  // runs theirs, once the outermost group (a coalesced block's, where one is open) ended.
+  Finish runGroup(const std::vector<Body>& bodies, const OpInfo& block);
   void completed(const c10::intrusive_ptr<CollWork>& work, std::exception_ptr error);
   void checkOpen(const char* op) const;
   // Throws the error of a failed library call on comm, naming the operation; on the

@@ -1,7 +1,8 @@
 # Coalesced operations over the backend, every result checked against values computed
 # here:
 #  coalesce/*: dist._coalescing_manager(group, device, async_ops) around 32 small
-#    all_reduce calls (mixed sizes, float32 and int64, SUM and MAX), around 8
+#    all_reduce calls (mixed sizes, float32, float16 and int64, SUM and MAX; contiguous,
+#    strided, and with one large tensor among them), around 8
 #    all_gather_into_tensor and around 8 reduce_scatter_tensor calls. torch issues the
 #    calls as one allreduce_coalesced / allgather_into_tensor_coalesced /
 #    reduce_scatter_tensor_coalesced; with device=cpu it also brackets them with the
@@ -61,14 +62,25 @@ def finish(ctx, what, cm, async_ops):
         cm.wait()
 
 
-def all_reduce_x32(ctx, which, with_device, async_ops, dtype, op):
+def inputs(ctx, dtype, counts, layout):
+    """The 32 calls' tensors. packed: small and contiguous (the backend reduces them as
+    one); strided: every other element of a buffer; large: one of 1 MiB among them (both
+    left to a library group of one reduction per tensor)."""
+    if layout == "large":
+        counts = counts[:5] + [(1 << 20) // dtype.itemsize] + counts[6:]
+    ts = [value(dtype, k, ctx.rank, c) for k, c in enumerate(counts)]
+    if layout == "strided":
+        ts = [torch.stack([t, torch.zeros_like(t)], 1)[:, 0] for t in ts]
+    return ts, counts
+
+
+def all_reduce_x32(ctx, which, with_device, async_ops, dtype, op, layout="packed"):
     group, members = group_for(ctx, which, with_device)
     if ctx.rank not in members:
         return
     redop = dist.ReduceOp.SUM if op == "SUM" else dist.ReduceOp.MAX
-    counts = [SIZES[k % len(SIZES)] for k in range(32)]
-    ts = [value(dtype, k, ctx.rank, c) for k, c in enumerate(counts)]
-    what = f"32 all_reduce {op} {str(dtype)[6:]} in a coalescing manager"
+    ts, counts = inputs(ctx, dtype, [SIZES[k % len(SIZES)] for k in range(32)], layout)
+    what = f"32 all_reduce {op} {str(dtype)[6:]} ({layout}) in a coalescing manager"
     with manager(ctx, group, with_device, async_ops) as cm:
         for t in ts:
             dist.all_reduce(t, op=redop, group=group)
@@ -204,6 +216,10 @@ def cases(world):
         tag = "device_cpu" if dev else "no_device"
         out += [Case(f"coalesce/all_reduce_x32/int64/MAX/world/{tag}/async", all_reduce_x32,
                      "world", dev, True, torch.int64, "MAX")]
+        for dtype, layout in ((torch.float32, "strided"), (torch.float32, "large"),
+                              (torch.float16, "packed")):
+            out.append(Case(f"coalesce/all_reduce_x32/{str(dtype)[6:]}/SUM/world/{tag}/sync/{layout}",
+                            all_reduce_x32, "world", dev, False, dtype, "SUM", layout))
     for dtype, count in ((torch.float32, 1), (torch.float32, 1 << 20), (torch.int64, 33),
                          (torch.float16, 1000), (torch.bool, 7)):
         out.append(Case(f"batch_p2p/ring/{str(dtype)[6:]}/c{count}", ring, dtype, count))
