@@ -64,6 +64,37 @@ void writeBack(const at::Tensor& buf, at::Tensor& t) {
   if (!buf.is_same(t)) t.copy_(buf);
 }
 
+// Small contiguous CPU tensors of one dtype, reduced together: one reduction of their
+// concatenation costs less than a library group of one per tensor (2 processes: 32 of 1
+// KiB in a group ~20 us, one of 32 KiB ~6 us; 32 of 8 KiB 67 us, one of 256 KiB 26 us).
+constexpr size_t kFuseMaxBytes = size_t{256} << 10;
+
+bool fusible(const std::vector<at::Tensor>& ts) {
+  if (ts.size() < 2 || !ts[0].device().is_cpu()) return false;
+  size_t bytes = 0;
+  for (const at::Tensor& t : ts) {
+    if (t.scalar_type() != ts[0].scalar_type() || !t.is_contiguous()) return false;
+    bytes += t.nbytes();
+  }
+  return bytes <= kFuseMaxBytes;
+}
+
+// Copies between a list of contiguous CPU tensors and their concatenation, flat.
+void packInto(const std::vector<at::Tensor>& ts, at::Tensor& flat) {
+  auto* p = static_cast<char*>(flat.data_ptr());
+  for (const at::Tensor& t : ts) {
+    if (t.nbytes()) std::memcpy(p, t.const_data_ptr(), t.nbytes());
+    p += t.nbytes();
+  }
+}
+void unpackFrom(const at::Tensor& flat, const std::vector<at::Tensor>& ts) {
+  const auto* p = static_cast<const char*>(flat.const_data_ptr());
+  for (const at::Tensor& t : ts) {
+    if (t.nbytes()) std::memcpy(t.data_ptr(), p, t.nbytes());
+    p += t.nbytes();
+  }
+}
+
 // The one list of `size` tensors shaped like `like` that op takes (what: "output").
 std::vector<at::Tensor> rankList(const char* op, const char* what, const std::vector<std::vector<at::Tensor>>& lists,
                                  const at::Tensor& like, int size) {
@@ -663,7 +694,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allreduce(std::vector<at
   return post(c10d::OpType::ALLREDUCE, op, {t}, t.device(), [this, t, r, op] { return reduceTensor(t, r, -1, op); });
 }
 
-// One library group of one reduction per tensor: a single launch for the whole list.
+// One library group of one reduction per tensor: a single launch for the whole list;
+// small CPU tensors of one dtype as one reduction of their concatenation (fusible).
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   std::vector<Reduction> plans;
@@ -674,6 +706,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allreduce_coalesced(
     plans.push_back(planReduction("allreduce_coalesced", t.scalar_type(), opts.reduceOp));
   }
   OpInfo op = info("allreduce_coalesced", std::to_string(tensors.size()) + " tensors");
+  if (fusible(tensors))
+    return post(c10d::OpType::ALLREDUCE_COALESCED, op, tensors, deviceOf(tensors), [this, tensors, plans, op] {
+      int64_t count = 0;
+      for (const at::Tensor& t : tensors) count += t.numel();
+      at::Tensor flat = at::empty({count}, tensors[0].options());
+      packInto(tensors, flat);
+      Finish reduced = reduceTensor(flat, plans[0], -1, op);
+      return [tensors, flat, reduced] {
+        if (reduced) reduced();
+        unpackFrom(flat, tensors);
+      };
+    });
   return post(c10d::OpType::ALLREDUCE_COALESCED, op, tensors, deviceOf(tensors), [this, tensors, plans, op] {
     std::vector<Body> bodies;
     for (size_t i = 0; i < tensors.size(); ++i)
