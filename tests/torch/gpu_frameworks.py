@@ -17,16 +17,11 @@ Each prints one line "RESULT <check> PASS|FAIL <details>"; exit 0 only on PASS, 
 there is no GPU.
 """
 import os
-import socket
 import sys
 
+from ports import free_ports
+
 STEPS, BATCH, WIDTH = 20, 32, 64
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def model_and_data(torch):
@@ -83,7 +78,7 @@ def run_ddp(backend):
     ref_params = torch.cat([p.detach().flatten() for p in model.parameters()]).cpu()
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    port = free_port()
+    port = free_ports(1)[0]
     procs = [ctx.Process(target=ddp_rank, args=(r, 2, port, backend, queue)) for r in range(2)]
     for p in procs:
         p.start()
@@ -149,7 +144,7 @@ def one_rank():
     step("import torch_collectives")
     import torch_collectives  # noqa: F401
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_ports(1)[0]))
     torch.cuda.set_device(0)
     step("init_process_group (the CPU backend)")
     dist.init_process_group("collectives", rank=0, world_size=1)

@@ -6,19 +6,14 @@
 #
 # Run: PYTHONPATH=build/python python3 tests/torch/test_cuda.py (a Python with torch 2.x)
 import os
-import socket
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from ports import free_ports
+
 SKIP = 77
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def check(name, got, want, failures):
@@ -75,7 +70,7 @@ def main():
     n = 2
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    port = free_port()
+    port = free_ports(1)[0]
     procs = [ctx.Process(target=run, args=(r, n, port, results)) for r in range(n)]
     for p in procs:
         p.start()
