@@ -3,11 +3,13 @@
 #include "process_group.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
 #include <type_traits>
+#include <utility>
 
 #include <ATen/ATen.h>
 #include <c10/core/DeviceGuard.h>
@@ -69,14 +71,23 @@ void writeBack(const at::Tensor& buf, at::Tensor& t) {
 // KiB in a group ~20 us, one of 32 KiB ~6 us; 32 of 8 KiB 67 us, one of 256 KiB 26 us).
 constexpr size_t kFuseMaxBytes = size_t{256} << 10;
 
+// Not where two tensors share bytes: one reduction of both copies would not be the two
+// reductions in turn that the group gives (a tensor passed twice is summed twice).
 bool fusible(const std::vector<at::Tensor>& ts) {
   if (ts.size() < 2 || !ts[0].device().is_cpu()) return false;
   size_t bytes = 0;
+  std::vector<std::pair<uintptr_t, uintptr_t>> spans;
   for (const at::Tensor& t : ts) {
     if (t.scalar_type() != ts[0].scalar_type() || !t.is_contiguous()) return false;
     bytes += t.nbytes();
+    const auto begin = reinterpret_cast<uintptr_t>(t.const_data_ptr());
+    if (t.nbytes()) spans.emplace_back(begin, begin + t.nbytes());
   }
-  return bytes <= kFuseMaxBytes;
+  if (bytes > kFuseMaxBytes) return false;
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i)
+    if (spans[i].first < spans[i - 1].second) return false;
+  return true;
 }
 
 // Copies between a list of contiguous CPU tensors and their concatenation, flat.
@@ -402,6 +413,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::post(c10d::OpType type, 
                 ": a coalesced block holds tensors of one device; this one is on ", device.str(), ", the block's on ",
                 coalesced_.device->str());
     coalesced_.device = device;
+    work->setInOpenBlock(true);
     coalesced_.ops.emplace_back(work, std::move(body));
     coalesced_.outputs.insert(coalesced_.outputs.end(), outputs.begin(), outputs.end());
     coalesced_.what += (coalesced_.what.empty() ? "" : ", ") + std::string(info.name) + " #" + std::to_string(info.seq);
@@ -547,6 +559,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::endCoalescing() {
     for (auto& w : members) w->setTicket(ticket);
     work->setTicket(std::move(ticket));
   }
+  for (auto& w : members) w->setInOpenBlock(false);
   return work;
 }
 
@@ -695,7 +708,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allreduce(std::vector<at
 }
 
 // One library group of one reduction per tensor: a single launch for the whole list;
-// small CPU tensors of one dtype as one reduction of their concatenation (fusible).
+// small CPU tensors of one dtype, outside a coalesced block, as one reduction of their
+// concatenation (fusible).
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   std::vector<Reduction> plans;
@@ -706,7 +720,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allreduce_coalesced(
     plans.push_back(planReduction("allreduce_coalesced", t.scalar_type(), opts.reduceOp));
   }
   OpInfo op = info("allreduce_coalesced", std::to_string(tensors.size()) + " tensors");
-  if (fusible(tensors))
+  // Not inside an open coalesced block: the copy in would read the tensors before the
+  // block's earlier operations ran, and the copy out overwrite what its later ones wrote.
+  if (!coalesced_.open && fusible(tensors))
     return post(c10d::OpType::ALLREDUCE_COALESCED, op, tensors, deviceOf(tensors), [this, tensors, plans, op] {
       int64_t count = 0;
       for (const at::Tensor& t : tensors) count += t.numel();

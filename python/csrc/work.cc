@@ -130,6 +130,7 @@ c10::intrusive_ptr<c10::ivalue::Future> CollWork::getFuture() {
 }
 
 bool CollWork::wait(std::chrono::milliseconds timeout) {
+  if (inOpenBlock_.load(std::memory_order_acquire)) return true;  // it runs at endCoalescing
   // Zero is no limit (kNoTimeout). With a limit, the worker runs the operation: only then
   // can this thread stop waiting in time.
   if (ticket_ && !done_.load(std::memory_order_acquire)) {

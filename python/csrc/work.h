@@ -168,6 +168,11 @@ class CollWork : public c10d::Work {
   // the thread that posted it (for the member of a coalesced block, at endCoalescing:
   // the block's ticket).
   void setTicket(Worker::Ticket ticket) { ticket_.emplace(std::move(ticket)); }
+  // Queued in a coalesced block that is still open (true), until endCoalescing (false):
+  // a wait() meanwhile returns at once, since the operation runs only with the block, as
+  // NCCL's operations in a block complete only with it. Its results are there once the
+  // block's Work has completed.
+  void setInOpenBlock(bool open) { inOpenBlock_.store(open, std::memory_order_release); }
 
   // Without a time limit, runs the operation here if it was left to its waiter and is
   // next in line (setTicket): no hop to the worker thread, and no second thread spinning
@@ -204,6 +209,7 @@ class CollWork : public c10d::Work {
   Clock::time_point started_{}, finished_{};
   std::atomic<bool> done_{false};
   std::atomic<bool> futureTaken_{false};  // getFuture() was called: callbacks may be attached
+  std::atomic<bool> inOpenBlock_{false};  // setInOpenBlock
   std::optional<Worker::Ticket> ticket_;
 };
 

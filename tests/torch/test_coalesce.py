@@ -2,7 +2,8 @@
 # here:
 #  coalesce/*: dist._coalescing_manager(group, device, async_ops) around 32 small
 #    all_reduce calls (mixed sizes, float32, float16 and int64, SUM and MAX; contiguous,
-#    strided, and with one large tensor among them), around 8
+#    strided, and with one large tensor among them; a tensor twice and overlapping views
+#    after a broadcast, in call order), around 8
 #    all_gather_into_tensor and around 8 reduce_scatter_tensor calls. torch issues the
 #    calls as one allreduce_coalesced / allgather_into_tensor_coalesced /
 #    reduce_scatter_tensor_coalesced; with device=cpu it also brackets them with the
@@ -87,6 +88,31 @@ def all_reduce_x32(ctx, which, with_device, async_ops, dtype, op, layout="packed
     finish(ctx, what, cm, async_ops)
     for k, (t, c) in enumerate(zip(ts, counts)):
         ctx.check(f"{what}: tensor {k}", t, reduced(op, dtype, k, c, members))
+
+
+def all_reduce_in_order(ctx, with_device):
+    """A broadcast, then all_reduce of one tensor twice, of two overlapping views and of
+    another tensor, in one coalescing manager: each runs after the one before, as if
+    called alone (a tensor passed twice is summed twice)."""
+    if ctx.backend == "gloo":
+        pytest.skip("gloo reduces a coalesced list as one flat buffer: a tensor passed twice is summed once")
+    n = ctx.world
+    a, b = value(torch.float32, 0, ctx.rank, 5), value(torch.float32, 1, ctx.rank, 5)
+    buf = value(torch.float32, 2, ctx.rank, 12)
+    what = "broadcast, then all_reduce of a twice, of buf[:6] and buf[4:], and of b"
+    with manager(ctx, None, with_device, False):
+        dist.broadcast(a, 0)
+        dist.all_reduce(a)
+        dist.all_reduce(a)
+        dist.all_reduce(buf[:6])
+        dist.all_reduce(buf[4:])
+        dist.all_reduce(b)
+    ranks = list(range(n))
+    ctx.check(f"{what}: a", a, value(torch.float32, 0, 0, 5) * n * n)
+    ctx.check(f"{what}: b", b, reduced("SUM", torch.float32, 1, 5, ranks))
+    want = reduced("SUM", torch.float32, 2, 12, ranks)
+    want[4:6] *= n
+    ctx.check(f"{what}: buf", buf, want)
 
 
 def all_gather_x8(ctx, which, with_device, async_ops):
@@ -216,6 +242,7 @@ def cases(world):
         tag = "device_cpu" if dev else "no_device"
         out += [Case(f"coalesce/all_reduce_x32/int64/MAX/world/{tag}/async", all_reduce_x32,
                      "world", dev, True, torch.int64, "MAX")]
+        out.append(Case(f"coalesce/all_reduce_in_order/{tag}", all_reduce_in_order, dev))
         for dtype, layout in ((torch.float32, "strided"), (torch.float32, "large"),
                               (torch.float16, "packed")):
             out.append(Case(f"coalesce/all_reduce_x32/{str(dtype)[6:]}/SUM/world/{tag}/sync/{layout}",
