@@ -1,5 +1,7 @@
 // The extension module torch_collectives._C: the backend class, its options, and what
 // the package's creator function (see __init__.py) calls.
+#include <cmath>
+
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
@@ -50,8 +52,9 @@ PYBIND11_MODULE(_C, m) {
         return c10::static_intrusive_pointer_cast<CollOptions>(self.getBackendOptions());
       });
   m.def("set_timeout", [](const c10::intrusive_ptr<ProcessGroupCollectives>& backend, double seconds) {
-    collResult_t r = collCommSetTimeout(backend->comm(), seconds);
-    TORCH_CHECK(r == collSuccess, "torch_collectives.set_timeout: ", collGetLastError(backend->comm()));
+    TORCH_CHECK(std::isfinite(seconds) && seconds >= 0 && seconds <= 1e9, "torch_collectives.set_timeout: seconds ",
+                seconds, ": must be 0 (none) to 1e9");
+    backend->setTimeout(std::chrono::milliseconds(std::llround(seconds * 1000)));
   });
   m.def("library_version", [] {
     int v = 0;

@@ -189,7 +189,11 @@ ProcessGroupCollectives::~ProcessGroupCollectives() {
   worker_.reset();
   std::lock_guard<std::mutex> lock(peerWorkersMu_);
   for (auto& [key, pw] : peerWorkers_) pw.worker.reset();
-  for (auto& [key, pw] : peerWorkers_) release(pw.comm.exchange(nullptr), true);
+  for (auto& [key, pw] : peerWorkers_) {
+    release(pw.comm.exchange(nullptr), true);
+    release(pw.cudaComm.exchange(nullptr), true);
+  }
+  release(cudaComm_.exchange(nullptr), false);
   release(comm_, false);
   comm_ = nullptr;
   if (saved) PyEval_RestoreThread(saved);
@@ -205,9 +209,11 @@ void ProcessGroupCollectives::drain(bool revoke) {
   if (anySourceWorker_) idle = anySourceWorker_->waitIdle(idle ? kGrace : std::chrono::seconds(0)) && idle;
   for (auto& [key, pw] : peerWorkers_) idle = pw.worker->waitIdle(idle ? kGrace : std::chrono::seconds(0)) && idle;
   if (idle) return;
-  if (comm_) collCommRevoke(comm_, 0);
+  for (collComm_t c : {comm_, cudaComm_.load()})
+    if (c) collCommRevoke(c, 0);
   for (auto& [key, pw] : peerWorkers_)
-    if (collComm_t c = pw.comm.load()) collCommRevoke(c, 0);
+    for (collComm_t c : {pw.comm.load(), pw.cudaComm.load()})
+      if (c) collCommRevoke(c, 0);
 }
 
 void ProcessGroupCollectives::shutdown() {
@@ -239,8 +245,12 @@ void ProcessGroupCollectives::checkOpen(const char* op) const {
 void ProcessGroupCollectives::setTimeout(std::chrono::milliseconds timeout) {
   timeoutS_ = static_cast<double>(timeout.count()) / 1000.0;
   options_->timeout = timeout;
-  collResult_t r = collCommSetTimeout(comm_, timeoutS_);
-  TORCH_CHECK(r == collSuccess, "torch_collectives: set timeout ", timeoutS_, " s: ", collGetLastError(comm_));
+  std::lock_guard<std::mutex> lock(cudaMu_);
+  for (collComm_t c : {comm_, cudaComm_.load()}) {
+    if (!c) continue;
+    collResult_t r = collCommSetTimeout(c, timeoutS_);
+    TORCH_CHECK(r == collSuccess, "torch_collectives: set timeout ", timeoutS_, " s: ", collGetLastError(c));
+  }
 }
 
 // Destroys a healthy communicator, aborts one that failed or was revoked.
@@ -299,6 +309,34 @@ collComm_t ProcessGroupCollectives::makeComm(const std::string& key, int nranks,
   r = collCommSetTimeout(comm, timeoutS_ > 0 ? timeoutS_ : 0);
   TORCH_CHECK(r == collSuccess, "torch_collectives: collCommSetTimeout: ", collGetLastError(comm));
   return comm;
+}
+
+// The group's communicator is made at construction, when the process may not have used
+// CUDA yet, and the library binds a communicator to the current device only once the
+// process has started CUDA there (collCommInitRank). So CUDA tensors get a communicator of
+// their own: made by the group's first CUDA collective, which every rank reaches at the
+// same point, on the caller's thread with the tensors' device current (their context is
+// then started), as ProcessGroupNCCL makes its communicators at first use.
+void ProcessGroupCollectives::bindCuda(const char* op, c10::Device device) {
+  std::lock_guard<std::mutex> lock(cudaMu_);
+  if (cudaComm_.load()) {
+    TORCH_CHECK(device.index() == cudaDevice_, "torch_collectives: ", op, " on rank ", rank_, ": a tensor on ",
+                device.str(), ", but this group's CUDA tensors are on cuda:", cudaDevice_,
+                " (one CUDA device per process in a group)");
+    return;
+  }
+  c10::DeviceGuard guard(device);
+  collComm_t comm = makeComm(keyPrefix_ + "cuda/unique_id", size_, rank_, true);
+  int bound = -1;
+  if (collCommCuDevice(comm, &bound) != collSuccess || bound != device.index()) {
+    const std::string why = collGetLastError(comm);
+    collCommAbort(comm);
+    TORCH_CHECK(false, "torch_collectives: ", op, " on rank ", rank_, ": the communicator made for ", device.str(),
+                " is bound to ", bound < 0 ? std::string("no CUDA device") : "cuda:" + std::to_string(bound),
+                why.empty() ? "" : " (" + why + ")");
+  }
+  cudaDevice_ = device.index();
+  cudaComm_ = comm;
 }
 
 c10::intrusive_ptr<c10d::Backend>
@@ -407,6 +445,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::post(c10d::OpType type, 
                                                              std::vector<at::Tensor> outputs, c10::Device device,
                                                              Body body, Worker* worker, int sourceRank) {
   checkOpen(info.name);
+  if (device.is_cuda() && !worker) bindCuda(info.name, device);
   auto work = newWork(type, info, outputs, sourceRank);
   if (coalesced_.open && !worker) {  // a collective inside a coalesced block: runs at endCoalescing
     TORCH_CHECK(!coalesced_.device || *coalesced_.device == device, "torch_collectives: ", info.name,
@@ -540,7 +579,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::endCoalescing() {
     try {
       std::vector<Body> bodies;
       for (auto& [w, body] : batch.ops) bodies.push_back(body);
-      if (!bodies.empty()) runOn(device, inputsReady, [&] { runGroup(bodies, op)(); });
+      if (!bodies.empty()) runOn(device, inputsReady, [&] { runGroup(bodies, op, device)(); });
     } catch (...) {
       error = std::current_exception();
     }
@@ -569,9 +608,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::endCoalescing() {
 // results that are not there yet, then free buffers the block still writes to). A call
 // refused while queueing still closes the group (which then runs nothing) before its
 // error is thrown.
-ProcessGroupCollectives::Finish ProcessGroupCollectives::runGroup(const std::vector<Body>& bodies,
-                                                                  const OpInfo& block) {
-  check(collGroupStart(), block, comm_);
+ProcessGroupCollectives::Finish ProcessGroupCollectives::runGroup(const std::vector<Body>& bodies, const OpInfo& block,
+                                                                  c10::Device device) {
+  collComm_t comm = commOf(device);
+  check(collGroupStart(), block, comm);
   std::vector<Finish> finishes;
   std::exception_ptr queueError;
   for (const Body& body : bodies) {
@@ -584,7 +624,7 @@ ProcessGroupCollectives::Finish ProcessGroupCollectives::runGroup(const std::vec
   }
   const collResult_t end = collGroupEnd();
   if (queueError) std::rethrow_exception(queueError);
-  check(end, block, comm_);
+  check(end, block, comm);
   return [finishes = std::move(finishes)] {
     for (const Finish& f : finishes)
       if (f) f();
@@ -601,7 +641,8 @@ void ProcessGroupCollectives::check(collResult_t r, const OpInfo& op, collComm_t
   s << " (" << op.what << ") failed on rank " << rank_ << " of " << size_ << ": " << collGetErrorString(r);
   if (r == collTimeout) s << " (group timeout " << timeoutS_ << " s)";
   s << ": " << collGetLastError(comm);
-  if (comm == comm_ && (r == collTimeout || r == collRemoteError)) s << ranksThatNeverArrived(op);
+  const bool wholeGroup = comm == comm_ || comm == cudaComm_.load();
+  if (wholeGroup && (r == collTimeout || r == collRemoteError)) s << ranksThatNeverArrived(op);
   throw std::runtime_error(s.str());
 }
 // Every rank whose operation #seq failed says so through the store; the ranks that have
@@ -636,18 +677,18 @@ std::string ProcessGroupCollectives::ranksThatNeverArrived(const OpInfo& op) {
 // Issues call with r's library op: a PreMulSum op made for this call (freed by the
 // returned Finish, once the call is complete), or the built-in one; throws its error.
 ProcessGroupCollectives::Finish ProcessGroupCollectives::runReduction(
-    const Reduction& r, const OpInfo& op, const std::function<collResult_t(collRedOp_t)>& call) {
+    const Reduction& r, const OpInfo& op, collComm_t comm, const std::function<collResult_t(collRedOp_t)>& call) {
   collRedOp_t redOp = r.op;
   if (r.preMulSum) {
     char scalar[8];
     preMulSumScalar(r, scalar);
-    check(collRedOpCreatePreMulSum(&redOp, scalar, r.type, collScalarHostImmediate, comm_), op, comm_);
+    check(collRedOpCreatePreMulSum(&redOp, scalar, r.type, collScalarHostImmediate, comm), op, comm);
   }
   const collResult_t res = call(redOp);
   Finish destroy;
-  if (r.preMulSum) destroy = [redOp, comm = comm_] { collRedOpDestroy(redOp, comm); };
+  if (r.preMulSum) destroy = [redOp, comm] { collRedOpDestroy(redOp, comm); };
   if (res != collSuccess && destroy) destroy();
-  check(res, op, comm_);
+  check(res, op, comm);
   return destroy;
 }
 
@@ -656,7 +697,7 @@ ProcessGroupCollectives::Finish ProcessGroupCollectives::reduceTensor(at::Tensor
   at::Tensor buf = dense(t);
   if (r.path == Path::kBitwise) {
     at::Tensor all = buf.new_empty({size_, buf.numel()});
-    allgatherBytes(buf.data_ptr(), all.data_ptr(), buf.nbytes(), op);
+    allgatherBytes(buf.data_ptr(), all.data_ptr(), buf.nbytes(), buf.device(), op);
     return [this, t, buf, all, r, root]() mutable {
       if (root < 0 || root == rank_) buf.copy_(combineBitwise(all, r.bitwise).view_as(buf));
       writeBack(buf, t);
@@ -664,9 +705,10 @@ ProcessGroupCollectives::Finish ProcessGroupCollectives::reduceTensor(at::Tensor
   }
   at::Tensor low = lowered(buf, r);
   const size_t count = static_cast<size_t>(low.numel());
-  Finish destroy = runReduction(r, op, [&](collRedOp_t redOp) {
-    return root < 0 ? collAllReduce(low.data_ptr(), low.data_ptr(), count, r.type, redOp, comm_, nullptr)
-                    : collReduce(low.data_ptr(), low.data_ptr(), count, r.type, redOp, root, comm_, nullptr);
+  collComm_t comm = commOf(buf.device());
+  Finish destroy = runReduction(r, op, comm, [&](collRedOp_t redOp) {
+    return root < 0 ? collAllReduce(low.data_ptr(), low.data_ptr(), count, r.type, redOp, comm, nullptr)
+                    : collReduce(low.data_ptr(), low.data_ptr(), count, r.type, redOp, root, comm, nullptr);
   });
   return [t, buf, low, r, destroy]() mutable {
     if (destroy) destroy();
@@ -680,7 +722,7 @@ ProcessGroupCollectives::Finish ProcessGroupCollectives::reduceScatterFlat(const
   at::Tensor src = dense(in), dst = dense(out);
   if (r.path == Path::kBitwise) {
     at::Tensor all = src.new_empty({size_, src.numel()});
-    allgatherBytes(src.data_ptr(), all.data_ptr(), src.nbytes(), op);
+    allgatherBytes(src.data_ptr(), all.data_ptr(), src.nbytes(), src.device(), op);
     return [this, out, dst, all, r]() mutable {
       at::Tensor mine = all.narrow(1, rank_ * dst.numel(), dst.numel());
       dst.copy_(combineBitwise(mine, r.bitwise).view_as(dst));
@@ -688,9 +730,10 @@ ProcessGroupCollectives::Finish ProcessGroupCollectives::reduceScatterFlat(const
     };
   }
   at::Tensor lowIn = lowered(src, r), lowOut = lowered(dst, r);
-  Finish destroy = runReduction(r, op, [&](collRedOp_t redOp) {
+  collComm_t comm = commOf(src.device());
+  Finish destroy = runReduction(r, op, comm, [&](collRedOp_t redOp) {
     return collReduceScatter(lowIn.data_ptr(), lowOut.data_ptr(), static_cast<size_t>(lowOut.numel()), r.type, redOp,
-                             comm_, nullptr);
+                             comm, nullptr);
   });
   return [out, dst, src, lowIn, lowOut, r, destroy]() mutable {
     if (destroy) destroy();
@@ -738,7 +781,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allreduce_coalesced(
     std::vector<Body> bodies;
     for (size_t i = 0; i < tensors.size(); ++i)
       bodies.push_back([this, t = tensors[i], r = plans[i], op] { return reduceTensor(t, r, -1, op); });
-    return runGroup(bodies, op);
+    return runGroup(bodies, op, deviceOf(tensors));
   });
 }
 
@@ -800,14 +843,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::reduce_scatter_tensor_co
       bodies.push_back([this, out = outputs[i], in = inputs[i], r = plans[i], op] {
         return reduceScatterFlat(in, out, r, op);
       });
-    return runGroup(bodies, op);
+    return runGroup(bodies, op, deviceOf(inputs));
   });
 }
 
 // ---- copies (every dtype, as bytes) ----
 
-void ProcessGroupCollectives::allgatherBytes(const void* in, void* out, size_t bytes, const OpInfo& op) {
-  check(collAllGather(in, out, bytes, collUint8, comm_, nullptr), op, comm_);
+void ProcessGroupCollectives::allgatherBytes(const void* in, void* out, size_t bytes, c10::Device device,
+                                             const OpInfo& op) {
+  collComm_t comm = commOf(device);
+  check(collAllGather(in, out, bytes, collUint8, comm, nullptr), op, comm);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::broadcast(std::vector<at::Tensor>& tensors,
@@ -818,7 +863,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::broadcast(std::vector<at
   const int root = static_cast<int>(opts.rootRank);
   return post(c10d::OpType::BROADCAST, op, {t}, t.device(), [this, t, root, op]() -> Finish {
     at::Tensor buf = dense(t);
-    check(collBroadcast(buf.data_ptr(), buf.data_ptr(), buf.nbytes(), collUint8, root, comm_, nullptr), op, comm_);
+    collComm_t comm = commOf(buf.device());
+    check(collBroadcast(buf.data_ptr(), buf.data_ptr(), buf.nbytes(), collUint8, root, comm, nullptr), op, comm);
     return [t, buf]() mutable { writeBack(buf, t); };
   });
 }
@@ -833,7 +879,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather(std::vector<st
   return post(c10d::OpType::ALLGATHER, op, outs, in.device(), [this, in, outs, op]() -> Finish {
     at::Tensor src = dense(in);
     at::Tensor all = src.new_empty({size_, src.numel()});
-    allgatherBytes(src.data_ptr(), all.data_ptr(), src.nbytes(), op);
+    allgatherBytes(src.data_ptr(), all.data_ptr(), src.nbytes(), src.device(), op);
     return [this, src, all, outs]() mutable {
       for (int r = 0; r < size_; ++r) outs[r].copy_(all[r].view(outs[r].sizes()));
     };
@@ -855,7 +901,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::_allgather_base(at::Tens
   at::Tensor out = output, in = input;
   return post(c10d::OpType::_ALLGATHER_BASE, op, {out}, in.device(), [this, out, in, op] {
     return allgatherInto(out, in, [&](const at::Tensor& src, const at::Tensor& dst) {
-      allgatherBytes(src.data_ptr(), dst.data_ptr(), src.nbytes(), op);
+      allgatherBytes(src.data_ptr(), dst.data_ptr(), src.nbytes(), src.device(), op);
     });
   });
 }
@@ -878,10 +924,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather_into_tensor_co
     for (size_t i = 0; i < inputs.size(); ++i)
       bodies.push_back([this, out = outputs[i], in = inputs[i], op] {
         return allgatherInto(out, in, [&](const at::Tensor& src, const at::Tensor& dst) {
-          allgatherBytes(src.data_ptr(), dst.data_ptr(), src.nbytes(), op);
+          allgatherBytes(src.data_ptr(), dst.data_ptr(), src.nbytes(), src.device(), op);
         });
       });
-    return runGroup(bodies, op);
+    return runGroup(bodies, op, deviceOf(inputs));
   });
 }
 
@@ -913,7 +959,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather_coalesced(
                   std::memcpy(mine->data() + off, c.data_ptr(), c.nbytes());
                   off += c.nbytes();
                 }
-                allgatherBytes(mine->data(), all->data(), total, op);
+                allgatherBytes(mine->data(), all->data(), total, c10::Device(c10::kCPU), op);
                 return [this, outputLists, mine, all, total]() mutable {
                   for (int r = 0; r < size_; ++r) {
                     size_t at = total * static_cast<size_t>(r);
@@ -940,9 +986,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::gather(std::vector<std::
   return post(c10d::OpType::GATHER, op, outs, in.device(), [this, in, outs, root, op]() -> Finish {
     at::Tensor src = dense(in);
     at::Tensor all = rank_ == root ? src.new_empty({size_, src.numel()}) : at::Tensor();
-    check(collGather(src.data_ptr(), all.defined() ? all.data_ptr() : nullptr, src.nbytes(), collUint8, root, comm_,
+    collComm_t comm = commOf(src.device());
+    check(collGather(src.data_ptr(), all.defined() ? all.data_ptr() : nullptr, src.nbytes(), collUint8, root, comm,
                      nullptr),
-          op, comm_);
+          op, comm);
     return [src, all, outs]() mutable {
       for (size_t r = 0; r < outs.size(); ++r) outs[r].copy_(all[static_cast<int64_t>(r)].view(outs[r].sizes()));
     };
@@ -966,9 +1013,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::scatter(std::vector<at::
       for (const at::Tensor& t : ins) flat.push_back(t.reshape({-1}));
       all = at::cat(flat);
     }
-    check(collScatter(all.defined() ? all.data_ptr() : nullptr, dst.data_ptr(), dst.nbytes(), collUint8, root, comm_,
+    collComm_t comm = commOf(dst.device());
+    check(collScatter(all.defined() ? all.data_ptr() : nullptr, dst.data_ptr(), dst.nbytes(), collUint8, root, comm,
                       nullptr),
-          op, comm_);
+          op, comm);
     return [out, dst, all]() mutable { writeBack(dst, out); };
   });
 }
@@ -983,17 +1031,18 @@ void ProcessGroupCollectives::exchange(const std::vector<const char*>& sendPtr, 
     const auto n = static_cast<int64_t>(recvBytes[rank_]);
     at::from_blob(recvPtr[rank_], {n}, bytes).copy_(at::from_blob(const_cast<char*>(sendPtr[rank_]), {n}, bytes));
   }
-  check(collGroupStart(), op, comm_);
+  collComm_t comm = commOf(device);
+  check(collGroupStart(), op, comm);
   collResult_t first = collSuccess;
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     collResult_t r = collSuccess;
-    if (sendBytes[p]) r = collSend(sendPtr[p], sendBytes[p], collUint8, p, comm_, nullptr);
-    if (r == collSuccess && recvBytes[p]) r = collRecv(recvPtr[p], recvBytes[p], collUint8, p, comm_, nullptr);
+    if (sendBytes[p]) r = collSend(sendPtr[p], sendBytes[p], collUint8, p, comm, nullptr);
+    if (r == collSuccess && recvBytes[p]) r = collRecv(recvPtr[p], recvBytes[p], collUint8, p, comm, nullptr);
     if (first == collSuccess) first = r;
   }
   collResult_t end = collGroupEnd();
-  check(first != collSuccess ? first : end, op, comm_);
+  check(first != collSuccess ? first : end, op, comm);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -1152,10 +1201,12 @@ void ProcessGroupCollectives::runTransfer(PeerWorker& l, at::Tensor t, int peer,
   // Counted before the worker's first transfer makes its communicator, which waits for the
   // receiver: a receiver from any source learns from the count which worker to join.
   if (sending && options_->anySource) store_->add(sentKey(src, dst), 1);
-  if (!l.comm.load())
-    l.comm = makeComm(keyPrefix_ + "p2p/" + std::to_string(src) + "->" + std::to_string(dst), 2, sending ? 0 : 1,
-                      false);
-  collComm_t comm = l.comm.load();
+  const bool cuda = t.device().is_cuda();  // on the worker, with t's device current (runOn)
+  std::atomic<collComm_t>& slot = cuda ? l.cudaComm : l.comm;
+  if (!slot.load())
+    slot = makeComm(keyPrefix_ + "p2p/" + (cuda ? "cuda/" : "") + std::to_string(src) + "->" + std::to_string(dst), 2,
+                    sending ? 0 : 1, false);
+  collComm_t comm = slot.load();
   at::Tensor buf = dense(t);
   check(sending ? collSend(buf.data_ptr(), buf.nbytes(), collUint8, 1, comm, nullptr)
                 : collRecv(buf.data_ptr(), buf.nbytes(), collUint8, 0, comm, nullptr),

@@ -3,7 +3,8 @@
 //
 // Each group owns one communicator, made at construction: rank 0 makes the unique id
 // and publishes it through the group's c10d store, the others read it (as
-// ProcessGroupNCCL does). Every call checks its arguments on the caller's thread (a bad
+// ProcessGroupNCCL does). CUDA tensors go over a second one, bound to their device and
+// made by the group's first CUDA collective (bindCuda). Every call checks its arguments on the caller's thread (a bad
 // dtype or shape raises there), then queues the operation on the group's worker thread
 // and returns its Work: operations run in call order, and groups progress independently
 // of each other (round-robin groups overlap). send/recv run on their own peer workers: one
@@ -163,8 +164,6 @@ class ProcessGroupCollectives : public c10d::Backend {
   // Lets queued operations finish (a grace period), then refuses new ones.
   virtual void shutdown();
 
-  collComm_t comm() const { return comm_; }
-
  private:
   // What an operation's errors name.
   struct OpInfo {
@@ -180,7 +179,8 @@ class ProcessGroupCollectives : public c10d::Backend {
   // A (peer, direction) send/recv worker: its own thread and two-rank communicator.
   struct PeerWorker {
     std::unique_ptr<Worker> worker;
-    std::atomic<collComm_t> comm{nullptr};  // made by the worker's first transfer, on its thread
+    std::atomic<collComm_t> comm{nullptr};      // made by the worker's first transfer, on its thread
+    std::atomic<collComm_t> cudaComm{nullptr};  // the same for CUDA tensors, bound to their device
   };
   // The coalesced batch being built (startCoalescing .. endCoalescing).
   struct CoalescedBatch {
@@ -197,17 +197,22 @@ class ProcessGroupCollectives : public c10d::Backend {
   // completing when the GPU is.
   c10::intrusive_ptr<c10d::Work> post(c10d::OpType type, OpInfo info, std::vector<at::Tensor> outputs,
                                       c10::Device device, Body body, Worker* worker = nullptr, int sourceRank = -1);
+  // Makes the group's CUDA communicator, bound to device, at its first CUDA collective;
+  // refuses a CUDA device other than that one's.
+  void bindCuda(const char* op, c10::Device device);
+  // The communicator of an operation on device's tensors.
+  collComm_t commOf(c10::Device device) const { return device.is_cuda() ? cudaComm_.load() : comm_; }
   c10::intrusive_ptr<CollWork> newWork(c10d::OpType type, const OpInfo& info, std::vector<at::Tensor> outputs,
                                        int sourceRank = -1);
   std::shared_ptr<c10::Event> inputsReadyEvent(c10::Device device);
   static void runOn(c10::Device device, const std::shared_ptr<c10::Event>& inputsReady, const std::function<void()>& f);
   // Queues bodies as one library group on the group's communicator; the Finish returned
   // runs theirs, once the outermost group (a coalesced block's, where one is open) ended.
-  Finish runGroup(const std::vector<Body>& bodies, const OpInfo& block);
+  Finish runGroup(const std::vector<Body>& bodies, const OpInfo& block, c10::Device device);
   void completed(const c10::intrusive_ptr<CollWork>& work, std::exception_ptr error);
   void checkOpen(const char* op) const;
-  // Throws the error of a failed library call on comm, naming the operation; on the
-  // group's communicator, also the ranks that never reached it.
+  // Throws the error of a failed library call on comm, naming the operation; on a
+  // communicator of the whole group, also the ranks that never reached it.
   void check(collResult_t r, const OpInfo& op, collComm_t comm);
   std::string ranksThatNeverArrived(const OpInfo& op);
   std::vector<uint8_t> awaitKey(const std::string& key, double timeoutS);
@@ -225,10 +230,11 @@ class ProcessGroupCollectives : public c10d::Backend {
   OpInfo info(const char* name, std::string what);
 
   // The operations' bodies, run on the worker.
-  Finish runReduction(const Reduction& r, const OpInfo& op, const std::function<collResult_t(collRedOp_t)>& call);
+  Finish runReduction(const Reduction& r, const OpInfo& op, collComm_t comm,
+                      const std::function<collResult_t(collRedOp_t)>& call);
   Finish reduceTensor(at::Tensor t, const Reduction& r, int root, const OpInfo& op);
   Finish reduceScatterFlat(const at::Tensor& in, at::Tensor out, const Reduction& r, const OpInfo& op);
-  void allgatherBytes(const void* in, void* out, size_t bytes, const OpInfo& op);
+  void allgatherBytes(const void* in, void* out, size_t bytes, c10::Device device, const OpInfo& op);
   void exchange(const std::vector<const char*>& sendPtr, const std::vector<size_t>& sendBytes,
                 const std::vector<char*>& recvPtr, const std::vector<size_t>& recvBytes, c10::Device device,
                 const OpInfo& op);
@@ -238,6 +244,9 @@ class ProcessGroupCollectives : public c10d::Backend {
   std::string keyPrefix_;  // of this group's keys in the store
   double timeoutS_;
   collComm_t comm_ = nullptr;
+  std::mutex cudaMu_;                          // making cudaComm_
+  std::atomic<collComm_t> cudaComm_{nullptr};  // for CUDA tensors (bindCuda)
+  int cudaDevice_ = -1;                        // the device it is bound to
   std::atomic<uint64_t> seq_{0};
   uint64_t monitoredBarriers_ = 0;
   std::atomic<bool> closing_{false};  // shut down, aborted or being destroyed

@@ -46,14 +46,19 @@ def body(rank, n, failures):
     for w in works:
         w.wait()
     check("isend/irecv", got, torch.full((5,), float((rank - 1) % n), device=dev), failures)
+    cpu = torch.full((3,), float(rank + 1))  # the group's CPU communicator beside the CUDA one
+    dist.all_reduce(cpu)
+    check("all_reduce (CPU)", cpu, torch.full((3,), n * (n + 1) / 2), failures)
 
 
 def run(rank, n, port, results):
     import torch_collectives  # noqa: F401  (PYTHONPATH is inherited)
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.cuda.set_device(rank % torch.cuda.device_count())
+    # The group before the device, as many training scripts do: its CUDA tensors then
+    # need the communicator the backend binds to their device at the first CUDA call.
     dist.init_process_group("collectives", rank=rank, world_size=n)
+    torch.cuda.set_device(rank % torch.cuda.device_count())
     failures = []
     try:
         body(rank, n, failures)

@@ -5,7 +5,8 @@
 # torch.distributed uninitialized. Then destroy and init again, several times, in the
 # same processes, mixing methods. For the backend's own options: pg_options as
 # torch_collectives.Options or a dict work, and an unknown option, a value of the wrong
-# kind or another backend's options raise RuntimeError naming them; an operation on a
+# kind or another backend's options raise RuntimeError naming them; set_timeout changes
+# the group's timeout and refuses a negative one; an operation on a
 # group that was destroyed raises RuntimeError naming the operation. handoff_us: an
 # operation left for its waiter still starts at once when something says nobody will run
 # it there (get_future, a wait with a limit or out of line, a call behind it).
@@ -111,6 +112,12 @@ def options(ctx, slot):
     be = tc.backend_of()
     ctx.expect("the backend keeps its options", be.options.deterministic == 1 and be.options.max_channels == 2,
                f"deterministic {be.options.deterministic}, max_channels {be.options.max_channels}")
+    tc.set_timeout(None, 7.5)
+    ctx.expect("set_timeout reaches the group's options", be.options.timeout_.total_seconds() == 7.5,
+               f"timeout_ {be.options.timeout_}")
+    checks.expect_error(ctx, "set_timeout(-1)", lambda: tc.set_timeout(None, -1),
+                        {"the argument": r"seconds", "its value": r"-1"})
+    use_group(ctx, "after set_timeout")
     dist.destroy_process_group()
     # The backend object outlives its group: an operation on it names itself and why.
     t = torch.ones(3)
