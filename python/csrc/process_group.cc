@@ -21,6 +21,29 @@ namespace torch_collectives {
 
 namespace {
 
+void addSpans(const std::vector<at::Tensor>& ts, size_t part, std::vector<Span>& out) {
+  for (const at::Tensor& t : ts) {
+    if (t.numel() == 0) continue;
+    int64_t last = 0;
+    for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+    const auto begin = reinterpret_cast<uintptr_t>(t.const_data_ptr());
+    out.push_back({begin, begin + static_cast<uintptr_t>((last + 1) * t.element_size()), part});
+  }
+}
+
+// Each tensor a part of its own; with `with`, the tensor of the same index in its part.
+std::vector<Span> spansOfEach(const std::vector<at::Tensor>& ts, const std::vector<at::Tensor>& with = {}) {
+  std::vector<Span> spans;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    addSpans({ts[i]}, i, spans);
+    if (i < with.size()) addSpans({with[i]}, i, spans);
+  }
+  return spans;
+}
+
+// Library groups runGroup has open on this thread.
+thread_local int tlsOpenGroups = 0;
+
 std::string shapeOf(const at::Tensor& t) {
   std::ostringstream s;
   s << dtypeName(t.scalar_type()) << t.sizes();
@@ -66,6 +89,23 @@ void writeBack(const at::Tensor& buf, at::Tensor& t) {
   if (!buf.is_same(t)) t.copy_(buf);
 }
 
+// Whether tensors of two different parts (the operations of a block, the tensors of a
+// coalesced list) share bytes; a tensor's bytes run from its first element to its last
+// (torch's strides are never negative).
+bool partsOverlap(std::vector<Span> spans) {
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  uintptr_t end = 0;
+  size_t owner = 0;
+  for (const Span& s : spans) {
+    if (s.begin < end && s.part != owner) return true;
+    if (s.end > end) {
+      end = s.end;
+      owner = s.part;
+    }
+  }
+  return false;
+}
+
 // Small contiguous CPU tensors of one dtype, reduced together: one reduction of their
 // concatenation costs less than a library group of one per tensor (2 processes: 32 of 1
 // KiB in a group ~20 us, one of 32 KiB ~6 us; 32 of 8 KiB 67 us, one of 256 KiB 26 us).
@@ -76,18 +116,11 @@ constexpr size_t kFuseMaxBytes = size_t{256} << 10;
 bool fusible(const std::vector<at::Tensor>& ts) {
   if (ts.size() < 2 || !ts[0].device().is_cpu()) return false;
   size_t bytes = 0;
-  std::vector<std::pair<uintptr_t, uintptr_t>> spans;
   for (const at::Tensor& t : ts) {
     if (t.scalar_type() != ts[0].scalar_type() || !t.is_contiguous()) return false;
     bytes += t.nbytes();
-    const auto begin = reinterpret_cast<uintptr_t>(t.const_data_ptr());
-    if (t.nbytes()) spans.emplace_back(begin, begin + t.nbytes());
   }
-  if (bytes > kFuseMaxBytes) return false;
-  std::sort(spans.begin(), spans.end());
-  for (size_t i = 1; i < spans.size(); ++i)
-    if (spans[i].first < spans[i - 1].second) return false;
-  return true;
+  return bytes <= kFuseMaxBytes && !partsOverlap(spansOfEach(ts));
 }
 
 // Copies between a list of contiguous CPU tensors and their concatenation, flat.
@@ -452,6 +485,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::post(c10d::OpType type, 
                 ": a coalesced block holds tensors of one device; this one is on ", device.str(), ", the block's on ",
                 coalesced_.device->str());
     coalesced_.device = device;
+    addSpans(info.inputs, coalesced_.ops.size(), coalesced_.spans);
+    addSpans(outputs, coalesced_.ops.size(), coalesced_.spans);
     work->setInOpenBlock(true);
     coalesced_.ops.emplace_back(work, std::move(body));
     coalesced_.outputs.insert(coalesced_.outputs.end(), outputs.begin(), outputs.end());
@@ -579,7 +614,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::endCoalescing() {
     try {
       std::vector<Body> bodies;
       for (auto& [w, body] : batch.ops) bodies.push_back(body);
-      if (!bodies.empty()) runOn(device, inputsReady, [&] { runGroup(bodies, op, device)(); });
+      const bool inOrder = batch.inOrder || partsOverlap(batch.spans);
+      if (!bodies.empty())
+        runOn(device, inputsReady, [&] {
+          if (Finish finish = runGroup(bodies, op, device, inOrder)) finish();
+        });
     } catch (...) {
       error = std::current_exception();
     }
@@ -609,9 +648,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::endCoalescing() {
 // refused while queueing still closes the group (which then runs nothing) before its
 // error is thrown.
 ProcessGroupCollectives::Finish ProcessGroupCollectives::runGroup(const std::vector<Body>& bodies, const OpInfo& block,
-                                                                  c10::Device device) {
+                                                                  c10::Device device, bool inOrder) {
+  if (inOrder && tlsOpenGroups == 0) {
+    for (const Body& body : bodies)
+      if (Finish finish = body()) finish();
+    return nullptr;
+  }
   collComm_t comm = commOf(device);
   check(collGroupStart(), block, comm);
+  ++tlsOpenGroups;
   std::vector<Finish> finishes;
   std::exception_ptr queueError;
   for (const Body& body : bodies) {
@@ -622,6 +667,7 @@ ProcessGroupCollectives::Finish ProcessGroupCollectives::runGroup(const std::vec
       break;
     }
   }
+  --tlsOpenGroups;
   const collResult_t end = collGroupEnd();
   if (queueError) std::rethrow_exception(queueError);
   check(end, block, comm);
@@ -629,6 +675,14 @@ ProcessGroupCollectives::Finish ProcessGroupCollectives::runGroup(const std::vec
     for (const Finish& f : finishes)
       if (f) f();
   };
+}
+
+// Whether a coalesced list runs one by one (its tensors share bytes: runGroup); inside an
+// open block, so does the block, which holds the list's group.
+bool ProcessGroupCollectives::listInOrder(const std::vector<Span>& spans) {
+  const bool inOrder = partsOverlap(spans);
+  if (coalesced_.open) coalesced_.inOrder = coalesced_.inOrder || inOrder;
+  return inOrder;
 }
 
 // ---- errors ----
@@ -777,11 +831,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allreduce_coalesced(
         unpackFrom(flat, tensors);
       };
     });
-  return post(c10d::OpType::ALLREDUCE_COALESCED, op, tensors, deviceOf(tensors), [this, tensors, plans, op] {
+  const bool inOrder = listInOrder(spansOfEach(tensors));
+  return post(c10d::OpType::ALLREDUCE_COALESCED, op, tensors, deviceOf(tensors), [this, tensors, plans, op, inOrder] {
     std::vector<Body> bodies;
     for (size_t i = 0; i < tensors.size(); ++i)
       bodies.push_back([this, t = tensors[i], r = plans[i], op] { return reduceTensor(t, r, -1, op); });
-    return runGroup(bodies, op, deviceOf(tensors));
+    return runGroup(bodies, op, deviceOf(tensors), inOrder);
   });
 }
 
@@ -837,13 +892,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::reduce_scatter_tensor_co
   }
   OpInfo op = info("reduce_scatter_tensor_coalesced", std::to_string(inputs.size()) + " tensors");
   op.inputs = inputs;
-  return post(c10d::OpType::COALESCED, op, outputs, deviceOf(inputs), [this, outputs, inputs, plans, op] {
+  const bool inOrder = listInOrder(spansOfEach(inputs, outputs));
+  return post(c10d::OpType::COALESCED, op, outputs, deviceOf(inputs), [this, outputs, inputs, plans, op, inOrder] {
     std::vector<Body> bodies;
     for (size_t i = 0; i < inputs.size(); ++i)
       bodies.push_back([this, out = outputs[i], in = inputs[i], r = plans[i], op] {
         return reduceScatterFlat(in, out, r, op);
       });
-    return runGroup(bodies, op, deviceOf(inputs));
+    return runGroup(bodies, op, deviceOf(inputs), inOrder);
   });
 }
 
@@ -919,7 +975,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather_into_tensor_co
   }
   OpInfo op = info("allgather_into_tensor_coalesced", std::to_string(inputs.size()) + " tensors");
   op.inputs = inputs;
-  return post(c10d::OpType::COALESCED, op, outputs, deviceOf(inputs), [this, outputs, inputs, op] {
+  const bool inOrder = listInOrder(spansOfEach(inputs, outputs));
+  return post(c10d::OpType::COALESCED, op, outputs, deviceOf(inputs), [this, outputs, inputs, op, inOrder] {
     std::vector<Body> bodies;
     for (size_t i = 0; i < inputs.size(); ++i)
       bodies.push_back([this, out = outputs[i], in = inputs[i], op] {
@@ -927,7 +984,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allgather_into_tensor_co
           allgatherBytes(src.data_ptr(), dst.data_ptr(), src.nbytes(), src.device(), op);
         });
       });
-    return runGroup(bodies, op, deviceOf(inputs));
+    return runGroup(bodies, op, deviceOf(inputs), inOrder);
   });
 }
 

@@ -71,6 +71,13 @@ struct CollOptions : c10d::Backend::Options {
   int handoffUs = 1000;
 };
 
+// The bytes [begin, end) of a tensor of part `part` of a batch: an operation of a
+// coalesced block, a tensor (with its pair) of a coalesced list.
+struct Span {
+  uintptr_t begin, end;
+  size_t part;
+};
+
 // NEWER: virtuals that torch releases after 2.4 added to c10d::Backend (options,
 // coalescing support, split, timeout, abort, shutdown) are declared without `override`,
 // so the same code builds against 2.4, where they are this class's own methods, and
@@ -189,7 +196,9 @@ class ProcessGroupCollectives : public c10d::Backend {
     std::vector<c10::intrusive_ptr<CollWork>> transfers;             // on their peer workers
     std::vector<at::Tensor> outputs;
     std::optional<c10::Device> device;
-    std::string what;  // "allreduce #3, allreduce #4, ..."
+    std::string what;         // "allreduce #3, allreduce #4, ..."
+    std::vector<Span> spans;  // of the collectives' tensors, part = index in ops
+    bool inOrder = false;     // a coalesced list in it runs one by one
   };
 
   // Queues body on worker (the group's own unless given), or into the open block, and
@@ -208,7 +217,10 @@ class ProcessGroupCollectives : public c10d::Backend {
   static void runOn(c10::Device device, const std::shared_ptr<c10::Event>& inputsReady, const std::function<void()>& f);
   // Queues bodies as one library group on the group's communicator; the Finish returned
   // runs theirs, once the outermost group (a coalesced block's, where one is open) ended.
-  Finish runGroup(const std::vector<Body>& bodies, const OpInfo& block, c10::Device device);
+  // inOrder (their tensors share bytes), outside any group: each body, then its Finish,
+  // in turn, so each reads what the one before wrote through its copies.
+  Finish runGroup(const std::vector<Body>& bodies, const OpInfo& block, c10::Device device, bool inOrder = false);
+  bool listInOrder(const std::vector<Span>& spans);
   void completed(const c10::intrusive_ptr<CollWork>& work, std::exception_ptr error);
   void checkOpen(const char* op) const;
   // Throws the error of a failed library call on comm, naming the operation; on a

@@ -115,6 +115,21 @@ def all_reduce_in_order(ctx, with_device):
     ctx.check(f"{what}: buf", buf, want)
 
 
+def strided_in_order(ctx, with_device):
+    """Strided views keep the order too: a broadcast of m, then all_reduce of m.t() (read
+    after the broadcast wrote m), then of m (read after the sum was written back)."""
+    if ctx.backend == "gloo":
+        pytest.skip("gloo reduces a coalesced list as one flat buffer and has no startCoalescing")
+    n = ctx.world
+    m = value(torch.float32, 3, ctx.rank, 16).view(4, 4)
+    what = "broadcast of m, then all_reduce of m.t(), then of m"
+    with manager(ctx, None, with_device, False):
+        dist.broadcast(m, 0)
+        dist.all_reduce(m.t())
+        dist.all_reduce(m)
+    ctx.check(what, m, value(torch.float32, 3, 0, 16).view(4, 4) * n * n)
+
+
 def all_gather_x8(ctx, which, with_device, async_ops):
     group, members = group_for(ctx, which, with_device)
     if ctx.rank not in members:
@@ -243,6 +258,7 @@ def cases(world):
         out += [Case(f"coalesce/all_reduce_x32/int64/MAX/world/{tag}/async", all_reduce_x32,
                      "world", dev, True, torch.int64, "MAX")]
         out.append(Case(f"coalesce/all_reduce_in_order/{tag}", all_reduce_in_order, dev))
+        out.append(Case(f"coalesce/strided_in_order/{tag}", strided_in_order, dev))
         for dtype, layout in ((torch.float32, "strided"), (torch.float32, "large"),
                               (torch.float16, "packed")):
             out.append(Case(f"coalesce/all_reduce_x32/{str(dtype)[6:]}/SUM/world/{tag}/sync/{layout}",
