@@ -644,9 +644,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::endCoalescing() {
 // Inside a library group the calls only queue; everything runs at the outermost
 // collGroupEnd, so the Finishes run after it: a coalesced op's group nested in a
 // coalesced block's returns them to the block's (run at its own end, they would copy
-// results that are not there yet, then free buffers the block still writes to). A call
-// refused while queueing still closes the group (which then runs nothing) before its
-// error is thrown.
+// results that are not there yet, then free buffers the block still writes to). A body
+// that throws (the library refused its call, or torch failed, say to allocate a copy)
+// still closes the group, which then runs nothing, before its error is thrown.
 ProcessGroupCollectives::Finish ProcessGroupCollectives::runGroup(const std::vector<Body>& bodies, const OpInfo& block,
                                                                   c10::Device device, bool inOrder) {
   if (inOrder && tlsOpenGroups == 0) {
@@ -668,8 +668,16 @@ ProcessGroupCollectives::Finish ProcessGroupCollectives::runGroup(const std::vec
     }
   }
   --tlsOpenGroups;
+  if (queueError) {
+    // Nothing of the group runs, as where the library refuses a call in it: the outermost
+    // group drops what was queued (collGroupSimulateEnd launches nothing), so ranks that
+    // failed alike go on together with their next operation.
+    collSimInfo_t dropped = COLL_SIM_INFO_INITIALIZER;
+    if (tlsOpenGroups == 0) collGroupSimulateEnd(&dropped);
+    else collGroupEnd();
+    std::rethrow_exception(queueError);
+  }
   const collResult_t end = collGroupEnd();
-  if (queueError) std::rethrow_exception(queueError);
   check(end, block, comm);
   return [finishes = std::move(finishes)] {
     for (const Finish& f : finishes)

@@ -130,6 +130,29 @@ def strided_in_order(ctx, with_device):
     ctx.check(what, m, value(torch.float32, 3, 0, 16).view(4, 4) * n * n)
 
 
+def failed_block_runs_nothing(ctx):
+    """An operation of a block that fails in torch while the block is queued (here the
+    dense copy of a 256 TiB expanded view cannot be allocated, on every rank alike): the
+    block's Work raises it, nothing of the block ran, and the group goes on."""
+    if ctx.backend == "gloo":
+        pytest.skip("gloo has no startCoalescing")
+    n = ctx.world
+    a = value(torch.float32, 4, ctx.rank, 5)
+    before = a.clone()
+    huge = torch.zeros(1).expand(1 << 46)  # a copy needs 2^48 bytes: more than any address space
+    what = "all_reduce of a, then of a 256 TiB expanded view, in a device=cpu manager"
+    try:
+        with manager(ctx, None, True, False):
+            dist.all_reduce(a)
+            dist.all_reduce(huge)
+        ctx.expect(f"{what}: raises", False, "no error")
+    except RuntimeError as e:
+        ctx.expect(f"{what}: names the allocation", "alloc" in str(e), str(e)[:200])
+    ctx.check(f"{what}: a is untouched", a, before)
+    dist.all_reduce(a)
+    ctx.check(f"{what}: the next all_reduce", a, reduced("SUM", torch.float32, 4, 5, list(range(n))))
+
+
 def all_gather_x8(ctx, which, with_device, async_ops):
     group, members = group_for(ctx, which, with_device)
     if ctx.rank not in members:
@@ -263,6 +286,7 @@ def cases(world):
                               (torch.float16, "packed")):
             out.append(Case(f"coalesce/all_reduce_x32/{str(dtype)[6:]}/SUM/world/{tag}/sync/{layout}",
                             all_reduce_x32, "world", dev, False, dtype, "SUM", layout))
+    out.append(Case("coalesce/failed_block_runs_nothing", failed_block_runs_nothing))
     for dtype, count in ((torch.float32, 1), (torch.float32, 1 << 20), (torch.int64, 33),
                          (torch.float16, 1000), (torch.bool, 7)):
         out.append(Case(f"batch_p2p/ring/{str(dtype)[6:]}/c{count}", ring, dtype, count))
