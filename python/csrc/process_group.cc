@@ -396,8 +396,7 @@ ProcessGroupCollectives::split(const c10::intrusive_ptr<c10d::Store>& store, con
 }
 
 void ProcessGroupCollectives::registerOnCompletionHook(std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) {
-  std::lock_guard<std::mutex> lock(hooksMu_);
-  hooks_.push_back(std::move(hook));
+  workInfoHooks_.add(workInfoHookIds_++, std::move(hook), "registerOnCompletionHook");
 }
 
 #if COLL_TORCH_COMPLETION_HOOKS
@@ -544,24 +543,13 @@ void ProcessGroupCollectives::completed(const c10::intrusive_ptr<CollWork>& work
   if (!error)
     completionHooks_.fire("a completion", c10d::CompletionHookArgs{work->getCompletionKey(), work->timedDuration()});
 #endif
-  std::vector<std::function<void(std::shared_ptr<c10d::WorkInfo>)>> hooks;
-  {
-    std::lock_guard<std::mutex> lock(hooksMu_);
-    hooks = hooks_;
-  }
-  if (hooks.empty()) return;
+  if (workInfoHooks_.empty()) return;
   using TimePoint = decltype(c10d::WorkInfo::timeStarted);
   auto info = std::make_shared<c10d::WorkInfo>(work->opType(), work->getSequencenumber(),
                                                onClockOf<TimePoint>(work->startedAt()),
                                                onClockOf<TimePoint>(work->finishedAt()),
                                                std::chrono::duration<float>(work->finishedAt() - work->startedAt()));
-  for (auto& hook : hooks) {
-    try {
-      hook(info);
-    } catch (const std::exception& e) {
-      TORCH_WARN("torch_collectives: a completion hook failed: ", e.what());
-    }
-  }
+  workInfoHooks_.fire("a completion", info);
 }
 
 // An operation, on the worker. CUDA tensors: on the tensors' device, after the event
@@ -828,12 +816,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::allreduce_coalesced(
   // Not inside an open coalesced block: the copy in would read the tensors before the
   // block's earlier operations ran, and the copy out overwrite what its later ones wrote.
   if (!coalesced_.open && fusible(tensors))
-    return post(c10d::OpType::ALLREDUCE_COALESCED, op, tensors, deviceOf(tensors), [this, tensors, plans, op] {
+    return post(c10d::OpType::ALLREDUCE_COALESCED, op, tensors, deviceOf(tensors), [this, tensors, r = plans[0], op] {
       int64_t count = 0;
       for (const at::Tensor& t : tensors) count += t.numel();
       at::Tensor flat = at::empty({count}, tensors[0].options());
       packInto(tensors, flat);
-      Finish reduced = reduceTensor(flat, plans[0], -1, op);
+      Finish reduced = reduceTensor(flat, r, -1, op);
       return [tensors, flat, reduced] {
         if (reduced) reduced();
         unpackFrom(flat, tensors);

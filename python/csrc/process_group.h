@@ -25,8 +25,8 @@
 // and every later operation fails.
 //
 // Threads: the c10d contract holds (one thread at a time calls a group), so the block
-// being built and the hooks are touched by the caller's thread only, but the hooks are
-// also read by the worker (under hooksMu_).
+// being built is touched by the caller's thread only; the hooks are registered there and
+// fired by the worker (KeyedHooks locks them).
 #pragma once
 
 #include <atomic>
@@ -264,8 +264,9 @@ class ProcessGroupCollectives : public c10d::Backend {
   std::atomic<bool> closing_{false};  // shut down, aborted or being destroyed
   std::atomic<bool> timing_{false};
   CoalescedBatch coalesced_;
-  std::mutex hooksMu_;
-  std::vector<std::function<void(std::shared_ptr<c10d::WorkInfo>)>> hooks_;
+  // registerOnCompletionHook's, numbered in the order they came.
+  KeyedHooks<std::function<void(std::shared_ptr<c10d::WorkInfo>)>> workInfoHooks_;
+  int64_t workInfoHookIds_ = 0;
 #if COLL_TORCH_COMPLETION_HOOKS
   KeyedHooks<c10d::CompletionHook> completionHooks_;
 #endif

@@ -46,6 +46,10 @@ class KeyedHooks {
     TORCH_CHECK(hooks_.emplace(id, std::move(hook)).second, "torch_collectives: ", what, ": hook id ", id,
                 " is already registered (unregister it first)");
   }
+  bool empty() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return hooks_.empty();
+  }
   // An id not registered is no error: the hook is gone either way.
   void remove(int64_t id) {
     std::lock_guard<std::mutex> lock(mu_);

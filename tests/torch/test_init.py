@@ -6,7 +6,8 @@
 # same processes, mixing methods. For the backend's own options: pg_options as
 # torch_collectives.Options or a dict work, and an unknown option, a value of the wrong
 # kind or another backend's options raise RuntimeError naming them; set_timeout changes
-# the group's timeout and refuses a negative one; an operation on a
+# the group's timeout and refuses a negative one; completion hooks
+# (_register_on_completion_hook) see each operation; an operation on a
 # group that was destroyed raises RuntimeError naming the operation. handoff_us: an
 # operation left for its waiter still starts at once when something says nobody will run
 # it there (get_future, a wait with a limit or out of line, a call behind it).
@@ -118,6 +119,13 @@ def options(ctx, slot):
     checks.expect_error(ctx, "set_timeout(-1)", lambda: tc.set_timeout(None, -1),
                         {"the argument": r"seconds", "its value": r"-1"})
     use_group(ctx, "after set_timeout")
+    pg, seen = dist.distributed_c10d._get_default_group(), []
+    pg._register_on_completion_hook(lambda info: seen.append(info.op_type))
+    pg._register_on_completion_hook(lambda info: seen.append("second"))
+    dist.all_reduce(torch.ones(2))
+    pg._wait_for_pending_works()
+    ctx.expect("completion hooks see the all_reduce once each, in the order registered",
+               seen == [torch._C._distributed_c10d.OpType.ALLREDUCE, "second"], f"seen {seen}")
     dist.destroy_process_group()
     # The backend object outlives its group: an operation on it names itself and why.
     t = torch.ones(3)
