@@ -51,11 +51,15 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("options", [](ProcessGroupCollectives& self) {
         return c10::static_intrusive_pointer_cast<CollOptions>(self.getBackendOptions());
       });
-  m.def("set_timeout", [](const c10::intrusive_ptr<ProcessGroupCollectives>& backend, double seconds) {
+  // A positive limit is at least 1 ms (0 ms would mean none).
+  m.def(
+      "set_timeout",
+      [](const c10::intrusive_ptr<ProcessGroupCollectives>& backend, double seconds) {
     TORCH_CHECK(std::isfinite(seconds) && seconds >= 0 && seconds <= 1e9, "torch_collectives.set_timeout: seconds ",
                 seconds, ": must be 0 (none) to 1e9");
-    backend->setTimeout(std::chrono::milliseconds(std::llround(seconds * 1000)));
-  });
+    backend->setTimeout(std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000))));
+      },
+      py::call_guard<py::gil_scoped_release>());
   m.def("library_version", [] {
     int v = 0;
     collGetVersion(&v);

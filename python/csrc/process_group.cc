@@ -278,8 +278,16 @@ void ProcessGroupCollectives::checkOpen(const char* op) const {
 void ProcessGroupCollectives::setTimeout(std::chrono::milliseconds timeout) {
   timeoutS_ = static_cast<double>(timeout.count()) / 1000.0;
   options_->timeout = timeout;
-  std::lock_guard<std::mutex> lock(cudaMu_);
-  for (collComm_t c : {comm_, cudaComm_.load()}) {
+  std::vector<collComm_t> comms{comm_};
+  {
+    std::lock_guard<std::mutex> lock(cudaMu_);
+    comms.push_back(cudaComm_.load());
+  }
+  {
+    std::lock_guard<std::mutex> lock(peerWorkersMu_);
+    for (auto& [key, pw] : peerWorkers_) comms.insert(comms.end(), {pw.comm.load(), pw.cudaComm.load()});
+  }
+  for (collComm_t c : comms) {
     if (!c) continue;
     collResult_t r = collCommSetTimeout(c, timeoutS_);
     TORCH_CHECK(r == collSuccess, "torch_collectives: set timeout ", timeoutS_, " s: ", collGetLastError(c));
@@ -339,7 +347,7 @@ collComm_t ProcessGroupCollectives::makeComm(const std::string& key, int nranks,
   collResult_t r = collCommInitRankConfig(&comm, nranks, id, rank, &config);
   TORCH_CHECK(r == collSuccess, "torch_collectives: rank ", rank, " of ", nranks,
               ": collCommInitRank: ", collGetErrorString(r), ": ", collGetLastError(nullptr));
-  r = collCommSetTimeout(comm, timeoutS_ > 0 ? timeoutS_ : 0);
+  r = collCommSetTimeout(comm, std::max(timeoutS_.load(), 0.0));
   TORCH_CHECK(r == collSuccess, "torch_collectives: collCommSetTimeout: ", collGetLastError(comm));
   return comm;
 }
@@ -352,6 +360,7 @@ collComm_t ProcessGroupCollectives::makeComm(const std::string& key, int nranks,
 // then started), as ProcessGroupNCCL makes its communicators at first use.
 void ProcessGroupCollectives::bindCuda(const char* op, c10::Device device) {
   std::lock_guard<std::mutex> lock(cudaMu_);
+  TORCH_CHECK(cudaFailure_.empty(), cudaFailure_);  // the ranks that made theirs wait for no second try
   if (cudaComm_.load()) {
     TORCH_CHECK(device.index() == cudaDevice_, "torch_collectives: ", op, " on rank ", rank_, ": a tensor on ",
                 device.str(), ", but this group's CUDA tensors are on cuda:", cudaDevice_,
@@ -364,9 +373,11 @@ void ProcessGroupCollectives::bindCuda(const char* op, c10::Device device) {
   if (collCommCuDevice(comm, &bound) != collSuccess || bound != device.index()) {
     const std::string why = collGetLastError(comm);
     collCommAbort(comm);
-    TORCH_CHECK(false, "torch_collectives: ", op, " on rank ", rank_, ": the communicator made for ", device.str(),
-                " is bound to ", bound < 0 ? std::string("no CUDA device") : "cuda:" + std::to_string(bound),
-                why.empty() ? "" : " (" + why + ")");
+    cudaFailure_ = c10::str("torch_collectives: ", op, " on rank ", rank_, ": the communicator made for ", device.str(),
+                            " is bound to ",
+                            bound < 0 ? std::string("no CUDA device") : "cuda:" + std::to_string(bound),
+                            why.empty() ? "" : " (" + why + ")", "; this group takes no CUDA tensors");
+    TORCH_CHECK(false, cudaFailure_);
   }
   cudaDevice_ = device.index();
   cudaComm_ = comm;
@@ -1163,6 +1174,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::alltoall(std::vector<at:
   for (int p = 0; p < size_; ++p) {
     checkTensor("all_to_all", inputs[p]);
     checkTensor("all_to_all", outputs[p]);
+    TORCH_CHECK(inputs[p].device() == inputs[0].device() && outputs[p].device() == inputs[0].device(),
+                "torch_collectives: all_to_all: input ", p, " is on ", inputs[p].device().str(), " and output ", p,
+                " on ", outputs[p].device().str(), ", input 0 on ", inputs[0].device().str(), "; one device per call");
     TORCH_CHECK(inputs[p].scalar_type() == inputs[0].scalar_type() &&
                     outputs[p].scalar_type() == inputs[0].scalar_type(),
                 "torch_collectives: all_to_all: every tensor must have one dtype");
@@ -1255,10 +1269,24 @@ void ProcessGroupCollectives::runTransfer(PeerWorker& l, at::Tensor t, int peer,
   // receiver: a receiver from any source learns from the count which worker to join.
   if (sending && options_->anySource) store_->add(sentKey(src, dst), 1);
   const bool cuda = t.device().is_cuda();  // on the worker, with t's device current (runOn)
+  TORCH_CHECK(!cuda || l.cudaDevice < 0 || l.cudaDevice == t.device().index(), "torch_collectives: ", op.name,
+              " on rank ", rank_, ": a tensor on ", t.device().str(), ", but this rank's CUDA transfers with rank ",
+              peer, " are on cuda:", l.cudaDevice, " (one CUDA device per process in a group)");
   std::atomic<collComm_t>& slot = cuda ? l.cudaComm : l.comm;
-  if (!slot.load())
-    slot = makeComm(keyPrefix_ + "p2p/" + (cuda ? "cuda/" : "") + std::to_string(src) + "->" + std::to_string(dst), 2,
-                    sending ? 0 : 1, false);
+  if (!slot.load()) {
+    collComm_t made = makeComm(keyPrefix_ + "p2p/" + (cuda ? "cuda/" : "") + std::to_string(src) + "->" +
+                                   std::to_string(dst),
+                               2, sending ? 0 : 1, false);
+    int bound = -1;
+    if (cuda && (collCommCuDevice(made, &bound) != collSuccess || bound != t.device().index())) {
+      collCommAbort(made);
+      TORCH_CHECK(false, "torch_collectives: ", op.name, " on rank ", rank_, ": the communicator made for ",
+                  t.device().str(), " with rank ", peer, " is bound to ",
+                  bound < 0 ? std::string("no CUDA device") : "cuda:" + std::to_string(bound));
+    }
+    if (cuda) l.cudaDevice = t.device().index();
+    slot = made;
+  }
   collComm_t comm = slot.load();
   at::Tensor buf = dense(t);
   check(sending ? collSend(buf.data_ptr(), buf.nbytes(), collUint8, 1, comm, nullptr)

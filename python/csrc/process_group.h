@@ -21,8 +21,8 @@
 // Failures: the group's timeout becomes the communicator's operation timeout
 // (collCommSetTimeout); an operation that fails or times out fails its Work with the
 // operation's name and sequence number, the library's error, and the ranks that never
-// reached the operation (found through the store). The communicator is then aborted
-// and every later operation fails.
+// reached the operation (found through the store). That communicator (the group's, or
+// its CUDA one) is then aborted and every later operation on it fails.
 //
 // Threads: the c10d contract holds (one thread at a time calls a group), so the block
 // being built is touched by the caller's thread only; the hooks are registered there and
@@ -188,6 +188,7 @@ class ProcessGroupCollectives : public c10d::Backend {
     std::unique_ptr<Worker> worker;
     std::atomic<collComm_t> comm{nullptr};      // made by the worker's first transfer, on its thread
     std::atomic<collComm_t> cudaComm{nullptr};  // the same for CUDA tensors, bound to their device
+    int cudaDevice = -1;                        // that device (the worker's thread only)
   };
   // The coalesced batch being built (startCoalescing .. endCoalescing).
   struct CoalescedBatch {
@@ -215,7 +216,7 @@ class ProcessGroupCollectives : public c10d::Backend {
                                        int sourceRank = -1);
   std::shared_ptr<c10::Event> inputsReadyEvent(c10::Device device);
   static void runOn(c10::Device device, const std::shared_ptr<c10::Event>& inputsReady, const std::function<void()>& f);
-  // Queues bodies as one library group on the group's communicator; the Finish returned
+  // Queues bodies as one library group on device's communicator; the Finish returned
   // runs theirs, once the outermost group (a coalesced block's, where one is open) ended.
   // inOrder (their tensors share bytes), outside any group: each body, then its Finish,
   // in turn, so each reads what the one before wrote through its copies.
@@ -254,11 +255,12 @@ class ProcessGroupCollectives : public c10d::Backend {
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<CollOptions> options_;
   std::string keyPrefix_;  // of this group's keys in the store
-  double timeoutS_;
+  std::atomic<double> timeoutS_;
   collComm_t comm_ = nullptr;
   std::mutex cudaMu_;                          // making cudaComm_
   std::atomic<collComm_t> cudaComm_{nullptr};  // for CUDA tensors (bindCuda)
   int cudaDevice_ = -1;                        // the device it is bound to
+  std::string cudaFailure_;                    // why it could not be made: every later CUDA call fails
   std::atomic<uint64_t> seq_{0};
   uint64_t monitoredBarriers_ = 0;
   std::atomic<bool> closing_{false};  // shut down, aborted or being destroyed
