@@ -59,14 +59,14 @@ step() {  # step NAME SECONDS command...
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; } >> "$S" 2>&1
 P="$B/perf_tests"
 if [ "${1:-targets}" = torch ]; then
-  # Built here with this machine's cores (sm_90, no tests or tools) against the torch of
-  # its python3; hwloc from .gpu/hwloc where the machine has none.
+  # Built here with this machine's cores (sm_90, no tests) against the torch of its
+  # python3; hwloc from .gpu/hwloc where the machine has none.
   TB=/tmp/coll-torch-build
   PY="$(command -v python3)"
   "$PY" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' >> "$S" 2>&1
   "$PY" -c 'import cupy; print("cupy", cupy.__version__)' >> "$S" 2>&1
   step torch_configure 120 cmake -S . -B "$TB" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DCOLL_BUILD_TESTS=OFF -DCOLL_BUILD_TOOLS=OFF -DCOLL_BUILD_PYTORCH=ON -DCOLL_TORCH_PYTHON="$PY" \
+    -DCOLL_BUILD_TESTS=OFF -DCOLL_BUILD_TOOLS=ON -DCOLL_BUILD_PYTORCH=ON -DCOLL_TORCH_PYTHON="$PY" \
     -DCMAKE_PREFIX_PATH="$PWD/.gpu/hwloc"
   step torch_build 360 cmake --build "$TB" -j"$(nproc)"
   # A build that failed here (a header missing on the machine) falls back to the one made
@@ -76,6 +76,11 @@ if [ "${1:-targets}" = torch ]; then
     TB="$PWD/.gpu/prebuilt"
   fi
   export LD_LIBRARY_PATH="$TB:$PWD/.gpu/hwloc/lib:$LD_LIBRARY_PATH"
+  # The library's device path alone first, 1 rank and 2 processes on the one GPU (what
+  # test_cuda.py runs through torch), checked: a failure here is the library's, not torch's.
+  step lib_device_1rank 30 "$TB/perf_tests/all_reduce_perf" -t 1 --mem device -b 8 -e 16M -f 16 -c 1 -n 5 -w 1
+  step lib_device_2proc 40 "$TB/tools/collrun" -np 2 -- "$TB/perf_tests/all_reduce_perf" --mem device \
+    -b 8 -e 16M -f 16 -c 1 -n 5 -w 1
   # One rank step by step first, under gdb where the machine has it (a native stack at
   # a crash), with the library's INFO lines.
   DBG=()
@@ -97,6 +102,9 @@ if [ "${1:-targets}" = torch ]; then
   step torch_test_cuda 120 env PYTHONPATH="$TB/python" "$PY" tests/torch/test_cuda.py
   step torch_per_device 120 env PYTHONPATH="$TB/python" "$PY" tests/torch/test_groups.py --nranks 2 -k per_device
   for f in torch_configure torch_build; do tail -3 "$OUT/$f.log" | sed "s/^/$f: /" >> "$S"; done
+  for f in lib_device_1rank lib_device_2proc; do
+    grep -h -E "Out of bounds|Avg bus bandwidth|rror|Segmentation" "$OUT/$f.log" | head -4 | sed "s/^/$f: /" >> "$S"
+  done
   grep -h -E "^RESULT|^STEP|^#[0-9]|version|Version|FAIL|Error|passed" "$OUT"/torch_one_rank.log "$OUT"/torch_ddp_*.log \
     "$OUT"/torch_cupy.log "$OUT"/torch_test_cuda.log "$OUT"/torch_per_device.log \
     | awk '!seen[$0]++' | head -40 >> "$S"
