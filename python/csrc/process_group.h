@@ -45,6 +45,7 @@
 
 #include "collectives/collectives.h"
 #include "lowering.h"
+#include "tensor_args.h"
 #include "work.h"
 
 namespace torch_collectives {
@@ -69,13 +70,6 @@ struct CollOptions : c10d::Backend::Options {
   // How long a CPU operation waits on the group's queue for the thread that waits for it
   // before the group's worker takes it (microseconds; 0: the worker runs every operation).
   int handoffUs = 1000;
-};
-
-// The bytes [begin, end) of a tensor of part `part` of a batch: an operation of a
-// coalesced block, a tensor (with its pair) of a coalesced list.
-struct Span {
-  uintptr_t begin, end;
-  size_t part;
 };
 
 // NEWER: virtuals that torch releases after 2.4 added to c10d::Backend (options,
