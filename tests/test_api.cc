@@ -224,6 +224,20 @@ TEST_CASE("bootstrap refuses bad ids and duplicate or missing ranks", "[api][boo
     REQUIRE(contains(both, "rank 0 joined twice"));
     REQUIRE(contains(both, "rank(s) 1 of 2 never joined"));
   }
+  SECTION("a missing rank, named within the communicator's timeout") {
+    ScopedEnv longer("COLL_BOOTSTRAP_TIMEOUT_S", "30");
+    collUniqueId id;
+    REQUIRE(collGetUniqueId(&id) == collSuccess);
+    collConfig_t config = COLL_CONFIG_INITIALIZER;
+    config.timeoutMs = 1500;
+    const auto start = std::chrono::steady_clock::now();
+    REQUIRE(collCommInitRankConfig(&comm, 2, id, 0, &config) != collSuccess);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string e = collGetLastError(nullptr);
+    INFO(e << " after " << took << " s");
+    REQUIRE(contains(e, "rank(s) 1 of 2 never joined within 1.5 s"));
+    REQUIRE(took < 10);
+  }
   SECTION("mismatched nranks") {
     collUniqueId id;
     REQUIRE(collGetUniqueId(&id) == collSuccess);

@@ -184,7 +184,10 @@ typedef enum {
  *               library's field, like compress.
  *   timeoutMs   milliseconds an operation may run before it fails with collTimeout
  *               (see collCommSetTimeout, which can change it later); 0: no limit.
- *               Overrides COLL_TIMEOUT_S. This library's field, like compress.
+ *               Overrides COLL_TIMEOUT_S. It also bounds the init's rendezvous
+ *               where it is shorter than COLL_BOOTSTRAP_TIMEOUT_S: the missing ranks
+ *               are named once the least timeout of the ranks that came has passed.
+ *               This library's field, like compress.
  *   cgaClusterSize, trafficClass, collnetEnable, CTAPolicy, nvlsCTAs,
  *   nChannelsPerNetPeer, nvlinkCentricSched
  *               accepted and logged once at INFO (subsystem INIT): nothing here has
@@ -479,9 +482,9 @@ typedef struct {
   int sigIdx; /* 0 */
   int ctx;    /* 0 */
 } collWaitSignalDesc_t;
-collResult_t collPutSignal(const void* localbuff, size_t count, collDataType_t datatype, int peer,
-                           collWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
-                           collComm_t comm, collStream_t stream);
+collResult_t collPutSignal(const void* localbuff, size_t count, collDataType_t datatype, int peer, collWindow_t peerWin,
+                           size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, collComm_t comm,
+                           collStream_t stream);
 collResult_t collSignal(int peer, int sigIdx, int ctx, unsigned int flags, collComm_t comm, collStream_t stream);
 collResult_t collWaitSignal(int nDesc, collWaitSignalDesc_t* signalDescs, collComm_t comm, collStream_t stream);
 

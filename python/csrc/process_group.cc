@@ -185,6 +185,8 @@ collComm_t ProcessGroupCollectives::makeComm(const std::string& key, int nranks,
     std::memcpy(&id, bytes.data(), sizeof id);
   }
   collConfig_t config = COLL_CONFIG_INITIALIZER;
+  // The group's timeout: each operation's, and the rendezvous's (up to COLL_BOOTSTRAP_TIMEOUT_S).
+  config.timeoutMs = static_cast<int>(std::clamp(timeoutS_.load(), 0.0, 2e6) * 1000);
   const CollOptions& o = *options_;
   if (withConfig) {
     if (!o.compress.empty()) config.compress = compressCode(o.compress);
@@ -198,8 +200,6 @@ collComm_t ProcessGroupCollectives::makeComm(const std::string& key, int nranks,
   collResult_t r = collCommInitRankConfig(&comm, nranks, id, rank, &config);
   TORCH_CHECK(r == collSuccess, "torch_collectives: rank ", rank, " of ", nranks,
               ": collCommInitRank: ", collGetErrorString(r), ": ", collGetLastError(nullptr));
-  r = collCommSetTimeout(comm, std::max(timeoutS_.load(), 0.0));
-  TORCH_CHECK(r == collSuccess, "torch_collectives: collCommSetTimeout: ", collGetLastError(comm));
   return comm;
 }
 

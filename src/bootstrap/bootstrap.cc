@@ -70,12 +70,13 @@ Status Bootstrap::listen(int family, SockAddr* addr) {
 
 namespace {
 
-JoinMsg joinMsg(RootMsg kind, int rank, int nranks, const PeerInfo& self) {
+JoinMsg joinMsg(RootMsg kind, int rank, int nranks, const PeerInfo& self, double timeoutS = 0) {
   JoinMsg j{};
   j.magic = kWireMagic;
   j.kind = kind;
   j.rank = rank;
   j.nranks = nranks;
+  j.joinTimeoutMs = static_cast<int32_t>(std::min(timeoutS * 1000, 2e9));
   j.info = self;
   return j;
 }
@@ -94,13 +95,14 @@ void Bootstrap::tellRootFailed(const UniqueIdData& id, int rank, int nranks, con
 }
 
 Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdData& id, int rank, int nranks, PeerInfo self,
-                                                     std::shared_ptr<AbortState> abort) {
+                                                     std::shared_ptr<AbortState> abort, double timeoutS) {
   std::unique_ptr<Bootstrap> b(new Bootstrap());
   b->rank_ = rank;
   b->nranks_ = nranks;
   b->key_ = id.key;
   b->abort_ = std::move(abort);
   b->timeoutS_ = static_cast<double>(param(IntParam::BOOTSTRAP_TIMEOUT_S));
+  const double joinS = timeoutS > 0 ? std::min(b->timeoutS_, timeoutS) : b->timeoutS_;
 
   if ((id.flags & kIdFromEnv) && rank == 0) {
     SockAddr rootAddr = id.root;
@@ -113,9 +115,9 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueIdData& id, int
     return listening;
   }
 
-  Deadline deadline = deadlineIn(b->timeoutS_ + 10);
+  Deadline deadline = deadlineIn(joinS + 10);
   COLL_CHECK(b->joinRoot(id, deadline));
-  const JoinMsg j = joinMsg(RootMsg::kJoin, rank, nranks, self);
+  const JoinMsg j = joinMsg(RootMsg::kJoin, rank, nranks, self, joinS);
   Status sent = b->root_.sendAll(&j, sizeof(j), deadline, &b->abort_->flag);
   if (!sent.ok()) return sent.prefix("rank " + std::to_string(rank) + ": bootstrap root at " + id.root.str() + ": ");
   RootReply reply{};

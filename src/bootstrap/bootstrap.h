@@ -89,9 +89,12 @@ AuthKey childAuthKey(const AuthKey& parent, uint64_t tag, int64_t color);
 
 class Bootstrap {
  public:
-  // Joins the communicator described by id as `rank` of `nranks`.
+  // Joins the communicator described by id as `rank` of `nranks`, waiting for the others
+  // at most timeoutS (COLL_BOOTSTRAP_TIMEOUT_S where that is less; 0: it alone): the
+  // root waits for every rank the least any joiner asked. Later exchanges keep
+  // COLL_BOOTSTRAP_TIMEOUT_S.
   static Result<std::unique_ptr<Bootstrap>> create(const UniqueIdData& id, int rank, int nranks, PeerInfo self,
-                                                   std::shared_ptr<AbortState> abort);
+                                                   std::shared_ptr<AbortState> abort, double timeoutS = 0);
   ~Bootstrap();
 
   int rank() const { return rank_; }

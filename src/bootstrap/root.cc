@@ -6,9 +6,12 @@
 
 #include <cstring>
 #include <memory>
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -69,7 +72,8 @@ class Root : public std::enable_shared_from_this<Root> {
   std::vector<Socket> ranks_;
   std::vector<PeerInfo> infos_;
   int joined_ = 0;
-  std::string failed_;  // a rank's reason for failing before it joined: the init fails
+  double joinLimitS_ = 0;  // the least join timeout a rank asked for (0: none asked)
+  std::string failed_;     // a rank's reason for failing before it joined: the init fails
 
   // The watch (monitor): who is alive, what each last said of its state.
   std::vector<bool> alive_;
@@ -152,6 +156,8 @@ void Root::handleJoin(Socket s) {
   infos_[j.rank] = j.info;
   ranks_[j.rank] = std::move(s);
   ++joined_;
+  const double asked = j.joinTimeoutMs / 1000.0;
+  if (asked > 0 && (joinLimitS_ == 0 || asked < joinLimitS_)) joinLimitS_ = asked;
 }
 
 // A rank that could not join (no interface, no listener) told us why: every rank that
@@ -176,8 +182,9 @@ void Root::tellJoined(const std::string& text, bool close) {
 }
 
 bool Root::gather() {
-  double timeout = static_cast<double>(param(IntParam::BOOTSTRAP_TIMEOUT_S));
-  Deadline deadline{};
+  const double configured = static_cast<double>(param(IntParam::BOOTSTRAP_TIMEOUT_S));
+  double timeout = configured;
+  Deadline first{}, deadline{};
   bool started = false;
   while (nranks_ < 0 || joined_ < nranks_) {
     if (started && std::chrono::steady_clock::now() >= deadline) {
@@ -185,9 +192,11 @@ bool Root::gather() {
       std::string missing;
       for (int r = 0; r < nranks_; ++r)
         if (!ranks_[r].valid()) missing += (missing.empty() ? "" : ",") + std::to_string(r);
-      std::string text = "rank(s) " + missing + " of " + std::to_string(nranks_) +
-                         " never joined within COLL_BOOTSTRAP_TIMEOUT_S=" + std::to_string(static_cast<int>(timeout)) +
-                         " s";
+      std::ostringstream why;
+      why << "rank(s) " << missing << " of " << nranks_ << " never joined within " << timeout << " s (";
+      if (timeout < configured) why << "the least timeout of the ranks that joined)";
+      else why << "COLL_BOOTSTRAP_TIMEOUT_S)";
+      const std::string text = why.str();
       COLL_WARN(BOOTSTRAP, "root: %s", text.c_str());
       tellJoined(text, false);
       return false;
@@ -196,9 +205,12 @@ bool Root::gather() {
     if (!r.ok()) continue;
     if (!started) {
       started = true;
-      deadline = deadlineIn(timeout);
+      first = std::chrono::steady_clock::now();
     }
     handleJoin(r.take());
+    if (joinLimitS_ > 0) timeout = std::min(configured, joinLimitS_);
+    deadline = first +
+               std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout));
     if (!failed_.empty()) failJoined();  // later joiners hear it too, until the join deadline
   }
   for (int r = 0; r < nranks_; ++r) {

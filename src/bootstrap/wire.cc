@@ -90,6 +90,7 @@ Status parseJoinMsg(const void* bytes, size_t n, JoinMsg* out) {
     return remoteError("join message: nranks " + std::to_string(j.nranks) + " is not in 1.." +
                        std::to_string(kMaxRanks));
   COLL_RETURN_IF_FAILED(checkRank(j.rank, j.nranks, "join message: rank"));
+  if (j.joinTimeoutMs < 0) return remoteError("join message: timeout " + std::to_string(j.joinTimeoutMs) + " ms");
   COLL_RETURN_IF_FAILED(checkText(j.text, "join message: text"));
   Status info = checkPeerInfo(j.info);
   // A rank that failed before it joined may have no listener address to tell.

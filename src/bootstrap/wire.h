@@ -20,7 +20,7 @@
 namespace coll {
 
 constexpr uint32_t kIdMagic = 0xC011EC71u;
-constexpr uint32_t kWireMagic = 0xC011B007u;
+constexpr uint32_t kWireMagic = 0xC011B008u;  // a new value for every change of a message's layout
 
 struct UniqueIdData {
   uint32_t magic;
@@ -75,6 +75,7 @@ struct JoinMsg {
   RootMsg kind;
   int32_t rank;
   int32_t nranks;
+  int32_t joinTimeoutMs;  // kJoin: how long this rank waits for the others (0: COLL_BOOTSTRAP_TIMEOUT_S)
   PeerInfo info;
   char text[256];
 };

@@ -403,6 +403,12 @@ static Status agreeNet(collComm* c, const std::vector<SharedConfig>& all) {
   return okStatus();
 }
 
+// The communicator's operation timeout (seconds, 0: none): its config's, else COLL_TIMEOUT_S.
+static double opTimeoutOf(const CommOptions& o) {
+  return o.timeoutMs >= 0 ? o.timeoutMs / 1000.0
+                          : static_cast<double>(std::max<int64_t>(0, param(IntParam::TIMEOUT_S)));
+}
+
 // COLL_DETERMINISTIC: reductions only on the ring (allreduce, reduce-scatter) and the
 // chain (reduce), whose per-element order is fixed by the block (the ring position that
 // ends its chain, algorithms/ring.cc) whatever the channels, loops, slices, transport or
@@ -456,8 +462,7 @@ static Status applyConfig(collComm* c, const std::vector<SharedConfig>& all, boo
   c->channelMinBytes = std::max<int64_t>(1, param(IntParam::CHUNK_MIN_BYTES));
   c->dev.channelMinBytes = std::max<int64_t>(1, param(IntParam::DEVICE_CHUNK_MIN_BYTES));
   c->stallWarnS = static_cast<double>(std::max<int64_t>(0, param(IntParam::STALL_WARN_S)));
-  c->opTimeoutS = c->options.timeoutMs >= 0 ? c->options.timeoutMs / 1000.0
-                                            : static_cast<double>(std::max<int64_t>(0, param(IntParam::TIMEOUT_S)));
+  c->opTimeoutS = opTimeoutOf(c->options);
   c->spinNs = std::max<int64_t>(0, param(IntParam::SPIN_US)) * 1000;
   c->streamMinBytes = static_cast<size_t>(std::max<int64_t>(0, param(IntParam::STREAM_MIN_BYTES)));
   c->oneShot.netBytes = static_cast<size_t>(agreed.netOneShotBytes);
@@ -616,7 +621,9 @@ Status commJoin(collComm* comm, const UniqueIdData& id) {
   Sha256 idHash;
   idHash.update(&id, sizeof(id));
   std::memcpy(&comm->commHash, idHash.digest().data(), sizeof(comm->commHash));
-  COLL_ASSIGN(comm->bootstrap, Bootstrap::create(id, comm->rank, comm->nranks, self, comm->abort));
+  // The operation timeout bounds the rendezvous too (COLL_BOOTSTRAP_TIMEOUT_S where less).
+  COLL_ASSIGN(comm->bootstrap,
+              Bootstrap::create(id, comm->rank, comm->nranks, self, comm->abort, opTimeoutOf(comm->options)));
   watchInit(comm);
   Status st = initConnections(comm);
   if (st.ok()) st = devicePrepare(comm->dev);

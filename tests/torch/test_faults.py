@@ -16,6 +16,8 @@
 #  wait_limit: work.wait(timeout=1 s) on an all_reduce that rank 1 has not joined must
 #    raise within 1 + 5 s although the group's timeout is 60 s; rank 1 then joins and the
 #    all_reduce completes.
+#  init/missing_rank: the last rank never calls new_group (timeout 3 s): the others' must
+#    raise within 3 s (+ slack) naming it, though COLL_BOOTSTRAP_TIMEOUT_S is 60 s.
 # A watchdog turns a survivor that neither raises nor returns into a failure.
 #
 # Run: .venv/bin/python -m pytest tests/torch/test_faults.py --nranks 3 [--backend gloo] [-k EXPR]
@@ -253,6 +255,30 @@ def destroy_pending(ctx, _):
         open(done, "w").close()
 
 
+def missing_rank(ctx, missing):
+    guard(ctx)
+    # The library's own bound on the rendezvous, far above the group's timeout (CTest
+    # sets 10 s); read at the first init of this process, which is a fresh one.
+    os.environ["COLL_BOOTSTRAP_TIMEOUT_S"] = "60"
+    init(ctx, KILL_PG_TIMEOUT)
+    if ctx.rank != missing:
+        start = time.monotonic()
+        msg = ""
+        try:
+            dist.new_group(list(range(ctx.world)), backend=ctx.backend,
+                           timeout=datetime.timedelta(seconds=STALL_TIMEOUT))
+        except RuntimeError as e:
+            msg = str(e)
+        took = time.monotonic() - start
+        ctx.note(f"new_group raised after {took:.1f} s: {msg[:300]}")
+        ctx.expect(f"new_group without rank {missing} raises naming it",
+                   re.search(rf"rank\(s\) {missing} of {ctx.world} never joined", msg) is not None, msg[:300])
+        ctx.expect(f"within the group's {STALL_TIMEOUT} s (+ {STALL_SLACK} s)", took <= STALL_TIMEOUT + STALL_SLACK,
+                   f"took {took:.1f} s")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 def wait_limit(ctx, late):
     """A Work's wait with a limit is kept although the operation could run on the waiting
     thread: it runs on the worker, so the wait can end on time."""
@@ -295,7 +321,8 @@ def cases(world):
             Case("kill/ddp_training/last_rank", kill_in_ddp, -1),
             Case("stall/allreduce/rank1", stall_in_allreduce, 1),
             Case("destroy_pending/rank0", destroy_pending, 0),
-            Case("wait_limit/rank1_late", wait_limit, 1)]
+            Case("wait_limit/rank1_late", wait_limit, 1),
+            Case("init/missing_rank/last", missing_rank, world - 1)]
 
 
 @harness.table(cases(harness.WORLD))
