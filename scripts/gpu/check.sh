@@ -68,7 +68,11 @@ if [ "${1:-targets}" = torch ]; then
   step torch_configure 120 cmake -S . -B "$TB" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DCOLL_BUILD_TESTS=OFF -DCOLL_BUILD_TOOLS=ON -DCOLL_BUILD_PYTORCH=ON -DCOLL_TORCH_PYTHON="$PY" \
     -DCMAKE_PREFIX_PATH="$PWD/.gpu/hwloc"
-  step torch_build 360 cmake --build "$TB" -j"$(nproc)"
+  step torch_build 360 cmake --build "$TB" -j"$(nproc)" --target torch_collectives nccl_dropin all_reduce_perf collrun
+  # A crash's native stack in the step's log (the machine has no gdb): preloaded below.
+  FS=/tmp/fault_stack.so
+  cc -shared -fPIC -O1 -o "$FS" scripts/gpu/fault_stack.c >> "$OUT/torch_build.log" 2>&1 || FS=
+  ldd "$TB"/python/torch_collectives/_C*.so > "$OUT/torch_ldd.log" 2>&1
   # A build that failed here (a header missing on the machine) falls back to the one made
   # beside the source against the same torch (scripts/gpu/bundle.sh torch PYTHON).
   if ! ls "$TB"/python/torch_collectives/_C*.so "$TB/libnccl.so.2" > /dev/null 2>&1 && [ -d .gpu/prebuilt ]; then
@@ -81,15 +85,19 @@ if [ "${1:-targets}" = torch ]; then
   step lib_device_1rank 30 "$TB/perf_tests/all_reduce_perf" -t 1 --mem device -b 8 -e 16M -f 16 -c 1 -n 5 -w 1
   step lib_device_2proc 40 "$TB/tools/collrun" -np 2 -- "$TB/perf_tests/all_reduce_perf" --mem device \
     -b 8 -e 16M -f 16 -c 1 -n 5 -w 1
-  # One rank step by step first, under gdb where the machine has it (a native stack at
-  # a crash), with the library's INFO lines.
-  DBG=()
-  command -v gdb > /dev/null && DBG=(gdb -q -batch -ex run -ex bt -ex "info sharedlibrary" --args)
-  step torch_one_rank 90 env PYTHONPATH="$TB/python" COLL_DEBUG=INFO PYTHONFAULTHANDLER=1 \
-    "${DBG[@]}" "$PY" tests/torch/gpu_frameworks.py one_rank
-  step torch_ddp_ours 120 env PYTHONPATH="$TB/python" "$PY" tests/torch/gpu_frameworks.py ddp_ours
-  step torch_ddp_nccl 120 env LD_PRELOAD="$TB/libnccl.so.2" NCCL_DEBUG=VERSION "$PY" tests/torch/gpu_frameworks.py ddp_nccl
-  step torch_cupy 90 env LD_PRELOAD="$TB/libnccl.so.2" NCCL_DEBUG=VERSION "$PY" tests/torch/gpu_frameworks.py cupy
+  # One rank step by step first, with the library's INFO lines and the native stack of a
+  # crash; after a crash, again under cuda-gdb (gdb where the machine has it).
+  PRE=(env PYTHONFAULTHANDLER=1 ${FS:+LD_PRELOAD="$FS"})
+  step torch_one_rank 60 env PYTHONPATH="$TB/python" COLL_DEBUG=INFO "${PRE[@]}" "$PY" tests/torch/gpu_frameworks.py one_rank
+  DBG="$(command -v gdb || command -v cuda-gdb || echo /usr/local/cuda/bin/cuda-gdb)"
+  if ! grep -q "^RESULT one_rank PASS" "$OUT/torch_one_rank.log" && [ -x "$DBG" ]; then
+    step torch_one_rank_gdb 90 env PYTHONPATH="$TB/python" "$DBG" -q -batch -ex "set pagination off" -ex run -ex bt \
+      -ex "info sharedlibrary" --args "$PY" tests/torch/gpu_frameworks.py one_rank
+  fi
+  step torch_ddp_ours 75 env PYTHONPATH="$TB/python" "${PRE[@]}" "$PY" tests/torch/gpu_frameworks.py ddp_ours
+  step torch_test_cuda 75 env PYTHONPATH="$TB/python" "${PRE[@]}" "$PY" tests/torch/test_cuda.py
+  step torch_ddp_nccl 60 env LD_PRELOAD="$TB/libnccl.so.2${FS:+:$FS}" PYTHONFAULTHANDLER=1 NCCL_DEBUG=VERSION "$PY" tests/torch/gpu_frameworks.py ddp_nccl
+  step torch_cupy 60 env LD_PRELOAD="$TB/libnccl.so.2${FS:+:$FS}" PYTHONFAULTHANDLER=1 NCCL_DEBUG=VERSION "$PY" tests/torch/gpu_frameworks.py cupy
   # nccl-tests (built against NVIDIA's nccl.h; scripts/gpu/bundle.sh NCCL_TESTS_BUILD) over
   # our libnccl.so.2, every binary with its own checks. One rank: nccl-tests gives thread
   # t of -t 2 device t, and this machine has one.
@@ -99,15 +107,26 @@ if [ "${1:-targets}" = torch ]; then
     step "dropin_$(basename "$t")" 40 env LD_PRELOAD="$TB/libnccl.so.2" NCCL_DEBUG=VERSION \
       "$t" -g 1 -b 8 -e 64M -f 8 -c 1 -n 5 -w 1
   done
-  step torch_test_cuda 120 env PYTHONPATH="$TB/python" "$PY" tests/torch/test_cuda.py
-  step torch_per_device 120 env PYTHONPATH="$TB/python" "$PY" tests/torch/test_groups.py --nranks 2 -k per_device
+  step torch_per_device 60 env PYTHONPATH="$TB/python" "${PRE[@]}" "$PY" tests/torch/test_groups.py --nranks 2 -k per_device
   for f in torch_configure torch_build; do tail -3 "$OUT/$f.log" | sed "s/^/$f: /" >> "$S"; done
   for f in lib_device_1rank lib_device_2proc; do
     grep -h -E "Out of bounds|Avg bus bandwidth|rror|Segmentation" "$OUT/$f.log" | head -4 | sed "s/^/$f: /" >> "$S"
   done
-  grep -h -E "^RESULT|^STEP|^#[0-9]|version|Version|FAIL|Error|passed" "$OUT"/torch_one_rank.log "$OUT"/torch_ddp_*.log \
+  grep -h -E "^RESULT|^STEP|^#[0-9]|version|Version|FAIL|Error|passed" "$OUT"/torch_one_rank*.log "$OUT"/torch_ddp_*.log \
     "$OUT"/torch_cupy.log "$OUT"/torch_test_cuda.log "$OUT"/torch_per_device.log \
-    | awk '!seen[$0]++' | head -40 >> "$S"
+    | awk '!seen[$0]++' | head -60 >> "$S"
+  # Each native stack, the project's frames named by addr2line where the machine has it.
+  for f in "$OUT"/torch_*.log; do
+    grep -q "native stack at fatal" "$f" || continue
+    echo "== $(basename "$f" .log)" >> "$S"
+    grep -m1 -A 24 "native stack at fatal" "$f" | while IFS= read -r line; do
+      lib="${line%%(*}" off="$(sed -n 's/.*(+\(0x[0-9a-f]*\)).*/\1/p' <<< "$line")"
+      case "$lib" in *collectives*|*libnccl*)
+        [ -z "$off" ] || ! command -v addr2line > /dev/null || line="$line $(addr2line -f -C -e "$lib" "$off" | tr '\n' ' ')" ;;
+      esac
+      echo "$line"
+    done >> "$S"
+  done
   for f in "$OUT"/dropin_*.log; do
     [ -f "$f" ] || continue
     echo "$(basename "$f" .log): $(grep -h -E "Out of bounds|Avg bus bandwidth|NCCL version|Collectives" "$f" | tr '\n' ' ')" >> "$S"
