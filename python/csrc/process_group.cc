@@ -203,6 +203,19 @@ collComm_t ProcessGroupCollectives::makeComm(const std::string& key, int nranks,
   return comm;
 }
 
+// A communicator for CUDA tensors on device, the current one: null and why where the
+// library could not bind it there (the half-made one aborted).
+std::pair<collComm_t, std::string> ProcessGroupCollectives::makeCudaComm(const std::string& key, int nranks, int rank,
+                                                                         bool withConfig, c10::Device device) {
+  collComm_t comm = makeComm(key, nranks, rank, withConfig);
+  int bound = -1;
+  if (collCommCuDevice(comm, &bound) == collSuccess && bound == device.index()) return {comm, ""};
+  const std::string why = collGetLastError(comm);
+  collCommAbort(comm);
+  return {nullptr, c10::str("is bound to ", bound < 0 ? std::string("no CUDA device") : "cuda:" + std::to_string(bound),
+                            why.empty() ? "" : " (" + why + ")")};
+}
+
 // The group's communicator is made at construction, when the process may not have used
 // CUDA yet, and the library binds a communicator to the current device only once the
 // process has started CUDA there (collCommInitRank). So CUDA tensors get a communicator of
@@ -219,15 +232,10 @@ void ProcessGroupCollectives::bindCuda(const char* op, c10::Device device) {
     return;
   }
   c10::DeviceGuard guard(device);
-  collComm_t comm = makeComm(keyPrefix_ + "cuda/unique_id", size_, rank_, true);
-  int bound = -1;
-  if (collCommCuDevice(comm, &bound) != collSuccess || bound != device.index()) {
-    const std::string why = collGetLastError(comm);
-    collCommAbort(comm);
+  auto [comm, why] = makeCudaComm(keyPrefix_ + "cuda/unique_id", size_, rank_, true, device);
+  if (!comm) {
     cudaFailure_ = c10::str("torch_collectives: ", op, " on rank ", rank_, ": the communicator made for ", device.str(),
-                            " is bound to ",
-                            bound < 0 ? std::string("no CUDA device") : "cuda:" + std::to_string(bound),
-                            why.empty() ? "" : " (" + why + ")", "; this group takes no CUDA tensors");
+                            " ", why, "; this group takes no CUDA tensors");
     TORCH_CHECK(false, cudaFailure_);
   }
   cudaDevice_ = device.index();
@@ -499,7 +507,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollectives::endCoalescing() {
 // still closes the group, which then runs nothing, before its error is thrown.
 ProcessGroupCollectives::Finish ProcessGroupCollectives::runGroup(const std::vector<Body>& bodies, const OpInfo& block,
                                                                   c10::Device device, bool inOrder) {
-  if (inOrder && tlsOpenGroups == 0) {
+  // A list that must run in order marks its block so (listInOrder): never inside a group.
+  TORCH_CHECK(!inOrder || tlsOpenGroups == 0, "torch_collectives: ", block.name,
+              ": internal error: operations that share bytes were queued into an open library group");
+  if (inOrder) {
     for (const Body& body : bodies)
       if (Finish finish = body()) finish();
     return nullptr;

@@ -227,6 +227,8 @@ class ProcessGroupCollectives : public c10d::Backend {
   void drain(bool revoke);
   // A communicator of nranks made through the store under key (rank 0 publishes the id).
   collComm_t makeComm(const std::string& key, int nranks, int rank, bool withConfig);
+  std::pair<collComm_t, std::string> makeCudaComm(const std::string& key, int nranks, int rank, bool withConfig,
+                                                  c10::Device device);
   PeerWorker& peerWorker(int peer, bool sending);
   c10::intrusive_ptr<c10d::Work> transfer(std::vector<at::Tensor>& tensors, int peer, bool sending);
   // The body of one transfer on the (peer, direction) worker, completing work.

@@ -49,16 +49,12 @@ void ProcessGroupCollectives::runTransfer(PeerWorker& l, at::Tensor t, int peer,
               peer, " are on cuda:", l.cudaDevice, " (one CUDA device per process in a group)");
   std::atomic<collComm_t>& slot = cuda ? l.cudaComm : l.comm;
   if (!slot.load()) {
-    collComm_t made = makeComm(keyPrefix_ + "p2p/" + (cuda ? "cuda/" : "") + std::to_string(src) + "->" +
-                                   std::to_string(dst),
-                               2, sending ? 0 : 1, false);
-    int bound = -1;
-    if (cuda && (collCommCuDevice(made, &bound) != collSuccess || bound != t.device().index())) {
-      collCommAbort(made);
-      TORCH_CHECK(false, "torch_collectives: ", op.name, " on rank ", rank_, ": the communicator made for ",
-                  t.device().str(), " with rank ", peer, " is bound to ",
-                  bound < 0 ? std::string("no CUDA device") : "cuda:" + std::to_string(bound));
-    }
+    const std::string key = keyPrefix_ + "p2p/" + (cuda ? "cuda/" : "") + std::to_string(src) + "->" +
+                            std::to_string(dst);
+    auto [made, why] = cuda ? makeCudaComm(key, 2, sending ? 0 : 1, false, t.device())
+                            : std::pair{makeComm(key, 2, sending ? 0 : 1, false), std::string()};
+    TORCH_CHECK(made, "torch_collectives: ", op.name, " on rank ", rank_, ": the communicator made for ",
+                t.device().str(), " with rank ", peer, " ", why);
     if (cuda) l.cudaDevice = t.device().index();
     slot = made;
   }
