@@ -58,12 +58,16 @@ def init(ctx, seconds):
 
 
 def set_group_timeout(seconds):
-    """The default group's timeout from now on (torch's dist.set_timeout; older torch
-    has only its former name)."""
+    """The default group's timeout from now on: torch's dist.set_timeout where it exists
+    (2.15 on); before it, torch's _set_pg_timeout reaches Gloo and NCCL alone, and ours
+    takes torch_collectives.set_timeout."""
     limit = datetime.timedelta(seconds=seconds)
     setter = getattr(dist, "set_timeout", None)
     if setter is not None:
         setter(limit)
+    elif dist.get_backend() == "collectives":
+        import torch_collectives
+        torch_collectives.set_timeout(dist.group.WORLD, seconds)
     else:
         dist.distributed_c10d._set_pg_timeout(limit)
 
