@@ -230,9 +230,13 @@ def ring_subgroup(ctx):
     n, me = len(members), members.index(ctx.rank)
     nxt, prv = (me + 1) % n, (me - 1) % n
     out = torch.zeros(50, dtype=torch.float32)
-    ops = [dist.P2POp(dist.isend, msg(torch.float32, 50, ctx.rank, 0, 0), group=g,
-                      group_peer=nxt),
-           dist.P2POp(dist.irecv, out, group=g, group_peer=prv)]
+    try:
+        ops = [dist.P2POp(dist.isend, msg(torch.float32, 50, ctx.rank, 0, 0), group=g,
+                          group_peer=nxt),
+               dist.P2POp(dist.irecv, out, group=g, group_peer=prv)]
+    except TypeError:  # torch before 2.5 names peers by global rank alone
+        ops = [dist.P2POp(dist.isend, msg(torch.float32, 50, ctx.rank, 0, 0), members[nxt], group=g),
+               dist.P2POp(dist.irecv, out, members[prv], group=g)]
     for w in dist.batch_isend_irecv(ops):
         w.wait()
     ctx.check("batch_isend_irecv ring on a subgroup (group peers)", out,

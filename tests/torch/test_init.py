@@ -127,6 +127,9 @@ def options(ctx, slot):
     ctx.expect("completion hooks see the all_reduce once each, in the order registered",
                seen == [torch._C._distributed_c10d.OpType.ALLREDUCE, "second"], f"seen {seen}")
     dist.destroy_process_group()
+    if not hasattr(torch._C._distributed_c10d.ProcessGroup, "shutdown"):
+        ctx.note("this torch does not shut a group's backends down at destroy (2.4)")
+        return
     # The backend object outlives its group: an operation on it names itself and why.
     t = torch.ones(3)
     checks.expect_error(ctx, "allreduce on a destroyed group", lambda: be.allreduce([t]).wait(),
