@@ -32,8 +32,8 @@ bash scripts/fuzz.sh "${FUZZ_SECONDS:-10}"
 #    collective ..." (190 s) and "compressed allreduce: within the bound ..." (175 s, ring
 #    and tree over shm and TCP): "compressed allreduce on the emulated device executor"
 #    (27 s) and the other compressed cases take the same executor and codecs;
-#  - tests with no library code in them (format, layers, gpu_targets, project_words, params_doc,
-#    nccl_torch_imports: symbol tables) and the installed
+#  - tests with no library code in them (format, layers, gpu_targets, project_words,
+#    params_doc, library_exports and nccl_torch_imports: symbol tables) and the installed
 #    package's consumer build (packaging, not memory);
 #  - the soak smoke runs (soak_smoke_procs, soak_smoke_threads): they require RSS flat,
 #    and ASan keeps freed memory in quarantine (up to 256 MiB), so RSS grows by design
@@ -42,6 +42,6 @@ bash scripts/fuzz.sh "${FUZZ_SECONDS:-10}"
 ci_skip='^(ib_hosts|netns_.*|launch_(collrun_all|threads_all|every_binary|mpirun|json|hosts_trees)|perf_.*'
 ci_skip+='|nccl_api_.*_procs_.*|nccl_api_nvidia_.*|large messages over 16 MiB.*'
 ci_skip+='|device executor emulated on host threads: every collective.*|compressed allreduce: within the bound.*'
-ci_skip+='|format|layers|gpu_targets|project_words|params_doc|nccl_torch_imports|installed_package_consumer'
+ci_skip+='|format|layers|gpu_targets|project_words|params_doc|library_exports|nccl_torch_imports|installed_package_consumer'
 ci_skip+='|soak_smoke_procs|soak_smoke_threads)$'
 bash scripts/sanitize.sh asan -E "$ci_skip"
