@@ -25,18 +25,21 @@ if [ "${1:-}" = torch ]; then
   cp -L /usr/lib/x86_64-linux-gnu/libhwloc.so.15 .gpu/hwloc/lib/
   cp -L /usr/lib/x86_64-linux-gnu/libhwloc.so.15 .gpu/hwloc/lib/libhwloc.so
   cp -L /lib/x86_64-linux-gnu/libudev.so.1 .gpu/hwloc/lib/
-  # With a Python whose torch is the GPU machine's (PYTHON), the library and the backend
-  # built here too, for the machine to fall back on where it cannot build.
+  # With a Python whose torch is the GPU machine's (PYTHON: the same torch and Python
+  # minor version), the library, the backend and the two programs check.sh runs first
+  # built here too: the machine then skips its own build (about 140 s of its time).
   if [ -n "${2:-}" ]; then
     PB=build-gpu-torch
     cmake -S . -B "$PB" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCOLL_BUILD_TESTS=OFF \
-      -DCOLL_BUILD_TOOLS=OFF -DCOLL_BUILD_PYTORCH=ON -DCOLL_TORCH_PYTHON="$2" >/dev/null
-    cmake --build "$PB" -j"$(nproc)"
+      -DCOLL_BUILD_TOOLS=ON -DCOLL_BUILD_PYTORCH=ON -DCOLL_TORCH_PYTHON="$2" >/dev/null
+    cmake --build "$PB" -j"$(nproc)" --target torch_collectives nccl_dropin all_reduce_perf collrun
     rm -rf .gpu/prebuilt
-    mkdir -p .gpu/prebuilt/python/torch_collectives
+    mkdir -p .gpu/prebuilt/python/torch_collectives .gpu/prebuilt/perf_tests .gpu/prebuilt/tools
     cp -L "$PB/libcollectives.so.0" "$PB/libnccl.so.2" .gpu/prebuilt/
     cp "$PB"/python/torch_collectives/* .gpu/prebuilt/python/torch_collectives/
-    strip .gpu/prebuilt/*.so* .gpu/prebuilt/python/torch_collectives/*.so
+    cp "$PB/perf_tests/all_reduce_perf" .gpu/prebuilt/perf_tests/
+    cp "$PB/tools/collrun" .gpu/prebuilt/tools/
+    strip .gpu/prebuilt/*.so* .gpu/prebuilt/python/torch_collectives/*.so .gpu/prebuilt/perf_tests/* .gpu/prebuilt/tools/*
     "$2" -c 'import sys, torch; print("built beside the source: Python", sys.version.split()[0], "torch", torch.__version__)' \
       > .gpu/prebuilt/ORIGIN
   fi

@@ -65,13 +65,23 @@ if [ "${1:-targets}" = torch ]; then
   PY="$(command -v python3)"
   "$PY" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' >> "$S" 2>&1
   "$PY" -c 'import cupy; print("cupy", cupy.__version__)' >> "$S" 2>&1
-  step torch_configure 120 cmake -S . -B "$TB" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DCOLL_BUILD_TESTS=OFF -DCOLL_BUILD_TOOLS=ON -DCOLL_BUILD_PYTORCH=ON -DCOLL_TORCH_PYTHON="$PY" \
-    -DCMAKE_PREFIX_PATH="$PWD/.gpu/hwloc"
-  step torch_build 360 cmake --build "$TB" -j"$(nproc)" --target torch_collectives nccl_dropin all_reduce_perf collrun
+  # Made beside the source against this machine's torch and Python (scripts/gpu/bundle.sh
+  # torch PYTHON; .gpu/prebuilt/ORIGIN names them), the build here is skipped: about 140 s
+  # of the machine's time. GPU_TORCH_BUILD=1 builds here regardless.
+  MINE="$("$PY" -c 'import sys, torch; print("Python %d.%d" % sys.version_info[:2], "torch", torch.__version__)' 2>/dev/null)"
+  if [ "${GPU_TORCH_BUILD:-0}" != 1 ] && [ -f .gpu/prebuilt/ORIGIN ] &&
+     grep -q -F "${MINE% torch*}" .gpu/prebuilt/ORIGIN && grep -q -F " torch ${MINE#* torch }" .gpu/prebuilt/ORIGIN; then
+    echo "torch: not built here; .gpu/prebuilt matches ($(cat .gpu/prebuilt/ORIGIN))" >> "$S"
+    TB="$PWD/.gpu/prebuilt"
+  else
+    step torch_configure 120 cmake -S . -B "$TB" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+      -DCOLL_BUILD_TESTS=OFF -DCOLL_BUILD_TOOLS=ON -DCOLL_BUILD_PYTORCH=ON -DCOLL_TORCH_PYTHON="$PY" \
+      -DCMAKE_PREFIX_PATH="$PWD/.gpu/hwloc"
+    step torch_build 360 cmake --build "$TB" -j"$(nproc)" --target torch_collectives nccl_dropin all_reduce_perf collrun
+  fi
   # A crash's native stack in the step's log (the machine has no gdb): preloaded below.
   FS=/tmp/fault_stack.so
-  cc -shared -fPIC -O1 -o "$FS" scripts/gpu/fault_stack.c >> "$OUT/torch_build.log" 2>&1 || FS=
+  cc -shared -fPIC -O1 -o "$FS" scripts/gpu/fault_stack.c >> "$OUT/fault_stack.log" 2>&1 || FS=
   ldd "$TB"/python/torch_collectives/_C*.so > "$OUT/torch_ldd.log" 2>&1
   # A build that failed here (a header missing on the machine) falls back to the one made
   # beside the source against the same torch (scripts/gpu/bundle.sh torch PYTHON).
@@ -89,7 +99,15 @@ if [ "${1:-targets}" = torch ]; then
   # crash; after a crash, again under cuda-gdb (gdb where the machine has it).
   PRE=(env PYTHONFAULTHANDLER=1 ${FS:+LD_PRELOAD="$FS"})
   step torch_one_rank 60 env PYTHONPATH="$TB/python" COLL_DEBUG=INFO "${PRE[@]}" "$PY" tests/torch/gpu_frameworks.py one_rank
+  # What the library would load besides itself (it reads NCCL_* where COLL_* is unset,
+  # and loads libnccl-net.so, libnccl-tuner.so and hwloc where found); after a crash, the
+  # one-rank step again without any of them.
+  { env | grep -E "^(NCCL|COLL)_" | sed 's/^/env: /'; ldconfig -p | grep -i -E "nccl|hwloc" | sed 's/^/ldconfig: /'; } >> "$S"
   DBG="$(command -v gdb || command -v cuda-gdb || echo /usr/local/cuda/bin/cuda-gdb)"
+  if ! grep -q "^RESULT one_rank PASS" "$OUT/torch_one_rank.log"; then
+    step torch_one_rank_bare 60 env PYTHONPATH="$TB/python" COLL_DEBUG=INFO COLL_NET_PLUGIN=none COLL_TUNER_PLUGIN=none \
+      COLL_PROFILER_PLUGIN=none COLL_IB_DISABLE=1 COLL_HWLOC_LIB=none "${PRE[@]}" "$PY" tests/torch/gpu_frameworks.py one_rank
+  fi
   if ! grep -q "^RESULT one_rank PASS" "$OUT/torch_one_rank.log" && [ -x "$DBG" ]; then
     step torch_one_rank_gdb 90 env PYTHONPATH="$TB/python" "$DBG" -q -batch -ex "set pagination off" -ex run -ex bt \
       -ex "info sharedlibrary" --args "$PY" tests/torch/gpu_frameworks.py one_rank
@@ -108,7 +126,7 @@ if [ "${1:-targets}" = torch ]; then
       "$t" -g 1 -b 8 -e 64M -f 8 -c 1 -n 5 -w 1
   done
   step torch_per_device 60 env PYTHONPATH="$TB/python" "${PRE[@]}" "$PY" tests/torch/test_groups.py --nranks 2 -k per_device
-  for f in torch_configure torch_build; do tail -3 "$OUT/$f.log" | sed "s/^/$f: /" >> "$S"; done
+  for f in torch_configure torch_build; do [ ! -f "$OUT/$f.log" ] || tail -3 "$OUT/$f.log" | sed "s/^/$f: /" >> "$S"; done
   for f in lib_device_1rank lib_device_2proc; do
     grep -h -E "Out of bounds|Avg bus bandwidth|rror|Segmentation" "$OUT/$f.log" | head -4 | sed "s/^/$f: /" >> "$S"
   done
