@@ -95,8 +95,11 @@ if [ "${1:-targets}" = torch ]; then
   step lib_device_1rank 30 "$TB/perf_tests/all_reduce_perf" -t 1 --mem device -b 8 -e 16M -f 16 -c 1 -n 5 -w 1
   step lib_device_2proc 40 "$TB/tools/collrun" -np 2 -- "$TB/perf_tests/all_reduce_perf" --mem device \
     -b 8 -e 16M -f 16 -c 1 -n 5 -w 1
-  # One rank step by step first, with the library's INFO lines and the native stack of a
-  # crash; after a crash, again under cuda-gdb (gdb where the machine has it).
+  # The library's device path as a shared object (the perf programs link its objects
+  # statically), in a process without torch: CuPy's NCCL allreduce on the drop-in.
+  step torch_cupy 60 env LD_PRELOAD="$TB/libnccl.so.2${FS:+:$FS}" PYTHONFAULTHANDLER=1 NCCL_DEBUG=VERSION "$PY" tests/torch/gpu_frameworks.py cupy
+  # Through torch, one rank step by step first, with the library's INFO lines and the
+  # native stack of a crash; after a crash, again under cuda-gdb (gdb where there is one).
   PRE=(env PYTHONFAULTHANDLER=1 ${FS:+LD_PRELOAD="$FS"})
   step torch_one_rank 60 env PYTHONPATH="$TB/python" COLL_DEBUG=INFO "${PRE[@]}" "$PY" tests/torch/gpu_frameworks.py one_rank
   # What the library would load besides itself (it reads NCCL_* where COLL_* is unset,
@@ -115,7 +118,6 @@ if [ "${1:-targets}" = torch ]; then
   step torch_ddp_ours 75 env PYTHONPATH="$TB/python" "${PRE[@]}" "$PY" tests/torch/gpu_frameworks.py ddp_ours
   step torch_test_cuda 75 env PYTHONPATH="$TB/python" "${PRE[@]}" "$PY" tests/torch/test_cuda.py
   step torch_ddp_nccl 60 env LD_PRELOAD="$TB/libnccl.so.2${FS:+:$FS}" PYTHONFAULTHANDLER=1 NCCL_DEBUG=VERSION "$PY" tests/torch/gpu_frameworks.py ddp_nccl
-  step torch_cupy 60 env LD_PRELOAD="$TB/libnccl.so.2${FS:+:$FS}" PYTHONFAULTHANDLER=1 NCCL_DEBUG=VERSION "$PY" tests/torch/gpu_frameworks.py cupy
   # nccl-tests (built against NVIDIA's nccl.h; scripts/gpu/bundle.sh NCCL_TESTS_BUILD) over
   # our libnccl.so.2, every binary with its own checks. One rank: nccl-tests gives thread
   # t of -t 2 device t, and this machine has one.
