@@ -127,7 +127,8 @@ if [ "${1:-targets}" = torch ]; then
     step "dropin_$(basename "$t")" 40 env LD_PRELOAD="$TB/libnccl.so.2" NCCL_DEBUG=VERSION \
       "$t" -g 1 -b 8 -e 64M -f 8 -c 1 -n 5 -w 1
   done
-  step torch_per_device 60 env PYTHONPATH="$TB/python" "${PRE[@]}" "$PY" tests/torch/test_groups.py --nranks 2 -k per_device
+  step torch_per_device 60 env PYTHONPATH="$TB/python" "${PRE[@]}" "$PY" -m pytest tests/torch/test_groups.py -p no:cacheprovider \
+    --backend collectives --nranks 2 -k per_device
   for f in torch_configure torch_build; do [ ! -f "$OUT/$f.log" ] || tail -3 "$OUT/$f.log" | sed "s/^/$f: /" >> "$S"; done
   for f in lib_device_1rank lib_device_2proc; do
     grep -h -E "Out of bounds|Avg bus bandwidth|rror|Segmentation" "$OUT/$f.log" | head -4 | sed "s/^/$f: /" >> "$S"

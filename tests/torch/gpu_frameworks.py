@@ -65,7 +65,9 @@ def ddp_rank(rank, n, port, backend, queue):
     params = torch.cat([p.detach().flatten() for p in ddp.parameters()]).cpu()
     info = torch.cuda.nccl.version() if backend == "nccl" else None
     dist.destroy_process_group()
-    queue.put((rank, total.cpu(), params, info))
+    # Plain lists: a tensor in the queue is passed by a file descriptor that this process,
+    # exiting now, may close before the parent has taken it.
+    queue.put((rank, total.cpu().tolist(), params.tolist(), info))
 
 
 def run_ddp(backend):
@@ -87,6 +89,7 @@ def run_ddp(backend):
         p.join(60)
     codes = [p.exitcode for p in procs]
     _, losses, params, info = sorted(results, key=lambda r: r[0])[0]
+    losses, params = torch.tensor(losses), torch.tensor(params)
     loss_err = (losses - ref_losses).abs().max().item()
     param_err = (params - ref_params).abs().max().item()
     ok = codes == [0, 0] and loss_err < 1e-4 and param_err < 1e-4 and losses[-1] < losses[0]
