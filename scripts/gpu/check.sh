@@ -59,8 +59,9 @@ step() {  # step NAME SECONDS command...
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; } >> "$S" 2>&1
 P="$B/perf_tests"
 if [ "${1:-targets}" = torch ]; then
-  # Built here with this machine's cores (sm_90, no tests) against the torch of its
-  # python3; hwloc from .gpu/hwloc where the machine has none.
+  # The library and the backend against the torch of the machine's python3: made beside
+  # the source (below) or built here with the machine's cores (sm_90, no tests); hwloc
+  # from .gpu/hwloc where the machine has none.
   TB=/tmp/coll-torch-build
   PY="$(command -v python3)"
   "$PY" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' >> "$S" 2>&1
@@ -82,13 +83,13 @@ if [ "${1:-targets}" = torch ]; then
   # A crash's native stack in the step's log (the machine has no gdb): preloaded below.
   FS=/tmp/fault_stack.so
   cc -shared -fPIC -O1 -o "$FS" scripts/gpu/fault_stack.c >> "$OUT/fault_stack.log" 2>&1 || FS=
-  ldd "$TB"/python/torch_collectives/_C*.so > "$OUT/torch_ldd.log" 2>&1
   # A build that failed here (a header missing on the machine) falls back to the one made
   # beside the source against the same torch (scripts/gpu/bundle.sh torch PYTHON).
   if ! ls "$TB"/python/torch_collectives/_C*.so "$TB/libnccl.so.2" > /dev/null 2>&1 && [ -d .gpu/prebuilt ]; then
     echo "torch: not built here; using .gpu/prebuilt ($(cat .gpu/prebuilt/ORIGIN 2>/dev/null))" >> "$S"
     TB="$PWD/.gpu/prebuilt"
   fi
+  ldd "$TB"/python/torch_collectives/_C*.so > "$OUT/torch_ldd.log" 2>&1
   export LD_LIBRARY_PATH="$TB:$PWD/.gpu/hwloc/lib:$LD_LIBRARY_PATH"
   # The library's device path alone first, 1 rank and 2 processes on the one GPU (what
   # test_cuda.py runs through torch), checked: a failure here is the library's, not torch's.
